@@ -1,0 +1,29 @@
+# Warnings for our own code; third-party headers are included as SYSTEM where we control it.
+function(wallet_warnings target)
+  target_compile_options(${target} PRIVATE -Wall -Wextra -Werror -Wno-missing-field-initializers)
+endfunction()
+
+# wallet_library(name SOURCES ... DEPS ...): one library per module folder.
+function(wallet_library name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
+  add_library(${name} STATIC ${ARG_SOURCES})
+  target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR})
+  target_link_libraries(${name} PUBLIC ${ARG_DEPS})
+  wallet_warnings(${name})
+endfunction()
+
+# wallet_test(name LABEL label [TIMEOUT seconds] SOURCES ... DEPS ...):
+# one GoogleTest executable, registered with CTest as a single test with a label and a timeout.
+function(wallet_test name)
+  cmake_parse_arguments(ARG "" "LABEL;TIMEOUT" "SOURCES;DEPS" ${ARGN})
+  if(NOT ARG_TIMEOUT)
+    set(ARG_TIMEOUT 120)
+  endif()
+  add_executable(${name} ${ARG_SOURCES})
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gmock GTest::gtest_main)
+  target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR})
+  wallet_warnings(${name})
+  add_test(NAME ${name} COMMAND ${name} --gtest_color=no)
+  set_tests_properties(${name} PROPERTIES LABELS ${ARG_LABEL} TIMEOUT ${ARG_TIMEOUT}
+    ENVIRONMENT "WALLET_BUILD_DIR=${PROJECT_BINARY_DIR};WALLET_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
+endfunction()

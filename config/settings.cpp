@@ -1,0 +1,409 @@
+#include "config/settings.hpp"
+
+#include <CLI/CLI.hpp>
+#include <toml++/toml.h>
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <variant>
+
+extern char** environ;
+
+namespace config {
+namespace {
+
+struct int_rule {
+  std::int64_t* target;
+  std::int64_t min;
+  std::int64_t max;
+};
+struct string_rule {
+  std::string* target;
+  std::vector<std::string> allowed;  // empty: any value
+  bool may_be_empty;
+};
+struct bool_rule {
+  bool* target;
+};
+
+// One row of the settings table.
+struct descriptor {
+  std::string_view section;
+  std::string_view key;
+  std::string_view doc;
+  std::variant<int_rule, string_rule, bool_rule> rule;
+};
+
+constexpr std::int64_t k_int_max = INT64_MAX;
+
+// The single table of settings. Bounds are generous but finite: a limit of zero or a timeout
+// of an hour is always a typo.
+std::vector<descriptor> describe(settings& s) {
+  return {
+      {"http", "host", "Address the HTTP server listens on.", string_rule{&s.http.host, {}, false}},
+      {"http", "port", "TCP port of the HTTP server.", int_rule{&s.http.port, 1, 65535}},
+      {"http", "io_threads", "Threads running the HTTP I/O context.", int_rule{&s.http.io_threads, 1, 64}},
+      {"http", "body_bytes_max", "Largest request body accepted; larger answers 413.",
+       int_rule{&s.http.body_bytes_max, 256, 16 * 1024 * 1024}},
+      {"http", "header_bytes_max", "Largest request header block accepted.",
+       int_rule{&s.http.header_bytes_max, 1024, 1024 * 1024}},
+      {"http", "read_timeout_ms", "Deadline to read one whole request once it has started.",
+       int_rule{&s.http.read_timeout_ms, 10, 600'000}},
+      {"http", "keep_alive_timeout_ms", "How long an idle keep-alive connection is kept.",
+       int_rule{&s.http.keep_alive_timeout_ms, 10, 3'600'000}},
+      {"http", "connections_max", "Open connections at most; more are closed on accept.",
+       int_rule{&s.http.connections_max, 1, 1'000'000}},
+      {"http", "request_deadline_ms", "Deadline for the server's answer to one request.",
+       int_rule{&s.http.request_deadline_ms, 10, 600'000}},
+      {"http", "shutdown_grace_ms", "On SIGTERM, how long in-flight requests may still finish.",
+       int_rule{&s.http.shutdown_grace_ms, 0, 600'000}},
+
+      {"database", "url", "PostgreSQL URL of the application role.", string_rule{&s.database.url, {}, false}},
+      {"database", "owner_url", "PostgreSQL URL of the owner role that runs migrations (empty: none).",
+       string_rule{&s.database.owner_url, {}, true}},
+      {"database", "migrate_on_start", "Apply pending migrations (as the owner role) at start.",
+       bool_rule{&s.database.migrate_on_start}},
+      {"database", "readers", "Connections serving reads and account administration.",
+       int_rule{&s.database.readers, 1, 256}},
+      {"database", "reader_queue_max", "Queued read requests at most; more answer 503.",
+       int_rule{&s.database.reader_queue_max, 1, 1'000'000}},
+      {"database", "connect_timeout_ms", "Timeout to open one database connection.",
+       int_rule{&s.database.connect_timeout_ms, 100, 60'000}},
+      {"database", "connection_wait_ms", "Longest wait for a database connection before 503.",
+       int_rule{&s.database.connection_wait_ms, 1, 60'000}},
+      {"database", "statement_timeout_ms", "statement_timeout of every connection.",
+       int_rule{&s.database.statement_timeout_ms, 10, 600'000}},
+      {"database", "lock_timeout_ms", "lock_timeout of every connection.",
+       int_rule{&s.database.lock_timeout_ms, 10, 600'000}},
+      {"database", "reconnect_backoff_ms", "Pause between reconnection attempts.",
+       int_rule{&s.database.reconnect_backoff_ms, 10, 60'000}},
+
+      {"writer", "count", "Ledger writers, each with its own connection.", int_rule{&s.writer.count, 1, 64}},
+      {"writer", "batch_postings_max", "Postings committed in one database transaction at most.",
+       int_rule{&s.writer.batch_postings_max, 1, 10'000}},
+      {"writer", "batch_wait_us", "How long a writer waits for more postings before committing.",
+       int_rule{&s.writer.batch_wait_us, 0, 1'000'000}},
+      {"writer", "queue_postings_max", "Postings queued per writer at most; more answer 503.",
+       int_rule{&s.writer.queue_postings_max, 1, 10'000'000}},
+
+      {"actors", "scheduler_threads", "Threads of the CAF scheduler.", int_rule{&s.actors.scheduler_threads, 1, 256}},
+      {"actors", "registry_shards", "Shards of the account registry.", int_rule{&s.actors.registry_shards, 1, 1024}},
+      {"actors", "accounts_live_max", "Live account actors at most; idle ones are passivated first.",
+       int_rule{&s.actors.accounts_live_max, 16, 100'000'000}},
+      {"actors", "account_idle_ms", "An account actor idle this long passivates.",
+       int_rule{&s.actors.account_idle_ms, 10, 86'400'000}},
+      {"actors", "account_inflight_max", "Debits in flight per account at most; more answer 503.",
+       int_rule{&s.actors.account_inflight_max, 1, 1'000'000}},
+
+      {"ledger", "amount_minor_max", "Largest amount of one request, in minor units.",
+       int_rule{&s.ledger.amount_minor_max, 1, k_int_max}},
+      {"ledger", "hot_shards_max", "Credit shards of a hot account at most.",
+       int_rule{&s.ledger.hot_shards_max, 1, 1024}},
+      {"ledger", "hot_shards_default", "Credit shards of a hot account when the request names none.",
+       int_rule{&s.ledger.hot_shards_default, 1, 1024}},
+      {"ledger", "sweep_interval_ms", "How often shard balances are swept into the main account.",
+       int_rule{&s.ledger.sweep_interval_ms, 10, 86'400'000}},
+      {"ledger", "reconcile_interval_s", "How often the reconciler checks the ledger (0: never).",
+       int_rule{&s.ledger.reconcile_interval_s, 0, 604'800}},
+      {"ledger", "entries_page_max", "Largest page of account entries.",
+       int_rule{&s.ledger.entries_page_max, 1, 100'000}},
+
+      {"redis", "url", "Redis URL for rate-limit counters.", string_rule{&s.redis.url, {}, false}},
+      {"redis", "command_timeout_ms", "Timeout of one Redis command before failing open.",
+       int_rule{&s.redis.command_timeout_ms, 1, 10'000}},
+      {"redis", "connections", "Redis connections, each on its own thread.",
+       int_rule{&s.redis.connections, 1, 64}},
+      {"redis", "retry_interval_ms", "While Redis is down, how often it is tried again.",
+       int_rule{&s.redis.retry_interval_ms, 10, 600'000}},
+
+      {"ratelimit", "enabled", "Rate-limit every authenticated request per principal.",
+       bool_rule{&s.ratelimit.enabled}},
+      {"ratelimit", "algorithm", "Counter kind: sliding (sliding window) or fixed (fixed window).",
+       string_rule{&s.ratelimit.algorithm, {"sliding", "fixed"}, false}},
+      {"ratelimit", "rate_per_second", "Money-moving requests per second per principal.",
+       int_rule{&s.ratelimit.rate_per_second, 1, 10'000'000}},
+      {"ratelimit", "burst", "Money-moving requests per principal allowed at once.",
+       int_rule{&s.ratelimit.burst, 1, 10'000'000}},
+      {"ratelimit", "read_rate_per_second", "Reads per second per principal.",
+       int_rule{&s.ratelimit.read_rate_per_second, 1, 10'000'000}},
+      {"ratelimit", "read_burst", "Reads per principal allowed at once.",
+       int_rule{&s.ratelimit.read_burst, 1, 10'000'000}},
+
+      {"admission", "inflight_requests_max", "Requests in flight in the whole server; more answer 503.",
+       int_rule{&s.admission.inflight_requests_max, 1, 10'000'000}},
+
+      {"auth", "bootstrap_key", "API key of an operator ensured at start (empty: none).",
+       string_rule{&s.auth.bootstrap_key, {}, true}},
+      {"auth", "key_cache_max", "API keys cached in memory at most.",
+       int_rule{&s.auth.key_cache_max, 1, 100'000'000}},
+
+      {"log", "level", "Log level.",
+       string_rule{&s.log.level, {"trace", "debug", "info", "warn", "error", "critical", "off"}, false}},
+      {"log", "format", "Log line format: text, or json (one object per line).",
+       string_rule{&s.log.format, {"text", "json"}, false}},
+  };
+}
+
+std::string qualified(const descriptor& d) {
+  return std::string(d.section) + "." + std::string(d.key);
+}
+
+std::string flag_name(const descriptor& d) {
+  std::string name = "--" + std::string(d.section) + "-" + std::string(d.key);
+  std::replace(name.begin(), name.end(), '_', '-');
+  return name;
+}
+
+std::string join(const std::vector<std::string>& values) {
+  std::string out;
+  for (const auto& v : values) out += (out.empty() ? "" : ", ") + v;
+  return out;
+}
+
+[[noreturn]] void fail(const descriptor& d, std::string_view value, std::string_view source,
+                       std::string_view allowed) {
+  std::ostringstream out;
+  out << "invalid setting " << qualified(d) << " = \"" << value << "\" (from " << source << "): " << allowed;
+  throw config_error(out.str());
+}
+
+std::string int_allowed(const int_rule& r) {
+  return "must be an integer from " + std::to_string(r.min) + " to " + std::to_string(r.max);
+}
+
+void check_int(const descriptor& d, const int_rule& r, std::int64_t v, std::string_view source) {
+  if (v < r.min || v > r.max) fail(d, std::to_string(v), source, int_allowed(r));
+}
+
+void check_string(const descriptor& d, const string_rule& r, const std::string& v, std::string_view source) {
+  if (v.empty() && !r.may_be_empty) fail(d, v, source, "must not be empty");
+  if (!r.allowed.empty() && std::find(r.allowed.begin(), r.allowed.end(), v) == r.allowed.end()) {
+    fail(d, v, source, "must be one of: " + join(r.allowed));
+  }
+}
+
+// Applies a textual value (from the environment or a flag) to one setting.
+void apply_text(const descriptor& d, const std::string& text, std::string_view source) {
+  std::visit(
+      [&](const auto& r) {
+        using rule = std::decay_t<decltype(r)>;
+        if constexpr (std::is_same_v<rule, int_rule>) {
+          std::int64_t v = 0;
+          const char* end = text.data() + text.size();
+          auto [ptr, ec] = std::from_chars(text.data(), end, v);
+          if (text.empty() || ec != std::errc{} || ptr != end) fail(d, text, source, int_allowed(r));
+          check_int(d, r, v, source);
+          *r.target = v;
+        } else if constexpr (std::is_same_v<rule, string_rule>) {
+          check_string(d, r, text, source);
+          *r.target = text;
+        } else {
+          std::string lower = text;
+          std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+          if (lower == "true" || lower == "1" || lower == "yes" || lower == "on") {
+            *r.target = true;
+          } else if (lower == "false" || lower == "0" || lower == "no" || lower == "off") {
+            *r.target = false;
+          } else {
+            fail(d, text, source, "must be true or false");
+          }
+        }
+      },
+      d.rule);
+}
+
+// Applies one TOML node to one setting, insisting on the TOML type that matches.
+void apply_toml(const descriptor& d, const toml::node& node, std::string_view source) {
+  std::visit(
+      [&](const auto& r) {
+        using rule = std::decay_t<decltype(r)>;
+        std::ostringstream shown;
+        node.visit([&](const auto& leaf) { shown << leaf; });
+        if constexpr (std::is_same_v<rule, int_rule>) {
+          auto v = node.value_exact<std::int64_t>();
+          if (!v) fail(d, shown.str(), source, int_allowed(r));
+          check_int(d, r, *v, source);
+          *r.target = *v;
+        } else if constexpr (std::is_same_v<rule, string_rule>) {
+          auto v = node.value_exact<std::string>();
+          if (!v) fail(d, shown.str(), source, "must be a string");
+          check_string(d, r, *v, source);
+          *r.target = *v;
+        } else {
+          auto v = node.value_exact<bool>();
+          if (!v) fail(d, shown.str(), source, "must be true or false");
+          *r.target = *v;
+        }
+      },
+      d.rule);
+}
+
+void apply_toml_document(settings& s, const std::string& text, const std::string& source) {
+  toml::table doc;
+  try {
+    doc = toml::parse(text, source);
+  } catch (const toml::parse_error& e) {
+    std::ostringstream out;
+    out << "cannot parse " << source << ": " << e.description() << " at line " << e.source().begin.line;
+    throw config_error(out.str());
+  }
+  auto table = describe(s);
+  for (auto&& [section_key, section_node] : doc) {
+    const auto* section = section_node.as_table();
+    if (section == nullptr) {
+      throw config_error("unknown top-level key \"" + std::string(section_key.str()) + "\" in " + source +
+                         ": settings live in sections such as [http]");
+    }
+    for (auto&& [key, node] : *section) {
+      auto it = std::find_if(table.begin(), table.end(), [&](const descriptor& d) {
+        return d.section == section_key.str() && d.key == key.str();
+      });
+      if (it == table.end()) {
+        throw config_error("unknown setting " + std::string(section_key.str()) + "." + std::string(key.str()) +
+                           " in " + source);
+      }
+      apply_toml(*it, node, source);
+    }
+  }
+}
+
+void apply_environment(settings& s, const environment& env) {
+  auto table = describe(s);
+  for (const auto& d : table) {
+    auto name = env_name(d.section, d.key);
+    if (auto it = env.find(name); it != env.end()) apply_text(d, it->second, name);
+  }
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw config_error("cannot read configuration file " + path);
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+}  // namespace
+
+std::string env_name(std::string_view section, std::string_view key) {
+  std::string name = "WALLET_" + std::string(section) + "_" + std::string(key);
+  std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::toupper(c); });
+  return name;
+}
+
+environment process_environment() {
+  environment env;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    std::string_view entry(*e);
+    auto eq = entry.find('=');
+    if (eq == std::string_view::npos) continue;
+    env.emplace(std::string(entry.substr(0, eq)), std::string(entry.substr(eq + 1)));
+  }
+  return env;
+}
+
+void validate(const settings& s) {
+  settings copy = s;
+  for (const auto& d : describe(copy)) {
+    std::visit(
+        [&](const auto& r) {
+          using rule = std::decay_t<decltype(r)>;
+          if constexpr (std::is_same_v<rule, int_rule>) {
+            check_int(d, r, *r.target, "settings");
+          } else if constexpr (std::is_same_v<rule, string_rule>) {
+            check_string(d, r, *r.target, "settings");
+          }
+        },
+        d.rule);
+  }
+  if (s.ledger.hot_shards_default > s.ledger.hot_shards_max) {
+    throw config_error("invalid setting ledger.hot_shards_default = \"" + std::to_string(s.ledger.hot_shards_default) +
+                       "\": must not exceed ledger.hot_shards_max (" + std::to_string(s.ledger.hot_shards_max) + ")");
+  }
+}
+
+settings load_from(const std::string& toml_text, const environment& env) {
+  settings s;
+  apply_toml_document(s, toml_text, "configuration");
+  apply_environment(s, env);
+  validate(s);
+  return s;
+}
+
+load_result load(int argc, const char* const* argv, const environment& env, const std::string& program_name) {
+  load_result result;
+  settings& s = result.values;
+
+  CLI::App app{program_name + ": an actor-based double-entry wallet server", program_name};
+  std::string config_path;
+  bool print_example = false;
+  app.add_option("--config", config_path, "TOML configuration file");
+  app.add_flag("--print-example-config", print_example, "Print every setting with its default and exit");
+
+  // Flags are collected as text first: the file and the environment must be applied before them.
+  auto table = describe(s);
+  std::vector<std::string> flag_values(table.size());
+  for (std::size_t i = 0; i < table.size(); ++i) {
+    std::string doc(table[i].doc);
+    doc += " [" + env_name(table[i].section, table[i].key) + "]";
+    app.add_option(flag_name(table[i]), flag_values[i], doc);
+  }
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    result.exit_now = true;
+    result.exit_code = app.exit(e);
+    return result;
+  } catch (const CLI::ParseError& e) {
+    throw config_error(std::string("command line: ") + e.what());
+  }
+  if (print_example) {
+    result.exit_now = true;
+    return result;
+  }
+
+  if (!config_path.empty()) apply_toml_document(s, read_file(config_path), config_path);
+  apply_environment(s, env);
+  for (std::size_t i = 0; i < table.size(); ++i) {
+    if (app.count(flag_name(table[i])) > 0) apply_text(table[i], flag_values[i], flag_name(table[i]));
+  }
+  validate(s);
+  return result;
+}
+
+std::string example_toml() {
+  settings defaults;
+  std::ostringstream out;
+  out << "# Wallet server configuration: every setting with its default.\n"
+      << "# Precedence: this file (--config PATH) < WALLET_<SECTION>_<KEY> environment variables\n"
+      << "# < --<section>-<key> command-line flags.\n";
+  std::string_view section;
+  for (const auto& d : describe(defaults)) {
+    if (d.section != section) {
+      section = d.section;
+      out << "\n[" << section << "]\n";
+    }
+    out << "# " << d.doc << " (" << env_name(d.section, d.key);
+    std::visit(
+        [&](const auto& r) {
+          using rule = std::decay_t<decltype(r)>;
+          if constexpr (std::is_same_v<rule, int_rule>) {
+            out << "; " << r.min << " to " << r.max << ")\n" << d.key << " = " << *r.target << "\n";
+          } else if constexpr (std::is_same_v<rule, string_rule>) {
+            if (!r.allowed.empty()) out << "; one of " << join(r.allowed);
+            out << ")\n" << d.key << " = \"" << *r.target << "\"\n";
+          } else {
+            out << ")\n" << d.key << " = " << (*r.target ? "true" : "false") << "\n";
+          }
+        },
+        d.rule);
+  }
+  return out.str();
+}
+
+}  // namespace config

@@ -1,0 +1,145 @@
+#pragma once
+
+// The server's settings: every limit, timeout, pool size and URL in one place.
+//
+// Values come from, in increasing precedence: built-in defaults, a TOML file (`--config PATH`),
+// `WALLET_<SECTION>_<KEY>` environment variables, and `--<section>-<key>` command-line flags.
+// `describe()` is the single table that names each key, documents it and bounds it; loading,
+// validation, the flag list and `config/wallet.example.toml` all derive from it.
+
+#include <cstdint>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace config {
+
+struct http_settings {
+  std::string host = "127.0.0.1";
+  std::int64_t port = 8080;
+  std::int64_t io_threads = 2;
+  std::int64_t body_bytes_max = 64 * 1024;
+  std::int64_t header_bytes_max = 8 * 1024;
+  std::int64_t read_timeout_ms = 10'000;
+  std::int64_t keep_alive_timeout_ms = 30'000;
+  std::int64_t connections_max = 4096;
+  std::int64_t request_deadline_ms = 5'000;
+  std::int64_t shutdown_grace_ms = 5'000;
+};
+
+struct database_settings {
+  std::string url = "postgresql://wallet_app@127.0.0.1:5432/wallet";
+  std::string owner_url;
+  bool migrate_on_start = true;
+  std::int64_t readers = 4;
+  std::int64_t reader_queue_max = 2'000;
+  std::int64_t connect_timeout_ms = 2'000;
+  std::int64_t connection_wait_ms = 300;
+  std::int64_t statement_timeout_ms = 5'000;
+  std::int64_t lock_timeout_ms = 2'000;
+  std::int64_t reconnect_backoff_ms = 500;
+};
+
+struct writer_settings {
+  std::int64_t count = 2;
+  std::int64_t batch_postings_max = 500;
+  std::int64_t batch_wait_us = 500;
+  std::int64_t queue_postings_max = 10'000;
+};
+
+struct actor_settings {
+  std::int64_t scheduler_threads = 2;
+  std::int64_t registry_shards = 4;
+  std::int64_t accounts_live_max = 200'000;
+  std::int64_t account_idle_ms = 60'000;
+  std::int64_t account_inflight_max = 2'000;
+};
+
+struct ledger_settings {
+  std::int64_t amount_minor_max = 1'000'000'000'000'000;
+  std::int64_t hot_shards_max = 64;
+  std::int64_t hot_shards_default = 16;
+  std::int64_t sweep_interval_ms = 1'000;
+  std::int64_t reconcile_interval_s = 300;
+  std::int64_t entries_page_max = 500;
+};
+
+struct redis_settings {
+  std::string url = "redis://127.0.0.1:6379";
+  std::int64_t command_timeout_ms = 50;
+  std::int64_t connections = 2;
+  std::int64_t retry_interval_ms = 1'000;
+};
+
+struct ratelimit_settings {
+  bool enabled = true;
+  std::string algorithm = "sliding";
+  std::int64_t rate_per_second = 100;
+  std::int64_t burst = 200;
+  std::int64_t read_rate_per_second = 500;
+  std::int64_t read_burst = 1'000;
+};
+
+struct admission_settings {
+  std::int64_t inflight_requests_max = 20'000;
+};
+
+struct auth_settings {
+  std::string bootstrap_key;
+  std::int64_t key_cache_max = 100'000;
+};
+
+struct log_settings {
+  std::string level = "info";
+  std::string format = "text";
+};
+
+struct settings {
+  http_settings http;
+  database_settings database;
+  writer_settings writer;
+  actor_settings actors;
+  ledger_settings ledger;
+  redis_settings redis;
+  ratelimit_settings ratelimit;
+  admission_settings admission;
+  auth_settings auth;
+  log_settings log;
+};
+
+// A setting that cannot be used: names the key, the value, where it came from and what is allowed.
+class config_error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// The environment as a map, so tests can pass their own instead of the process environment.
+using environment = std::map<std::string, std::string>;
+environment process_environment();
+
+// Result of reading the command line: the settings, or a request to only print something.
+struct load_result {
+  settings values;
+  bool exit_now = false;  // --help or --print-example-config was handled
+  int exit_code = 0;
+};
+
+// Loads defaults, then the file named by --config, then the environment, then flags.
+// Throws config_error for any unknown key, wrong type or out-of-range value.
+load_result load(int argc, const char* const* argv, const environment& env,
+                 const std::string& program_name = "wallet-server");
+
+// Loads from a TOML document and an environment only (no flags): for tools and tests.
+settings load_from(const std::string& toml_text, const environment& env);
+
+// Checks every value against its bounds; throws config_error naming the first bad key.
+void validate(const settings& s);
+
+// The example configuration file: every key, its default, and its documentation.
+std::string example_toml();
+
+// The environment variable name for a key: ("http", "port") -> "WALLET_HTTP_PORT".
+std::string env_name(std::string_view section, std::string_view key);
+
+}  // namespace config
