@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""Writes bench/RESULTS.md from the raw outputs of bench/run.sh (baseline.tsv, loadgen summaries).
+
+Usage: report.py OUT_DIR RESULTS_MD
+"""
+import csv
+import datetime
+import json
+import os
+import platform
+import subprocess
+import sys
+
+out_dir, results_path = sys.argv[1], sys.argv[2]
+
+
+def machine():
+    model = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    mem_gb = 0.0
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemTotal"):
+                    mem_gb = int(line.split()[1]) / 1024 / 1024
+    except OSError:
+        pass
+    try:
+        pg = subprocess.run(["pgbench", "--version"], capture_output=True, text=True).stdout.strip()
+    except OSError:
+        pg = "pgbench not found"
+    return f"{os.cpu_count()} CPUs ({model}), {mem_gb:.0f} GB RAM, {platform.system()} {platform.release()}, {pg}"
+
+
+def load_baseline():
+    path = os.path.join(out_dir, "baseline.tsv")
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return list(csv.DictReader(f, delimiter="\t"))
+
+
+def load_summary(name):
+    path = os.path.join(out_dir, name, "summary.json")
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
+def best_baseline(rows, workload):
+    """The best throughput of a baseline workload over its client counts."""
+    candidates = [r for r in rows if r["workload"] == workload and r["tps"]]
+    if not candidates:
+        return None
+    return max(candidates, key=lambda r: float(r["tps"]))
+
+
+baseline = load_baseline()
+lines = []
+lines.append("# Benchmark results: classic row-lock transfer vs. the wallet server")
+lines.append("")
+lines.append(f"- Date: {datetime.datetime.now().strftime('%Y-%m-%d %H:%M %Z').strip()}")
+lines.append(f"- Machine: {machine()}")
+lines.append("- PostgreSQL and Redis: private instances from `scripts/services.sh` under `var/bench`, "
+             "fsync on, same PostgreSQL for both designs.")
+lines.append("- Reproduce: `bench/run.sh` (or `bench/run.sh --baseline-only`).")
+lines.append("")
+
+lines.append("## Baseline: one database transaction per transfer, both rows locked (pgbench)")
+lines.append("")
+if baseline:
+    lines.append("pgbench `-M prepared -j 2`, closed loop, the statements of `shared/BASELINE.md` sent one by "
+                 "one from the client (`bench/baseline/`); 100,000 funded accounts. Latency from pgbench's "
+                 "per-transaction log. `invariants` checks after each run that the balances still sum to "
+                 "zero, every cached balance equals its entries and no ordinary account is negative; "
+                 "`committed` counts the transfers in the ledger afterwards.")
+    lines.append("")
+    lines.append("| workload | clients | transfers/s | p50 ms | p99 ms | max ms | failed | committed | invariants |")
+    lines.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+    for r in baseline:
+        lines.append(f"| {r['workload']} | {r['clients']} | {float(r['tps']):.0f} | {r['p50_ms']} | "
+                     f"{r['p99_ms']} | {r['max_ms']} | {r['failed']} | {r.get('committed', '')} | {r['invariants']} |")
+else:
+    lines.append("Not run.")
+lines.append("")
+
+pairs = [
+    ("hot merchant", "hot_merchant", "hot-merchant"),
+    ("payday", "payday", "payday"),
+    ("P2P / uniform", "uniform", "p2p"),
+]
+lines.append("## Side by side: highest throughput with p99 <= 100 ms")
+lines.append("")
+lines.append("The server's figure is the highest open-loop rate (latency counted from each request's "
+             "scheduled send time) whose p99 of accepted transfers stayed within 100 ms and whose achieved "
+             "rate kept up with the intended one. The baseline's is its best closed-loop throughput over "
+             "the client counts, whatever its p99 (which favours the baseline).")
+lines.append("")
+lines.append("| workload | baseline transfers/s (clients, p50/p99 ms) | server transfers/s (p50/p99 ms) | ratio | server verification |")
+lines.append("| --- | --- | --- | ---: | --- |")
+any_server = False
+for label, base_name, server_name in pairs:
+    b = best_baseline(baseline, base_name)
+    s = load_summary(f"server-{server_name}")
+    b_text = f"{float(b['tps']):.0f} ({b['clients']}, {b['p50_ms']}/{b['p99_ms']})" if b else "not run"
+    if s and s.get("search"):
+        any_server = True
+        sr = s["search"]
+        s_text = f"{sr.get('best_achieved', 0):.0f} ({sr.get('best_p50_ms', 0):.1f}/{sr.get('best_p99_ms', 0):.1f})"
+        ratio = f"{sr.get('best_achieved', 0) / float(b['tps']):.1f}x" if b and float(b["tps"]) > 0 else "-"
+        verdict = "PASS" if s.get("verify", {}).get("pass") else "FAIL"
+    else:
+        s_text, ratio, verdict = "not run", "-", "-"
+    lines.append(f"| {label} | {b_text} | {s_text} | {ratio} | {verdict} |")
+lines.append("")
+
+spike = load_summary("server-spike")
+lines.append("## 10x spike (server)")
+lines.append("")
+if spike and spike.get("spike"):
+    sp = spike["spike"]
+    lines.append(f"Hot merchant, baseline {spike.get('baseline_rate', 0):.0f}/s, ten times that for "
+                 f"{sp.get('duration_s', 0):.0f} s, default per-user rate limit, retries after `Retry-After`.")
+    lines.append("")
+    lines.append("| share 429 | share 503 | p99 of accepted (ms) | p99 before the spike (ms) | seconds until back at baseline | verification |")
+    lines.append("| ---: | ---: | ---: | ---: | ---: | --- |")
+    rec = sp.get("recovery_s")
+    rec_text = f"{rec:.0f}" if rec is not None and rec >= 0 else "not recovered"
+    lines.append(f"| {100 * sp.get('share_429', 0):.1f}% | {100 * sp.get('share_503', 0):.1f}% | "
+                 f"{sp.get('p99_accepted_ms', 0):.1f} | {sp.get('baseline_p99_ms', 0):.1f} | {rec_text} | "
+                 f"{'PASS' if spike.get('verify', {}).get('pass') else 'FAIL'} |")
+else:
+    lines.append("Not run.")
+lines.append("")
+
+if any_server:
+    lines.append("## Server search steps")
+    lines.append("")
+    for label, _, server_name in pairs:
+        s = load_summary(f"server-{server_name}")
+        if not s or not s.get("search"):
+            continue
+        lines.append(f"{label}:")
+        lines.append("")
+        lines.append("| intended/s | achieved/s | p50 ms | p99 ms | non-201 | within target |")
+        lines.append("| ---: | ---: | ---: | ---: | ---: | --- |")
+        for st in s["search"].get("steps", []):
+            lines.append(f"| {st['rate']:.0f} | {st['achieved']:.0f} | {st['p50_ms']:.1f} | {st['p99_ms']:.1f} | "
+                         f"{st['not_accepted']} | {'yes' if st['ok'] else 'no'} |")
+        lines.append("")
+
+with open(results_path, "w") as f:
+    f.write("\n".join(lines).rstrip() + "\n")

@@ -1,0 +1,214 @@
+#!/usr/bin/env bash
+# Side-by-side benchmark of the classic row-lock transfer (shared/BASELINE.md, under pgbench) and
+# the wallet server (under wallet-loadgen), on this machine and the same PostgreSQL, in one go.
+# Writes bench/RESULTS.md; raw outputs go to bench/out/ (not committed).
+#
+#   bench/run.sh                      # baseline, then the server, then the report
+#   bench/run.sh --baseline-only      # only the pgbench part (and a report of it)
+#   bench/run.sh --server-only        # only the server part (reuses bench/out/baseline.tsv)
+#   options: --duration S (pgbench run length, default 15), --clients "16 64",
+#            --step-seconds S (loadgen search step, default 10), --payers N (default 10000),
+#            --keep-services (leave PostgreSQL and Redis running afterwards)
+#
+# Services are private to the benchmark: var/bench, PostgreSQL on 55434 and Redis on 56381, with
+# fsync on (never --fast): a benchmark that does not flush its commits measures nothing useful.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+
+run_baseline=yes
+run_server=yes
+duration=15
+clients="16 64"
+step_seconds=10
+payers=10000
+keep_services=no
+while (($#)); do
+  case $1 in
+    --baseline-only) run_server=no ;;
+    --server-only) run_baseline=no ;;
+    --duration) duration=$2; shift ;;
+    --clients) clients=$2; shift ;;
+    --step-seconds) step_seconds=$2; shift ;;
+    --payers) payers=$2; shift ;;
+    --keep-services) keep_services=yes ;;
+    *) echo "bench: unknown argument $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+var_dir=var/bench
+out=bench/out
+pg_port=55434
+redis_port=56381
+http_port=18480
+mkdir -p "$out"
+
+bash scripts/install-deps.sh
+bash scripts/services.sh start "$var_dir" "$pg_port" "$redis_port"
+if [[ $keep_services == no ]]; then
+  trap 'bash scripts/services.sh stop "$var_dir"' EXIT
+fi
+
+psql_admin() { psql -X -q -h 127.0.0.1 -p "$pg_port" -U postgres -v ON_ERROR_STOP=1 "$@"; }
+
+# ---------------------------------------------------------------------------------------------
+# Part 1: the classic row-lock design under pgbench.
+# ---------------------------------------------------------------------------------------------
+
+# Checks the baseline's own invariants after a run: the closed system still sums to zero, every
+# cached balance equals the sum of its entries, and no ordinary account is negative.
+check_baseline() {
+  local bad
+  bad=$(psql_admin -d baseline -At <<'SQL'
+SELECT (SELECT coalesce(sum(balance), 0) FROM account) <> 0
+    OR EXISTS (SELECT 1 FROM account a
+                 LEFT JOIN (SELECT account_id, sum(amount) AS s FROM ledger_entry GROUP BY 1) e
+                   ON e.account_id = a.id
+                WHERE a.balance <> coalesce(e.s, 0))
+    OR EXISTS (SELECT 1 FROM account WHERE balance < 0 AND NOT allow_negative);
+SQL
+)
+  [[ $bad == f ]]
+}
+
+# p50, p99 and max in ms from pgbench's per-transaction logs, whose third column is the latency in us.
+log_percentiles() {
+  python3 - "$@" <<'PY'
+import sys
+lat = []
+for path in sys.argv[1:]:
+    with open(path) as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) >= 3:
+                lat.append(int(parts[2]))
+lat.sort()
+def pct(p):
+    if not lat:
+        return 0.0
+    i = min(len(lat) - 1, max(0, int(round(p / 100.0 * len(lat) + 0.5)) - 1))
+    return lat[i] / 1000.0
+print(f"{pct(50):.1f}\t{pct(99):.1f}\t{lat[-1] / 1000.0 if lat else 0:.1f}")
+PY
+}
+
+if [[ $run_baseline == yes ]]; then
+  psql_admin -d postgres -c "DROP DATABASE IF EXISTS baseline WITH (FORCE)" -c "CREATE DATABASE baseline"
+  printf 'workload\tclients\ttps\tp50_ms\tp99_ms\tmax_ms\tfailed\tcommitted\tinvariants\n' > "$out/baseline.tsv"
+  for workload in hot_merchant hot_merchant_16 payday uniform; do
+    cat "bench/baseline/pick_$workload.sql" bench/baseline/transfer.sql > "$out/$workload.pgbench"
+    for c in $clients; do
+      echo "bench: baseline $workload, $c clients, ${duration}s" >&2
+      psql_admin -d baseline -f bench/baseline/schema.sql >/dev/null 2>&1
+      psql_admin -d baseline -f bench/baseline/fund.sql >/dev/null
+      psql_admin -d baseline -c CHECKPOINT >/dev/null
+      logdir="$out/pgbench-$workload-$c"
+      rm -rf "$logdir" && mkdir -p "$logdir"
+      pgbench -h 127.0.0.1 -p "$pg_port" -U postgres -n -M prepared -c "$c" -j 2 -T "$duration" \
+        -f "$out/$workload.pgbench" -l --log-prefix="$logdir/tx" baseline > "$logdir/pgbench.out" 2>&1 \
+        || { cat "$logdir/pgbench.out" >&2; exit 1; }
+      tps=$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' "$logdir/pgbench.out" | head -1)
+      failed=$(sed -n 's/^number of failed transactions: \([0-9]*\).*/\1/p' "$logdir/pgbench.out" | head -1)
+      percentiles=$(log_percentiles "$logdir"/tx*)
+      invariants=ok
+      check_baseline || invariants=BROKEN
+      committed=$(psql_admin -d baseline -At -c "SELECT count(*) FROM journal_transaction WHERE type = 'TRANSFER'")
+      printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$workload" "$c" "$tps" "$percentiles" "${failed:-0}" "$committed" \
+        "$invariants" \
+        >> "$out/baseline.tsv"
+      echo "bench:   $tps transfers/s, p50/p99/max ms: $percentiles, invariants $invariants" >&2
+    done
+  done
+fi
+
+# ---------------------------------------------------------------------------------------------
+# Part 2: the wallet server under wallet-loadgen.
+# ---------------------------------------------------------------------------------------------
+
+server_pid=
+stop_server() {
+  if [[ -n $server_pid ]] && kill -0 "$server_pid" 2>/dev/null; then
+    kill -TERM "$server_pid"
+    for _ in $(seq 1 100); do kill -0 "$server_pid" 2>/dev/null || break; sleep 0.1; done
+    kill -0 "$server_pid" 2>/dev/null && kill -KILL "$server_pid"
+    wait "$server_pid" 2>/dev/null || true
+  fi
+  server_pid=
+}
+
+# Starts the server on a fresh database. The first argument is the per-user rate limit per second:
+# the throughput runs set it far above what one principal sends (one employer pays every salary),
+# the spike run keeps the default so that 429 shows up where it would in production.
+start_server() {
+  local rate_per_second=$1
+  stop_server
+  bash scripts/services.sh reset-db "$var_dir"
+  redis-cli -p "$redis_port" flushall >/dev/null
+  (
+    set -a
+    # shellcheck disable=SC1091
+    source "$var_dir/services.env"
+    set +a
+    export WALLET_AUTH_BOOTSTRAP_KEY=$operator_key
+    export WALLET_RATELIMIT_RATE_PER_SECOND=$rate_per_second
+    export WALLET_RATELIMIT_BURST=$((rate_per_second * 2))
+    export WALLET_LOG_LEVEL=warn
+    if [[ -x build-bench/tools/admin/wallet-admin ]]; then build-bench/tools/admin/wallet-admin migrate; fi
+    exec build-bench/tools/server/wallet-server --http-port "$http_port"
+  ) > "$out/server.log" 2>&1 &
+  server_pid=$!
+  for _ in $(seq 1 300); do
+    if curl -fsS "http://127.0.0.1:$http_port/readyz" >/dev/null 2>&1; then return 0; fi
+    kill -0 "$server_pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  echo "bench: the server did not become ready; its log:" >&2
+  tail -30 "$out/server.log" >&2
+  exit 1
+}
+
+loadgen() {
+  build-bench/tools/loadgen/wallet-loadgen --host 127.0.0.1 --port "$http_port" \
+    --operator-key "$operator_key" --quiet "$@"
+}
+
+if [[ $run_server == yes ]]; then
+  cmake -S . -B build-bench -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+  ninja -j2 -C build-bench wallet-server wallet-loadgen
+  ninja -j2 -C build-bench wallet-admin 2>/dev/null || true
+  operator_key="bench-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+  trap 'stop_server; if [[ $keep_services == no ]]; then bash scripts/services.sh stop "$var_dir"; fi' EXIT
+
+  # The same three workloads as the baseline: payments into one hot merchant, salaries from one
+  # hot employer, P2P among many accounts. Each finds the highest open-loop rate whose p99 stays
+  # within 100 ms, stepping the rate up by half each step and refining between the last good and
+  # the first bad rate.
+  for workload in hot-merchant payday p2p; do
+    echo "bench: server $workload" >&2
+    start_server 1000000
+    rm -rf "$out/server-$workload"
+    loadgen --workload "$workload" --accounts "$payers" --hot-shards 16 --mode search \
+      --search-start-rate 200 --search-step-factor 1.5 --search-refine 2 \
+      --search-step-seconds "$step_seconds" --p99-target-ms 100 --connections 512 \
+      --out-dir "$out/server-$workload" > "$out/server-$workload.txt" \
+      || echo "bench: loadgen reported FAIL for $workload (see $out/server-$workload.txt)" >&2
+  done
+
+  # The 10x spike: baseline at half the best hot-merchant rate, ten times that for 10 s, with
+  # the server's default per-user rate limit and retries following Retry-After.
+  best=$(jq -r '.search.best_rate // 0' "$out/server-hot-merchant/summary.json" 2>/dev/null || echo 0)
+  base_rate=$(python3 -c "print(max(50, int(float('$best') / 2)))")
+  echo "bench: server spike, baseline $base_rate/s, x10" >&2
+  start_server 100
+  rm -rf "$out/server-spike"
+  loadgen --workload hot-merchant --accounts "$payers" --hot-shards 16 --mode open --profile spike \
+    --rate "$base_rate" --spike-multiplier 10 --spike-start 15 --spike-duration 10 \
+    --spike-ramp-seconds 2 --duration 60 --connections 2048 \
+    --out-dir "$out/server-spike" > "$out/server-spike.txt" \
+    || echo "bench: loadgen reported FAIL for the spike run (see $out/server-spike.txt)" >&2
+  stop_server
+fi
+
+python3 bench/report.py "$out" bench/RESULTS.md
+echo "bench: wrote bench/RESULTS.md" >&2
