@@ -1,0 +1,81 @@
+#pragma once
+
+// Per-principal rate limiting backed by Redis, failing open to an in-process limiter.
+//
+// Every check is decided by a Lua script in Redis (so every server process sharing that Redis
+// shares one allowance), on one of `redis.connections` worker threads that pipeline many checks
+// per round trip. When Redis is down, slow or refuses a command, checks are decided in process
+// with the same limits and the same algorithm until Redis answers again. See ratelimit/README.md
+// for how `burst` and `rate_per_second` become a window.
+//
+// hiredis stays out of this header: only limiter.cpp sees it.
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "config/settings.hpp"
+
+namespace ratelimit {
+
+// Money-moving POSTs (`write`) and reads have separate allowances.
+enum class route_class { write, read };
+
+struct decision {
+  bool allowed = true;
+  std::int64_t limit = 0;          // requests allowed per window
+  std::int64_t remaining = 0;      // left in the current window after this request
+  std::int64_t reset_s = 0;        // seconds until the window frees capacity
+  std::int64_t retry_after_s = 0;  // whole seconds until a request would pass (0 when allowed)
+  bool fallback = false;           // decided by the in-process limiter because Redis was unusable
+  std::string policy;              // RateLimit-Policy header value, e.g. `200;w=2`
+  std::string header;              // RateLimit header value, e.g. `limit=200, remaining=17, reset=1`
+};
+
+// Internal bounds of the limiter. They belong with the other limits in config/; until they move
+// there they are named here, in one place, and tests shrink them to reach the overflow paths.
+struct limiter_bounds {
+  std::int64_t queue_checks_max = 4'096;          // checks waiting for a Redis worker
+  std::int64_t batch_checks_max = 64;             // checks one worker pipelines in one round trip
+  std::int64_t completions_max = 65'536;          // decided checks waiting for their callback
+  std::int64_t pings_max = 256;                   // readiness pings waiting for one probe
+  std::int64_t fallback_entries_max = 100'000;    // principal x class counters kept in process
+};
+
+class limiter {
+ public:
+  // Starts `redis.connections` worker threads, one delivery thread and one ping thread; connects
+  // in the background, so construction never waits for Redis. Throws std::invalid_argument for a
+  // Redis URL it cannot use.
+  limiter(const config::redis_settings& redis, const config::ratelimit_settings& limits,
+          const limiter_bounds& bounds = {});
+  // Stops its threads cleanly; checks and pings still pending get their callbacks first.
+  ~limiter();
+
+  limiter(const limiter&) = delete;
+  limiter& operator=(const limiter&) = delete;
+
+  // Never blocks the caller: `done` runs later on a limiter thread, exactly once (it must be
+  // cheap, e.g. post to an asio strand).
+  void check(std::int64_t principal_id, route_class cls, std::function<void(decision)> done);
+
+  // Asynchronous PING for readiness: `done(ok, detail)` runs on a limiter thread within about the
+  // command timeout. Uses its own short-lived connection, so it reports whether Redis answers now.
+  void ping(std::function<void(bool ok, std::string detail)> done);
+
+  struct stats {
+    std::uint64_t redis_decisions;
+    std::uint64_t fallback_decisions;
+    std::uint64_t redis_failures;
+    std::uint64_t transitions_to_fallback;
+    bool using_fallback;
+  };
+  stats snapshot() const;  // for /metrics
+
+ private:
+  class impl;
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace ratelimit

@@ -1,0 +1,64 @@
+#pragma once
+
+// The in-process limiter used while Redis is unusable: the same windows and the same arithmetic
+// as the Redis scripts (ratelimit/window.hpp), kept per principal and route class in this process
+// only. Memory is bounded: at most `entries_max` counters; counters whose windows have both passed
+// are pruned when room is needed. If every counter is still live, an unknown principal is allowed
+// without being counted: the fallback fails open rather than growing without bound.
+//
+// Thread-safe: the counters are split into shards, each behind its own mutex.
+
+#include <array>
+#include <cstdint>
+#include <mutex>
+#include <unordered_map>
+
+#include "ratelimit/limiter.hpp"
+#include "ratelimit/window.hpp"
+
+namespace ratelimit {
+
+class local_limiter {
+ public:
+  local_limiter(algorithm algo, std::int64_t entries_max);
+
+  // Decides one request at `now_ms` (milliseconds since the Unix epoch, so windows line up with
+  // the ones Redis uses) and counts it if it passes.
+  outcome take(std::int64_t principal_id, route_class cls, const window_policy& policy,
+               std::int64_t now_ms);
+
+  std::int64_t size() const;
+
+ private:
+  struct key {
+    std::int64_t principal_id;
+    route_class cls;
+    bool operator==(const key&) const = default;
+  };
+  struct key_hash {
+    std::size_t operator()(const key& k) const noexcept;
+  };
+  struct entry {
+    std::int64_t window_index = 0;
+    std::int64_t window_ms = 0;
+    std::int64_t current = 0;
+    std::int64_t previous = 0;
+  };
+  struct shard {
+    mutable std::mutex mutex;
+    std::unordered_map<key, entry, key_hash> entries;
+    std::int64_t last_prune_ms = 0;
+  };
+  static constexpr std::size_t shard_count_ = 16;
+  // A full shard is scanned at most this often, so a flood of new principals against a full
+  // table costs one scan per interval, not one per request.
+  static constexpr std::int64_t prune_interval_ms_ = 100;
+
+  entry* find_or_insert(shard& s, const key& k, std::int64_t now_ms);
+
+  algorithm algorithm_;
+  std::int64_t entries_per_shard_max_;
+  std::array<shard, shard_count_> shards_;
+};
+
+}  // namespace ratelimit
