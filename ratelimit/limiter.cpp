@@ -1,0 +1,714 @@
+#include "ratelimit/limiter.hpp"
+
+#include <hiredis/hiredis.h>
+#include <spdlog/spdlog.h>
+
+#include <array>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "ratelimit/invariant.hpp"
+#include "ratelimit/local_limiter.hpp"
+#include "ratelimit/redis_url.hpp"
+#include "ratelimit/window.hpp"
+
+namespace ratelimit {
+namespace {
+
+using steady = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+// Both scripts read the clock with TIME inside Redis, so every server process sharing the Redis
+// agrees on window boundaries whatever its own clock says. Redis 7 replicates script effects, so
+// a non-deterministic TIME before a write is allowed. KEYS[1] is the counter prefix; the script
+// appends `:<window index>`. The prefix carries the principal in a hash tag, so every key a script
+// touches lives in one cluster slot.
+
+// Mirrors evaluate_sliding() in window.cpp expression for expression (same IEEE doubles, same
+// order of operations), so Redis and the fallback round identically.
+constexpr const char* sliding_script = R"lua(
+local limit = tonumber(ARGV[1])
+local window = tonumber(ARGV[2])
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local index = math.floor(now / window)
+local elapsed = now - index * window
+local current_key = KEYS[1] .. ':' .. string.format('%d', index)
+local previous_key = KEYS[1] .. ':' .. string.format('%d', index - 1)
+local counts = redis.call('MGET', current_key, previous_key)
+local current = tonumber(counts[1]) or 0
+local previous = tonumber(counts[2]) or 0
+local left = window - elapsed
+local estimate = current + previous * left / window
+if estimate + 1 <= limit then
+  redis.call('INCR', current_key)
+  redis.call('PEXPIRE', current_key, left + window + 1000)
+  return {1, math.floor(limit - estimate - 1), left, 0}
+end
+local wait
+if current + 1 <= limit then
+  wait = math.ceil(left - (limit - 1 - current) * window / previous) + 1
+else
+  wait = left + math.ceil(window * (current - limit + 1) / current) + 1
+end
+if wait < 1 then wait = 1 end
+return {0, 0, wait, wait}
+)lua";
+
+// Mirrors evaluate_fixed() in window.cpp. Denied requests are counted too (INCR first is the one
+// atomic step that needs no read); the count only matters up to the limit, and the key expires
+// with its window.
+constexpr const char* fixed_script = R"lua(
+local limit = tonumber(ARGV[1])
+local window = tonumber(ARGV[2])
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local index = math.floor(now / window)
+local elapsed = now - index * window
+local key = KEYS[1] .. ':' .. string.format('%d', index)
+local count = redis.call('INCR', key)
+local left = window - elapsed
+if count == 1 then redis.call('PEXPIRE', key, left + 1000) end
+if count <= limit then return {1, limit - count, left, 0} end
+return {0, 0, left, left}
+)lua";
+
+std::int64_t unix_now_ms() {
+  return std::chrono::duration_cast<milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::size_t class_index(route_class cls) { return cls == route_class::write ? 0 : 1; }
+const char* class_name(route_class cls) { return cls == route_class::write ? "write" : "read"; }
+
+struct reply_deleter {
+  void operator()(redisReply* reply) const { freeReplyObject(reply); }
+};
+using reply_ptr = std::unique_ptr<redisReply, reply_deleter>;
+
+struct context_deleter {
+  void operator()(redisContext* context) const { redisFree(context); }
+};
+using context_ptr = std::unique_ptr<redisContext, context_deleter>;
+
+// A timeval of zero means "no timeout" to hiredis, so callers never pass less than 1 ms.
+timeval to_timeval(milliseconds ms) {
+  timeval tv{};
+  tv.tv_sec = static_cast<decltype(tv.tv_sec)>(ms.count() / 1000);
+  tv.tv_usec = static_cast<decltype(tv.tv_usec)>((ms.count() % 1000) * 1000);
+  return tv;
+}
+
+std::string context_error(const redisContext& context) {
+  // A receive timeout surfaces as an I/O error with EAGAIN; say so plainly in the log.
+  if (context.err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK)) return "timed out";
+  return context.errstr[0] != '\0' ? std::string(context.errstr) : "unknown hiredis error";
+}
+
+std::string reply_error(const redisReply& reply) {
+  return std::string(reply.str, static_cast<std::size_t>(reply.len));
+}
+
+bool is_noscript(const redisReply& reply) {
+  return reply.type == REDIS_REPLY_ERROR && reply_error(reply).rfind("NOSCRIPT", 0) == 0;
+}
+
+// A script answer is {allowed, remaining, reset_ms, retry_after_ms}. Returns why it is not one.
+std::string parse_outcome(const redisReply& reply, std::optional<outcome>& out) {
+  if (reply.type == REDIS_REPLY_ERROR) return "script error: " + reply_error(reply);
+  if (reply.type != REDIS_REPLY_ARRAY || reply.elements != 4) return "unexpected script reply";
+  std::array<long long, 4> values{};
+  for (std::size_t i = 0; i < 4; ++i) {
+    if (reply.element[i]->type != REDIS_REPLY_INTEGER) return "unexpected script reply";
+    values[i] = reply.element[i]->integer;
+  }
+  out = outcome{values[0] == 1, values[1], values[2], values[3]};
+  return {};
+}
+
+// One hiredis connection: connected, authenticated, database selected, script loaded. Owned by
+// exactly one thread (hiredis contexts are not thread-safe). After any error hiredis leaves the
+// context unusable, so every failure path closes it and the owner reconnects later.
+class redis_session {
+ public:
+  bool is_open() const { return context_ != nullptr; }
+  void close() { context_.reset(); }
+  redisContext* get() const { return context_.get(); }
+  const std::string& script_sha() const { return script_sha_; }
+  void set_script_sha(std::string sha) { script_sha_ = std::move(sha); }
+
+  // Opens the connection and, if `script` is given, loads it; everything before `deadline`.
+  // Returns an empty string on success, or why it failed.
+  std::string open(const redis_endpoint& endpoint, steady::time_point deadline,
+                   const char* script) {
+    close();
+    const auto budget = std::chrono::duration_cast<milliseconds>(deadline - steady::now());
+    if (budget < milliseconds(1)) return "timed out before connecting";
+    context_ptr context(redisConnectWithTimeout(endpoint.host.c_str(), endpoint.port,
+                                                to_timeval(budget)));
+    if (!context) return "cannot allocate a hiredis context";
+    if (context->err != 0) return "connect: " + context_error(*context);
+    redisEnableKeepAlive(context.get());
+    context_ = std::move(context);
+
+    // Everything the session needs is pipelined: one round trip after the TCP handshake.
+    std::size_t expected = 0;
+    if (!endpoint.password.empty()) {
+      if (endpoint.username.empty()) {
+        redisAppendCommand(get(), "AUTH %s", endpoint.password.c_str());
+      } else {
+        redisAppendCommand(get(), "AUTH %s %s", endpoint.username.c_str(),
+                           endpoint.password.c_str());
+      }
+      ++expected;
+    }
+    if (endpoint.database != 0) {
+      redisAppendCommand(get(), "SELECT %lld", static_cast<long long>(endpoint.database));
+      ++expected;
+    }
+    if (script != nullptr) {
+      redisAppendCommand(get(), "SCRIPT LOAD %s", script);
+      ++expected;
+    }
+    for (std::size_t i = 0; i < expected; ++i) {
+      reply_ptr reply;
+      if (std::string failure = read_reply(deadline, reply); !failure.empty()) {
+        close();
+        return failure;
+      }
+      if (reply->type == REDIS_REPLY_ERROR) {
+        const std::string failure = "setup refused: " + reply_error(*reply);
+        close();
+        return failure;
+      }
+      if (script != nullptr && i + 1 == expected) {
+        if (reply->type != REDIS_REPLY_STRING) {
+          close();
+          return "SCRIPT LOAD gave no digest";
+        }
+        script_sha_ = std::string(reply->str, static_cast<std::size_t>(reply->len));
+      }
+    }
+    return {};
+  }
+
+  // Reads the next reply, giving up at `deadline`. hiredis only knows a per-read socket timeout,
+  // so the remaining budget is set before each read; most replies of a pipeline are already
+  // buffered and cost no system call to read.
+  std::string read_reply(steady::time_point deadline, reply_ptr& out) {
+    RATELIMIT_INVARIANT(is_open(), "read on a closed session");
+    const auto budget = std::chrono::duration_cast<milliseconds>(deadline - steady::now());
+    if (budget < milliseconds(1)) return "timed out";
+    if (redisSetTimeout(get(), to_timeval(budget)) != REDIS_OK) return context_error(*get());
+    void* raw = nullptr;
+    if (redisGetReply(get(), &raw) != REDIS_OK || raw == nullptr) return context_error(*get());
+    out.reset(static_cast<redisReply*>(raw));
+    return {};
+  }
+
+  std::uint64_t epoch = 0;  // fallback epoch this connection was made in (see limiter::impl)
+
+ private:
+  context_ptr context_;
+  std::string script_sha_;
+};
+
+struct pending_check {
+  std::int64_t principal_id = 0;
+  route_class cls = route_class::write;
+  std::function<void(decision)> done;
+};
+
+}  // namespace
+
+// Threads and queues:
+//
+//   check() --(bounded queue_)--> worker x N --(hiredis pipeline)--> Redis
+//      |                              |  (failure: decide in process)
+//      +-- disabled / fallback / queue full: decide in process --(bounded completions_)--> completer
+//   ping() --(bounded pings_)--> pinger (own short-lived connection)
+//
+// Mode switches:
+//
+//   [redis] --any command or connect fails--> [fallback] --a worker reconnects--> [redis]
+//
+// Entering fallback bumps `epoch_`; every connection made in an older epoch is closed, because
+// whatever broke one connection (a restart, a network cut) usually broke all of them. Workers
+// without a connection try again at most every retry_interval_ms, in the background: no check
+// waits for a reconnect.
+class limiter::impl {
+ public:
+  impl(const config::redis_settings& redis, const config::ratelimit_settings& limits,
+       const limiter_bounds& bounds)
+      : endpoint_(parse_redis_url(redis.url)),
+        timeout_(redis.command_timeout_ms),
+        retry_interval_(redis.retry_interval_ms),
+        enabled_(limits.enabled),
+        algorithm_(parse_algorithm(limits.algorithm)),
+        policies_{policy_for(limits, route_class::write), policy_for(limits, route_class::read)},
+        bounds_(bounds),
+        local_(algorithm_, bounds.fallback_entries_max) {
+    RATELIMIT_INVARIANT(redis.connections >= 1, "redis.connections is validated to be positive");
+    RATELIMIT_INVARIANT(redis.command_timeout_ms >= 1, "command timeout is validated positive");
+    RATELIMIT_INVARIANT(bounds.queue_checks_max >= 1 && bounds.batch_checks_max >= 1 &&
+                            bounds.completions_max >= 1 && bounds.pings_max >= 1,
+                        "limiter bounds must be positive");
+    try {
+      completer_ = std::thread([this] { completer_main(); });
+      pinger_ = std::thread([this] { pinger_main(); });
+      // With rate limiting off nothing is ever queued; the workers would only hold connections.
+      const std::int64_t workers = enabled_ ? redis.connections : 0;
+      for (std::int64_t i = 0; i < workers; ++i) {
+        workers_.emplace_back([this] { worker_main(); });
+      }
+    } catch (const std::exception&) {
+      stop();
+      throw;
+    }
+  }
+
+  ~impl() { stop(); }
+
+  void check(std::int64_t principal_id, route_class cls, std::function<void(decision)> done) {
+    const window_policy& policy = policies_[class_index(cls)];
+    if (!enabled_) {
+      deliver([done = std::move(done), d = unlimited_decision(policy)]() mutable {
+        invoke(done, std::move(d));
+      });
+      return;
+    }
+    if (!using_fallback_.load(std::memory_order_acquire)) {
+      std::unique_lock lock(mutex_);
+      if (!stopping_ && !using_fallback_.load(std::memory_order_relaxed) &&
+          static_cast<std::int64_t>(queue_.size()) < bounds_.queue_checks_max) {
+        queue_.push_back(pending_check{principal_id, cls, std::move(done)});
+        lock.unlock();
+        work_cv_.notify_one();
+        return;
+      }
+    }
+    // Fallback, a full queue (Redis too slow for the load) or shutdown: decide here, now, and
+    // hand the callback to the completer so it still runs on a limiter thread.
+    deliver([done = std::move(done), d = decide_locally(principal_id, cls)]() mutable {
+      invoke(done, std::move(d));
+    });
+  }
+
+  void ping(std::function<void(bool, std::string)> done) {
+    std::string refusal;
+    {
+      std::lock_guard lock(ping_mutex_);
+      if (ping_stopping_) {
+        refusal = "rate limiter is stopping";
+      } else if (static_cast<std::int64_t>(pings_.size()) >= bounds_.pings_max) {
+        refusal = "too many readiness pings pending";
+      } else {
+        pings_.push_back(std::move(done));
+        ping_cv_.notify_one();
+        return;
+      }
+    }
+    deliver([done = std::move(done), refusal = std::move(refusal)]() mutable {
+      invoke_ping(done, false, std::move(refusal));
+    });
+  }
+
+  stats snapshot() const {
+    return stats{redis_decisions_.load(std::memory_order_relaxed),
+                 fallback_decisions_.load(std::memory_order_relaxed),
+                 redis_failures_.load(std::memory_order_relaxed),
+                 transitions_to_fallback_.load(std::memory_order_relaxed),
+                 using_fallback_.load(std::memory_order_relaxed)};
+  }
+
+ private:
+  static void invoke(std::function<void(decision)>& done, decision d) {
+    // A callback that throws is a bug in the caller; it must not kill a limiter thread and with
+    // it every later check, so it is logged at the top of this callback boundary.
+    try {
+      done(std::move(d));
+    } catch (const std::exception& e) {
+      spdlog::error("ratelimit: a check callback threw: {}", e.what());
+    }
+  }
+
+  static void invoke_ping(std::function<void(bool, std::string)>& done, bool ok,
+                          std::string detail) {
+    try {
+      done(ok, std::move(detail));
+    } catch (const std::exception& e) {
+      spdlog::error("ratelimit: a ping callback threw: {}", e.what());
+    }
+  }
+
+  std::string key_prefix(std::int64_t principal_id, route_class cls) const {
+    const window_policy& policy = policies_[class_index(cls)];
+    // The algorithm and window length are part of the key, so a deployment that changes either
+    // never reads counters written under the old meaning.
+    return "wallet:rl:{" + std::to_string(principal_id) + "}:" + class_name(cls) + ":" +
+           (algorithm_ == algorithm::sliding ? "s" : "f") + std::to_string(policy.window_ms);
+  }
+
+  decision decide_locally(std::int64_t principal_id, route_class cls) {
+    const window_policy& policy = policies_[class_index(cls)];
+    const outcome result = local_.take(principal_id, cls, policy, unix_now_ms());
+    fallback_decisions_.fetch_add(1, std::memory_order_relaxed);
+    return to_decision(policy, result, true);
+  }
+
+  // Hands a callback to the completer thread. Inline only when the completer has already stopped
+  // (a check racing the destructor) or when `completions_max` decided callbacks are waiting,
+  // which means the process is far past every admission bound; blocking the caller instead would
+  // be worse.
+  void deliver(std::function<void()> job) {
+    {
+      std::lock_guard lock(completions_mutex_);
+      if (!completions_closed_ &&
+          static_cast<std::int64_t>(completions_.size()) < bounds_.completions_max) {
+        completions_.push_back(std::move(job));
+        completions_cv_.notify_one();
+        return;
+      }
+    }
+    job();
+  }
+
+  void completer_main() {
+    std::deque<std::function<void()>> jobs;
+    for (;;) {
+      {
+        std::unique_lock lock(completions_mutex_);
+        completions_cv_.wait(lock, [this] { return completions_stopping_ || !completions_.empty(); });
+        if (completions_.empty()) {
+          // Stopping and drained: later deliveries run inline (see deliver()).
+          completions_closed_ = true;
+          return;
+        }
+        jobs.swap(completions_);
+      }
+      for (auto& job : jobs) job();
+      jobs.clear();
+    }
+  }
+
+  void enter_fallback(const std::string& reason) {
+    redis_failures_.fetch_add(1, std::memory_order_relaxed);
+    bool switched = false;
+    {
+      std::lock_guard lock(mutex_);
+      if (!using_fallback_.load(std::memory_order_relaxed)) {
+        using_fallback_.store(true, std::memory_order_release);
+        epoch_.fetch_add(1, std::memory_order_relaxed);
+        switched = true;
+      }
+    }
+    if (!switched) {
+      spdlog::debug("ratelimit: Redis still unusable: {}", reason);
+      return;
+    }
+    transitions_to_fallback_.fetch_add(1, std::memory_order_relaxed);
+    work_cv_.notify_all();
+    idle_cv_.notify_all();
+    spdlog::warn(
+        "ratelimit: Redis at {}:{} unusable ({}); deciding in process until it answers again, "
+        "retrying every {} ms",
+        endpoint_.host, endpoint_.port, reason, retry_interval_.count());
+  }
+
+  // Records the connection's epoch and leaves fallback in one step, so a failure on another
+  // connection cannot slip between the two and leave this one counted as current.
+  void connected(redis_session& session) {
+    bool switched = false;
+    {
+      std::lock_guard lock(mutex_);
+      session.epoch = epoch_.load(std::memory_order_relaxed);
+      if (using_fallback_.load(std::memory_order_relaxed)) {
+        using_fallback_.store(false, std::memory_order_release);
+        switched = true;
+      }
+    }
+    if (switched) {
+      work_cv_.notify_all();
+      spdlog::info("ratelimit: Redis at {}:{} answers again; deciding in Redis", endpoint_.host,
+                   endpoint_.port);
+    }
+  }
+
+  void worker_main() {
+    redis_session session;
+    auto next_attempt = steady::now();
+    std::vector<pending_check> batch;
+    batch.reserve(static_cast<std::size_t>(bounds_.batch_checks_max));
+    // Each pass handles one batch or waits at most one retry interval; it ends on stop.
+    for (;;) {
+      if (session.is_open() && session.epoch != epoch_.load(std::memory_order_acquire)) {
+        session.close();
+        next_attempt = steady::now() + retry_interval_;
+      }
+      if (!session.is_open() && !stopping_flag_.load(std::memory_order_acquire) &&
+          steady::now() >= next_attempt) {
+        next_attempt = steady::now() + retry_interval_;
+        const std::string failure =
+            session.open(endpoint_, steady::now() + timeout_, script_text());
+        if (failure.empty()) {
+          connected(session);
+        } else {
+          enter_fallback(failure);
+        }
+      }
+
+      bool stopping = false;
+      batch.clear();
+      {
+        std::unique_lock lock(mutex_);
+        const bool open = session.is_open();
+        const auto ready = [&] {
+          return stopping_ || (open && session.epoch != epoch_.load(std::memory_order_relaxed)) ||
+                 (!queue_.empty() && (open || using_fallback_.load(std::memory_order_relaxed)));
+        };
+        // A connected worker waits on work_cv_, which check() notifies one at a time; a worker
+        // without a connection waits on idle_cv_ so it never absorbs that notification.
+        if (open) {
+          work_cv_.wait_for(lock, retry_interval_, ready);
+        } else {
+          idle_cv_.wait_until(lock, next_attempt, ready);
+        }
+        stopping = stopping_;
+        if (stopping || session.is_open() || using_fallback_.load(std::memory_order_relaxed)) {
+          while (!queue_.empty() &&
+                 static_cast<std::int64_t>(batch.size()) < bounds_.batch_checks_max) {
+            batch.push_back(std::move(queue_.front()));
+            queue_.pop_front();
+          }
+        }
+        if (stopping && batch.empty()) return;
+        if (!queue_.empty() && !batch.empty()) work_cv_.notify_one();
+      }
+      if (batch.empty()) continue;
+      if (!stopping && session.is_open() &&
+          session.epoch == epoch_.load(std::memory_order_acquire)) {
+        // A failed batch counts as this connection's attempt: the next waits a full interval.
+        if (!run_batch(session, batch)) next_attempt = steady::now() + retry_interval_;
+      } else {
+        // Shutting down, or queued just before the switch to fallback: decide here.
+        for (auto& item : batch) invoke(item.done, decide_locally(item.principal_id, item.cls));
+      }
+    }
+  }
+
+  const char* script_text() const {
+    return algorithm_ == algorithm::sliding ? sliding_script : fixed_script;
+  }
+
+  void append_check(redis_session& session, const pending_check& item) {
+    const window_policy& policy = policies_[class_index(item.cls)];
+    redisAppendCommand(session.get(), "EVALSHA %s 1 %s %lld %lld", session.script_sha().c_str(),
+                       key_prefix(item.principal_id, item.cls).c_str(),
+                       static_cast<long long>(policy.limit),
+                       static_cast<long long>(policy.window_ms));
+  }
+
+  // Appends every check of the batch, then reads every reply: one round trip for the batch.
+  // Every check's callback runs before it returns. Returns false if Redis failed (the session is
+  // then closed and the limiter in fallback).
+  bool run_batch(redis_session& session, std::vector<pending_check>& batch) {
+    std::vector<std::optional<outcome>> results(batch.size());
+    std::vector<std::size_t> reload;
+    std::string failure;
+    bool io_failed = false;
+
+    for (const auto& item : batch) append_check(session, item);
+    const auto deadline = steady::now() + timeout_;
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      reply_ptr reply;
+      if (failure = session.read_reply(deadline, reply); !failure.empty()) {
+        io_failed = true;
+        break;
+      }
+      if (is_noscript(*reply)) {
+        reload.push_back(i);
+        continue;
+      }
+      // An error reply leaves the connection readable: keep collecting the other answers.
+      if (std::string bad = parse_outcome(*reply, results[i]); !bad.empty()) failure = bad;
+    }
+
+    if (!io_failed && !reload.empty()) {
+      // The server's script cache was emptied (SCRIPT FLUSH, or a restart behind a proxy that kept
+      // the connection): load the script again and retry those checks once, in one round trip.
+      // A script's digest is fixed by its text, so the retried EVALSHAs can travel in the same
+      // pipeline as the SCRIPT LOAD, before its reply arrives.
+      redisAppendCommand(session.get(), "SCRIPT LOAD %s", script_text());
+      for (std::size_t i : reload) append_check(session, batch[i]);
+      const auto retry_deadline = steady::now() + timeout_;
+      reply_ptr loaded;
+      if (std::string bad = session.read_reply(retry_deadline, loaded); !bad.empty()) {
+        failure = bad;
+        io_failed = true;
+      } else if (loaded->type != REDIS_REPLY_STRING) {
+        failure = "SCRIPT LOAD gave no digest";
+      } else {
+        session.set_script_sha(std::string(loaded->str, static_cast<std::size_t>(loaded->len)));
+      }
+      for (std::size_t i : reload) {
+        if (io_failed) break;
+        reply_ptr reply;
+        if (std::string bad = session.read_reply(retry_deadline, reply); !bad.empty()) {
+          failure = bad;
+          io_failed = true;
+          break;
+        }
+        if (std::string bad = parse_outcome(*reply, results[i]); !bad.empty()) failure = bad;
+      }
+    }
+
+    if (!failure.empty()) {
+      session.close();
+      enter_fallback(failure);
+    }
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      pending_check& item = batch[i];
+      if (results[i]) {
+        redis_decisions_.fetch_add(1, std::memory_order_relaxed);
+        invoke(item.done, to_decision(policies_[class_index(item.cls)], *results[i], false));
+      } else {
+        invoke(item.done, decide_locally(item.principal_id, item.cls));
+      }
+    }
+    return failure.empty();
+  }
+
+  void pinger_main() {
+    std::vector<std::function<void(bool, std::string)>> waiting;
+    for (;;) {
+      {
+        std::unique_lock lock(ping_mutex_);
+        ping_cv_.wait(lock, [this] { return ping_stopping_ || !pings_.empty(); });
+        waiting.swap(pings_);
+        if (ping_stopping_) {
+          lock.unlock();
+          for (auto& done : waiting) invoke_ping(done, false, "rate limiter is stopping");
+          return;
+        }
+      }
+      // One probe answers every ping that arrived while the previous one ran.
+      auto [ok, detail] = probe();
+      for (auto& done : waiting) invoke_ping(done, ok, detail);
+      waiting.clear();
+    }
+  }
+
+  std::pair<bool, std::string> probe() {
+    const std::string where =
+        "redis " + endpoint_.host + ":" + std::to_string(endpoint_.port) + ": ";
+    const auto deadline = steady::now() + timeout_;
+    redis_session session;
+    if (std::string failure = session.open(endpoint_, deadline, nullptr); !failure.empty()) {
+      return {false, where + failure};
+    }
+    redisAppendCommand(session.get(), "PING");
+    reply_ptr reply;
+    if (std::string failure = session.read_reply(deadline, reply); !failure.empty()) {
+      return {false, where + failure};
+    }
+    if (reply->type == REDIS_REPLY_ERROR) return {false, where + reply_error(*reply)};
+    if (reply->type != REDIS_REPLY_STATUS) return {false, where + "unexpected PING reply"};
+    return {true, where + reply_error(*reply)};
+  }
+
+  void stop() {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+      stopping_flag_.store(true, std::memory_order_release);
+    }
+    work_cv_.notify_all();
+    idle_cv_.notify_all();
+    {
+      std::lock_guard lock(ping_mutex_);
+      ping_stopping_ = true;
+    }
+    ping_cv_.notify_all();
+    for (auto& worker : workers_) {
+      if (worker.joinable()) worker.join();
+    }
+    if (pinger_.joinable()) pinger_.join();
+    // The completer goes last: workers and the pinger deliver through it until they end.
+    {
+      std::lock_guard lock(completions_mutex_);
+      completions_stopping_ = true;
+    }
+    completions_cv_.notify_all();
+    if (completer_.joinable()) completer_.join();
+  }
+
+  const redis_endpoint endpoint_;
+  const milliseconds timeout_;
+  const milliseconds retry_interval_;
+  const bool enabled_;
+  const algorithm algorithm_;
+  const std::array<window_policy, 2> policies_;  // indexed by class_index()
+  const limiter_bounds bounds_;
+  local_limiter local_;
+
+  // Checks waiting for a worker, and the mode. `using_fallback_` and `epoch_` change only under
+  // `mutex_` (so waiting workers never miss the change) but are read without it on hot paths.
+  std::mutex mutex_;
+  std::condition_variable work_cv_;
+  std::condition_variable idle_cv_;
+  std::deque<pending_check> queue_;
+  bool stopping_ = false;
+  std::atomic<bool> stopping_flag_{false};
+  std::atomic<bool> using_fallback_{false};
+  std::atomic<std::uint64_t> epoch_{0};
+
+  std::mutex completions_mutex_;
+  std::condition_variable completions_cv_;
+  std::deque<std::function<void()>> completions_;
+  bool completions_stopping_ = false;
+  bool completions_closed_ = false;
+
+  std::mutex ping_mutex_;
+  std::condition_variable ping_cv_;
+  std::vector<std::function<void(bool, std::string)>> pings_;
+  bool ping_stopping_ = false;
+
+  std::atomic<std::uint64_t> redis_decisions_{0};
+  std::atomic<std::uint64_t> fallback_decisions_{0};
+  std::atomic<std::uint64_t> redis_failures_{0};
+  std::atomic<std::uint64_t> transitions_to_fallback_{0};
+
+  std::vector<std::thread> workers_;
+  std::thread completer_;
+  std::thread pinger_;
+};
+
+limiter::limiter(const config::redis_settings& redis, const config::ratelimit_settings& limits,
+                 const limiter_bounds& bounds)
+    : impl_(std::make_unique<impl>(redis, limits, bounds)) {}
+
+limiter::~limiter() = default;
+
+void limiter::check(std::int64_t principal_id, route_class cls,
+                    std::function<void(decision)> done) {
+  impl_->check(principal_id, cls, std::move(done));
+}
+
+void limiter::ping(std::function<void(bool ok, std::string detail)> done) {
+  impl_->ping(std::move(done));
+}
+
+limiter::stats limiter::snapshot() const { return impl_->snapshot(); }
+
+}  // namespace ratelimit
