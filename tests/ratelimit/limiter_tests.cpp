@@ -1,0 +1,425 @@
+// The limiter against real Redis servers: the shared test Redis (WALLET_REDIS_URL) for the
+// counting tests, and private redis-server processes for the tests that kill or pause one.
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <future>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "ratelimit/limiter.hpp"
+#include "redis_process.hpp"
+
+namespace ratelimit {
+namespace {
+
+using namespace std::chrono_literals;
+using ratelimit_test::redis_process;
+using ratelimit_test::unique_principal;
+
+// Ten writes per two-second window: small enough to exhaust quickly, long enough that a burst
+// fired at once lands in one window.
+constexpr std::int64_t burst = 10;
+constexpr std::int64_t window_ms = 2000;
+
+config::redis_settings redis_at(const std::string& url) {
+  config::redis_settings s;
+  s.url = url;
+  s.command_timeout_ms = 50;
+  s.connections = 2;
+  s.retry_interval_ms = 100;
+  return s;
+}
+
+config::ratelimit_settings small_limits(const std::string& algo = "sliding") {
+  config::ratelimit_settings s;
+  s.algorithm = algo;
+  s.burst = burst;
+  s.rate_per_second = burst * 1000 / window_ms;
+  s.read_burst = 50;
+  s.read_rate_per_second = 25;
+  return s;
+}
+
+// Collects decisions from many callbacks and waits, bounded, until all have arrived.
+class collector {
+ public:
+  std::function<void(decision)> callback(std::int64_t principal) {
+    return [this, principal](decision d) {
+      std::lock_guard lock(mutex_);
+      results_.emplace_back(principal, std::move(d));
+      cv_.notify_all();
+    };
+  }
+  std::vector<std::pair<std::int64_t, decision>> wait_for(std::size_t count) {
+    std::unique_lock lock(mutex_);
+    const bool all = cv_.wait_for(lock, 10s, [&] { return results_.size() >= count; });
+    EXPECT_TRUE(all) << "only " << results_.size() << " of " << count << " callbacks ran";
+    return results_;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::vector<std::pair<std::int64_t, decision>> results_;
+};
+
+decision check_now(limiter& l, std::int64_t principal, route_class cls = route_class::write) {
+  std::promise<decision> promise;
+  auto future = promise.get_future();
+  l.check(principal, cls, [&promise](decision d) { promise.set_value(std::move(d)); });
+  if (future.wait_for(5s) != std::future_status::ready) {
+    ADD_FAILURE() << "check did not complete within 5 s";
+    return decision{};
+  }
+  return future.get();
+}
+
+std::pair<bool, std::string> ping_now(limiter& l) {
+  std::promise<std::pair<bool, std::string>> promise;
+  auto future = promise.get_future();
+  l.ping([&promise](bool ok, std::string detail) { promise.set_value({ok, std::move(detail)}); });
+  if (future.wait_for(5s) != std::future_status::ready) {
+    ADD_FAILURE() << "ping did not complete within 5 s";
+    return {false, "no answer"};
+  }
+  return future.get();
+}
+
+// Each of `threads` threads fires, all at once, `count` checks for each (principal, count) pair,
+// spreading the threads over `limiters`. Returns every decision once all callbacks have run.
+std::vector<std::pair<std::int64_t, decision>> fire(
+    const std::vector<limiter*>& limiters,
+    const std::vector<std::pair<std::int64_t, int>>& per_thread, int threads) {
+  collector results;
+  std::atomic<bool> go{false};
+  std::vector<std::thread> pool;
+  std::size_t total = 0;
+  for (const auto& [principal, count] : per_thread) {
+    total += static_cast<std::size_t>(count) * static_cast<std::size_t>(threads);
+  }
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      while (!go.load()) std::this_thread::yield();
+      limiter& l = *limiters[static_cast<std::size_t>(t) % limiters.size()];
+      for (const auto& [principal, count] : per_thread) {
+        for (int i = 0; i < count; ++i) {
+          l.check(principal, route_class::write, results.callback(principal));
+        }
+      }
+    });
+  }
+  go = true;
+  for (auto& thread : pool) thread.join();
+  return results.wait_for(total);
+}
+
+void expect_header_matches(const decision& d) {
+  EXPECT_EQ(d.header, "limit=" + std::to_string(d.limit) +
+                          ", remaining=" + std::to_string(d.remaining) +
+                          ", reset=" + std::to_string(d.reset_s));
+}
+
+TEST(limiter_redis, concurrent_burst_allows_exactly_burst) {
+  // Thirty checks for one principal fired from six threads at once pass exactly `burst` times in
+  // Redis, the denied ones carry a Retry-After after which a request passes, and a second
+  // principal checked in the same storm keeps its whole allowance.
+  const std::string url = ratelimit_test::shared_redis_url();
+  limiter l(redis_at(url), small_limits());
+  const std::int64_t busy = unique_principal();
+  const std::int64_t quiet = unique_principal();
+  ASSERT_FALSE(check_now(l, quiet).fallback) << "the shared test Redis must be running";
+
+  const auto results = fire({&l}, {{busy, 5}, {quiet, 1}}, 6);
+  std::set<std::int64_t> remaining_seen;
+  std::int64_t busy_allowed = 0;
+  std::int64_t quiet_allowed = 0;
+  std::int64_t retry_after_max = 0;
+  for (const auto& [principal, d] : results) {
+    EXPECT_FALSE(d.fallback);
+    EXPECT_EQ(d.limit, burst);
+    EXPECT_EQ(d.policy, "10;w=2");
+    expect_header_matches(d);
+    if (principal == quiet) {
+      EXPECT_TRUE(d.allowed);
+      quiet_allowed += d.allowed;
+      continue;
+    }
+    if (d.allowed) {
+      ++busy_allowed;
+      remaining_seen.insert(d.remaining);
+      EXPECT_EQ(d.retry_after_s, 0);
+      EXPECT_GE(d.reset_s, 1);
+      EXPECT_LE(d.reset_s, 2);
+    } else {
+      EXPECT_GE(d.retry_after_s, 1);
+      EXPECT_LE(d.retry_after_s, 3);
+      EXPECT_EQ(d.remaining, 0);
+      EXPECT_EQ(d.reset_s, d.retry_after_s);
+      retry_after_max = std::max(retry_after_max, d.retry_after_s);
+    }
+  }
+  EXPECT_EQ(busy_allowed, burst);
+  EXPECT_EQ(quiet_allowed, 6);
+  EXPECT_EQ(remaining_seen.size(), static_cast<std::size_t>(burst));
+
+  const decision still_denied = check_now(l, busy);
+  EXPECT_FALSE(still_denied.allowed);
+  std::this_thread::sleep_for(std::chrono::seconds(still_denied.retry_after_s));
+  EXPECT_TRUE(check_now(l, busy).allowed);
+  EXPECT_TRUE(check_now(l, quiet).allowed);
+  EXPECT_LE(retry_after_max, 3);
+  EXPECT_EQ(l.snapshot().fallback_decisions, 0u);
+}
+
+TEST(limiter_redis, two_limiters_share_one_allowance) {
+  // Two limiter instances (two server processes, as far as Redis can tell) hammering one
+  // principal together get `burst` passes between them, not twice that.
+  const std::string url = ratelimit_test::shared_redis_url();
+  limiter first(redis_at(url), small_limits());
+  limiter second(redis_at(url), small_limits());
+  const std::int64_t principal = unique_principal();
+  const auto results = fire({&first, &second}, {{principal, 5}}, 6);
+  std::int64_t allowed = 0;
+  for (const auto& [p, d] : results) {
+    EXPECT_FALSE(d.fallback);
+    allowed += d.allowed;
+  }
+  EXPECT_EQ(allowed, burst);
+  EXPECT_GT(first.snapshot().redis_decisions, 0u);
+  EXPECT_GT(second.snapshot().redis_decisions, 0u);
+}
+
+TEST(limiter_redis, fixed_window_counts_exactly) {
+  // With algorithm = fixed, a concurrent burst that fits in one fixed window (checked against
+  // Redis's clock) passes exactly `burst` times, and the Retry-After of a denial reaches the next
+  // window, where a request passes again.
+  const std::string url = ratelimit_test::shared_redis_url();
+  limiter l(redis_at(url), small_limits("fixed"));
+  const std::int64_t principal = unique_principal();
+  ratelimit_test::wait_for_window_room(url, window_ms, 1000ms);
+  const auto results = fire({&l}, {{principal, 5}}, 6);
+  std::int64_t allowed = 0;
+  std::set<std::int64_t> remaining_seen;
+  for (const auto& [p, d] : results) {
+    EXPECT_FALSE(d.fallback);
+    EXPECT_EQ(d.policy, "10;w=2");
+    expect_header_matches(d);
+    if (d.allowed) {
+      ++allowed;
+      remaining_seen.insert(d.remaining);
+    } else {
+      EXPECT_GE(d.retry_after_s, 1);
+      EXPECT_LE(d.retry_after_s, 2);
+    }
+  }
+  EXPECT_EQ(allowed, burst);
+  EXPECT_EQ(remaining_seen.size(), static_cast<std::size_t>(burst));
+  const decision denied = check_now(l, principal);
+  ASSERT_FALSE(denied.allowed);
+  std::this_thread::sleep_for(std::chrono::seconds(denied.retry_after_s));
+  const decision next_window = check_now(l, principal);
+  EXPECT_TRUE(next_window.allowed);
+  EXPECT_EQ(next_window.remaining, burst - 1);
+}
+
+TEST(limiter_redis, script_flush_is_survived) {
+  // After SCRIPT FLUSH empties the server's script cache, checks (single and pipelined) still
+  // come from Redis: the NOSCRIPT reply makes the worker load the script again and retry once.
+  const std::string url = ratelimit_test::shared_redis_url();
+  limiter l(redis_at(url), small_limits());
+  const std::int64_t principal = unique_principal();
+  ASSERT_FALSE(check_now(l, principal).fallback);
+  ratelimit_test::redis_command(url, "SCRIPT FLUSH");
+  const decision after_flush = check_now(l, principal);
+  EXPECT_FALSE(after_flush.fallback);
+  EXPECT_TRUE(after_flush.allowed);
+  EXPECT_EQ(after_flush.remaining, burst - 2);
+  ratelimit_test::redis_command(url, "SCRIPT FLUSH");
+  const auto results = fire({&l}, {{unique_principal(), 3}}, 4);
+  for (const auto& [p, d] : results) EXPECT_FALSE(d.fallback);
+  const limiter::stats stats = l.snapshot();
+  EXPECT_EQ(stats.fallback_decisions, 0u);
+  EXPECT_EQ(stats.redis_failures, 0u);
+  EXPECT_EQ(stats.transitions_to_fallback, 0u);
+  EXPECT_EQ(stats.redis_decisions, 14u);
+}
+
+TEST(limiter_redis, killed_redis_fails_open_then_recovers) {
+  // A private Redis is killed mid-run: every check still completes, from the in-process limiter
+  // with the same limit, after exactly one logged transition; restarted on the same port, Redis
+  // decides again within a few retry intervals.
+  redis_process server(ratelimit_test::free_port());
+  ASSERT_NO_FATAL_FAILURE(server.start());
+  limiter l(redis_at(server.url()), small_limits());
+  ASSERT_FALSE(check_now(l, unique_principal()).fallback);
+
+  server.kill();
+  const std::int64_t principal = unique_principal();
+  std::int64_t allowed = 0;
+  for (int i = 0; i < 2 * burst; ++i) {
+    const auto started = std::chrono::steady_clock::now();
+    const decision d = check_now(l, principal);
+    // Generous: a fallback decision takes at most the 50 ms command timeout.
+    EXPECT_LT(std::chrono::steady_clock::now() - started, 1s);
+    EXPECT_TRUE(d.fallback);
+    allowed += d.allowed;
+    if (!d.allowed) {
+      EXPECT_GE(d.retry_after_s, 1);
+    }
+  }
+  EXPECT_EQ(allowed, burst);
+  limiter::stats down = l.snapshot();
+  EXPECT_TRUE(down.using_fallback);
+  EXPECT_EQ(down.transitions_to_fallback, 1u);
+  EXPECT_GE(down.fallback_decisions, static_cast<std::uint64_t>(2 * burst));
+  EXPECT_GE(down.redis_failures, 1u);
+  // Reconnects happen in the background at most every retry interval; let a few fail.
+  std::this_thread::sleep_for(350ms);
+  EXPECT_EQ(l.snapshot().transitions_to_fallback, 1u);
+
+  ASSERT_NO_FATAL_FAILURE(server.start());
+  bool from_redis = false;
+  // Bounded: 100 checks 50 ms apart, i.e. up to 50 retry intervals.
+  for (int i = 0; i < 100 && !from_redis; ++i) {
+    from_redis = !check_now(l, unique_principal()).fallback;
+    if (!from_redis) std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_TRUE(from_redis);
+  const limiter::stats up = l.snapshot();
+  EXPECT_FALSE(up.using_fallback);
+  EXPECT_EQ(up.transitions_to_fallback, 1u);
+  // The restarted server starts empty: the principal gets a fresh allowance from Redis.
+  const decision fresh = check_now(l, principal);
+  EXPECT_FALSE(fresh.fallback);
+  EXPECT_TRUE(fresh.allowed);
+}
+
+TEST(limiter_redis, paused_redis_times_out_to_fallback) {
+  // A private Redis stopped with SIGSTOP keeps its connections open but never answers: checks
+  // fall back after the command timeout instead of hanging, ping reports it, and once it is
+  // continued Redis decides again.
+  redis_process server(ratelimit_test::free_port());
+  ASSERT_NO_FATAL_FAILURE(server.start());
+  limiter l(redis_at(server.url()), small_limits());
+  ASSERT_FALSE(check_now(l, unique_principal()).fallback);
+
+  server.pause();
+  for (int i = 0; i < 5; ++i) {
+    const auto started = std::chrono::steady_clock::now();
+    EXPECT_TRUE(check_now(l, unique_principal()).fallback);
+    EXPECT_LT(std::chrono::steady_clock::now() - started, 1s);
+  }
+  EXPECT_EQ(l.snapshot().transitions_to_fallback, 1u);
+  EXPECT_TRUE(l.snapshot().using_fallback);
+  const auto [ok, detail] = ping_now(l);
+  EXPECT_FALSE(ok);
+  EXPECT_FALSE(detail.empty());
+
+  server.resume();
+  bool from_redis = false;
+  for (int i = 0; i < 100 && !from_redis; ++i) {
+    from_redis = !check_now(l, unique_principal()).fallback;
+    if (!from_redis) std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_TRUE(from_redis);
+  EXPECT_FALSE(l.snapshot().using_fallback);
+}
+
+TEST(limiter_redis, full_queue_decides_in_process_without_waiting) {
+  // With room for one queued check and the only worker stuck on a paused Redis, a third check
+  // cannot queue: it is decided in process at once, before the (long) command timeout has marked
+  // Redis as failed, and every check still gets its callback.
+  redis_process server(ratelimit_test::free_port());
+  ASSERT_NO_FATAL_FAILURE(server.start());
+  config::redis_settings redis = redis_at(server.url());
+  redis.connections = 1;
+  redis.command_timeout_ms = 3000;
+  limiter_bounds bounds;
+  bounds.queue_checks_max = 1;
+  limiter l(redis, small_limits(), bounds);
+  ASSERT_FALSE(check_now(l, unique_principal()).fallback);
+
+  server.pause();
+  collector results;
+  const std::int64_t principal = unique_principal();
+  for (int i = 0; i < 3; ++i) l.check(principal, route_class::write, results.callback(principal));
+  const auto first = results.wait_for(1);
+  ASSERT_FALSE(first.empty());
+  EXPECT_TRUE(first.front().second.fallback);
+  const limiter::stats during = l.snapshot();
+  EXPECT_EQ(during.transitions_to_fallback, 0u);
+  EXPECT_FALSE(during.using_fallback);
+  server.resume();
+  results.wait_for(3);
+  EXPECT_EQ(l.snapshot().transitions_to_fallback, 0u);
+}
+
+TEST(limiter_redis, ping_reports_live_and_dead_redis) {
+  // Ping says ok against the shared Redis and not ok, with a reason, against a port nobody
+  // listens on, well within a second.
+  limiter live(redis_at(ratelimit_test::shared_redis_url()), small_limits());
+  const auto [ok, detail] = ping_now(live);
+  EXPECT_TRUE(ok) << detail;
+  EXPECT_NE(detail.find("PONG"), std::string::npos);
+
+  limiter dead(redis_at("redis://127.0.0.1:" + std::to_string(ratelimit_test::free_port())),
+               small_limits());
+  const auto started = std::chrono::steady_clock::now();
+  const auto [dead_ok, dead_detail] = ping_now(dead);
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 1s);
+  EXPECT_FALSE(dead_ok);
+  EXPECT_NE(dead_detail.find("127.0.0.1"), std::string::npos) << dead_detail;
+  // Checks against the dead Redis are still answered, in process.
+  EXPECT_TRUE(check_now(dead, unique_principal()).fallback);
+}
+
+TEST(limiter_redis, disabled_allows_everything_with_headers) {
+  // With ratelimit.enabled = false every check passes, far beyond the burst, and still carries
+  // the policy and an untouched window in its headers.
+  config::ratelimit_settings limits = small_limits();
+  limits.enabled = false;
+  limiter l(redis_at(ratelimit_test::shared_redis_url()), limits);
+  const auto results = fire({&l}, {{unique_principal(), 10}}, 4);
+  for (const auto& [p, d] : results) {
+    EXPECT_TRUE(d.allowed);
+    EXPECT_FALSE(d.fallback);
+    EXPECT_EQ(d.policy, "10;w=2");
+    EXPECT_EQ(d.header, "limit=10, remaining=10, reset=2");
+  }
+  EXPECT_EQ(results.size(), 40u);
+}
+
+TEST(limiter_redis, every_callback_runs_once_on_shutdown) {
+  // A limiter destroyed while thousands of checks and some pings are in flight (against a live
+  // and against a paused Redis) still runs each callback exactly once before its destructor ends.
+  redis_process server(ratelimit_test::free_port());
+  ASSERT_NO_FATAL_FAILURE(server.start());
+  for (bool paused : {false, true}) {
+    constexpr int checks = 2000;
+    constexpr int pings = 10;
+    std::vector<std::atomic<int>> calls(checks);
+    std::atomic<int> ping_calls{0};
+    {
+      limiter l(redis_at(server.url()), small_limits());
+      ASSERT_FALSE(check_now(l, unique_principal()).fallback);
+      if (paused) server.pause();
+      const std::int64_t principal = unique_principal();
+      for (int i = 0; i < checks; ++i) {
+        l.check(principal, route_class::read, [&calls, i](decision) { calls[i].fetch_add(1); });
+      }
+      for (int i = 0; i < pings; ++i) l.ping([&ping_calls](bool, std::string) { ++ping_calls; });
+    }
+    if (paused) server.resume();
+    for (int i = 0; i < checks; ++i) ASSERT_EQ(calls[i].load(), 1) << "check " << i;
+    EXPECT_EQ(ping_calls.load(), pings);
+  }
+}
+
+}  // namespace
+}  // namespace ratelimit

@@ -1,0 +1,166 @@
+// The window arithmetic, the in-process limiter and URL parsing, without Redis.
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "ratelimit/local_limiter.hpp"
+#include "ratelimit/redis_url.hpp"
+#include "ratelimit/window.hpp"
+
+namespace ratelimit {
+namespace {
+
+config::ratelimit_settings limits(std::int64_t rate, std::int64_t burst) {
+  config::ratelimit_settings s;
+  s.rate_per_second = rate;
+  s.burst = burst;
+  s.read_rate_per_second = rate * 5;
+  s.read_burst = burst * 5;
+  return s;
+}
+
+TEST(window_policy, burst_over_rate_is_the_window) {
+  // The defaults map to `burst` requests per burst/rate seconds, and the header says so.
+  const config::ratelimit_settings defaults;
+  const window_policy write = policy_for(defaults, route_class::write);
+  const window_policy read = policy_for(defaults, route_class::read);
+  EXPECT_EQ(write.limit, 200);
+  EXPECT_EQ(write.window_ms, 2000);
+  EXPECT_EQ(read.limit, 1000);
+  EXPECT_EQ(read.window_ms, 2000);
+  EXPECT_EQ(policy_header(write), "200;w=2");
+  // Sub-second and non-integral windows round up, both in milliseconds and in the header.
+  const window_policy fast = policy_for(limits(3, 1), route_class::write);
+  EXPECT_EQ(fast.window_ms, 334);
+  EXPECT_EQ(policy_header(fast), "1;w=1");
+}
+
+TEST(sliding, counts_exactly_up_to_the_limit_in_a_fresh_window) {
+  // Feeding each allowed request back as the current count allows exactly `limit`, with
+  // remaining counting down to zero, then denies with a wait that the arithmetic confirms.
+  const window_policy policy{10, 2000};
+  std::int64_t current = 0;
+  for (std::int64_t i = 0; i < 10; ++i) {
+    const outcome o = evaluate_sliding(current, 0, 500, policy);
+    ASSERT_TRUE(o.allowed);
+    EXPECT_EQ(o.remaining, 9 - i);
+    EXPECT_EQ(o.reset_ms, 1500);
+    ++current;
+  }
+  const outcome denied = evaluate_sliding(current, 0, 500, policy);
+  ASSERT_FALSE(denied.allowed);
+  // 1500 ms to the next window, then 1/10 of a window for one request's worth to decay.
+  EXPECT_EQ(denied.retry_after_ms, 1500 + 200 + 1);
+  // After that wait the estimate lets a request pass.
+  EXPECT_TRUE(evaluate_sliding(0, current, 200 + 1, policy).allowed);
+  EXPECT_FALSE(evaluate_sliding(0, current, 199, policy).allowed);
+}
+
+TEST(sliding, previous_window_decays_and_retry_is_exact) {
+  // With a full previous window, a request passes exactly once the weighted share has dropped
+  // by one, and the computed wait lands on that moment.
+  const window_policy policy{10, 1000};
+  const outcome denied = evaluate_sliding(0, 10, 0, policy);
+  ASSERT_FALSE(denied.allowed);
+  EXPECT_GE(denied.retry_after_ms, 100);
+  EXPECT_TRUE(evaluate_sliding(0, 10, denied.retry_after_ms, policy).allowed);
+  EXPECT_FALSE(evaluate_sliding(0, 10, 99, policy).allowed);
+  const outcome partial = evaluate_sliding(4, 10, 0, policy);
+  ASSERT_FALSE(partial.allowed);
+  EXPECT_TRUE(evaluate_sliding(4, 10, partial.retry_after_ms, policy).allowed);
+}
+
+TEST(fixed, allows_limit_then_waits_for_the_window_end) {
+  // The count including the request decides; the wait is the rest of the window.
+  const window_policy policy{3, 1000};
+  EXPECT_TRUE(evaluate_fixed(1, 100, policy).allowed);
+  EXPECT_EQ(evaluate_fixed(3, 100, policy).remaining, 0);
+  const outcome denied = evaluate_fixed(4, 100, policy);
+  EXPECT_FALSE(denied.allowed);
+  EXPECT_EQ(denied.retry_after_ms, 900);
+}
+
+TEST(decision_headers, whole_seconds_rounded_up) {
+  // Denied decisions carry Retry-After of at least one second, and the header strings match the
+  // numeric fields in the IETF draft's format.
+  const window_policy policy{200, 2000};
+  const decision allowed = to_decision(policy, outcome{true, 17, 801, 0}, false);
+  EXPECT_EQ(allowed.header, "limit=200, remaining=17, reset=1");
+  EXPECT_EQ(allowed.policy, "200;w=2");
+  EXPECT_EQ(allowed.retry_after_s, 0);
+  const decision denied = to_decision(policy, outcome{false, 0, 1, 1}, true);
+  EXPECT_EQ(denied.retry_after_s, 1);
+  EXPECT_EQ(denied.reset_s, 1);
+  EXPECT_TRUE(denied.fallback);
+  EXPECT_EQ(denied.header, "limit=200, remaining=0, reset=1");
+  EXPECT_EQ(to_decision(policy, outcome{false, 0, 2001, 2001}, false).retry_after_s, 3);
+  const decision open = unlimited_decision(policy);
+  EXPECT_TRUE(open.allowed);
+  EXPECT_EQ(open.header, "limit=200, remaining=200, reset=2");
+}
+
+TEST(local_limiter, same_counts_per_principal_and_class) {
+  // The fallback allows exactly `limit` per principal and class in one window, independently.
+  for (algorithm algo : {algorithm::sliding, algorithm::fixed}) {
+    local_limiter local(algo, 1000);
+    const window_policy policy{5, 10'000};
+    const std::int64_t now = 1'000'000'000;  // the start of a window
+    int allowed_a = 0;
+    int allowed_b = 0;
+    int allowed_a_read = 0;
+    for (int i = 0; i < 20; ++i) {
+      allowed_a += local.take(1, route_class::write, policy, now + i).allowed;
+      allowed_b += local.take(2, route_class::write, policy, now + i).allowed;
+      allowed_a_read += local.take(1, route_class::read, policy, now + i).allowed;
+    }
+    EXPECT_EQ(allowed_a, 5);
+    EXPECT_EQ(allowed_b, 5);
+    EXPECT_EQ(allowed_a_read, 5);
+    const outcome denied = local.take(1, route_class::write, policy, now + 100);
+    EXPECT_FALSE(denied.allowed);
+    EXPECT_TRUE(local.take(1, route_class::write, policy, now + 100 + denied.retry_after_ms)
+                    .allowed);
+  }
+}
+
+TEST(local_limiter, memory_is_bounded_and_stale_counters_are_pruned) {
+  // Far more principals than entries_max (10 per shard) never grow the table past the bound, and once their
+  // windows pass, old counters make room for new principals.
+  local_limiter local(algorithm::sliding, 160);
+  const window_policy policy{5, 1000};
+  const std::int64_t now = 5'000'000;
+  for (std::int64_t p = 0; p < 10'000; ++p) local.take(p, route_class::write, policy, now);
+  EXPECT_LE(local.size(), 160);
+  const std::int64_t later = now + 3000;
+  for (std::int64_t p = 20'000; p < 20'010; ++p) {
+    local.take(p, route_class::write, policy, later);
+  }
+  // New principals took the place of pruned ones: their second request is counted.
+  for (std::int64_t p = 20'000; p < 20'010; ++p) {
+    EXPECT_EQ(local.take(p, route_class::write, policy, later).remaining, 3);
+  }
+  EXPECT_LE(local.size(), 160);
+}
+
+TEST(redis_url, parses_what_hiredis_can_use) {
+  // Host, port, password, ACL user and database come out of the URL; unusable URLs are refused.
+  const redis_endpoint plain = parse_redis_url("redis://127.0.0.1:56380");
+  EXPECT_EQ(plain.host, "127.0.0.1");
+  EXPECT_EQ(plain.port, 56380);
+  EXPECT_EQ(plain.database, 0);
+  const redis_endpoint full = parse_redis_url("redis://app:s3cret@cache.internal:6390/2");
+  EXPECT_EQ(full.username, "app");
+  EXPECT_EQ(full.password, "s3cret");
+  EXPECT_EQ(full.host, "cache.internal");
+  EXPECT_EQ(full.port, 6390);
+  EXPECT_EQ(full.database, 2);
+  EXPECT_EQ(parse_redis_url("redis://:pw@h").password, "pw");
+  EXPECT_EQ(parse_redis_url("redis://h").port, 6379);
+  EXPECT_THROW(parse_redis_url("rediss://h:1"), std::invalid_argument);
+  EXPECT_THROW(parse_redis_url("redis://h:99999"), std::invalid_argument);
+  EXPECT_THROW(parse_redis_url("redis://:1"), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace ratelimit
