@@ -1,0 +1,69 @@
+#pragma once
+
+// How a run is told: the end-of-run table, the spike analysis, and the files of --out-dir
+// (summary.json for scripts, timeseries.json, and report.html with inline SVG charts).
+
+#include "tools/loadgen/options.hpp"
+#include "tools/loadgen/stats.hpp"
+#include "tools/loadgen/verify.hpp"
+
+#include <iosfwd>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace loadgen {
+
+struct search_step {
+  double rate = 0;
+  double achieved = 0;  // accepted answers per second over the step
+  std::int64_t p50_us = 0;
+  std::int64_t p99_us = 0;
+  std::int64_t not_accepted = 0;
+  bool ok = false;
+};
+
+struct search_result {
+  std::vector<search_step> steps;
+  std::optional<search_step> best;
+};
+
+struct spike_result {
+  double start_s = 0;
+  double end_s = 0;
+  double duration_s = 0;
+  double share_429 = 0;  // of requests whose first answer was 429
+  double share_503 = 0;
+  std::int64_t p99_accepted_us = 0;   // of requests scheduled during the spike
+  std::int64_t baseline_p99_us = 0;   // before the spike, after the warm-up
+  double recovery_s = -1;             // from the end of the spike until p99 is back; -1: never
+};
+
+struct cpu_usage {
+  double user_s = 0;
+  double system_s = 0;
+  double wall_s = 0;
+};
+
+struct run_report {
+  const options* opts = nullptr;
+  std::string description;  // workload and load shape in words
+  window_stats total;
+  std::optional<search_result> search;
+  std::optional<spike_result> spike;
+  cpu_usage cpu;
+  std::uint64_t reconnects = 0;
+  std::optional<verification> verdict;
+};
+
+// Compares the seconds before, during and after the spike of an open-loop spike profile.
+std::optional<spike_result> analyze_spike(const options& o, const run_stats& stats);
+
+void print_table(std::ostream& out, const run_report& report);
+std::string summary_json(const run_report& report);
+std::string timeseries_json(const run_stats& stats);
+std::string html_report(const run_report& report, const run_stats& stats);
+// Writes the three files into `dir` (created when missing); throws std::runtime_error on failure.
+void write_outputs(const std::string& dir, const run_report& report, const run_stats& stats);
+
+}  // namespace loadgen

@@ -1,0 +1,239 @@
+#include "tools/loadgen/verify.hpp"
+
+#include "tools/loadgen/api.hpp"
+
+#include <pqxx/pqxx>
+
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <ostream>
+#include <unordered_map>
+
+namespace loadgen {
+namespace {
+
+constexpr int k_verify_attempts_max = 10;
+// Ids per direct database query.
+constexpr std::size_t k_query_batch_ids_max = 2'000;
+// Failures listed one by one before the rest are only counted.
+constexpr std::size_t k_listed_failures_max = 5;
+
+http_request operator_get(const options& o, std::string target) {
+  http_request r;
+  r.method = http_method::get;
+  r.target = std::move(target);
+  r.api_key = o.operator_key;
+  return r;
+}
+
+// What GET /v1/transactions/{id} said about one id.
+enum class presence : std::uint8_t { unknown, present, missing, malformed };
+
+void check_through_api(const options& o, http_client& client, const std::vector<committed_transfer>& committed,
+                       verification& v) {
+  std::vector<presence> found(committed.size(), presence::unknown);
+  std::vector<std::string> detail(committed.size());
+  run_bulk(client, committed.size(), static_cast<std::size_t>(o.verify_concurrency),
+           [&](std::size_t i, std::size_t thread, std::function<void()> done) {
+             call_with_retries(client, thread, operator_get(o, "/v1/transactions/" + committed[i].transaction_id),
+                               k_verify_attempts_max, [&, i, done](http_response&& r) {
+                                 if (r.status == 404) {
+                                   found[i] = presence::missing;
+                                 } else if (r.status != 200) {
+                                   found[i] = presence::unknown;
+                                   detail[i] = describe(r);
+                                 } else if (auto body = parse_object(r.body); !body) {
+                                   found[i] = presence::malformed;
+                                   detail[i] = "not a JSON object";
+                                 } else {
+                                   found[i] = presence::present;
+                                   // When the answer lists entries, they must balance: the
+                                   // transaction exists once, as one zero-sum posting.
+                                   if (const auto* entries = body->if_contains("entries");
+                                       entries && entries->is_array()) {
+                                     std::int64_t sum = 0;
+                                     for (const auto& e : entries->as_array()) {
+                                       if (!e.is_object()) continue;
+                                       sum += int_field(e.as_object(), "amount").value_or(0);
+                                     }
+                                     if (sum != 0 || entries->as_array().empty()) {
+                                       found[i] = presence::malformed;
+                                       detail[i] = "entries sum to " + std::to_string(sum);
+                                     }
+                                   }
+                                 }
+                                 done();
+                               });
+           });
+  std::size_t missing = 0, unknown = 0, malformed = 0;
+  for (std::size_t i = 0; i < committed.size(); ++i) {
+    const auto& id = committed[i].transaction_id;
+    switch (found[i]) {
+      case presence::present: break;
+      case presence::missing:
+        if (missing++ < k_listed_failures_max) v.fail("transaction " + id + " was answered 201 but is not in the ledger");
+        break;
+      case presence::unknown:
+        if (unknown++ < k_listed_failures_max) v.fail("transaction " + id + " could not be read: " + detail[i]);
+        break;
+      case presence::malformed:
+        if (malformed++ < k_listed_failures_max) v.fail("transaction " + id + " is malformed: " + detail[i]);
+        break;
+    }
+  }
+  if (missing > k_listed_failures_max) v.fail(std::to_string(missing) + " acknowledged transactions are missing in all");
+  if (unknown > k_listed_failures_max) v.fail(std::to_string(unknown) + " transactions could not be read in all");
+  if (malformed > k_listed_failures_max) v.fail(std::to_string(malformed) + " transactions are malformed in all");
+  v.notes.push_back(std::to_string(committed.size() - missing - unknown - malformed) + " of " +
+                    std::to_string(committed.size()) + " acknowledged transactions found through the API");
+}
+
+void check_in_database(const options& o, const std::vector<committed_transfer>& committed, verification& v) {
+  std::unordered_map<std::string, std::int64_t> rows;
+  try {
+    pqxx::connection connection(o.database_url);
+    pqxx::read_transaction tx(connection);
+    for (std::size_t start = 0; start < committed.size(); start += k_query_batch_ids_max) {
+      const std::size_t end = std::min(committed.size(), start + k_query_batch_ids_max);
+      // An array literal of quoted ids; an id with a quote or backslash never reaches here
+      // because transaction ids are validated as UUIDs when they are recorded.
+      std::string array = "{";
+      for (std::size_t i = start; i < end; ++i) {
+        if (i > start) array += ',';
+        array += '"' + committed[i].transaction_id + '"';
+      }
+      array += '}';
+      for (const auto& row : tx.exec_params(o.database_verify_query, array)) {
+        rows[row[0].as<std::string>()] += row[1].as<std::int64_t>();
+      }
+    }
+  } catch (const std::exception& e) {
+    v.fail(std::string("direct database verification failed: ") + e.what());
+    return;
+  }
+  std::size_t missing = 0, doubled = 0;
+  for (const auto& c : committed) {
+    const auto it = rows.find(c.transaction_id);
+    const std::int64_t n = it == rows.end() ? 0 : it->second;
+    if (n == 0 && missing++ < k_listed_failures_max) {
+      v.fail("transaction " + c.transaction_id + " was answered 201 but is not in the database");
+    }
+    if (n > 1 && doubled++ < k_listed_failures_max) {
+      v.fail("transaction " + c.transaction_id + " is in the database " + std::to_string(n) + " times");
+    }
+  }
+  if (missing > k_listed_failures_max) v.fail(std::to_string(missing) + " acknowledged transactions are missing in all");
+  if (doubled > k_listed_failures_max) v.fail(std::to_string(doubled) + " transactions are stored more than once in all");
+  v.notes.push_back(std::to_string(committed.size() - missing) + " of " + std::to_string(committed.size()) +
+                    " acknowledged transactions found in the database");
+}
+
+}  // namespace
+
+std::vector<std::optional<std::int64_t>> read_balances(const options& o, http_client& client,
+                                                       const std::vector<std::int64_t>& account_ids) {
+  std::vector<std::optional<std::int64_t>> balances(account_ids.size());
+  run_bulk(client, account_ids.size(), static_cast<std::size_t>(o.verify_concurrency),
+           [&](std::size_t i, std::size_t thread, std::function<void()> done) {
+             call_with_retries(client, thread, operator_get(o, "/v1/accounts/" + std::to_string(account_ids[i])),
+                               k_verify_attempts_max, [&, i, done](http_response&& r) {
+                                 if (r.status == 200) {
+                                   if (auto body = parse_object(r.body)) balances[i] = int_field(*body, "balance");
+                                 }
+                                 done();
+                               });
+           });
+  return balances;
+}
+
+verification verify_run(const options& o, http_client& client, const setup_data& setup,
+                        const std::vector<std::optional<std::int64_t>>& balances_before,
+                        const std::vector<committed_transfer>& committed, std::int64_t unresolved,
+                        std::ostream& log) {
+  verification v;
+  if (unresolved > 0) {
+    v.fail(std::to_string(unresolved) + " requests never got a definite answer, even when replayed");
+  }
+
+  // 1. The server's own reconciliation.
+  {
+    std::mutex m;
+    std::optional<http_response> answer;
+    run_bulk(client, 1, 1, [&](std::size_t, std::size_t thread, std::function<void()> done) {
+      call_with_retries(client, thread, operator_get(o, "/v1/admin/reconciliation"), k_verify_attempts_max,
+                        [&, done](http_response&& r) {
+                          {
+                            std::lock_guard lock(m);
+                            answer = std::move(r);
+                          }
+                          done();
+                        });
+    });
+    const auto body = answer && answer->status == 200 ? parse_object(answer->body) : std::nullopt;
+    const auto* ok = body ? body->if_contains("ok") : nullptr;
+    if (!ok || !ok->is_bool()) {
+      v.fail("reconciliation did not answer: " + (answer ? describe(*answer) : std::string("no answer")));
+    } else if (!ok->as_bool()) {
+      v.fail("reconciliation reports a problem: " + answer->body.substr(0, 500));
+    } else {
+      v.notes.push_back("reconciliation ok");
+    }
+  }
+
+  // 2. Each acknowledged transaction once.
+  {
+    std::vector<std::string> ids;
+    ids.reserve(committed.size());
+    for (const auto& c : committed) ids.push_back(c.transaction_id);
+    std::sort(ids.begin(), ids.end());
+    const auto duplicate = std::adjacent_find(ids.begin(), ids.end());
+    if (duplicate != ids.end()) {
+      v.fail("two different requests were answered with the same transaction " + *duplicate);
+    }
+  }
+  log << "verify: checking " << committed.size() << " acknowledged transactions\n";
+  if (!o.database_url.empty()) {
+    check_in_database(o, committed, v);
+  } else {
+    check_through_api(o, client, committed, v);
+  }
+
+  // 3. Money: the total is unchanged and each account moved by exactly its acknowledged transfers.
+  const auto ids = setup.account_ids();
+  const auto after = read_balances(o, client, ids);
+  std::vector<__int128> expected(ids.size(), 0);
+  for (const auto& c : committed) {
+    expected[c.from] -= c.amount_minor;
+    expected[c.to] += c.amount_minor;
+  }
+  __int128 total_before = 0, total_after = 0;
+  std::size_t unreadable = 0, wrong = 0;
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    if (!balances_before[i] || !after[i]) {
+      ++unreadable;
+      continue;
+    }
+    total_before += *balances_before[i];
+    total_after += *after[i];
+    const __int128 want = *balances_before[i] + expected[i];
+    if (want != *after[i] && wrong++ < k_listed_failures_max) {
+      v.fail("account " + std::to_string(ids[i]) + " holds " + std::to_string(*after[i]) + ", expected " +
+             std::to_string(static_cast<long long>(want)) + " (before " + std::to_string(*balances_before[i]) +
+             " plus its acknowledged transfers)");
+    }
+  }
+  if (wrong > k_listed_failures_max) v.fail(std::to_string(wrong) + " accounts hold a wrong balance in all");
+  if (unreadable > 0) v.fail(std::to_string(unreadable) + " account balances could not be read");
+  if (total_before != total_after) {
+    v.fail("the closed system held " + std::to_string(static_cast<long long>(total_before)) + " before and " +
+           std::to_string(static_cast<long long>(total_after)) + " after");
+  } else {
+    v.notes.push_back("money in the closed system unchanged: " + std::to_string(static_cast<long long>(total_after)) +
+                      " over " + std::to_string(ids.size()) + " accounts");
+  }
+  return v;
+}
+
+}  // namespace loadgen
