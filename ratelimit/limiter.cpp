@@ -485,7 +485,11 @@ class limiter::impl {
           idle_cv_.wait_until(lock, next_attempt, ready);
         }
         stopping = stopping_;
-        if (stopping || session.is_open() || using_fallback_.load(std::memory_order_relaxed)) {
+        // A connection from before the last switch to fallback takes nothing: it is closed at the
+        // top of the next pass, and the checks are left to current connections.
+        const bool current =
+            session.is_open() && session.epoch == epoch_.load(std::memory_order_relaxed);
+        if (stopping || current || using_fallback_.load(std::memory_order_relaxed)) {
           while (!queue_.empty() &&
                  static_cast<std::int64_t>(batch.size()) < bounds_.batch_checks_max) {
             batch.push_back(std::move(queue_.front()));
