@@ -10,6 +10,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iomanip>
 #include <mutex>
 #include <ostream>
 #include <sstream>
@@ -230,7 +231,8 @@ setup_data create_setup(const options& o, http_client& client, std::ostream& log
   for (std::size_t i = 0; i < n; ++i) setup.parties.push_back(std::move(*built[i]));
   if (has_hub) setup.hub = std::move(*built[n]);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  log << "setup: " << specs.size() << " principals and accounts created in " << seconds << " s\n";
+  log << "setup: " << specs.size() << " principals and accounts created in " << std::fixed << std::setprecision(2)
+      << seconds << " s\n";
   return setup;
 }
 

@@ -1,0 +1,296 @@
+#include "tests/loadgen/fake_wallet.hpp"
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/json.hpp>
+
+#include <atomic>
+#include <charconv>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <thread>
+
+namespace loadgen_test {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace json = boost::json;
+using tcp = asio::ip::tcp;
+
+namespace {
+
+struct principal {
+  std::int64_t id = 0;
+  std::string role;
+};
+
+struct account {
+  std::int64_t id = 0;
+  std::int64_t owner_id = 0;
+  std::string currency;
+  std::int64_t balance = 0;
+  bool hot = false;
+  std::int64_t shards = 0;
+};
+
+struct entry {
+  std::int64_t account_id = 0;
+  std::int64_t amount = 0;
+};
+
+struct answer {
+  http::status status = http::status::ok;
+  std::string body;
+  std::optional<int> retry_after_s;
+};
+
+answer problem(http::status status, const std::string& code) {
+  return {status, json::serialize(json::object{{"type", "about:blank"}, {"code", code}, {"status", static_cast<int>(status)}}), {}};
+}
+
+std::optional<std::int64_t> amount_of(const json::value* v) {
+  if (!v) return std::nullopt;
+  if (v->is_int64()) return v->as_int64();
+  if (v->is_string()) {
+    const auto& s = v->as_string();
+    std::int64_t n = 0;
+    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
+    if (ec == std::errc() && end == s.data() + s.size()) return n;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+struct fake_wallet::impl {
+  impl(std::string key, fake_behaviour b) : operator_key(std::move(key)), behaviour(b), acceptor(context) {
+    tcp::endpoint endpoint(asio::ip::make_address("127.0.0.1"), 0);
+    acceptor.open(endpoint.protocol());
+    acceptor.set_option(asio::socket_base::reuse_address(true));
+    acceptor.bind(endpoint);
+    acceptor.listen();
+    principals[operator_key] = {next_principal++, "operator"};
+    // The clearing account that deposits come from; it may go negative.
+    accounts[0] = {0, 0, "EUR", 0, false, 0};
+    do_accept();
+    thread = std::thread([this] { context.run(); });
+  }
+
+  ~impl() {
+    asio::post(context, [this] {
+      beast::error_code ignored;
+      acceptor.close(ignored);
+      context.stop();
+    });
+    thread.join();
+  }
+
+  void do_accept() {
+    acceptor.async_accept([this](beast::error_code ec, tcp::socket socket) {
+      if (ec) return;
+      std::make_shared<session>(*this, std::move(socket))->start();
+      do_accept();
+    });
+  }
+
+  // One keep-alive connection: read → handle → write → read ...
+  struct session : std::enable_shared_from_this<session> {
+    session(impl& o, tcp::socket s) : owner(o), stream(std::move(s)) {}
+    void start() { do_read(); }
+    void do_read() {
+      request = {};
+      http::async_read(stream, buffer, request, [self = shared_from_this()](beast::error_code ec, std::size_t) {
+        if (ec) return;
+        self->respond();
+      });
+    }
+    void respond() {
+      const auto a = owner.handle(request);
+      response = {};
+      response.version(11);
+      response.result(a.status);
+      response.set(http::field::content_type,
+                   static_cast<int>(a.status) >= 400 ? "application/problem+json" : "application/json");
+      if (a.retry_after_s) response.set(http::field::retry_after, std::to_string(*a.retry_after_s));
+      response.keep_alive(request.keep_alive());
+      response.body() = a.body;
+      response.prepare_payload();
+      http::async_write(stream, response, [self = shared_from_this()](beast::error_code ec, std::size_t) {
+        if (ec || !self->response.keep_alive()) return;
+        self->do_read();
+      });
+    }
+    impl& owner;
+    beast::tcp_stream stream;
+    beast::flat_buffer buffer;
+    http::request<http::string_body> request;
+    http::response<http::string_body> response;
+  };
+
+  std::string new_uuid() {
+    std::uniform_int_distribution<int> hex(0, 15);
+    std::string id;
+    for (int i = 0; i < 32; ++i) {
+      if (i == 8 || i == 12 || i == 16 || i == 20) id += '-';
+      id += "0123456789abcdef"[hex(rng)];
+    }
+    return id;
+  }
+
+  std::string record(std::vector<entry> entries) {
+    auto id = new_uuid();
+    for (const auto& e : entries) accounts[e.account_id].balance += e.amount;
+    transactions[id] = std::move(entries);
+    return id;
+  }
+
+  json::object account_json(const account& a) {
+    return {{"id", a.id},
+            {"ownerId", a.owner_id},
+            {"currency", a.currency},
+            {"status", "ACTIVE"},
+            {"balance", std::to_string(a.balance)},
+            {"available", std::to_string(a.balance)},
+            {"hot", a.hot}};
+  }
+
+  answer handle(const http::request<http::string_body>& request) {
+    std::lock_guard lock(mutex);
+    const std::string target(request.target());
+    if (target == "/readyz" || target == "/healthz") return {http::status::ok, "{}", {}};
+    const auto auth = request[http::field::authorization];
+    const std::string key = auth.starts_with("Bearer ") ? std::string(auth.substr(7)) : std::string();
+    const auto who = principals.find(key);
+    if (who == principals.end()) return problem(http::status::unauthorized, "unauthorized");
+    const bool is_operator = who->second.role == "operator";
+    json::object body;
+    if (request.method() == http::verb::post) {
+      boost::system::error_code ec;
+      auto parsed = json::parse(request.body(), ec);
+      if (ec || !parsed.is_object()) return problem(http::status::bad_request, "invalid_request");
+      body = std::move(parsed.as_object());
+    }
+    const std::string idempotency_key(request["Idempotency-Key"]);
+
+    if (request.method() == http::verb::post && target == "/v1/principals") {
+      if (!is_operator) return problem(http::status::not_found, "not_found");
+      const auto new_key = "key-" + new_uuid();
+      const auto id = next_principal++;
+      principals[new_key] = {id, std::string(body["role"].as_string())};
+      return {http::status::created,
+              json::serialize(json::object{{"id", id}, {"name", body["name"]}, {"role", body["role"]}, {"apiKey", new_key}}),
+              {}};
+    }
+    if (request.method() == http::verb::post && target == "/v1/accounts") {
+      if (!is_operator) return problem(http::status::not_found, "not_found");
+      account a;
+      a.id = next_account++;
+      a.owner_id = body["ownerId"].as_int64();
+      a.currency = std::string(body["currency"].as_string());
+      if (const auto* hot = body.if_contains("hot"); hot && hot->is_bool()) a.hot = hot->as_bool();
+      accounts[a.id] = a;
+      return {http::status::created, json::serialize(account_json(a)), {}};
+    }
+    if (request.method() == http::verb::post && target == "/v1/deposits") {
+      if (!is_operator) return problem(http::status::not_found, "not_found");
+      const auto scope = std::to_string(who->second.id) + "/" + idempotency_key;
+      if (auto it = stored.find(scope); it != stored.end()) return it->second;
+      const auto account_id = body["accountId"].as_int64();
+      const auto amount = amount_of(body.if_contains("amount"));
+      if (!accounts.contains(account_id) || !amount || *amount <= 0) return problem(http::status::bad_request, "invalid_request");
+      const auto id = record({{0, -*amount}, {account_id, *amount}});
+      answer a{http::status::created, json::serialize(json::object{{"transactionId", id}, {"status", "COMPLETED"}}), {}};
+      stored[scope] = a;
+      return a;
+    }
+    if (request.method() == http::verb::post && target == "/v1/transfers") {
+      ++transfer_attempts;
+      if (behaviour.throttle_every > 0 && transfer_attempts % behaviour.throttle_every == 0) {
+        auto a = problem(http::status::too_many_requests, "rate_limited");
+        a.retry_after_s = 0;
+        return a;
+      }
+      const auto scope = std::to_string(who->second.id) + "/" + idempotency_key;
+      if (auto it = stored.find(scope); it != stored.end()) return it->second;
+      const auto from = body["fromAccountId"].as_int64();
+      const auto to = body["toAccountId"].as_int64();
+      const auto amount = amount_of(body.if_contains("amount"));
+      const auto payer = accounts.find(from);
+      if (payer == accounts.end() || payer->second.owner_id != who->second.id) return problem(http::status::not_found, "not_found");
+      if (!accounts.contains(to) || !amount || *amount <= 0) return problem(http::status::bad_request, "invalid_request");
+      if (payer->second.balance < *amount) return problem(http::status::unprocessable_entity, "insufficient_funds");
+      ++transfers_answered;
+      std::string id;
+      if (behaviour.lose_transfer_number > 0 && transfers_answered == behaviour.lose_transfer_number) {
+        // The defect under test: acknowledged, never written.
+        id = new_uuid();
+      } else {
+        id = record({{from, -*amount}, {to, *amount}});
+        ++transfers_recorded;
+      }
+      answer a{http::status::created,
+               json::serialize(json::object{{"transactionId", id},
+                                            {"status", "COMPLETED"},
+                                            {"fromBalanceAfter", std::to_string(accounts[from].balance)}}),
+               {}};
+      stored[scope] = a;
+      return a;
+    }
+    if (request.method() == http::verb::get && target.starts_with("/v1/accounts/")) {
+      std::int64_t id = 0;
+      std::from_chars(target.data() + 13, target.data() + target.size(), id);
+      const auto it = accounts.find(id);
+      if (it == accounts.end() || (!is_operator && it->second.owner_id != who->second.id)) {
+        return problem(http::status::not_found, "not_found");
+      }
+      return {http::status::ok, json::serialize(account_json(it->second)), {}};
+    }
+    if (request.method() == http::verb::get && target.starts_with("/v1/transactions/")) {
+      const auto it = transactions.find(target.substr(17));
+      if (it == transactions.end()) return problem(http::status::not_found, "not_found");
+      json::array entries;
+      for (const auto& e : it->second) entries.push_back({{"accountId", e.account_id}, {"amount", std::to_string(e.amount)}});
+      return {http::status::ok, json::serialize(json::object{{"id", it->first}, {"entries", entries}}), {}};
+    }
+    if (request.method() == http::verb::get && target == "/v1/admin/reconciliation") {
+      if (!is_operator) return problem(http::status::not_found, "not_found");
+      std::int64_t sum = 0;
+      for (const auto& [id, a] : accounts) sum += a.balance;
+      const bool ok = sum == 0 && !behaviour.reconciliation_broken;
+      return {http::status::ok, json::serialize(json::object{{"ok", ok}, {"zeroSum", sum == 0}}), {}};
+    }
+    return problem(http::status::not_found, "not_found");
+  }
+
+  std::string operator_key;
+  fake_behaviour behaviour;
+  asio::io_context context;
+  tcp::acceptor acceptor;
+  std::thread thread;
+  std::mutex mutex;
+  std::mt19937_64 rng{42};
+  std::map<std::string, principal> principals;
+  std::map<std::int64_t, account> accounts;
+  std::map<std::string, std::vector<entry>> transactions;
+  std::map<std::string, answer> stored;
+  std::int64_t next_principal = 1;
+  std::int64_t next_account = 1;
+  std::int64_t transfer_attempts = 0;
+  std::atomic<std::int64_t> transfers_answered{0};
+  std::atomic<std::int64_t> transfers_recorded{0};
+};
+
+fake_wallet::fake_wallet(std::string operator_key, fake_behaviour behaviour)
+    : impl_(std::make_unique<impl>(std::move(operator_key), behaviour)) {}
+
+fake_wallet::~fake_wallet() = default;
+
+std::uint16_t fake_wallet::port() const { return impl_->acceptor.local_endpoint().port(); }
+std::int64_t fake_wallet::transfers_recorded() const { return impl_->transfers_recorded.load(); }
+std::int64_t fake_wallet::transfers_answered() const { return impl_->transfers_answered.load(); }
+
+}  // namespace loadgen_test

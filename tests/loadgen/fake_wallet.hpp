@@ -1,0 +1,39 @@
+#pragma once
+
+// An in-process test double of the wallet HTTP API (the parts wallet-loadgen uses), kept in
+// memory and served by a small Beast server on 127.0.0.1. It can be told to misbehave the way a
+// broken server would, so the load generator's verification can be shown to catch it.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace loadgen_test {
+
+struct fake_behaviour {
+  // Answers 201 to the n-th transfer (from 1) without recording it; 0 never.
+  std::int64_t lose_transfer_number = 0;
+  // Answers 429 with `Retry-After: 0` to every n-th transfer attempt; 0 never.
+  std::int64_t throttle_every = 0;
+  // Reconciliation reports a problem.
+  bool reconciliation_broken = false;
+};
+
+class fake_wallet {
+ public:
+  fake_wallet(std::string operator_key, fake_behaviour behaviour);
+  ~fake_wallet();
+  fake_wallet(const fake_wallet&) = delete;
+  fake_wallet& operator=(const fake_wallet&) = delete;
+
+  std::uint16_t port() const;
+  std::int64_t transfers_recorded() const;
+  std::int64_t transfers_answered() const;
+
+  struct impl;
+
+ private:
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace loadgen_test

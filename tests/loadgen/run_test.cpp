@@ -1,0 +1,184 @@
+#include "tests/loadgen/fake_wallet.hpp"
+#include "tools/loadgen/loadgen.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <fstream>
+#include <sstream>
+
+namespace {
+
+using loadgen::run_loadgen;
+using loadgen_test::fake_behaviour;
+using loadgen_test::fake_wallet;
+
+const std::string k_operator_key = "test-operator-key";
+
+loadgen::options short_run(std::uint16_t port, loadgen::workload_kind workload) {
+  loadgen::options o;
+  o.port = port;
+  o.operator_key = k_operator_key;
+  o.workload = workload;
+  o.accounts = 20;
+  o.hot_shards = 4;
+  o.fund_amount_minor = 100'000;
+  o.rate = 300;
+  o.duration_s = 1;
+  o.connections = 16;
+  o.quiet = true;
+  return o;
+}
+
+// With LOADGEN_TEST_SHOW set, a test prints the report it got, to look at the tool's output.
+void show(const std::ostringstream& out, const std::ostringstream& err) {
+  if (std::getenv("LOADGEN_TEST_SHOW")) std::cout << err.str() << out.str() << std::endl;
+}
+
+std::string text_of(const loadgen::verification& v) {
+  std::string text;
+  for (const auto& f : v.failures) text += f + "\n";
+  return text;
+}
+
+// Against a correct test double, an open-loop hot-merchant run sends every scheduled request, each
+// is answered 201, and the verification passes (exit code 0, PASS in the report).
+TEST(run, correct_server_passes_verification) {
+  fake_wallet server(k_operator_key, {});
+  std::ostringstream out, err;
+  const auto outcome = run_loadgen(short_run(server.port(), loadgen::workload_kind::hot_merchant), out, err);
+  ASSERT_TRUE(outcome.verdict) << err.str();
+  EXPECT_TRUE(outcome.verdict->pass) << text_of(*outcome.verdict) << err.str();
+  EXPECT_EQ(outcome.exit_code, 0);
+  EXPECT_EQ(outcome.total.scheduled, 300);
+  EXPECT_EQ(outcome.total.finished, 300);
+  EXPECT_EQ(outcome.total.classes.at("201").count, 300);
+  EXPECT_EQ(server.transfers_recorded(), 300);
+  EXPECT_NE(out.str().find("verification: PASS"), std::string::npos) << out.str();
+  show(out, err);
+}
+
+// A server that acknowledges one transfer with 201 but never writes it is caught: that transaction
+// is missing and two balances are off, so the run ends in FAIL with a non-zero exit code.
+TEST(run, server_that_loses_one_transfer_fails_verification) {
+  fake_behaviour broken;
+  broken.lose_transfer_number = 57;
+  fake_wallet server(k_operator_key, broken);
+  std::ostringstream out, err;
+  const auto outcome = run_loadgen(short_run(server.port(), loadgen::workload_kind::hot_merchant), out, err);
+  ASSERT_TRUE(outcome.verdict) << err.str();
+  EXPECT_FALSE(outcome.verdict->pass);
+  EXPECT_EQ(outcome.exit_code, 1);
+  EXPECT_EQ(server.transfers_answered(), 300);
+  EXPECT_EQ(server.transfers_recorded(), 299);
+  const auto failures = text_of(*outcome.verdict);
+  EXPECT_NE(failures.find("not in the ledger"), std::string::npos) << failures;
+  EXPECT_NE(failures.find("expected"), std::string::npos) << failures;
+  EXPECT_NE(out.str().find("verification: FAIL"), std::string::npos) << out.str();
+  show(out, err);
+}
+
+// A server whose own reconciliation reports a problem fails the run even when every transfer is in
+// place.
+TEST(run, failed_reconciliation_fails_verification) {
+  fake_behaviour broken;
+  broken.reconciliation_broken = true;
+  fake_wallet server(k_operator_key, broken);
+  std::ostringstream out, err;
+  auto o = short_run(server.port(), loadgen::workload_kind::p2p);
+  o.rate = 100;
+  const auto outcome = run_loadgen(o, out, err);
+  ASSERT_TRUE(outcome.verdict);
+  EXPECT_FALSE(outcome.verdict->pass);
+  EXPECT_NE(text_of(*outcome.verdict).find("reconciliation"), std::string::npos);
+}
+
+// With retries on, every 429 (answered to every fourth attempt, Retry-After 0) is retried with the
+// same Idempotency-Key: all requests end in 201, the retries are counted, and nothing applies
+// twice (verification passes with exact balances). This is a closed-loop payday run, so the
+// employer's single key pays everyone.
+TEST(run, retries_follow_retry_after_and_apply_once) {
+  fake_behaviour throttled;
+  throttled.throttle_every = 4;
+  fake_wallet server(k_operator_key, throttled);
+  std::ostringstream out, err;
+  auto o = short_run(server.port(), loadgen::workload_kind::payday);
+  o.mode = loadgen::run_mode::closed;
+  o.concurrency = 8;
+  o.retries = true;
+  // Retry-After 0 sends a retry at once, so with eight users in lockstep one request can meet the
+  // throttled slot several times in a row; the bound is generous so that every request ends.
+  o.retries_max = 50;
+  const auto outcome = run_loadgen(o, out, err);
+  ASSERT_TRUE(outcome.verdict) << err.str();
+  EXPECT_TRUE(outcome.verdict->pass) << text_of(*outcome.verdict);
+  EXPECT_GT(outcome.total.retries, 0);
+  EXPECT_EQ(outcome.total.classes.count("429"), 0u);
+  EXPECT_EQ(outcome.total.classes.at("201").count, outcome.total.finished);
+  EXPECT_GT(outcome.total.first_attempt.at("429"), 0);
+  EXPECT_EQ(server.transfers_recorded(), outcome.total.finished);
+}
+
+// Without retries the 429 answers are final: they are counted in their own class, and the
+// verification still passes because a 429 never moves money.
+TEST(run, without_retries_429_is_counted_as_final) {
+  fake_behaviour throttled;
+  throttled.throttle_every = 5;
+  fake_wallet server(k_operator_key, throttled);
+  std::ostringstream out, err;
+  const auto outcome = run_loadgen(short_run(server.port(), loadgen::workload_kind::p2p), out, err);
+  ASSERT_TRUE(outcome.verdict);
+  EXPECT_TRUE(outcome.verdict->pass) << text_of(*outcome.verdict);
+  EXPECT_EQ(outcome.total.classes.at("429").count, 60);
+  EXPECT_EQ(outcome.total.classes.at("201").count, 240);
+}
+
+// A search run steps the rate up, and the spike run's report files exist and name the phases: the
+// HTML holds inline SVG charts and the summary the numbers scripts read.
+TEST(run, search_and_spike_runs_write_their_reports) {
+  fake_wallet server(k_operator_key, {});
+  const auto dir = std::filesystem::path(::testing::TempDir()) / "loadgen_reports";
+  std::filesystem::remove_all(dir);
+  std::ostringstream out, err;
+  auto o = short_run(server.port(), loadgen::workload_kind::hot_merchant);
+  o.mode = loadgen::run_mode::search;
+  o.search_start_rate = 100;
+  o.search_step_factor = 2;
+  o.search_max_rate = 400;
+  o.search_step_seconds = 1;
+  o.out_dir = (dir / "search").string();
+  const auto search = run_loadgen(o, out, err);
+  ASSERT_TRUE(search.search);
+  EXPECT_EQ(search.search->steps.size(), 3u);
+  ASSERT_TRUE(search.search->best) << out.str();
+  EXPECT_TRUE(search.verdict && search.verdict->pass);
+  EXPECT_TRUE(std::filesystem::exists(dir / "search" / "summary.json"));
+
+  o.mode = loadgen::run_mode::open;
+  o.profile = loadgen::profile_kind::spike;
+  o.rate = 50;
+  o.spike_multiplier = 4;
+  o.spike_start_s = 1;
+  o.spike_ramp_s = 0.5;
+  o.spike_duration_s = 1;
+  o.duration_s = 6;
+  o.warmup_s = 0;
+  o.out_dir = (dir / "spike").string();
+  const auto spike = run_loadgen(o, out, err);
+  ASSERT_TRUE(spike.spike);
+  EXPECT_TRUE(spike.verdict && spike.verdict->pass);
+  show(out, err);
+  std::ifstream html(dir / "spike" / "report.html");
+  std::stringstream text;
+  text << html.rdbuf();
+  EXPECT_NE(text.str().find("<svg"), std::string::npos);
+  std::ifstream summary(dir / "spike" / "summary.json");
+  std::stringstream summary_text;
+  summary_text << summary.rdbuf();
+  EXPECT_NE(summary_text.str().find("\"recovery_s\""), std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
