@@ -85,6 +85,9 @@ class http_client {
   // From any thread.
   void submit(std::size_t i, http_request request, http_callback callback);
   std::uint64_t reconnects() const;
+  // CPU seconds spent so far by the I/O threads alone (not by the rest of the process); blocks
+  // until each thread has answered.
+  double io_cpu_seconds();
   // Closes every connection and joins the threads; pending callbacks are dropped.
   void stop();
 

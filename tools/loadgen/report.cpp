@@ -226,10 +226,11 @@ void print_table(std::ostream& out, const run_report& report) {
     out << "\n";
   }
   const double cpu = report.cpu.user_s + report.cpu.system_s;
+  const double wall = report.cpu.wall_s > 0 ? report.cpu.wall_s : 1;
   out << std::setprecision(2) << "client CPU: " << cpu << " s (user " << report.cpu.user_s << ", system "
-      << report.cpu.system_s << ") over " << report.cpu.wall_s << " s, "
-      << (report.cpu.wall_s > 0 ? 100 * cpu / report.cpu.wall_s : 0) << "% of one core; reconnects "
-      << report.reconnects << "\n";
+      << report.cpu.system_s << ") over " << report.cpu.wall_s << " s, " << 100 * cpu / wall
+      << "% of one core; I/O threads " << report.cpu.io_threads_s << " s (" << 100 * report.cpu.io_threads_s / wall
+      << "%); reconnects " << report.reconnects << "\n";
   if (report.search) {
     out << "\nsearch steps (p99 target " << report.opts->p99_target_ms << " ms):\n";
     for (const auto& s : report.search->steps) {
@@ -287,7 +288,11 @@ std::string summary_json(const run_report& report) {
       {"accepted", latency_json(t.accepted_us)},
       {"first_attempt", counts_json(t.first_attempt)},
       {"retries", std::move(retries)},
-      {"cpu", {{"user_s", report.cpu.user_s}, {"system_s", report.cpu.system_s}, {"wall_s", report.cpu.wall_s}}},
+      {"cpu",
+       {{"user_s", report.cpu.user_s},
+        {"system_s", report.cpu.system_s},
+        {"io_threads_s", report.cpu.io_threads_s},
+        {"wall_s", report.cpu.wall_s}}},
       {"reconnects", report.reconnects},
   };
   if (report.verdict) {

@@ -40,8 +40,9 @@ struct spike_result {
 };
 
 struct cpu_usage {
-  double user_s = 0;
+  double user_s = 0;    // the whole process (getrusage)
   double system_s = 0;
+  double io_threads_s = 0;  // the HTTP client's I/O threads alone
   double wall_s = 0;
 };
 

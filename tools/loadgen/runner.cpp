@@ -471,6 +471,7 @@ run_outcome run_loadgen(const options& o, std::ostream& out, std::ostream& err) 
     driver d(o, client, setup, stats, run_id);
     progress_printer progress(err, o.quiet);
     const auto cpu_start = cpu_now();
+    const double io_cpu_start = client.io_cpu_seconds();
     const auto wall_start = steady::now();
     d.set_origin(wall_start);
 
@@ -543,6 +544,7 @@ run_outcome run_loadgen(const options& o, std::ostream& out, std::ostream& err) 
     const auto cpu_end = cpu_now();
     report.cpu.user_s = cpu_end.user_s - cpu_start.user_s;
     report.cpu.system_s = cpu_end.system_s - cpu_start.system_s;
+    report.cpu.io_threads_s = client.io_cpu_seconds() - io_cpu_start;
     report.cpu.wall_s = seconds_between(wall_start, steady::now());
     report.reconnects = client.reconnects();
     report.description = description.str();
