@@ -1,5 +1,6 @@
 # Every third-party library the wallet server uses, found once, exposed as imported targets.
 find_package(Threads REQUIRED)
+set(Boost_NO_WARN_NEW_VERSIONS ON)
 find_package(Boost 1.81 EXACT REQUIRED COMPONENTS json)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(PQXX REQUIRED IMPORTED_TARGET libpqxx)

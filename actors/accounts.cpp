@@ -1,0 +1,305 @@
+#include "actors/accounts.hpp"
+
+#include <caf/all.hpp>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <deque>
+#include <random>
+#include <unordered_map>
+
+#include "actors/messages.hpp"
+#include "actors/outcomes.hpp"
+#include "actors/reader_pool.hpp"
+#include "actors/uuid.hpp"
+#include "ledger/assert.hpp"
+
+namespace actors {
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+struct waiting_debit {
+  debit_request request;
+  caf::typed_response_promise<money_result> promise;
+};
+
+struct account_actor_state {
+  ledger::account_id id = 0;
+  bool loaded = false;
+  bool loading = false;
+  bool missing = false;
+  persistence::account_record record;
+  // Committed state of the main row and each shard row: (balance, version).
+  std::unordered_map<ledger::account_id, persistence::row_state> rows;
+  ledger::amount_minor reserved = 0;
+  std::int64_t inflight = 0;
+  std::deque<waiting_debit> waiting;
+  std::uint64_t received = 0;
+  clock::time_point last_active = clock::now();
+  static inline const char* name = "account_actor";
+};
+
+using account_actor = caf::stateful_actor<account_actor_state>;
+
+ledger::amount_minor committed_total(const account_actor_state& st) {
+  ledger::amount_minor total = 0;
+  for (const auto& [id, row] : st.rows) {
+    auto next = ledger::checked_add(total, row.balance);
+    WALLET_ASSERT(next.has_value(), "an account's committed total fits in int64");
+    total = *next;
+  }
+  return total;
+}
+
+void apply_rows(account_actor_state& st, const std::vector<persistence::row_state>& rows) {
+  for (const auto& row : rows) {
+    auto it = st.rows.find(row.id);
+    if (it == st.rows.end()) {
+      // A shard added after this actor loaded: the notice makes it known.
+      if (row.parent_id == st.id) st.rows.emplace(row.id, row);
+      continue;
+    }
+    if (row.version > it->second.version) it->second = row;
+  }
+}
+
+void start_load(account_actor* self, const std::shared_ptr<account_runtime>& rt) {
+  auto& st = self->state;
+  if (st.loading) return;
+  st.loading = true;
+  caf::actor me = caf::actor_cast<caf::actor>(self);
+  const auto id = st.id;
+  rt->readers->submit({
+      [me, id](pqxx::connection& conn) {
+        account_loaded result;
+        if (auto record = persistence::find_account(conn, id)) {
+          result.found = true;
+          result.record = std::move(*record);
+        }
+        caf::anon_send(me, loaded_atom::value, std::move(result));
+      },
+      [me](ledger::error_code, std::string) {
+        account_loaded result;
+        result.failed = true;
+        caf::anon_send(me, loaded_atom::value, std::move(result));
+      },
+  });
+}
+
+void process(account_actor* self, const std::shared_ptr<account_runtime>& rt, debit_request& req,
+             caf::typed_response_promise<money_result> promise) {
+  auto& st = self->state;
+  const auto& cmd = req.command;
+  if (st.missing || !st.record.owner_id || *st.record.owner_id != cmd.principal ||
+      st.record.kind != ledger::account_kind::user) {
+    promise.deliver(refusal(ledger::error_code::not_found, "account " + std::to_string(cmd.from) + " was not found"));
+    return;
+  }
+  if (st.record.status != ledger::account_status::active) {
+    money_result r = refusal(ledger::error_code::account_inactive, "the debited account is not active");
+    r.decided_before_writer = true;
+    promise.deliver(std::move(r));
+    return;
+  }
+  if (st.inflight >= rt->inflight_max) {
+    promise.deliver(unavailable(ledger::error_code::account_busy, "too many payments from this account are in flight"));
+    return;
+  }
+  const std::size_t writer_index = writer_for(st.id, rt->writers.size());
+  auto& gauges = *rt->writer_gauges[writer_index];
+  if (gauges.queued.load() >= rt->writer_queue_max) {
+    promise.deliver(unavailable(ledger::error_code::writer_busy, "the ledger writer is saturated"));
+    return;
+  }
+  const ledger::amount_minor available = committed_total(st) - st.reserved;
+  if (available < cmd.amount) {
+    money_result r = refusal(ledger::error_code::insufficient_funds, "the debited account holds too little for this amount");
+    r.decided_before_writer = true;
+    promise.deliver(std::move(r));
+    return;
+  }
+
+  persistence::posting_request posting;
+  posting.posting.type = ledger::transaction_type::transfer;
+  posting.posting.debit_account = st.id;
+  // Every shard known now, including one added after this actor loaded (learnt from a notice).
+  for (const auto& [row_id, row] : st.rows) {
+    if (row_id != st.id) posting.posting.debit_shards.push_back(row_id);
+  }
+  std::sort(posting.posting.debit_shards.begin(), posting.posting.debit_shards.end());
+  posting.posting.credit_account = account_directory::credit_row(req.payee, writer_index, rt->writers.size(),
+                                                                 static_cast<std::uint64_t>(st.received));
+  posting.posting.credit_parent = req.payee.id;
+  posting.posting.amount = cmd.amount;
+  posting.posting.currency = st.record.currency;
+  posting.transaction_id = make_transaction_id();
+  posting.principal = cmd.principal;
+  posting.idempotency_key = cmd.idempotency_key;
+  posting.request_hash = cmd.request_hash;
+
+  st.reserved += cmd.amount;
+  ++st.inflight;
+  ++gauges.queued;
+  const auto amount = cmd.amount;
+  self->request(rt->writers[writer_index], caf::infinite, posting_atom::value, std::move(posting))
+      .then(
+          [self, rt, promise, amount](persistence::posting_outcome& outcome) mutable {
+            auto& s = self->state;
+            apply_rows(s, outcome.rows_after);
+            s.reserved -= amount;
+            --s.inflight;
+            WALLET_ASSERT(s.reserved >= 0 && s.inflight >= 0, "reservations balance");
+            if (outcome.outcome == ledger::error_code::outcome_unknown ||
+                outcome.outcome == ledger::error_code::database_unavailable) {
+              // What the database holds is uncertain: reload before deciding more debits.
+              s.loaded = false;
+              start_load(self, rt);
+            }
+            s.last_active = clock::now();
+            promise.deliver(to_money_result(outcome));
+          },
+          [self, rt, promise, amount](caf::error& err) mutable {
+            auto& s = self->state;
+            s.reserved -= amount;
+            --s.inflight;
+            s.loaded = false;
+            start_load(self, rt);
+            spdlog::error("account {}: ledger writer failed: {}", s.id, caf::to_string(err));
+            promise.deliver(unavailable(ledger::error_code::outcome_unknown,
+                                 "the outcome of this request is unknown; retry with the same Idempotency-Key"));
+          });
+}
+
+void drain_waiting(account_actor* self, const std::shared_ptr<account_runtime>& rt) {
+  auto& st = self->state;
+  while (!st.waiting.empty() && (st.loaded || st.missing)) {
+    auto next = std::move(st.waiting.front());
+    st.waiting.pop_front();
+    process(self, rt, next.request, next.promise);
+  }
+}
+
+caf::behavior account_actor_behavior(account_actor* self, ledger::account_id id, caf::actor registry,
+                                     std::shared_ptr<account_runtime> rt) {
+  self->state.id = id;
+  ++rt->live_actors;
+  self->attach_functor([rt] { --rt->live_actors; });
+  start_load(self, rt);
+  self->delayed_send(self, std::chrono::milliseconds(rt->idle_ms), tick_atom::value);
+  return {
+      [=](debit_atom, debit_request& req) -> caf::result<money_result> {
+        auto& st = self->state;
+        ++st.received;
+        st.last_active = clock::now();
+        auto promise = self->make_response_promise<money_result>();
+        if (st.loaded || st.missing) {
+          process(self, rt, req, promise);
+          return promise;
+        }
+        // Not (re)loaded yet: wait for the committed state, but only a bounded number.
+        if (static_cast<std::int64_t>(st.waiting.size()) + st.inflight >= rt->inflight_max) {
+          promise.deliver(unavailable(ledger::error_code::account_busy, "too many payments from this account are in flight"));
+          return promise;
+        }
+        st.waiting.push_back({std::move(req), promise});
+        start_load(self, rt);
+        return promise;
+      },
+      [=](notice_atom, balance_notice& notice) { apply_rows(self->state, notice.rows); },
+      [=](loaded_atom, account_loaded& result) {
+        auto& st = self->state;
+        st.loading = false;
+        if (result.failed) {
+          while (!st.waiting.empty()) {
+            st.waiting.front().promise.deliver(
+                unavailable(ledger::error_code::database_unavailable, "the database is unavailable"));
+            st.waiting.pop_front();
+          }
+          return;
+        }
+        if (!result.found) {
+          st.missing = true;
+        } else {
+          // Merge by version: a writer's answer that arrived during the load may be newer.
+          st.record = std::move(result.record);
+          std::vector<persistence::row_state> loaded_rows{{st.id, st.record.balance, st.record.version, 0}};
+          for (const auto& s : st.record.shards) loaded_rows.push_back({s.id, s.balance, s.version, st.id});
+          for (const auto& row : loaded_rows) {
+            auto it = st.rows.find(row.id);
+            if (it == st.rows.end() || row.version >= it->second.version) st.rows[row.id] = row;
+          }
+          st.loaded = true;
+        }
+        drain_waiting(self, rt);
+      },
+      [=](tick_atom) {
+        auto& st = self->state;
+        const bool idle = st.inflight == 0 && st.waiting.empty() &&
+                          clock::now() - st.last_active >= std::chrono::milliseconds(rt->idle_ms);
+        if (idle) self->send(registry, idle_atom::value, st.id, st.received);
+        self->delayed_send(self, std::chrono::milliseconds(rt->idle_ms), tick_atom::value);
+      },
+      [=](stop_atom) { self->quit(); },
+  };
+}
+
+struct registry_entry {
+  caf::actor actor;
+  std::uint64_t forwarded = 0;
+};
+
+struct registry_state {
+  std::unordered_map<ledger::account_id, registry_entry> live;
+  static inline const char* name = "account_registry";
+};
+
+using registry_actor = caf::stateful_actor<registry_state>;
+
+caf::behavior account_registry(registry_actor* self, std::shared_ptr<account_runtime> rt) {
+  return {
+      [=](debit_atom, debit_request& req) -> caf::result<money_result> {
+        auto& live = self->state.live;
+        auto it = live.find(req.command.from);
+        if (it == live.end()) {
+          if (live.size() >= rt->live_max_per_shard) {
+            money_result r = unavailable(ledger::error_code::server_busy, "too many accounts are active; retry shortly");
+            return r;
+          }
+          auto actor = self->spawn(account_actor_behavior, req.command.from, caf::actor_cast<caf::actor>(self), rt);
+          it = live.emplace(req.command.from, registry_entry{actor, 0}).first;
+        }
+        ++it->second.forwarded;
+        auto promise = self->make_response_promise<money_result>();
+        promise.delegate(it->second.actor, debit_atom::value, std::move(req));
+        return promise;
+      },
+      [=](notice_atom, balance_notice& notice) {
+        auto& live = self->state.live;
+        std::unordered_map<ledger::account_id, balance_notice> by_account;
+        for (const auto& row : notice.rows) {
+          const ledger::account_id owner = row.parent_id != 0 ? row.parent_id : row.id;
+          if (live.count(owner) != 0) by_account[owner].rows.push_back(row);
+        }
+        for (auto& [owner, n] : by_account) self->send(live[owner].actor, notice_atom::value, std::move(n));
+      },
+      [=](idle_atom, ledger::account_id id, std::uint64_t received) {
+        auto& live = self->state.live;
+        auto it = live.find(id);
+        // Only when the actor has seen everything forwarded to it can it stop without a
+        // command landing in a mailbox nobody reads.
+        if (it == live.end() || it->second.forwarded != received) return;
+        self->send(it->second.actor, stop_atom::value);
+        live.erase(it);
+      },
+  };
+}
+
+}  // namespace
+
+caf::actor spawn_account_registry(caf::actor_system& system, std::shared_ptr<account_runtime> runtime) {
+  return system.spawn(account_registry, std::move(runtime));
+}
+
+}  // namespace actors

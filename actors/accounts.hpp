@@ -1,0 +1,56 @@
+#pragma once
+
+// The account registry and the account actors.
+//
+// account_registry (one of several shards; an account id belongs to shard id % shards):
+//   (debit_atom, debit_request)        -> money_result  forwarded to the account's actor,
+//                                                      spawned on first use
+//   (notice_atom, balance_notice)      -> void          passed to live account actors
+//   (idle_atom, account_id, uint64)    -> void          an idle actor asks to passivate
+//
+// account_actor (one per active account; it owns the account's balance in memory):
+//
+//   loading ──loaded──► serving ──(commit outcome unknown)──► reloading ──loaded──► serving
+//      │                   │
+//      └──not found──► missing      serving ──(idle, nothing in flight)──► passivated
+//
+//   (debit_atom, debit_request)   -> money_result: checks ownership, status and available
+//                                    funds (committed balance minus its own debits in flight),
+//                                    reserves, and hands the posting to its ledger writer
+//   (notice_atom, balance_notice) -> void: committed (balance, version); the highest wins
+//   (loaded_atom, account_loaded) -> void
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <caf/actor.hpp>
+#include <caf/fwd.hpp>
+
+#include "actors/ledger_writer.hpp"
+
+namespace actors {
+
+class reader_pool;
+
+struct account_runtime {
+  std::vector<caf::actor> writers;
+  std::vector<std::shared_ptr<actors::writer_gauges>> writer_gauges;
+  std::shared_ptr<reader_pool> readers;
+  std::int64_t writer_queue_max = 10'000;
+  std::int64_t inflight_max = 2'000;
+  std::int64_t idle_ms = 60'000;
+  std::size_t live_max_per_shard = 50'000;
+  std::atomic<std::int64_t> live_actors{0};
+};
+
+caf::actor spawn_account_registry(caf::actor_system& system, std::shared_ptr<account_runtime> runtime);
+
+// The writer that commits every debit of an account: debits of one account always go to the
+// same writer, so they commit in the order its actor decided them.
+inline std::size_t writer_for(std::int64_t account_id, std::size_t writers) {
+  return static_cast<std::size_t>(account_id) % writers;
+}
+
+}  // namespace actors

@@ -1,0 +1,65 @@
+#pragma once
+
+// A bounded, thread-safe cache of the account facts that never change once written: owner,
+// currency, kind, and the credit shards of a hot account (shards are only ever added, and a
+// newer shard list replaces an older one). Status and balances are NOT cached here: the ledger
+// writer reads those under its row lock.
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <shared_mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "ledger/types.hpp"
+
+namespace actors {
+
+struct account_facts {
+  ledger::account_id id = 0;
+  std::optional<ledger::principal_id> owner_id;
+  std::string currency;
+  ledger::account_kind kind = ledger::account_kind::user;
+  std::vector<ledger::account_id> shards;  // by shard number
+};
+
+class account_directory {
+ public:
+  explicit account_directory(std::size_t capacity) : capacity_(capacity) {}
+
+  std::optional<account_facts> find(ledger::account_id id) const {
+    std::shared_lock lock(mutex_);
+    auto it = facts_.find(id);
+    if (it == facts_.end()) return std::nullopt;
+    return it->second;
+  }
+
+  void put(account_facts facts) {
+    std::unique_lock lock(mutex_);
+    // Bounded: when full, start over. Entries are cheap to reload and the hot ones come back
+    // at once; a full LRU would cost a list node per lookup on the hot path.
+    if (facts_.size() >= capacity_ && facts_.find(facts.id) == facts_.end()) facts_.clear();
+    facts_[facts.id] = std::move(facts);
+  }
+
+  // The shard a credit should land on when the posting is committed by `writer_index` of
+  // `writer_count`: one whose number maps to that writer, so each shard row has one writer.
+  static ledger::account_id credit_row(const account_facts& facts, std::size_t writer_index,
+                                       std::size_t writer_count, std::uint64_t spread) {
+    if (facts.shards.empty()) return facts.id;
+    std::vector<ledger::account_id> mine;
+    for (std::size_t n = writer_index; n < facts.shards.size(); n += writer_count) mine.push_back(facts.shards[n]);
+    if (mine.empty()) return facts.shards[spread % facts.shards.size()];
+    return mine[spread % mine.size()];
+  }
+
+ private:
+  std::size_t capacity_;
+  mutable std::shared_mutex mutex_;
+  std::unordered_map<ledger::account_id, account_facts> facts_;
+};
+
+}  // namespace actors

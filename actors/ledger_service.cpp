@@ -1,0 +1,591 @@
+#include "actors/ledger_service.hpp"
+
+#include <caf/all.hpp>
+#include <pqxx/pqxx>
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include "actors/accounts.hpp"
+#include "actors/directory.hpp"
+#include "actors/ledger_writer.hpp"
+#include "actors/messages.hpp"
+#include "actors/outcomes.hpp"
+#include "actors/reader_pool.hpp"
+#include "actors/uuid.hpp"
+#include "ledger/assert.hpp"
+
+namespace actors {
+namespace {
+
+// The bridge between callers outside the actor system and the actors: it makes the
+// request(...).then(...) and hands the answer to the caller's sink, with a deadline.
+caf::behavior bridge(caf::event_based_actor* self, std::chrono::milliseconds deadline) {
+  return {
+      [=](call_atom, caf::actor& registry, debit_request& request, reply_sink& sink) {
+        self->request(registry, deadline, debit_atom::value, std::move(request))
+            .then([sink](money_result& result) { sink.deliver(std::move(result)); },
+                  [sink](caf::error&) {
+                    sink.deliver(unavailable(ledger::error_code::outcome_unknown,
+                                             "the request did not finish in time; its outcome is unknown: retry "
+                                             "with the same Idempotency-Key"));
+                  });
+      },
+      [=](call_atom, caf::actor& writer, persistence::posting_request& request, reply_sink& sink) {
+        self->request(writer, deadline, posting_atom::value, std::move(request))
+            .then([sink](persistence::posting_outcome& outcome) { sink.deliver(to_money_result(outcome)); },
+                  [sink](caf::error&) {
+                    sink.deliver(unavailable(ledger::error_code::outcome_unknown,
+                                             "the request did not finish in time; its outcome is unknown: retry "
+                                             "with the same Idempotency-Key"));
+                  });
+      },
+  };
+}
+
+// Concurrent requests with one Idempotency-Key share one execution (single flight).
+class single_flight {
+ public:
+  enum class join_result { leader, follower, conflict };
+
+  join_result join(const std::string& key, const std::string& request_hash, std::function<void(money_result)> done) {
+    std::lock_guard lock(mutex_);
+    auto it = flights_.find(key);
+    if (it == flights_.end()) {
+      flights_.emplace(key, flight{request_hash, {std::move(done)}});
+      return join_result::leader;
+    }
+    if (it->second.request_hash != request_hash) return join_result::conflict;
+    it->second.waiters.push_back(std::move(done));
+    return join_result::follower;
+  }
+
+  void finish(const std::string& key, const money_result& result) {
+    std::vector<std::function<void(money_result)>> waiters;
+    {
+      std::lock_guard lock(mutex_);
+      auto it = flights_.find(key);
+      WALLET_ASSERT(it != flights_.end(), "a finished flight was started");
+      waiters = std::move(it->second.waiters);
+      flights_.erase(it);
+    }
+    for (std::size_t i = 0; i < waiters.size(); ++i) {
+      money_result copy = result;
+      // The first caller made the transaction; the others receive it as a replay.
+      if (i > 0 && copy.outcome == ledger::error_code::ok) copy.replayed = true;
+      waiters[i](std::move(copy));
+    }
+  }
+
+ private:
+  struct flight {
+    std::string request_hash;
+    std::vector<std::function<void(money_result)>> waiters;
+  };
+  std::mutex mutex_;
+  std::unordered_map<std::string, flight> flights_;
+};
+
+account_facts facts_of(const persistence::account_record& record) {
+  account_facts f;
+  f.id = record.id;
+  f.owner_id = record.owner_id;
+  f.currency = record.currency;
+  f.kind = record.kind;
+  for (const auto& s : record.shards) f.shards.push_back(s.id);
+  return f;
+}
+
+persistence::connection_options database_options(const config::settings& s, std::string name) {
+  persistence::connection_options o;
+  o.url = s.database.url;
+  o.connect_timeout_ms = s.database.connect_timeout_ms;
+  o.statement_timeout_ms = s.database.statement_timeout_ms;
+  o.lock_timeout_ms = s.database.lock_timeout_ms;
+  o.application_name = std::move(name);
+  return o;
+}
+
+}  // namespace
+
+struct ledger_service::impl {
+  config::settings settings;
+  std::unique_ptr<caf::actor_system_config> caf_config;
+  std::unique_ptr<caf::actor_system> system;
+  std::shared_ptr<reader_pool> readers;
+  std::shared_ptr<account_runtime> runtime;
+  std::vector<caf::actor> registry;
+  std::vector<caf::actor> bridges;
+  std::atomic<std::uint64_t> next_bridge{0};
+  account_directory directory;
+  single_flight flights;
+
+  std::mutex clearing_mutex;
+  std::unordered_map<std::string, ledger::account_id> clearing_accounts;
+
+  std::mutex auth_mutex;
+  std::unordered_map<std::string, persistence::principal_record> auth_cache;
+
+  std::atomic<std::uint64_t> sweeps_committed{0};
+  std::atomic<std::uint64_t> reconcile_runs{0};
+  std::atomic<std::uint64_t> reconcile_failures{0};
+  std::atomic<bool> reconcile_last_ok{true};
+  std::atomic<double> reconcile_last_ms{0};
+
+  std::mutex timer_mutex;
+  std::condition_variable timer_wake;
+  bool stopping = false;
+  std::vector<std::thread> timers;
+  bool started = false;
+
+  explicit impl(const config::settings& s)
+      : settings(s), directory(static_cast<std::size_t>(s.actors.accounts_live_max)) {}
+
+  const caf::actor& any_bridge() { return bridges[next_bridge++ % bridges.size()]; }
+
+  template <typename T>
+  void read(std::function<T(pqxx::connection&)> run, query_callback<T> done) {
+    readers->submit({
+        [run = std::move(run), done](pqxx::connection& conn) {
+          query_result<T> result;
+          result.value = run(conn);
+          done(std::move(result));
+        },
+        [done](ledger::error_code code, std::string detail) {
+          query_result<T> result;
+          result.outcome = code;
+          result.detail = std::move(detail);
+          done(std::move(result));
+        },
+    });
+  }
+
+  // The facts of an account: from the directory, or loaded once from the database.
+  void facts(ledger::account_id id, std::function<void(ledger::error_code, std::optional<account_facts>)> done) {
+    if (auto known = directory.find(id)) {
+      done(ledger::error_code::ok, std::move(known));
+      return;
+    }
+    read<std::optional<persistence::account_record>>(
+        [id](pqxx::connection& conn) { return persistence::find_account(conn, id); },
+        [this, done](query_result<std::optional<persistence::account_record>> r) {
+          if (r.outcome != ledger::error_code::ok) return done(r.outcome, std::nullopt);
+          if (!r.value) return done(ledger::error_code::ok, std::nullopt);
+          auto f = facts_of(*r.value);
+          directory.put(f);
+          done(ledger::error_code::ok, std::move(f));
+        });
+  }
+
+  void clearing_account(const std::string& currency, std::function<void(ledger::error_code, ledger::account_id)> done) {
+    {
+      std::lock_guard lock(clearing_mutex);
+      if (auto it = clearing_accounts.find(currency); it != clearing_accounts.end()) {
+        done(ledger::error_code::ok, it->second);
+        return;
+      }
+    }
+    read<ledger::account_id>(
+        [currency](pqxx::connection& conn) { return persistence::ensure_clearing_account(conn, currency); },
+        [this, currency, done](query_result<ledger::account_id> r) {
+          if (r.outcome == ledger::error_code::ok) {
+            std::lock_guard lock(clearing_mutex);
+            clearing_accounts[currency] = r.value;
+          }
+          done(r.outcome, r.value);
+        });
+  }
+
+  // A refusal decided before the database was asked may hide a committed replay of the same
+  // key (the funds were spent by the original): look the key up before answering.
+  void settle(ledger::principal_id principal, std::string key, std::string hash, money_result result,
+              std::function<void(money_result)> done) {
+    if (!result.decided_before_writer) return done(std::move(result));
+    read<std::optional<persistence::stored_response>>(
+        [principal, key](pqxx::connection& conn) { return persistence::find_committed(conn, principal, key); },
+        [result, hash, done](query_result<std::optional<persistence::stored_response>> r) mutable {
+          if (r.outcome != ledger::error_code::ok || !r.value) return done(std::move(result));
+          if (r.value->request_hash != hash) {
+            return done(refusal(ledger::error_code::idempotency_key_reused,
+                                "this Idempotency-Key was already used for a different request"));
+          }
+          money_result replay;
+          replay.replayed = true;
+          replay.status = r.value->status;
+          replay.body = r.value->body;
+          done(std::move(replay));
+        });
+  }
+
+  // Joins the single flight of an Idempotency-Key. True for the caller that must execute the
+  // request; a duplicate waits for its answer, and a different request under the same key is
+  // refused at once.
+  bool begin_flight(const std::string& key, const std::string& hash, std::function<void(money_result)>& done) {
+    switch (flights.join(key, hash, done)) {
+      case single_flight::join_result::leader: return true;
+      case single_flight::join_result::follower: return false;
+      case single_flight::join_result::conflict:
+        done(refusal(ledger::error_code::idempotency_key_reused,
+                     "this Idempotency-Key is in use by a different request"));
+        return false;
+    }
+    return false;
+  }
+
+  std::size_t writer_index(ledger::account_id id) const { return writer_for(id, runtime->writers.size()); }
+
+  void sweep_all(std::function<void(int)> done) {
+    read<std::vector<persistence::sweep_candidate>>(
+        [](pqxx::connection& conn) { return persistence::sweep_candidates(conn, 1000); },
+        [this, done](query_result<std::vector<persistence::sweep_candidate>> r) {
+          if (r.outcome != ledger::error_code::ok || r.value.empty()) return done(0);
+          struct progress {
+            std::atomic<int> remaining{0};
+            std::atomic<int> committed{0};
+            std::function<void(int)> done;
+          };
+          auto p = std::make_shared<progress>();
+          p->done = done;
+          int total = 0;
+          for (const auto& c : r.value) total += static_cast<int>(c.shards.size());
+          p->remaining = total;
+          for (const auto& c : r.value) {
+            for (ledger::account_id shard : c.shards) {
+              persistence::posting_request request;
+              request.posting.type = ledger::transaction_type::sweep;
+              request.posting.debit_account = shard;
+              request.posting.credit_account = c.account;
+              request.posting.credit_parent = c.account;
+              request.posting.amount = 0;  // whatever the shard holds under the lock
+              request.posting.currency = c.currency;
+              request.transaction_id = make_transaction_id();
+              request.idempotency_key = "sweep:" + request.transaction_id;
+              request.request_hash = "sweep";
+              const auto w = writer_index(c.account);
+              ++runtime->writer_gauges[w]->queued;
+              reply_sink sink{[this, p](money_result result) {
+                if (result.outcome == ledger::error_code::ok && !result.body.empty()) {
+                  ++p->committed;
+                  ++sweeps_committed;
+                }
+                if (--p->remaining == 0) p->done(p->committed.load());
+              }};
+              caf::anon_send(any_bridge(), call_atom::value, runtime->writers[w], std::move(request), std::move(sink));
+            }
+          }
+        });
+  }
+
+  void run_reconcile(query_callback<persistence::reconciliation_report> done) {
+    read<persistence::reconciliation_report>(
+        [](pqxx::connection& conn) { return persistence::reconcile(conn); },
+        [this, done](query_result<persistence::reconciliation_report> r) {
+          if (r.outcome == ledger::error_code::ok) {
+            ++reconcile_runs;
+            reconcile_last_ok = r.value.ok;
+            reconcile_last_ms = r.value.duration_ms;
+            if (!r.value.ok) {
+              ++reconcile_failures;
+              spdlog::critical("reconciliation FAILED: {} currencies, {} transactions, {} caches, {} negative, {} orphaned",
+                               r.value.currencies_not_zero.size(), r.value.transactions_not_zero.size(),
+                               r.value.caches_mismatched.size(), r.value.negative_balances.size(),
+                               r.value.entries_orphaned.size());
+            } else {
+              spdlog::info("reconciliation ok: {} accounts, {} entries, {} transactions in {:.1f} ms",
+                           r.value.accounts_checked, r.value.entries_checked, r.value.transactions_checked,
+                           r.value.duration_ms);
+            }
+          }
+          if (done) done(std::move(r));
+        });
+  }
+
+  // A background timer thread: calls `tick` every `interval` until stop.
+  void every(std::chrono::milliseconds interval, std::function<void()> tick) {
+    timers.emplace_back([this, interval, tick = std::move(tick)] {
+      std::unique_lock lock(timer_mutex);
+      while (!timer_wake.wait_for(lock, interval, [this] { return stopping; })) {
+        lock.unlock();
+        tick();
+        lock.lock();
+      }
+    });
+  }
+};
+
+ledger_service::ledger_service(const config::settings& settings) : impl_(std::make_unique<impl>(settings)) {}
+
+ledger_service::~ledger_service() { stop(); }
+
+void ledger_service::start() {
+  auto& d = *impl_;
+  const auto& s = d.settings;
+  d.caf_config = std::make_unique<caf::actor_system_config>();
+  d.caf_config->set("scheduler.max-threads", static_cast<std::size_t>(s.actors.scheduler_threads));
+  d.caf_config->set("logger.console", caf::atom("none"));
+  d.system = std::make_unique<caf::actor_system>(*d.caf_config);
+
+  d.readers = std::make_shared<reader_pool>(database_options(s, "wallet-reader"), static_cast<int>(s.database.readers),
+                                            s.database.reader_queue_max, s.database.connection_wait_ms,
+                                            s.database.reconnect_backoff_ms);
+
+  d.runtime = std::make_shared<account_runtime>();
+  d.runtime->readers = d.readers;
+  d.runtime->writer_queue_max = s.writer.queue_postings_max;
+  d.runtime->inflight_max = s.actors.account_inflight_max;
+  d.runtime->idle_ms = s.actors.account_idle_ms;
+  d.runtime->live_max_per_shard =
+      static_cast<std::size_t>(std::max<std::int64_t>(1, s.actors.accounts_live_max / s.actors.registry_shards));
+  for (std::int64_t i = 0; i < s.writer.count; ++i) {
+    writer_config wc;
+    wc.database = database_options(s, "wallet-writer-" + std::to_string(i));
+    wc.index = static_cast<std::size_t>(i);
+    wc.batch_postings_max = static_cast<std::size_t>(s.writer.batch_postings_max);
+    wc.batch_wait_us = s.writer.batch_wait_us;
+    wc.reconnect_backoff_ms = s.database.reconnect_backoff_ms;
+    auto gauges = std::make_shared<writer_gauges>();
+    d.runtime->writer_gauges.push_back(gauges);
+    d.runtime->writers.push_back(spawn_ledger_writer(*d.system, std::move(wc), gauges));
+  }
+  for (std::int64_t i = 0; i < s.actors.registry_shards; ++i) {
+    d.registry.push_back(spawn_account_registry(*d.system, d.runtime));
+  }
+  for (const auto& w : d.runtime->writers) caf::anon_send(w, registry_handles{d.registry});
+  const auto deadline = std::chrono::milliseconds(s.http.request_deadline_ms);
+  for (std::int64_t i = 0; i < std::max<std::int64_t>(2, s.actors.scheduler_threads); ++i) {
+    d.bridges.push_back(d.system->spawn(bridge, deadline));
+  }
+
+  d.every(std::chrono::milliseconds(s.ledger.sweep_interval_ms), [this] { impl_->sweep_all([](int) {}); });
+  if (s.ledger.reconcile_interval_s > 0) {
+    d.every(std::chrono::seconds(s.ledger.reconcile_interval_s), [this] { impl_->run_reconcile(nullptr); });
+  }
+  d.started = true;
+}
+
+void ledger_service::stop() {
+  auto& d = *impl_;
+  if (!d.started) return;
+  d.started = false;
+  {
+    std::lock_guard lock(d.timer_mutex);
+    d.stopping = true;
+  }
+  d.timer_wake.notify_all();
+  for (auto& t : d.timers) t.join();
+  d.timers.clear();
+  d.readers->stop();
+  for (auto& a : d.bridges) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+  for (auto& a : d.registry) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+  for (auto& a : d.runtime->writers) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+  d.bridges.clear();
+  d.registry.clear();
+  d.runtime->writers.clear();
+  // Account actors hold a handle to their registry shard only; shutting the system down ends them.
+  d.system.reset();
+  d.caf_config.reset();
+}
+
+void ledger_service::transfer(transfer_command command, std::function<void(money_result)> done) {
+  auto& d = *impl_;
+  const std::string flight_key = std::to_string(command.principal) + '\n' + command.idempotency_key;
+  if (!d.begin_flight(flight_key, command.request_hash, done)) return;
+  auto finish = [this, flight_key, principal = command.principal, key = command.idempotency_key,
+                 hash = command.request_hash](money_result result) {
+    impl_->settle(principal, key, hash, std::move(result),
+                  [this, flight_key](money_result settled) { impl_->flights.finish(flight_key, settled); });
+  };
+  d.facts(command.to, [this, command = std::move(command), finish](ledger::error_code code,
+                                                                    std::optional<account_facts> payee) mutable {
+    auto& d = *impl_;
+    if (code != ledger::error_code::ok) {
+      return finish(unavailable(code, "the database is unavailable; retry with the same Idempotency-Key"));
+    }
+    if (!payee || payee->kind != ledger::account_kind::user) {
+      return finish(refusal(ledger::error_code::not_found,
+                            "account " + std::to_string(command.to) + " (toAccountId) was not found"));
+    }
+    const auto& shard = d.registry[static_cast<std::size_t>(command.from) % d.registry.size()];
+    debit_request request{std::move(command), std::move(*payee)};
+    caf::anon_send(d.any_bridge(), call_atom::value, shard, std::move(request), reply_sink{finish});
+  });
+}
+
+void ledger_service::deposit(deposit_command command, std::function<void(money_result)> done) {
+  auto& d = *impl_;
+  const std::string flight_key = std::to_string(command.principal) + '\n' + command.idempotency_key;
+  if (!d.begin_flight(flight_key, command.request_hash, done)) return;
+  auto finish = [this, flight_key](money_result result) { impl_->flights.finish(flight_key, result); };
+  d.facts(command.account, [this, command = std::move(command), finish](ledger::error_code code,
+                                                                         std::optional<account_facts> target) mutable {
+    auto& d = *impl_;
+    if (code != ledger::error_code::ok) {
+      return finish(unavailable(code, "the database is unavailable; retry with the same Idempotency-Key"));
+    }
+    if (!target || target->kind != ledger::account_kind::user) {
+      return finish(refusal(ledger::error_code::not_found,
+                            "account " + std::to_string(command.account) + " (accountId) was not found"));
+    }
+    const std::string currency = target->currency;
+    d.clearing_account(currency, [this, command = std::move(command), target = std::move(*target),
+                                          finish](ledger::error_code code, ledger::account_id clearing) mutable {
+      auto& d = *impl_;
+      if (code != ledger::error_code::ok) {
+        return finish(unavailable(code, "the database is unavailable; retry with the same Idempotency-Key"));
+      }
+      const auto w = d.writer_index(clearing);
+      auto& gauges = *d.runtime->writer_gauges[w];
+      if (gauges.queued.load() >= d.runtime->writer_queue_max) {
+        return finish(unavailable(ledger::error_code::writer_busy, "the ledger writer is saturated"));
+      }
+      persistence::posting_request request;
+      request.posting.type = ledger::transaction_type::deposit;
+      request.posting.debit_account = clearing;
+      request.posting.credit_account =
+          account_directory::credit_row(target, w, d.runtime->writers.size(), std::hash<std::string>{}(command.idempotency_key));
+      request.posting.credit_parent = target.id;
+      request.posting.amount = command.amount;
+      request.posting.currency = target.currency;
+      request.transaction_id = make_transaction_id();
+      request.principal = command.principal;
+      request.idempotency_key = std::move(command.idempotency_key);
+      request.request_hash = std::move(command.request_hash);
+      request.metadata_json = std::move(command.metadata_json);
+      ++gauges.queued;
+      caf::anon_send(d.any_bridge(), call_atom::value, d.runtime->writers[w], std::move(request), reply_sink{finish});
+    });
+  });
+}
+
+void ledger_service::authenticate(std::string key_hash_hex,
+                                  query_callback<std::optional<persistence::principal_record>> done) {
+  auto& d = *impl_;
+  {
+    std::lock_guard lock(d.auth_mutex);
+    if (auto it = d.auth_cache.find(key_hash_hex); it != d.auth_cache.end()) {
+      query_result<std::optional<persistence::principal_record>> r;
+      r.value = it->second;
+      done(std::move(r));
+      return;
+    }
+  }
+  d.read<std::optional<persistence::principal_record>>(
+      [key_hash_hex](pqxx::connection& conn) { return persistence::find_principal_by_key(conn, key_hash_hex); },
+      [this, key_hash_hex, done](query_result<std::optional<persistence::principal_record>> r) {
+        if (r.outcome == ledger::error_code::ok && r.value) {
+          auto& d = *impl_;
+          std::lock_guard lock(d.auth_mutex);
+          if (static_cast<std::int64_t>(d.auth_cache.size()) >= d.settings.auth.key_cache_max) d.auth_cache.clear();
+          d.auth_cache[key_hash_hex] = *r.value;
+        }
+        done(std::move(r));
+      });
+}
+
+void ledger_service::create_principal(std::string name, ledger::role role, std::string key_hash_hex,
+                                      query_callback<persistence::principal_record> done) {
+  impl_->read<persistence::principal_record>(
+      [name = std::move(name), role, key_hash_hex = std::move(key_hash_hex)](pqxx::connection& conn) {
+        return persistence::create_principal(conn, name, role, key_hash_hex);
+      },
+      std::move(done));
+}
+
+void ledger_service::create_account(ledger::principal_id owner, std::string currency, int shards,
+                                    query_callback<std::optional<persistence::account_record>> done) {
+  impl_->read<std::optional<persistence::account_record>>(
+      [this, owner, currency = std::move(currency), shards](pqxx::connection& conn) {
+        std::optional<persistence::account_record> out;
+        if (!persistence::find_principal(conn, owner)) return out;
+        out = persistence::create_account(conn, owner, currency, shards);
+        impl_->directory.put(facts_of(*out));
+        return out;
+      },
+      std::move(done));
+}
+
+void ledger_service::find_account(ledger::account_id id,
+                                  query_callback<std::optional<persistence::account_record>> done) {
+  impl_->read<std::optional<persistence::account_record>>(
+      [id](pqxx::connection& conn) { return persistence::find_account(conn, id); }, std::move(done));
+}
+
+void ledger_service::make_hot(ledger::account_id id, int shards,
+                              query_callback<std::optional<persistence::account_record>> done) {
+  impl_->read<std::optional<persistence::account_record>>(
+      [this, id, shards](pqxx::connection& conn) {
+        auto out = persistence::make_hot(conn, id, shards);
+        if (out) impl_->directory.put(facts_of(*out));
+        return out;
+      },
+      std::move(done));
+}
+
+void ledger_service::set_status(ledger::account_id id, ledger::account_status status,
+                                query_callback<std::optional<persistence::account_record>> done) {
+  impl_->read<std::optional<persistence::account_record>>(
+      [id, status](pqxx::connection& conn) { return persistence::set_status(conn, id, status); }, std::move(done));
+}
+
+void ledger_service::list_entries(ledger::account_id id, std::int64_t after, int limit,
+                                  query_callback<persistence::entries_page> done) {
+  impl_->read<persistence::entries_page>(
+      [id, after, limit](pqxx::connection& conn) { return persistence::list_entries(conn, id, after, limit); },
+      std::move(done));
+}
+
+void ledger_service::find_transaction(std::string id,
+                                      query_callback<std::optional<persistence::transaction_record>> done) {
+  impl_->read<std::optional<persistence::transaction_record>>(
+      [id = std::move(id)](pqxx::connection& conn) { return persistence::find_transaction(conn, id); },
+      std::move(done));
+}
+
+void ledger_service::reconcile(query_callback<persistence::reconciliation_report> done) {
+  impl_->run_reconcile(std::move(done));
+}
+
+void ledger_service::ping_database(query_callback<bool> done) {
+  impl_->read<bool>([](pqxx::connection& conn) { return persistence::ping(conn); }, std::move(done));
+}
+
+void ledger_service::sweep_now(query_callback<int> done) {
+  impl_->sweep_all([done](int committed) {
+    query_result<int> r;
+    r.value = committed;
+    done(std::move(r));
+  });
+}
+
+void ledger_service::ensure_operator_blocking(const std::string& key_hash_hex) {
+  auto conn = persistence::connect(database_options(impl_->settings, "wallet-bootstrap"));
+  persistence::ensure_operator(*conn, "bootstrap operator", key_hash_hex);
+}
+
+service_stats ledger_service::stats() const {
+  const auto& d = *impl_;
+  service_stats s;
+  if (!d.runtime) return s;
+  s.live_account_actors = d.runtime->live_actors.load();
+  s.writers_connected = true;
+  for (const auto& g : d.runtime->writer_gauges) {
+    s.writer_queued += g->queued.load();
+    s.batches += g->batches.load();
+    s.postings += g->postings.load();
+    s.writer_failures += g->failures.load();
+    s.writers_connected = s.writers_connected && g->connected.load();
+  }
+  s.reader_queued = d.readers ? d.readers->queued() : 0;
+  s.sweeps_committed = d.sweeps_committed.load();
+  s.reconcile_runs = d.reconcile_runs.load();
+  s.reconcile_failures = d.reconcile_failures.load();
+  s.reconcile_last_ok = d.reconcile_last_ok.load();
+  s.reconcile_last_ms = d.reconcile_last_ms.load();
+  return s;
+}
+
+}  // namespace actors

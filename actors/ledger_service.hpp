@@ -1,0 +1,91 @@
+#pragma once
+
+// The front door of the actor system for the HTTP layer: money-moving commands go to the
+// account actors and ledger writers; reads and administration go to the reader pool.
+//
+// Every method returns at once and never blocks; its callback runs later on an actor or
+// reader thread, so it must only hand the result over (e.g. asio::post to a strand).
+// This header is free of CAF and libpqxx on purpose: http/ includes it everywhere.
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "actors/commands.hpp"
+#include "config/settings.hpp"
+#include "persistence/queries.hpp"
+
+namespace actors {
+
+template <typename T>
+struct query_result {
+  ledger::error_code outcome = ledger::error_code::ok;
+  std::string detail;
+  T value{};
+};
+
+template <typename T>
+using query_callback = std::function<void(query_result<T>)>;
+
+struct service_stats {
+  std::int64_t live_account_actors = 0;
+  std::int64_t writer_queued = 0;
+  std::uint64_t batches = 0;
+  std::uint64_t postings = 0;
+  std::uint64_t writer_failures = 0;
+  std::int64_t reader_queued = 0;
+  bool writers_connected = false;
+  std::uint64_t sweeps_committed = 0;
+  std::uint64_t reconcile_runs = 0;
+  std::uint64_t reconcile_failures = 0;
+  bool reconcile_last_ok = true;
+  double reconcile_last_ms = 0;
+};
+
+class ledger_service {
+ public:
+  explicit ledger_service(const config::settings& settings);
+  ~ledger_service();
+  ledger_service(const ledger_service&) = delete;
+  ledger_service& operator=(const ledger_service&) = delete;
+
+  // Starts the actor system, the writers, the registry, the sweeper and the reconciler.
+  // Succeeds even when the database is down: requests then answer 503 until it is back.
+  void start();
+  // Stops timers, lets the actors finish what they hold, and stops the actor system.
+  void stop();
+
+  void transfer(transfer_command command, std::function<void(money_result)> done);
+  void deposit(deposit_command command, std::function<void(money_result)> done);
+
+  void authenticate(std::string key_hash_hex, query_callback<std::optional<persistence::principal_record>> done);
+  void create_principal(std::string name, ledger::role role, std::string key_hash_hex,
+                        query_callback<persistence::principal_record> done);
+  // nullopt: the owner does not exist.
+  void create_account(ledger::principal_id owner, std::string currency, int shards,
+                      query_callback<std::optional<persistence::account_record>> done);
+  void find_account(ledger::account_id id, query_callback<std::optional<persistence::account_record>> done);
+  void make_hot(ledger::account_id id, int shards, query_callback<std::optional<persistence::account_record>> done);
+  void set_status(ledger::account_id id, ledger::account_status status,
+                  query_callback<std::optional<persistence::account_record>> done);
+  void list_entries(ledger::account_id id, std::int64_t after, int limit,
+                    query_callback<persistence::entries_page> done);
+  void find_transaction(std::string id, query_callback<std::optional<persistence::transaction_record>> done);
+  void reconcile(query_callback<persistence::reconciliation_report> done);
+  void ping_database(query_callback<bool> done);
+  // Sweeps every hot account's shards into its main row now; the value is the sweeps committed.
+  void sweep_now(query_callback<int> done);
+
+  // Makes sure the bootstrap operator exists; blocks (call before serving, not on I/O threads).
+  void ensure_operator_blocking(const std::string& key_hash_hex);
+
+  service_stats stats() const;
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace actors

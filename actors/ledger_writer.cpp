@@ -1,0 +1,171 @@
+#include "actors/ledger_writer.hpp"
+
+#include <caf/all.hpp>
+#include <pqxx/pqxx>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <map>
+#include <set>
+
+#include "actors/messages.hpp"
+#include "ledger/assert.hpp"
+
+namespace actors {
+namespace {
+
+struct pending_posting {
+  persistence::posting_request request;
+  caf::typed_response_promise<persistence::posting_outcome> promise;
+};
+
+struct writer_state {
+  std::unique_ptr<pqxx::connection> conn;
+  std::chrono::steady_clock::time_point last_connect_attempt{};
+  std::vector<pending_posting> pending;
+  bool flush_scheduled = false;
+  std::vector<caf::actor> registry;
+  static inline const char* name = "ledger_writer";
+};
+
+using writer_actor = caf::stateful_actor<writer_state>;
+
+bool ensure_connected(writer_actor* self, const writer_config& config, writer_gauges& gauges) {
+  auto& st = self->state;
+  if (st.conn && st.conn->is_open()) return true;
+  st.conn.reset();
+  gauges.connected = false;
+  const auto now = std::chrono::steady_clock::now();
+  if (now - st.last_connect_attempt < std::chrono::milliseconds(config.reconnect_backoff_ms)) return false;
+  st.last_connect_attempt = now;
+  try {
+    st.conn = persistence::connect(config.database);
+    persistence::prepare_posting_statements(*st.conn);
+    gauges.connected = true;
+    spdlog::info("ledger writer {} connected", config.index);
+    return true;
+  } catch (const std::exception& e) {
+    st.conn.reset();
+    spdlog::warn("ledger writer {} cannot connect: {}", config.index, e.what());
+    return false;
+  }
+}
+
+void answer_all(std::vector<pending_posting>& batch, writer_gauges& gauges, ledger::error_code code) {
+  for (auto& p : batch) {
+    persistence::posting_outcome out;
+    out.outcome = code;
+    out.transaction_id = p.request.transaction_id;
+    p.promise.deliver(std::move(out));
+    --gauges.queued;
+  }
+}
+
+// Sends the committed row states to the registry shards that own them.
+void publish(writer_actor* self, const std::vector<persistence::row_state>& rows) {
+  auto& registry = self->state.registry;
+  if (registry.empty() || rows.empty()) return;
+  std::map<std::size_t, balance_notice> by_shard;
+  for (const auto& row : rows) {
+    const ledger::account_id owner = row.parent_id != 0 ? row.parent_id : row.id;
+    by_shard[static_cast<std::size_t>(owner) % registry.size()].rows.push_back(row);
+  }
+  for (auto& [shard, notice] : by_shard) self->send(registry[shard], notice_atom::value, std::move(notice));
+}
+
+void flush(writer_actor* self, const writer_config& config, writer_gauges& gauges) {
+  auto& st = self->state;
+  std::vector<pending_posting> batch;
+  batch.swap(st.pending);
+  if (batch.empty()) return;
+
+  if (!ensure_connected(self, config, gauges)) {
+    answer_all(batch, gauges, ledger::error_code::database_unavailable);
+    return;
+  }
+
+  std::vector<persistence::posting_request> requests;
+  requests.reserve(batch.size());
+  for (auto& p : batch) requests.push_back(p.request);
+
+  const auto started = std::chrono::steady_clock::now();
+  persistence::batch_result result;
+  try {
+    result = persistence::commit_batch(*st.conn, requests);
+  } catch (const pqxx::in_doubt_error& e) {
+    spdlog::error("ledger writer {}: COMMIT outcome unknown for {} postings: {}", config.index, batch.size(), e.what());
+    st.conn.reset();
+    ++gauges.failures;
+    answer_all(batch, gauges, ledger::error_code::outcome_unknown);
+    return;
+  } catch (const pqxx::broken_connection& e) {
+    // The connection broke somewhere in the batch; whether COMMIT got through cannot be known
+    // here, so every client is told to retry with the same Idempotency-Key.
+    spdlog::error("ledger writer {}: connection lost during a batch of {}: {}", config.index, batch.size(), e.what());
+    st.conn.reset();
+    ++gauges.failures;
+    answer_all(batch, gauges, ledger::error_code::outcome_unknown);
+    return;
+  } catch (const std::exception& e) {
+    spdlog::error("ledger writer {}: batch of {} failed: {}", config.index, batch.size(), e.what());
+    if (st.conn && !st.conn->is_open()) st.conn.reset();
+    ++gauges.failures;
+    answer_all(batch, gauges, ledger::error_code::outcome_unknown);
+    return;
+  }
+  const auto elapsed = std::chrono::steady_clock::now() - started;
+  gauges.last_batch_us = std::chrono::duration_cast<std::chrono::microseconds>(elapsed).count();
+  ++gauges.batches;
+  gauges.postings += batch.size();
+
+  WALLET_ASSERT(result.outcomes.size() == batch.size(), "one outcome per posting");
+  std::unordered_map<ledger::account_id, const persistence::row_state*> rows;
+  for (const auto& row : result.rows) rows.emplace(row.id, &row);
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    auto& out = result.outcomes[i];
+    if (out.transaction_id.empty()) out.transaction_id = batch[i].request.transaction_id;
+    for (const auto& e : out.entries) {
+      if (auto it = rows.find(e.account); it != rows.end()) out.rows_after.push_back(*it->second);
+    }
+    batch[i].promise.deliver(std::move(out));
+    --gauges.queued;
+  }
+  publish(self, result.rows);
+}
+
+caf::behavior ledger_writer(writer_actor* self, writer_config config, std::shared_ptr<writer_gauges> gauges) {
+  ensure_connected(self, config, *gauges);
+  return {
+      [=](registry_handles& handles) { self->state.registry = std::move(handles.shards); },
+      [=](posting_atom, persistence::posting_request& request) -> caf::result<persistence::posting_outcome> {
+        auto& st = self->state;
+        auto promise = self->make_response_promise<persistence::posting_outcome>();
+        st.pending.push_back({std::move(request), promise});
+        if (st.pending.size() >= config.batch_postings_max) {
+          flush(self, config, *gauges);
+        } else if (!st.flush_scheduled) {
+          st.flush_scheduled = true;
+          if (config.batch_wait_us == 0) {
+            // Adaptive batching: the flush message queues behind every posting already waiting.
+            self->send(self, flush_atom::value);
+          } else {
+            self->delayed_send(self, std::chrono::microseconds(config.batch_wait_us), flush_atom::value);
+          }
+        }
+        return promise;
+      },
+      [=](flush_atom) {
+        self->state.flush_scheduled = false;
+        flush(self, config, *gauges);
+      },
+  };
+}
+
+}  // namespace
+
+caf::actor spawn_ledger_writer(caf::actor_system& system, writer_config config,
+                               std::shared_ptr<writer_gauges> gauges) {
+  return system.spawn<caf::detached>(ledger_writer, std::move(config), std::move(gauges));
+}
+
+}  // namespace actors

@@ -1,0 +1,60 @@
+#pragma once
+
+// ledger_writer: a persistence actor. It owns one PostgreSQL connection and runs detached (on
+// its own thread), so its blocking I/O never stalls the CAF scheduler.
+//
+// Group commit:
+//
+//   idle ──posting──► collecting ──(batch full | batch wait elapsed)──► committing ──► idle
+//                        ▲                                                  │
+//                        └──────── postings that arrived meanwhile ◄────────┘
+//
+// One database transaction per batch (persistence::commit_batch); every posting of the batch
+// gets its answer only after COMMIT returned. The committed row states then go to the account
+// registry, which passes them to the live account actors.
+//
+// Interface:
+//   (posting_atom, persistence::posting_request) -> persistence::posting_outcome
+//   (registry_handles)                           -> void   (where balance notices go)
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <caf/actor.hpp>
+#include <caf/fwd.hpp>
+
+#include "persistence/database.hpp"
+
+namespace actors {
+
+// Counters a writer shares with the code that admits postings to it.
+struct writer_gauges {
+  std::atomic<std::int64_t> queued{0};  // postings accepted and not yet answered
+  std::atomic<std::uint64_t> batches{0};
+  std::atomic<std::uint64_t> postings{0};
+  std::atomic<std::uint64_t> failures{0};
+  std::atomic<std::int64_t> last_batch_us{0};
+  std::atomic<bool> connected{false};
+};
+
+struct writer_config {
+  persistence::connection_options database;
+  std::size_t index = 0;
+  std::size_t batch_postings_max = 500;
+  std::int64_t batch_wait_us = 500;
+  std::int64_t reconnect_backoff_ms = 500;
+};
+
+struct registry_handles {
+  std::vector<caf::actor> shards;
+};
+
+caf::actor spawn_ledger_writer(caf::actor_system& system, writer_config config,
+                               std::shared_ptr<writer_gauges> gauges);
+
+}  // namespace actors
+
+#include <caf/allowed_unsafe_message_type.hpp>
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actors::registry_handles)

@@ -1,0 +1,69 @@
+#pragma once
+
+// Every message type exchanged between the wallet's actors, and the atoms that tag them.
+//
+// These messages never leave the process: commands carry callbacks and shared state handles,
+// which cannot be serialized. They are therefore declared with CAF_ALLOW_UNSAFE_MESSAGE_TYPE
+// rather than given inspect() overloads; forwarding to another node (DESIGN.md §8) will send
+// the HTTP-level command, not these.
+
+#include <caf/allowed_unsafe_message_type.hpp>
+#include <caf/atom.hpp>
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "actors/commands.hpp"
+#include "actors/directory.hpp"
+#include "persistence/batch.hpp"
+#include "persistence/queries.hpp"
+
+namespace actors {
+
+using posting_atom = caf::atom_constant<caf::atom("posting")>;
+using flush_atom = caf::atom_constant<caf::atom("flush")>;
+using debit_atom = caf::atom_constant<caf::atom("debit")>;
+using notice_atom = caf::atom_constant<caf::atom("notice")>;
+using loaded_atom = caf::atom_constant<caf::atom("loaded")>;
+using idle_atom = caf::atom_constant<caf::atom("idle")>;
+using tick_atom = caf::atom_constant<caf::atom("tick")>;
+using stop_atom = caf::atom_constant<caf::atom("stop")>;
+using call_atom = caf::atom_constant<caf::atom("call")>;
+
+// A transfer as it reaches the debited account's actor: the command plus the resolved credit
+// side (the payee's facts, so a hot payee's credit lands on one of its shards).
+struct debit_request {
+  transfer_command command;
+  account_facts payee;
+};
+
+// The committed state of account rows, from a ledger writer after COMMIT.
+struct balance_notice {
+  std::vector<persistence::row_state> rows;
+};
+
+// An account actor's load (or reload) result.
+struct account_loaded {
+  bool found = false;
+  bool failed = false;  // the database could not be asked
+  persistence::account_record record;
+};
+
+// Where an HTTP request wants its answer: a callback that posts onto the connection's strand.
+struct reply_sink {
+  std::function<void(money_result)> deliver;
+};
+
+}  // namespace actors
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actors::transfer_command)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actors::deposit_command)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actors::money_result)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actors::debit_request)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actors::balance_notice)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actors::account_loaded)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actors::reply_sink)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(persistence::posting_request)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(persistence::posting_outcome)

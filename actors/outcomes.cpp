@@ -1,0 +1,46 @@
+#include "actors/outcomes.hpp"
+
+namespace actors {
+
+money_result unavailable(ledger::error_code code, std::string detail, std::int64_t retry_after_s) {
+  money_result r;
+  r.outcome = code;
+  r.detail = std::move(detail);
+  r.retry_after_s = retry_after_s;
+  return r;
+}
+
+money_result refusal(ledger::error_code code, std::string detail) {
+  money_result r;
+  r.outcome = code;
+  r.detail = std::move(detail);
+  return r;
+}
+
+money_result to_money_result(const persistence::posting_outcome& o) {
+  using ledger::error_code;
+  if (o.outcome == error_code::ok) {
+    money_result r;
+    r.replayed = o.replayed;
+    r.status = o.response_status;
+    r.body = o.response_body;
+    return r;
+  }
+  switch (o.outcome) {
+    case error_code::insufficient_funds:
+      return refusal(o.outcome, "the debited account holds too little for this amount");
+    case error_code::currency_mismatch: return refusal(o.outcome, "both accounts must hold the same currency");
+    case error_code::account_inactive: return refusal(o.outcome, "one of the accounts is frozen or closed");
+    case error_code::same_account: return refusal(o.outcome, "an account cannot pay itself");
+    case error_code::not_found: return refusal(o.outcome, "the credited account does not exist");
+    case error_code::idempotency_key_reused:
+      return refusal(o.outcome, "this Idempotency-Key was already used for a different request");
+    case error_code::outcome_unknown:
+      return unavailable(o.outcome, "the outcome of this request is unknown; retry with the same Idempotency-Key");
+    case error_code::database_unavailable:
+      return unavailable(o.outcome, "the database is unavailable; retry with the same Idempotency-Key");
+    default: return refusal(error_code::internal, "the ledger could not apply this request");
+  }
+}
+
+}  // namespace actors

@@ -1,0 +1,105 @@
+#include "actors/reader_pool.hpp"
+
+#include <pqxx/pqxx>
+#include <spdlog/spdlog.h>
+
+namespace actors {
+
+reader_pool::reader_pool(persistence::connection_options options, int readers, std::int64_t queue_max,
+                         std::int64_t wait_ms, std::int64_t reconnect_backoff_ms)
+    : options_(std::move(options)),
+      queue_max_(queue_max),
+      wait_(wait_ms),
+      reconnect_backoff_(reconnect_backoff_ms) {
+  threads_.reserve(static_cast<std::size_t>(readers));
+  for (int i = 0; i < readers; ++i) threads_.emplace_back([this] { run_thread(); });
+}
+
+reader_pool::~reader_pool() { stop(); }
+
+void reader_pool::stop() {
+  {
+    std::lock_guard lock(mutex_);
+    if (stopping_) return;
+    stopping_ = true;
+  }
+  ready_.notify_all();
+  for (auto& t : threads_) t.join();
+  // Jobs still queued are answered, never dropped.
+  for (auto& q : queue_) q.j.fail(ledger::error_code::server_busy, "the server is shutting down");
+  queue_.clear();
+}
+
+std::int64_t reader_pool::queued() const {
+  std::lock_guard lock(mutex_);
+  return static_cast<std::int64_t>(queue_.size());
+}
+
+void reader_pool::submit(job j) {
+  {
+    std::lock_guard lock(mutex_);
+    if (!stopping_ && static_cast<std::int64_t>(queue_.size()) < queue_max_) {
+      queue_.push_back({std::move(j), std::chrono::steady_clock::now()});
+      ready_.notify_one();
+      return;
+    }
+  }
+  j.fail(ledger::error_code::server_busy, "too many database reads are queued; retry shortly");
+}
+
+void reader_pool::run_thread() {
+  std::unique_ptr<pqxx::connection> conn;
+  auto last_attempt = std::chrono::steady_clock::time_point{};
+  for (;;) {
+    queued_job next;
+    {
+      std::unique_lock lock(mutex_);
+      ready_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (stopping_) return;
+      next = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (now - next.enqueued_at > wait_) {
+      next.j.fail(ledger::error_code::database_unavailable, "no database connection became free in time");
+      continue;
+    }
+    if (!conn || !conn->is_open()) {
+      conn.reset();
+      // While the database is down, one connection attempt per backoff interval; jobs in
+      // between fail at once instead of each waiting for a connect timeout.
+      if (now - last_attempt < reconnect_backoff_) {
+        next.j.fail(ledger::error_code::database_unavailable, "the database is unavailable");
+        continue;
+      }
+      last_attempt = now;
+      try {
+        conn = persistence::connect(options_);
+      } catch (const std::exception& e) {
+        spdlog::warn("database reader cannot connect: {}", e.what());
+        next.j.fail(ledger::error_code::database_unavailable, "the database is unavailable");
+        continue;
+      }
+    }
+    try {
+      next.j.run(*conn);
+    } catch (const pqxx::broken_connection& e) {
+      spdlog::warn("database reader lost its connection: {}", e.what());
+      conn.reset();
+      next.j.fail(ledger::error_code::database_unavailable, "the database is unavailable");
+    } catch (const pqxx::sql_error& e) {
+      if (e.sqlstate() == "57014" || e.sqlstate() == "55P03") {
+        next.j.fail(ledger::error_code::database_unavailable, "the database did not answer in time");
+      } else {
+        spdlog::error("database read failed: {} ({})", e.what(), e.sqlstate());
+        next.j.fail(ledger::error_code::internal, "the database refused the query");
+      }
+    } catch (const std::exception& e) {
+      spdlog::error("database read failed: {}", e.what());
+      if (conn && !conn->is_open()) conn.reset();
+      next.j.fail(ledger::error_code::internal, "the database query failed");
+    }
+  }
+}
+
+}  // namespace actors

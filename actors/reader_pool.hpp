@@ -1,0 +1,62 @@
+#pragma once
+
+// A fixed set of threads, each owning one PostgreSQL connection, that run read queries and the
+// administrative writes that move no money. Blocking database I/O happens here, never on an
+// HTTP or CAF scheduler thread.
+//
+// Bounds: at most `queue_max` jobs wait; a job that waited longer than `wait_ms` for a
+// connection is answered "database unavailable" without touching the database.
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ledger/errors.hpp"
+#include "persistence/database.hpp"
+
+namespace actors {
+
+class reader_pool {
+ public:
+  // `run` gets a live connection; `fail` gets the reason the job could not run.
+  struct job {
+    std::function<void(pqxx::connection&)> run;
+    std::function<void(ledger::error_code, std::string)> fail;
+  };
+
+  reader_pool(persistence::connection_options options, int readers, std::int64_t queue_max, std::int64_t wait_ms,
+              std::int64_t reconnect_backoff_ms);
+  ~reader_pool();
+  reader_pool(const reader_pool&) = delete;
+  reader_pool& operator=(const reader_pool&) = delete;
+
+  // Never blocks; calls `fail` at once when the queue is full.
+  void submit(job j);
+  void stop();
+
+  std::int64_t queued() const;
+
+ private:
+  struct queued_job {
+    job j;
+    std::chrono::steady_clock::time_point enqueued_at;
+  };
+  void run_thread();
+
+  persistence::connection_options options_;
+  std::int64_t queue_max_;
+  std::chrono::milliseconds wait_;
+  std::chrono::milliseconds reconnect_backoff_;
+  mutable std::mutex mutex_;
+  std::condition_variable ready_;
+  std::deque<queued_job> queue_;
+  bool stopping_ = false;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace actors

@@ -1,0 +1,63 @@
+#pragma once
+
+// Strict JSON input for request bodies: one top-level object of scalar fields, duplicate keys
+// refused, numbers kept as the parser saw them (integer, too large, or fractional/exponent),
+// so that money never passes through a double.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace api {
+
+struct json_scalar {
+  enum class kind { string, integer, big_integer, fraction, boolean, null };
+  kind type = kind::null;
+  std::string text;        // string contents, or the number as written
+  std::int64_t integer = 0;
+  bool boolean = false;
+};
+
+struct json_fields {
+  std::vector<std::pair<std::string, json_scalar>> fields;
+  const json_scalar* find(std::string_view name) const;
+};
+
+struct json_parse_result {
+  bool ok = false;
+  std::string error;  // a sentence saying what to fix
+  json_fields object;
+};
+
+json_parse_result parse_json_object(std::string_view body);
+
+// Reads typed fields out of a parsed object; the first problem wins and is kept as a sentence.
+class field_reader {
+ public:
+  explicit field_reader(const json_fields& object) : object_(object) {}
+
+  // Fails on any field not in `allowed`.
+  void allow_only(std::initializer_list<std::string_view> allowed);
+  // A positive amount in minor units: a JSON integer up to 2^53-1, or a string of digits;
+  // never zero, negative, fractional, in exponent form, or above `max_minor`.
+  std::int64_t amount(std::string_view name, std::int64_t max_minor);
+  // A positive integer id (JSON integer, or a string of digits).
+  std::int64_t id(std::string_view name);
+  std::optional<std::int64_t> optional_int(std::string_view name, std::int64_t min, std::int64_t max);
+  std::string string(std::string_view name, std::size_t max_length);
+  std::optional<std::string> optional_string(std::string_view name, std::size_t max_length);
+  std::optional<bool> optional_bool(std::string_view name);
+
+  bool ok() const { return error_.empty(); }
+  const std::string& error() const { return error_; }
+
+ private:
+  void fail(std::string message);
+  const json_fields& object_;
+  std::string error_;
+};
+
+}  // namespace api

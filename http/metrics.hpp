@@ -1,0 +1,38 @@
+#pragma once
+
+// Prometheus metrics of the HTTP layer: requests by route and status, a latency histogram per
+// route, open connections. Other modules' gauges are appended at render time.
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+
+namespace api {
+
+class metrics {
+ public:
+  void observe(const std::string& route, int status, double seconds);
+  std::atomic<std::int64_t> open_connections{0};
+  std::atomic<std::int64_t> inflight_requests{0};
+  std::atomic<std::uint64_t> connections_refused{0};
+
+  // The text exposition of everything observed so far, followed by `extra`.
+  std::string render(const std::string& extra) const;
+
+ private:
+  static constexpr std::array<double, 14> bounds_s{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+                                                   0.1,    0.25,  0.5,    1.0,   2.5,   5.0,  10.0};
+  struct histogram {
+    std::array<std::uint64_t, bounds_s.size() + 1> buckets{};
+    double sum_s = 0;
+    std::uint64_t count = 0;
+  };
+  mutable std::mutex mutex_;
+  std::map<std::pair<std::string, int>, std::uint64_t> requests_;
+  std::map<std::string, histogram> latency_;
+};
+
+}  // namespace api

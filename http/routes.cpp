@@ -1,0 +1,688 @@
+#include "http/routes.hpp"
+
+#include <boost/json/array.hpp>
+#include <boost/json/object.hpp>
+#include <boost/json/serialize.hpp>
+#include <spdlog/spdlog.h>
+
+#include <charconv>
+#include <sstream>
+#include <vector>
+
+#include "http/crypto.hpp"
+#include "http/json_input.hpp"
+#include "ratelimit/limiter.hpp"
+
+namespace api {
+namespace {
+
+using principal = persistence::principal_record;
+namespace json = boost::json;
+
+std::vector<std::string_view> split_path(std::string_view path) {
+  std::vector<std::string_view> parts;
+  std::size_t start = 1;
+  while (start <= path.size()) {
+    auto end = path.find('/', start);
+    if (end == std::string_view::npos) end = path.size();
+    if (end > start) parts.push_back(path.substr(start, end - start));
+    start = end + 1;
+  }
+  return parts;
+}
+
+std::optional<std::int64_t> parse_id(std::string_view text) {
+  auto v = ledger::parse_digits(text);
+  if (!v || *v <= 0) return std::nullopt;
+  return v;
+}
+
+std::optional<std::string> query_param(std::string_view query, std::string_view name) {
+  std::size_t start = 0;
+  while (start <= query.size()) {
+    auto end = query.find('&', start);
+    if (end == std::string_view::npos) end = query.size();
+    auto pair = query.substr(start, end - start);
+    auto eq = pair.find('=');
+    if (pair.substr(0, eq) == name) return std::string(eq == std::string_view::npos ? "" : pair.substr(eq + 1));
+    start = end + 1;
+  }
+  return std::nullopt;
+}
+
+bool is_valid_uuid(std::string_view s) {
+  if (s.size() != 36) return false;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    if (i == 8 || i == 13 || i == 18 || i == 23) {
+      if (c != '-') return false;
+    } else if (!std::isxdigit(static_cast<unsigned char>(c))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool is_valid_idempotency_key(std::string_view key) {
+  if (key.empty() || key.size() > 255) return false;
+  for (char c : key) {
+    if (c < 0x21 || c > 0x7e) return false;
+  }
+  return true;
+}
+
+json::object account_json(const persistence::account_record& a) {
+  json::object o;
+  o["id"] = a.id;
+  if (a.owner_id) {
+    o["ownerId"] = *a.owner_id;
+  } else {
+    o["ownerId"] = nullptr;
+  }
+  o["currency"] = a.currency;
+  o["kind"] = std::string(ledger::to_string(a.kind));
+  o["status"] = std::string(ledger::to_string(a.status));
+  const auto total = a.total_balance();
+  o["balance"] = std::to_string(total);
+  o["available"] = std::to_string(total);
+  o["hot"] = a.hot();
+  if (a.hot()) {
+    o["mainBalance"] = std::to_string(a.balance);
+    json::array shards;
+    for (const auto& s : a.shards) {
+      json::object so;
+      so["id"] = s.id;
+      so["shardNo"] = s.shard_no;
+      so["balance"] = std::to_string(s.balance);
+      shards.push_back(std::move(so));
+    }
+    o["shards"] = std::move(shards);
+  }
+  if (a.parent_id != 0) o["parentId"] = a.parent_id;
+  o["createdAt"] = a.created_at;
+  return o;
+}
+
+json::object entry_json(const persistence::entry_record& e) {
+  json::object o;
+  o["id"] = e.id;
+  o["transactionId"] = e.transaction_id;
+  o["accountId"] = e.account_id;
+  o["currency"] = e.currency;
+  o["amount"] = std::to_string(e.amount);
+  o["balanceAfter"] = std::to_string(e.balance_after);
+  o["createdAt"] = e.created_at;
+  return o;
+}
+
+reply json_reply(int status, const json::object& body) {
+  reply r;
+  r.status = status;
+  r.body = json::serialize(body);
+  return r;
+}
+
+enum class route_id {
+  healthz, readyz, metrics_page, create_principal, create_account, get_account, list_entries, make_hot, freeze,
+  unfreeze, deposit, transfer, get_transaction, reconciliation, sweep
+};
+
+struct match {
+  route_id id;
+  std::string label;
+  std::int64_t path_id = 0;
+  std::string path_text;
+};
+
+}  // namespace
+
+struct routes::impl {
+  const config::settings& settings;
+  actors::ledger_service& service;
+  ratelimit::limiter* limiter;
+  metrics& stats;
+
+  impl(const config::settings& s, actors::ledger_service& svc, ratelimit::limiter* l, metrics& m)
+      : settings(s), service(svc), limiter(l), stats(m) {}
+
+  void fail(const exchange_ptr& ex, const problem& p) { ex->respond(problem_reply(p, ex->request_id)); }
+  void fail(const exchange_ptr& ex, ledger::error_code code, std::string detail, std::int64_t retry_after_s = 0) {
+    fail(ex, problem_for(code, std::move(detail), retry_after_s));
+  }
+  void invalid(const exchange_ptr& ex, std::string detail) {
+    fail(ex, ledger::error_code::invalid_request, std::move(detail));
+  }
+
+  // Routing: the path decides the route; a known path with another method is 405.
+  std::optional<match> route(const exchange_ptr& ex, std::string& allowed) {
+    const auto parts = split_path(ex->path);
+    const std::string& m = ex->method;
+    auto want = [&](std::string_view method, route_id id, std::string label, std::int64_t path_id = 0,
+                    std::string path_text = {}) -> std::optional<match> {
+      allowed = std::string(method);
+      if (m != method) return std::nullopt;
+      return match{id, std::move(label), path_id, std::move(path_text)};
+    };
+    if (parts.size() == 1 && parts[0] == "healthz") return want("GET", route_id::healthz, "/healthz");
+    if (parts.size() == 1 && parts[0] == "readyz") return want("GET", route_id::readyz, "/readyz");
+    if (parts.size() == 1 && parts[0] == "metrics") return want("GET", route_id::metrics_page, "/metrics");
+    if (parts.empty() || parts[0] != "v1") return std::nullopt;
+    if (parts.size() == 2 && parts[1] == "principals") return want("POST", route_id::create_principal, "/v1/principals");
+    if (parts.size() == 2 && parts[1] == "accounts") return want("POST", route_id::create_account, "/v1/accounts");
+    if (parts.size() == 2 && parts[1] == "deposits") return want("POST", route_id::deposit, "/v1/deposits");
+    if (parts.size() == 2 && parts[1] == "transfers") return want("POST", route_id::transfer, "/v1/transfers");
+    if (parts.size() == 3 && parts[1] == "admin" && parts[2] == "reconciliation") {
+      return want("GET", route_id::reconciliation, "/v1/admin/reconciliation");
+    }
+    if (parts.size() == 3 && parts[1] == "admin" && parts[2] == "sweeps") {
+      return want("POST", route_id::sweep, "/v1/admin/sweeps");
+    }
+    if (parts.size() == 3 && parts[1] == "transactions") {
+      return want("GET", route_id::get_transaction, "/v1/transactions/{id}", 0, std::string(parts[2]));
+    }
+    if (parts.size() >= 3 && parts[1] == "accounts") {
+      auto id = parse_id(parts[2]);
+      if (!id) return std::nullopt;
+      if (parts.size() == 3) return want("GET", route_id::get_account, "/v1/accounts/{id}", *id);
+      if (parts.size() == 4 && parts[3] == "entries") {
+        return want("GET", route_id::list_entries, "/v1/accounts/{id}/entries", *id);
+      }
+      if (parts.size() == 4 && parts[3] == "hot") return want("POST", route_id::make_hot, "/v1/accounts/{id}/hot", *id);
+      if (parts.size() == 4 && parts[3] == "freeze") return want("POST", route_id::freeze, "/v1/accounts/{id}/freeze", *id);
+      if (parts.size() == 4 && parts[3] == "unfreeze") {
+        return want("POST", route_id::unfreeze, "/v1/accounts/{id}/unfreeze", *id);
+      }
+    }
+    return std::nullopt;
+  }
+
+  void handle(const exchange_ptr& ex) {
+    std::string allowed;
+    auto found = route(ex, allowed);
+    if (!found) {
+      if (!allowed.empty()) {
+        auto r = problem_reply(http_problem(405, "method_not_allowed", "Method not allowed",
+                                            ex->method + " is not allowed on " + ex->path + "; use " + allowed),
+                               ex->request_id);
+        r.headers.emplace_back("Allow", allowed);
+        return ex->respond(std::move(r));
+      }
+      return fail(ex, http_problem(404, "route_not_found", "Not found", "no route for " + ex->method + " " + ex->path));
+    }
+    ex->route = found->label;
+    switch (found->id) {
+      case route_id::healthz: {
+        json::object o;
+        o["status"] = "ok";
+        return ex->respond(json_reply(200, o));
+      }
+      case route_id::readyz: return readyz(ex);
+      case route_id::metrics_page: return metrics_page(ex);
+      default: break;
+    }
+    if (stats.inflight_requests.load() > settings.admission.inflight_requests_max) {
+      return fail(ex, ledger::error_code::server_busy, "the server is at its limit of requests in flight", 1);
+    }
+    authenticate(ex, [this, ex, m = *found](const principal& who) {
+      const bool write = m.id == route_id::deposit || m.id == route_id::transfer;
+      rate_limit(ex, who, write, [this, ex, m, who] { dispatch(ex, m, who); });
+    });
+  }
+
+  void authenticate(const exchange_ptr& ex, std::function<void(const principal&)> next) {
+    constexpr std::string_view scheme = "Bearer ";
+    const std::string& h = ex->authorization;
+    if (h.size() <= scheme.size() || h.compare(0, scheme.size(), scheme) != 0) {
+      auto r = problem_reply(problem_for(ledger::error_code::unauthorized,
+                                         "send an API key as \"Authorization: Bearer <key>\""),
+                             ex->request_id);
+      r.headers.emplace_back("WWW-Authenticate", "Bearer");
+      return ex->respond(std::move(r));
+    }
+    const std::string key = h.substr(scheme.size());
+    service.authenticate(sha256_hex(key), [this, ex, next = std::move(next)](
+                                              actors::query_result<std::optional<principal>> r) {
+      if (r.outcome != ledger::error_code::ok) return fail(ex, r.outcome, r.detail, 1);
+      if (!r.value) {
+        auto reply = problem_reply(problem_for(ledger::error_code::unauthorized, "the API key is not known"),
+                                   ex->request_id);
+        reply.headers.emplace_back("WWW-Authenticate", "Bearer error=\"invalid_token\"");
+        return ex->respond(std::move(reply));
+      }
+      ex->principal_id = r.value->id;
+      next(*r.value);
+    });
+  }
+
+  void rate_limit(const exchange_ptr& ex, const principal& who, bool write, std::function<void()> next) {
+    if (limiter == nullptr) return next();
+    limiter->check(who.id, write ? ratelimit::route_class::write : ratelimit::route_class::read,
+                   [this, ex, next = std::move(next)](ratelimit::decision d) {
+                     ex->extra_headers.emplace_back("RateLimit-Policy", d.policy);
+                     ex->extra_headers.emplace_back("RateLimit", d.header);
+                     if (d.allowed) return next();
+                     auto p = http_problem(429, "rate_limited", "Too many requests",
+                                           "this API key sent more requests than its limit; retry after " +
+                                               std::to_string(d.retry_after_s) + " s",
+                                           std::max<std::int64_t>(1, d.retry_after_s));
+                     ex->respond(problem_reply(p, ex->request_id));
+                   });
+  }
+
+  bool require_operator(const exchange_ptr& ex, const principal& who) {
+    if (who.role == ledger::role::operator_role) return true;
+    fail(ex, ledger::error_code::forbidden, "this operation needs an operator key");
+    return false;
+  }
+
+  // JSON body of a POST: the media type and a strict parse.
+  std::optional<json_fields> body(const exchange_ptr& ex) {
+    std::string_view type = ex->content_type;
+    type = type.substr(0, type.find(';'));
+    while (!type.empty() && type.back() == ' ') type.remove_suffix(1);
+    if (type != "application/json") {
+      fail(ex, http_problem(415, "unsupported_media_type", "Unsupported media type",
+                            "send the body as Content-Type: application/json"));
+      return std::nullopt;
+    }
+    auto parsed = parse_json_object(ex->body);
+    if (!parsed.ok) {
+      invalid(ex, parsed.error);
+      return std::nullopt;
+    }
+    return std::move(parsed.object);
+  }
+
+  std::optional<std::string> idempotency_key(const exchange_ptr& ex) {
+    if (!ex->has_idempotency_key) {
+      invalid(ex, "the Idempotency-Key header is required on this request (1 to 255 printable ASCII characters)");
+      return std::nullopt;
+    }
+    if (!is_valid_idempotency_key(ex->idempotency_key)) {
+      invalid(ex, "the Idempotency-Key header must be 1 to 255 printable ASCII characters without spaces");
+      return std::nullopt;
+    }
+    return ex->idempotency_key;
+  }
+
+  void dispatch(const exchange_ptr& ex, const match& m, const principal& who) {
+    switch (m.id) {
+      case route_id::create_principal: return create_principal(ex, who);
+      case route_id::create_account: return create_account(ex, who);
+      case route_id::get_account: return get_account(ex, who, m.path_id);
+      case route_id::list_entries: return list_entries(ex, who, m.path_id);
+      case route_id::make_hot: return make_hot(ex, who, m.path_id);
+      case route_id::freeze: return set_status(ex, who, m.path_id, ledger::account_status::frozen);
+      case route_id::unfreeze: return set_status(ex, who, m.path_id, ledger::account_status::active);
+      case route_id::deposit: return deposit(ex, who);
+      case route_id::transfer: return transfer(ex, who);
+      case route_id::get_transaction: return get_transaction(ex, who, m.path_text);
+      case route_id::reconciliation: return reconciliation(ex, who);
+      case route_id::sweep: return sweep(ex, who);
+      default: return fail(ex, ledger::error_code::internal, "unrouted request");
+    }
+  }
+
+  void readyz(const exchange_ptr& ex) {
+    struct probe {
+      std::mutex mutex;
+      int pending = 2;
+      bool database_ok = false;
+      bool redis_ok = false;
+      std::string database_detail;
+      std::string redis_detail;
+    };
+    auto p = std::make_shared<probe>();
+    auto finish = [this, ex, p] {
+      std::lock_guard lock(p->mutex);
+      if (--p->pending > 0) return;
+      if (p->database_ok && p->redis_ok) {
+        json::object o;
+        o["status"] = "ready";
+        o["database"] = "ok";
+        o["redis"] = "ok";
+        return ex->respond(json_reply(200, o));
+      }
+      std::string failed;
+      if (!p->database_ok) failed = "database (PostgreSQL): " + p->database_detail;
+      if (!p->redis_ok) failed += std::string(failed.empty() ? "" : "; ") + "redis: " + p->redis_detail;
+      problem pr = http_problem(503, p->database_ok ? "redis_unavailable" : "database_unavailable", "Not ready",
+                                "not ready: " + failed, 1);
+      ex->respond(problem_reply(pr, ex->request_id));
+    };
+    service.ping_database([p, finish](actors::query_result<bool> r) {
+      {
+        std::lock_guard lock(p->mutex);
+        p->database_ok = r.outcome == ledger::error_code::ok && r.value;
+        p->database_detail = r.detail.empty() ? "does not answer" : r.detail;
+      }
+      finish();
+    });
+    if (limiter == nullptr) {
+      {
+        std::lock_guard lock(p->mutex);
+        p->redis_ok = true;
+      }
+      finish();
+      return;
+    }
+    limiter->ping([p, finish](bool ok, std::string detail) {
+      {
+        std::lock_guard lock(p->mutex);
+        p->redis_ok = ok;
+        p->redis_detail = detail.empty() ? "does not answer" : detail;
+      }
+      finish();
+    });
+  }
+
+  void metrics_page(const exchange_ptr& ex) {
+    const auto s = service.stats();
+    std::ostringstream out;
+    auto gauge = [&](const char* name, const char* help, const char* type, auto value) {
+      out << "# HELP " << name << ' ' << help << "\n# TYPE " << name << ' ' << type << '\n' << name << ' ' << value
+          << '\n';
+    };
+    gauge("wallet_account_actors_live", "Live account actors.", "gauge", s.live_account_actors);
+    gauge("wallet_writer_postings_queued", "Postings queued at ledger writers.", "gauge", s.writer_queued);
+    gauge("wallet_writer_batches_total", "Batches committed by ledger writers.", "counter", s.batches);
+    gauge("wallet_writer_postings_total", "Postings processed by ledger writers.", "counter", s.postings);
+    gauge("wallet_writer_failures_total", "Batches that failed as a whole.", "counter", s.writer_failures);
+    gauge("wallet_writers_connected", "1 when every ledger writer has a database connection.", "gauge",
+          s.writers_connected ? 1 : 0);
+    gauge("wallet_reader_jobs_queued", "Database reads waiting for a connection.", "gauge", s.reader_queued);
+    gauge("wallet_sweeps_total", "Sweep transactions committed.", "counter", s.sweeps_committed);
+    gauge("wallet_reconciliation_runs_total", "Reconciliation runs.", "counter", s.reconcile_runs);
+    gauge("wallet_reconciliation_failures_total", "Reconciliation runs that found a broken invariant.", "counter",
+          s.reconcile_failures);
+    gauge("wallet_reconciliation_ok", "1 when the last reconciliation was clean.", "gauge", s.reconcile_last_ok ? 1 : 0);
+    if (limiter != nullptr) {
+      const auto l = limiter->snapshot();
+      gauge("wallet_ratelimit_redis_decisions_total", "Rate-limit decisions made in Redis.", "counter", l.redis_decisions);
+      gauge("wallet_ratelimit_fallback_decisions_total", "Rate-limit decisions made in process (Redis unusable).",
+            "counter", l.fallback_decisions);
+      gauge("wallet_ratelimit_redis_failures_total", "Failed Redis calls.", "counter", l.redis_failures);
+      gauge("wallet_ratelimit_fallback_transitions_total", "Switches to the in-process limiter.", "counter",
+            l.transitions_to_fallback);
+      gauge("wallet_ratelimit_fallback_active", "1 while the in-process limiter decides.", "gauge",
+            l.using_fallback ? 1 : 0);
+    }
+    reply r;
+    r.status = 200;
+    r.content_type = "text/plain; version=0.0.4";
+    r.body = stats.render(out.str());
+    ex->respond(std::move(r));
+  }
+
+  void create_principal(const exchange_ptr& ex, const principal& who) {
+    if (!require_operator(ex, who)) return;
+    auto object = body(ex);
+    if (!object) return;
+    field_reader f(*object);
+    f.allow_only({"name", "role"});
+    auto name = f.string("name", 200);
+    auto role_text = f.string("role", 16);
+    if (!f.ok()) return invalid(ex, f.error());
+    auto role = ledger::parse_role(role_text);
+    if (!role) return invalid(ex, "field \"role\" must be one of: user, merchant, operator");
+    auto key = new_api_key();
+    service.create_principal(name, *role, sha256_hex(key), [this, ex, key](actors::query_result<principal> r) {
+      if (r.outcome != ledger::error_code::ok) return fail(ex, r.outcome, r.detail, 1);
+      json::object o;
+      o["id"] = r.value.id;
+      o["name"] = r.value.name;
+      o["role"] = std::string(ledger::to_string(r.value.role));
+      o["apiKey"] = key;
+      ex->respond(json_reply(201, o));
+    });
+  }
+
+  void create_account(const exchange_ptr& ex, const principal& who) {
+    auto object = body(ex);
+    if (!object) return;
+    field_reader f(*object);
+    f.allow_only({"ownerId", "currency", "hot", "shards"});
+    const auto owner = f.id("ownerId");
+    const auto currency = f.string("currency", 3);
+    const auto hot = f.optional_bool("hot");
+    const auto shards = f.optional_int("shards", 1, settings.ledger.hot_shards_max);
+    if (!f.ok()) return invalid(ex, f.error());
+    if (!ledger::is_valid_currency(currency)) {
+      return invalid(ex, "field \"currency\" must be three upper-case letters (ISO 4217), e.g. EUR");
+    }
+    if (shards && !hot.value_or(false)) return invalid(ex, "field \"shards\" needs \"hot\": true");
+    const bool is_operator = who.role == ledger::role::operator_role;
+    if (!is_operator && owner != who.id) {
+      return fail(ex, ledger::error_code::not_found, "principal " + std::to_string(owner) + " was not found");
+    }
+    if (hot.value_or(false) && !is_operator) {
+      return fail(ex, ledger::error_code::forbidden, "only an operator makes an account hot");
+    }
+    const int shard_count =
+        hot.value_or(false) ? static_cast<int>(shards.value_or(settings.ledger.hot_shards_default)) : 0;
+    service.create_account(owner, currency, shard_count,
+                           [this, ex, owner](actors::query_result<std::optional<persistence::account_record>> r) {
+                             if (r.outcome != ledger::error_code::ok) return fail(ex, r.outcome, r.detail, 1);
+                             if (!r.value) {
+                               return fail(ex, ledger::error_code::not_found,
+                                           "principal " + std::to_string(owner) + " (ownerId) was not found");
+                             }
+                             ex->respond(json_reply(201, account_json(*r.value)));
+                           });
+  }
+
+  // Loads an account the principal may see: its own, or any for an operator; otherwise 404.
+  void visible_account(const exchange_ptr& ex, const principal& who, std::int64_t id,
+                       std::function<void(const persistence::account_record&)> next) {
+    service.find_account(id, [this, ex, who, id, next = std::move(next)](
+                                 actors::query_result<std::optional<persistence::account_record>> r) {
+      if (r.outcome != ledger::error_code::ok) return fail(ex, r.outcome, r.detail, 1);
+      const bool visible = r.value && (who.role == ledger::role::operator_role ||
+                                       (r.value->owner_id && *r.value->owner_id == who.id &&
+                                        r.value->kind == ledger::account_kind::user));
+      if (!visible) return fail(ex, ledger::error_code::not_found, "account " + std::to_string(id) + " was not found");
+      next(*r.value);
+    });
+  }
+
+  void get_account(const exchange_ptr& ex, const principal& who, std::int64_t id) {
+    visible_account(ex, who, id, [ex](const persistence::account_record& a) { ex->respond(json_reply(200, account_json(a))); });
+  }
+
+  void list_entries(const exchange_ptr& ex, const principal& who, std::int64_t id) {
+    std::int64_t limit = 100;
+    std::int64_t after = 0;
+    if (auto text = query_param(ex->query, "limit")) {
+      auto v = ledger::parse_digits(*text);
+      if (!v || *v < 1 || *v > settings.ledger.entries_page_max) {
+        return invalid(ex, "query parameter \"limit\" must be an integer from 1 to " +
+                               std::to_string(settings.ledger.entries_page_max));
+      }
+      limit = *v;
+    }
+    if (auto text = query_param(ex->query, "after")) {
+      auto v = ledger::parse_digits(*text);
+      if (!v) return invalid(ex, "query parameter \"after\" must be an entry id (the \"next\" of the previous page)");
+      after = *v;
+    }
+    visible_account(ex, who, id, [this, ex, id, after, limit](const persistence::account_record&) {
+      service.list_entries(id, after, static_cast<int>(limit), [this, ex](actors::query_result<persistence::entries_page> r) {
+        if (r.outcome != ledger::error_code::ok) return fail(ex, r.outcome, r.detail, 1);
+        json::array entries;
+        for (const auto& e : r.value.entries) entries.push_back(entry_json(e));
+        json::object o;
+        o["entries"] = std::move(entries);
+        if (r.value.next_after) {
+          o["next"] = std::to_string(*r.value.next_after);
+        } else {
+          o["next"] = nullptr;
+        }
+        ex->respond(json_reply(200, o));
+      });
+    });
+  }
+
+  void make_hot(const exchange_ptr& ex, const principal& who, std::int64_t id) {
+    if (!require_operator(ex, who)) return;
+    auto object = body(ex);
+    if (!object) return;
+    field_reader f(*object);
+    f.allow_only({"shards"});
+    auto shards = f.optional_int("shards", 1, settings.ledger.hot_shards_max);
+    if (!f.ok()) return invalid(ex, f.error());
+    const int count = static_cast<int>(shards.value_or(settings.ledger.hot_shards_default));
+    service.make_hot(id, count, [this, ex, id](actors::query_result<std::optional<persistence::account_record>> r) {
+      if (r.outcome != ledger::error_code::ok) return fail(ex, r.outcome, r.detail, 1);
+      if (!r.value) return fail(ex, ledger::error_code::not_found, "account " + std::to_string(id) + " was not found");
+      ex->respond(json_reply(200, account_json(*r.value)));
+    });
+  }
+
+  void set_status(const exchange_ptr& ex, const principal& who, std::int64_t id, ledger::account_status status) {
+    if (!require_operator(ex, who)) return;
+    service.set_status(id, status, [this, ex, id](actors::query_result<std::optional<persistence::account_record>> r) {
+      if (r.outcome != ledger::error_code::ok) return fail(ex, r.outcome, r.detail, 1);
+      if (!r.value) return fail(ex, ledger::error_code::not_found, "account " + std::to_string(id) + " was not found");
+      ex->respond(json_reply(200, account_json(*r.value)));
+    });
+  }
+
+  void answer_money(const exchange_ptr& ex, const actors::money_result& r) {
+    if (r.outcome != ledger::error_code::ok) return fail(ex, r.outcome, r.detail, r.retry_after_s);
+    reply out;
+    out.status = r.status;
+    out.body = r.body;
+    if (r.replayed) out.headers.emplace_back("Idempotent-Replayed", "true");
+    ex->respond(std::move(out));
+  }
+
+  void deposit(const exchange_ptr& ex, const principal& who) {
+    if (!require_operator(ex, who)) return;
+    auto key = idempotency_key(ex);
+    if (!key) return;
+    auto object = body(ex);
+    if (!object) return;
+    field_reader f(*object);
+    f.allow_only({"accountId", "amount", "externalRef"});
+    actors::deposit_command cmd;
+    cmd.account = f.id("accountId");
+    cmd.amount = f.amount("amount", settings.ledger.amount_minor_max);
+    auto external_ref = f.optional_string("externalRef", 255);
+    if (!f.ok()) return invalid(ex, f.error());
+    cmd.principal = who.id;
+    cmd.idempotency_key = *key;
+    cmd.request_id = ex->request_id;
+    if (external_ref) {
+      json::object meta;
+      meta["externalRef"] = *external_ref;
+      cmd.metadata_json = json::serialize(meta);
+    }
+    cmd.request_hash = sha256_hex("deposit\n" + std::to_string(cmd.account) + "\n" + std::to_string(cmd.amount) +
+                                  "\n" + external_ref.value_or(""));
+    service.deposit(std::move(cmd), [this, ex](actors::money_result r) { answer_money(ex, r); });
+  }
+
+  void transfer(const exchange_ptr& ex, const principal& who) {
+    auto key = idempotency_key(ex);
+    if (!key) return;
+    auto object = body(ex);
+    if (!object) return;
+    field_reader f(*object);
+    f.allow_only({"fromAccountId", "toAccountId", "amount"});
+    actors::transfer_command cmd;
+    cmd.from = f.id("fromAccountId");
+    cmd.to = f.id("toAccountId");
+    cmd.amount = f.amount("amount", settings.ledger.amount_minor_max);
+    if (!f.ok()) return invalid(ex, f.error());
+    if (cmd.from == cmd.to) return fail(ex, ledger::error_code::same_account, "an account cannot pay itself");
+    cmd.principal = who.id;
+    cmd.idempotency_key = *key;
+    cmd.request_id = ex->request_id;
+    cmd.request_hash = sha256_hex("transfer\n" + std::to_string(cmd.from) + "\n" + std::to_string(cmd.to) + "\n" +
+                                  std::to_string(cmd.amount));
+    service.transfer(std::move(cmd), [this, ex](actors::money_result r) { answer_money(ex, r); });
+  }
+
+  void get_transaction(const exchange_ptr& ex, const principal& who, const std::string& id) {
+    if (!is_valid_uuid(id)) {
+      return fail(ex, ledger::error_code::not_found, "transaction " + id + " was not found");
+    }
+    service.find_transaction(id, [this, ex, who, id](actors::query_result<std::optional<persistence::transaction_record>> r) {
+      if (r.outcome != ledger::error_code::ok) return fail(ex, r.outcome, r.detail, 1);
+      bool visible = r.value && who.role == ledger::role::operator_role;
+      if (r.value && !visible) {
+        visible = r.value->principal_id && *r.value->principal_id == who.id;
+        for (const auto& e : r.value->entries) visible = visible || (e.account_owner && *e.account_owner == who.id);
+      }
+      if (!visible) return fail(ex, ledger::error_code::not_found, "transaction " + id + " was not found");
+      const auto& t = *r.value;
+      json::object o;
+      o["id"] = t.id;
+      o["type"] = t.type;
+      o["status"] = t.status;
+      o["createdAt"] = t.created_at;
+      if (t.principal_id) o["principalId"] = *t.principal_id;
+      json::array entries;
+      for (const auto& e : t.entries) entries.push_back(entry_json(e));
+      o["entries"] = std::move(entries);
+      ex->respond(json_reply(200, o));
+    });
+  }
+
+  void reconciliation(const exchange_ptr& ex, const principal& who) {
+    if (!require_operator(ex, who)) return;
+    service.reconcile([this, ex](actors::query_result<persistence::reconciliation_report> r) {
+      if (r.outcome != ledger::error_code::ok) return fail(ex, r.outcome, r.detail, 1);
+      const auto& rep = r.value;
+      auto list = [](const std::vector<std::string>& items) {
+        json::array a;
+        for (const auto& i : items) a.push_back(json::string(i));
+        return a;
+      };
+      json::object o;
+      o["ok"] = rep.ok;
+      o["zeroSumPerCurrency"] = rep.currencies_not_zero.empty();
+      o["transactionsBalanced"] = rep.transactions_not_zero.empty();
+      o["cachesMatchEntries"] = rep.caches_mismatched.empty();
+      o["noDisallowedNegatives"] = rep.negative_balances.empty();
+      o["entriesReferenceAccounts"] = rep.entries_orphaned.empty();
+      o["currenciesNotZero"] = list(rep.currencies_not_zero);
+      o["transactionsNotZero"] = list(rep.transactions_not_zero);
+      o["cachesMismatched"] = list(rep.caches_mismatched);
+      o["negativeBalances"] = list(rep.negative_balances);
+      o["entriesOrphaned"] = list(rep.entries_orphaned);
+      o["accountsChecked"] = rep.accounts_checked;
+      o["entriesChecked"] = rep.entries_checked;
+      o["transactionsChecked"] = rep.transactions_checked;
+      o["durationMs"] = rep.duration_ms;
+      ex->respond(json_reply(200, o));
+    });
+  }
+
+  void sweep(const exchange_ptr& ex, const principal& who) {
+    if (!require_operator(ex, who)) return;
+    service.sweep_now([ex](actors::query_result<int> r) {
+      json::object o;
+      o["sweeps"] = r.value;
+      ex->respond(json_reply(200, o));
+    });
+  }
+};
+
+routes::routes(const config::settings& settings, actors::ledger_service& service, ratelimit::limiter* limiter,
+               metrics& m)
+    : impl_(std::make_unique<impl>(settings, service, limiter, m)) {}
+
+routes::~routes() = default;
+
+void routes::handle(const exchange_ptr& ex) {
+  try {
+    impl_->handle(ex);
+  } catch (const std::exception& e) {
+    spdlog::error("req={} handler failed: {}", ex->request_id, e.what());
+    ex->respond(problem_reply(problem_for(ledger::error_code::internal, "the server failed to handle this request"),
+                              ex->request_id));
+  }
+}
+
+}  // namespace api

@@ -1,0 +1,33 @@
+#pragma once
+
+// The wallet's HTTP API (DESIGN.md §6): routing, authentication, rate limiting, admission,
+// input validation, and the JSON shape of every answer.
+
+#include <memory>
+#include <string>
+
+#include "actors/ledger_service.hpp"
+#include "config/settings.hpp"
+#include "http/exchange.hpp"
+#include "http/metrics.hpp"
+
+namespace ratelimit {
+class limiter;
+}
+
+namespace api {
+
+class routes {
+ public:
+  routes(const config::settings& settings, actors::ledger_service& service, ratelimit::limiter* limiter,
+         metrics& metrics);
+  ~routes();
+
+  void handle(const exchange_ptr& ex);
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace api

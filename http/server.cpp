@@ -1,0 +1,287 @@
+#include "http/server.hpp"
+
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <thread>
+
+#include "http/crypto.hpp"
+
+namespace api {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+using tcp = asio::ip::tcp;
+
+reply problem_reply(const problem& p, std::string_view request_id) {
+  reply r;
+  r.status = p.status;
+  r.content_type = "application/problem+json";
+  r.body = problem_json(p, request_id);
+  if (p.retry_after_s > 0) r.headers.emplace_back("Retry-After", std::to_string(p.retry_after_s));
+  return r;
+}
+
+struct server::impl {
+  config::http_settings settings;
+  metrics& stats;
+  server::handler handle;
+  asio::io_context ioc;
+  tcp::acceptor acceptor{ioc};
+  std::vector<std::thread> threads;
+  std::atomic<bool> draining{false};
+  asio::signal_set signals{ioc, SIGINT, SIGTERM};
+  std::uint16_t bound_port = 0;
+
+  impl(const config::http_settings& s, metrics& m, server::handler h) : settings(s), stats(m), handle(std::move(h)) {}
+
+  void do_accept();
+  void begin_shutdown();
+};
+
+namespace {
+
+class session : public std::enable_shared_from_this<session> {
+ public:
+  session(tcp::socket&& socket, server::impl& srv) : stream_(std::move(socket)), srv_(srv) { ++srv_.stats.open_connections; }
+  ~session() { --srv_.stats.open_connections; }
+
+  void start() {
+    asio::dispatch(stream_.get_executor(), beast::bind_front_handler(&session::wait_for_request, shared_from_this()));
+  }
+
+ private:
+  // Phase 1: an idle keep-alive connection may wait keep_alive_timeout_ms for its next request.
+  void wait_for_request() {
+    if (buffer_.size() > 0) return read_request();
+    stream_.expires_after(std::chrono::milliseconds(srv_.settings.keep_alive_timeout_ms));
+    stream_.async_read_some(buffer_.prepare(4096),
+                            beast::bind_front_handler(&session::on_first_bytes, shared_from_this()));
+  }
+
+  void on_first_bytes(beast::error_code ec, std::size_t n) {
+    if (ec) return close();
+    buffer_.commit(n);
+    read_request();
+  }
+
+  // Phase 2: once a request has started, all of it must arrive within read_timeout_ms.
+  void read_request() {
+    parser_.emplace();
+    parser_->body_limit(static_cast<std::uint64_t>(srv_.settings.body_bytes_max));
+    parser_->header_limit(static_cast<std::uint32_t>(srv_.settings.header_bytes_max));
+    stream_.expires_after(std::chrono::milliseconds(srv_.settings.read_timeout_ms));
+    bhttp::async_read(stream_, buffer_, *parser_, beast::bind_front_handler(&session::on_read, shared_from_this()));
+  }
+
+  void on_read(beast::error_code ec, std::size_t) {
+    if (ec == bhttp::error::end_of_stream || ec == beast::error::timeout) return close();
+    if (ec == bhttp::error::body_limit) {
+      return refuse(http_problem(413, "payload_too_large", "Payload too large",
+                                 "the request body exceeds " + std::to_string(srv_.settings.body_bytes_max) + " bytes"));
+    }
+    if (ec == bhttp::error::header_limit) {
+      return refuse(http_problem(431, "headers_too_large", "Request header fields too large",
+                                 "the request headers exceed " + std::to_string(srv_.settings.header_bytes_max) +
+                                     " bytes"));
+    }
+    if (ec && ec.category() == beast::error_code(bhttp::error::end_of_stream).category()) {
+      return refuse(http_problem(400, "malformed_request", "Malformed request",
+                                 "the request is not valid HTTP/1.1: " + ec.message()));
+    }
+    if (ec) return close();
+
+    auto& req = parser_->get();
+    auto ex = std::make_shared<exchange>();
+    ex->request_id = req.count("X-Request-Id") > 0 && req["X-Request-Id"].size() <= 64
+                         ? std::string(req["X-Request-Id"])
+                         : new_request_id();
+    ex->method = std::string(req.method_string());
+    ex->target = std::string(req.target());
+    const auto q = ex->target.find('?');
+    ex->path = ex->target.substr(0, q);
+    ex->query = q == std::string::npos ? "" : ex->target.substr(q + 1);
+    ex->body = std::move(req.body());
+    if (auto it = req.find(bhttp::field::authorization); it != req.end()) ex->authorization = std::string(it->value());
+    if (auto it = req.find("Idempotency-Key"); it != req.end()) {
+      ex->has_idempotency_key = true;
+      ex->idempotency_key = std::string(it->value());
+    }
+    if (auto it = req.find(bhttp::field::content_type); it != req.end()) ex->content_type = std::string(it->value());
+    keep_alive_ = req.keep_alive();
+    version_ = req.version();
+
+    auto self = shared_from_this();
+    auto answered = std::make_shared<std::atomic<bool>>(false);
+    std::weak_ptr<exchange> weak_ex = ex;
+    ex->respond = [self, answered, weak_ex](reply r) {
+      if (answered->exchange(true)) return;
+      auto ex = weak_ex.lock();
+      asio::post(self->stream_.get_executor(),
+                 [self, r = std::move(r), ex]() mutable { self->write(std::move(r), ex); });
+    };
+    ++srv_.stats.inflight_requests;
+    current_ = ex;
+    srv_.handle(ex);
+  }
+
+  void refuse(const problem& p) {
+    keep_alive_ = false;
+    version_ = 11;
+    auto ex = std::make_shared<exchange>();
+    ex->request_id = new_request_id();
+    ex->route = "malformed";
+    ++srv_.stats.inflight_requests;
+    current_ = ex;
+    write(problem_reply(p, ex->request_id), ex);
+  }
+
+  void write(reply r, const exchange_ptr& ex) {
+    auto res = std::make_shared<bhttp::response<bhttp::string_body>>(static_cast<bhttp::status>(r.status), version_);
+    res->set(bhttp::field::server, "wallet-server");
+    res->set(bhttp::field::content_type, r.content_type);
+    res->set("X-Request-Id", ex ? ex->request_id : "");
+    if (ex) {
+      for (const auto& [name, value] : ex->extra_headers) res->set(name, value);
+    }
+    for (const auto& [name, value] : r.headers) res->set(name, value);
+    res->body() = std::move(r.body);
+    res->keep_alive(keep_alive_ && !srv_.draining.load());
+    res->prepare_payload();
+
+    if (ex) {
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - ex->started).count();
+      srv_.stats.observe(ex->route, r.status, seconds);
+      if (r.status >= 500) {
+        spdlog::warn("req={} principal={} {} {} -> {} in {:.1f} ms", ex->request_id, ex->principal_id, ex->method,
+                     ex->path, r.status, seconds * 1000);
+      } else if (r.status >= 400) {
+        spdlog::info("req={} principal={} {} {} -> {} in {:.1f} ms", ex->request_id, ex->principal_id, ex->method,
+                     ex->path, r.status, seconds * 1000);
+      } else {
+        spdlog::debug("req={} principal={} {} {} -> {} in {:.1f} ms", ex->request_id, ex->principal_id, ex->method,
+                      ex->path, r.status, seconds * 1000);
+      }
+    }
+    stream_.expires_after(std::chrono::milliseconds(srv_.settings.read_timeout_ms));
+    bhttp::async_write(stream_, *res,
+                       [self = shared_from_this(), res](beast::error_code ec, std::size_t) { self->on_write(ec, res->keep_alive()); });
+  }
+
+  void on_write(beast::error_code ec, bool keep_alive) {
+    --srv_.stats.inflight_requests;
+    current_.reset();
+    if (ec || !keep_alive) return close();
+    wait_for_request();
+  }
+
+  void close() {
+    beast::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
+    stream_.socket().close(ignored);
+  }
+
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_;
+  std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
+  server::impl& srv_;
+  bool keep_alive_ = true;
+  unsigned version_ = 11;
+  exchange_ptr current_;
+};
+
+}  // namespace
+
+void server::impl::do_accept() {
+  acceptor.async_accept(asio::make_strand(ioc), [this](beast::error_code ec, tcp::socket socket) {
+    if (ec) {
+      if (ec == asio::error::operation_aborted || !acceptor.is_open()) return;
+      spdlog::warn("accept failed: {}", ec.message());
+    } else if (stats.open_connections.load() >= settings.connections_max) {
+      // Over the connection bound: close at once rather than queue work we cannot carry.
+      ++stats.connections_refused;
+      beast::error_code ignored;
+      socket.close(ignored);
+    } else {
+      std::make_shared<session>(std::move(socket), *this)->start();
+    }
+    if (acceptor.is_open()) do_accept();
+  });
+}
+
+void server::impl::begin_shutdown() {
+  if (draining.exchange(true)) return;
+  spdlog::info("shutting down: no new connections; waiting up to {} ms for {} requests in flight",
+               settings.shutdown_grace_ms, stats.inflight_requests.load());
+  beast::error_code ignored;
+  acceptor.close(ignored);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(settings.shutdown_grace_ms);
+  auto timer = std::make_shared<asio::steady_timer>(ioc);
+  auto poll = std::make_shared<std::function<void()>>();
+  *poll = [this, timer, deadline, poll] {
+    if (stats.inflight_requests.load() <= 0 || std::chrono::steady_clock::now() >= deadline) {
+      if (stats.inflight_requests.load() > 0) {
+        spdlog::warn("shutting down with {} requests still in flight", stats.inflight_requests.load());
+      }
+      ioc.stop();
+      *poll = nullptr;  // break the self-reference
+      return;
+    }
+    timer->expires_after(std::chrono::milliseconds(10));
+    timer->async_wait([poll](beast::error_code) {
+      if (*poll) (*poll)();
+    });
+  };
+  (*poll)();
+}
+
+server::server(const config::http_settings& settings, metrics& m, handler handle)
+    : impl_(std::make_unique<impl>(settings, m, std::move(handle))) {}
+
+server::~server() {
+  impl_->ioc.stop();
+  for (auto& t : impl_->threads) {
+    if (t.joinable()) t.join();
+  }
+}
+
+void server::start() {
+  auto& d = *impl_;
+  const auto address = asio::ip::make_address(d.settings.host);
+  tcp::endpoint endpoint{address, static_cast<unsigned short>(d.settings.port)};
+  d.acceptor.open(endpoint.protocol());
+  d.acceptor.set_option(asio::socket_base::reuse_address(true));
+  d.acceptor.bind(endpoint);
+  d.acceptor.listen(asio::socket_base::max_listen_connections);
+  d.bound_port = d.acceptor.local_endpoint().port();
+  d.signals.async_wait([this](beast::error_code ec, int signal) {
+    if (ec) return;
+    spdlog::info("received signal {}", signal);
+    impl_->begin_shutdown();
+  });
+  d.do_accept();
+  for (std::int64_t i = 0; i < d.settings.io_threads; ++i) d.threads.emplace_back([&d] { d.ioc.run(); });
+}
+
+void server::run_until_stopped() {
+  for (auto& t : impl_->threads) t.join();
+  impl_->threads.clear();
+}
+
+void server::request_stop() {
+  asio::post(impl_->ioc, [this] { impl_->begin_shutdown(); });
+}
+
+std::uint16_t server::port() const { return impl_->bound_port; }
+
+}  // namespace api

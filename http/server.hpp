@@ -1,0 +1,42 @@
+#pragma once
+
+// The HTTP/1.1 server (Boost.Beast, asynchronous): keep-alive, a deadline on every read, a body
+// and header limit, a bounded number of connections, one strand per connection, answers
+// written with Content-Length. Requests are handed to a handler that answers asynchronously.
+//
+// Shutdown (SIGTERM/SIGINT): stop accepting, let requests in flight finish within
+// `shutdown_grace_ms`, then stop the I/O threads.
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+#include "config/settings.hpp"
+#include "http/exchange.hpp"
+#include "http/metrics.hpp"
+
+namespace api {
+
+class server {
+ public:
+  using handler = std::function<void(const exchange_ptr&)>;
+
+  server(const config::http_settings& settings, metrics& metrics, handler handle);
+  ~server();
+  server(const server&) = delete;
+  server& operator=(const server&) = delete;
+
+  // Binds and starts accepting on the I/O threads; throws if the address cannot be bound.
+  void start();
+  // Blocks until SIGINT or SIGTERM (or request_stop()), then shuts down gracefully.
+  void run_until_stopped();
+  void request_stop();
+  std::uint16_t port() const;
+
+  struct impl;  // public so the connection sessions in server.cpp can reach it
+
+ private:
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace api

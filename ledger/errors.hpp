@@ -1,0 +1,63 @@
+#pragma once
+
+// Every outcome the ledger can report, as one enum. Each layer maps it exactly once:
+// http/ turns it into a status and a problem `code` (see http/problem.hpp).
+
+#include <cstdint>
+#include <string_view>
+
+namespace ledger {
+
+enum class error_code : std::uint8_t {
+  ok = 0,
+  // 400: the request itself is wrong.
+  invalid_request,
+  // 401 / 404: who is asking, and whether the thing exists for them.
+  unauthorized,
+  not_found,
+  forbidden,
+  // 422: business rules.
+  insufficient_funds,
+  account_inactive,
+  currency_mismatch,
+  same_account,
+  idempotency_key_reused,
+  // 409: a conflicting state change (e.g. an account that is already hot).
+  conflict,
+  // 503: saturation or a dependency; the client may retry with the same Idempotency-Key.
+  server_busy,
+  account_busy,
+  writer_busy,
+  database_unavailable,
+  outcome_unknown,
+  deadline_exceeded,
+  // 500: a bug or an unexpected database answer.
+  internal,
+};
+
+// The stable, machine-readable name of an outcome (the problem+json `code`).
+constexpr std::string_view to_string(error_code code) {
+  switch (code) {
+    case error_code::ok: return "ok";
+    case error_code::invalid_request: return "invalid_request";
+    case error_code::unauthorized: return "unauthorized";
+    case error_code::not_found: return "not_found";
+    case error_code::forbidden: return "forbidden";
+    case error_code::insufficient_funds: return "insufficient_funds";
+    case error_code::account_inactive: return "account_inactive";
+    case error_code::currency_mismatch: return "currency_mismatch";
+    case error_code::same_account: return "same_account";
+    case error_code::idempotency_key_reused: return "idempotency_key_reused";
+    case error_code::conflict: return "conflict";
+    case error_code::server_busy: return "server_busy";
+    case error_code::account_busy: return "account_busy";
+    case error_code::writer_busy: return "writer_busy";
+    case error_code::database_unavailable: return "database_unavailable";
+    case error_code::outcome_unknown: return "outcome_unknown";
+    case error_code::deadline_exceeded: return "deadline_exceeded";
+    case error_code::internal: return "internal";
+  }
+  return "internal";
+}
+
+}  // namespace ledger

@@ -1,0 +1,62 @@
+#pragma once
+
+// Posting rules: which entries one money event makes, decided against the committed, locked
+// state of the accounts it touches. This is the authoritative check of every invariant that
+// depends on balances (no disallowed negative balance, matching currencies, active accounts);
+// the database re-checks the same rules with its own constraints.
+//
+// The ledger writer locks every account row of a batch, loads their states, and calls
+// plan_postings() once for the whole batch: postings are applied in order, each fully or not
+// at all, so a rejected posting never changes what its neighbours see.
+
+#include <unordered_map>
+#include <vector>
+
+#include "ledger/errors.hpp"
+#include "ledger/types.hpp"
+
+namespace ledger {
+
+struct posting {
+  transaction_type type = transaction_type::transfer;
+  // The account money leaves. For a hot account this is its main row.
+  account_id debit_account = 0;
+  // A hot debited account's credit shards, drawn on (in this order) when the main row holds
+  // too little.
+  std::vector<account_id> debit_shards;
+  // The row money lands on: a shard of a hot payee, otherwise the payee itself.
+  account_id credit_account = 0;
+  // The account the payee sees: the hot parent of a shard, otherwise credit_account.
+  account_id credit_parent = 0;
+  // Positive. For a sweep, zero means "the whole balance of the debited shard".
+  amount_minor amount = 0;
+  std::string currency;
+};
+
+struct entry_line {
+  account_id account = 0;
+  amount_minor amount = 0;
+  amount_minor balance_after = 0;
+};
+
+struct posting_plan {
+  error_code outcome = error_code::ok;
+  // The amount moved (a sweep's resolved amount); zero with outcome ok means "nothing to do".
+  amount_minor amount = 0;
+  std::vector<entry_line> entries;
+  // Balance of the debited account (main row plus its shards) right after this posting.
+  amount_minor debit_balance_after = 0;
+};
+
+using account_states = std::unordered_map<account_id, account_state>;
+
+// Plans one posting against `accounts` and, if it is accepted, applies it to them.
+posting_plan plan_posting(const posting& p, account_states& accounts);
+
+// Plans a batch in order. The result has one plan per posting.
+std::vector<posting_plan> plan_postings(const std::vector<posting>& postings, account_states& accounts);
+
+// True if the entries of a plan sum to zero (they are all in one currency by construction).
+bool entries_balance(const std::vector<entry_line>& entries);
+
+}  // namespace ledger

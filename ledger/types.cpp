@@ -1,0 +1,70 @@
+#include "ledger/types.hpp"
+
+namespace ledger {
+
+std::string_view to_string(role r) {
+  switch (r) {
+    case role::user: return "user";
+    case role::merchant: return "merchant";
+    case role::operator_role: return "operator";
+  }
+  return "user";
+}
+
+std::string_view to_string(account_status s) {
+  switch (s) {
+    case account_status::active: return "active";
+    case account_status::frozen: return "frozen";
+    case account_status::closed: return "closed";
+  }
+  return "closed";
+}
+
+std::string_view to_string(account_kind k) {
+  switch (k) {
+    case account_kind::user: return "user";
+    case account_kind::system: return "system";
+    case account_kind::shard: return "shard";
+  }
+  return "user";
+}
+
+std::string_view to_string(transaction_type t) {
+  switch (t) {
+    case transaction_type::deposit: return "DEPOSIT";
+    case transaction_type::transfer: return "TRANSFER";
+    case transaction_type::sweep: return "SWEEP";
+  }
+  return "TRANSFER";
+}
+
+std::optional<role> parse_role(std::string_view text) {
+  if (text == "user") return role::user;
+  if (text == "merchant") return role::merchant;
+  if (text == "operator") return role::operator_role;
+  return std::nullopt;
+}
+
+std::optional<account_status> parse_account_status(std::string_view text) {
+  if (text == "active") return account_status::active;
+  if (text == "frozen") return account_status::frozen;
+  if (text == "closed") return account_status::closed;
+  return std::nullopt;
+}
+
+std::optional<account_kind> parse_account_kind(std::string_view text) {
+  if (text == "user") return account_kind::user;
+  if (text == "system") return account_kind::system;
+  if (text == "shard") return account_kind::shard;
+  return std::nullopt;
+}
+
+bool is_valid_currency(std::string_view text) {
+  if (text.size() != 3) return false;
+  for (char c : text) {
+    if (c < 'A' || c > 'Z') return false;
+  }
+  return true;
+}
+
+}  // namespace ledger

@@ -1,0 +1,45 @@
+#pragma once
+
+// The ledger's vocabulary: accounts, roles, transaction types, and their text forms.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "ledger/money.hpp"
+
+namespace ledger {
+
+using account_id = std::int64_t;
+using principal_id = std::int64_t;
+
+enum class role : std::uint8_t { user, merchant, operator_role };
+enum class account_status : std::uint8_t { active, frozen, closed };
+enum class account_kind : std::uint8_t { user, system, shard };
+enum class transaction_type : std::uint8_t { deposit, transfer, sweep };
+
+std::string_view to_string(role r);
+std::string_view to_string(account_status s);
+std::string_view to_string(account_kind k);
+std::string_view to_string(transaction_type t);
+
+std::optional<role> parse_role(std::string_view text);
+std::optional<account_status> parse_account_status(std::string_view text);
+std::optional<account_kind> parse_account_kind(std::string_view text);
+
+// ISO 4217 style: exactly three upper-case ASCII letters.
+bool is_valid_currency(std::string_view text);
+
+// The committed state of one account row, as the ledger writer sees it under its row lock.
+struct account_state {
+  account_id id = 0;
+  std::string currency;
+  account_status status = account_status::active;
+  bool allow_negative = false;
+  amount_minor balance = 0;
+  std::int64_t version = 0;
+  account_id parent_id = 0;  // non-zero for a hot account's credit shard
+};
+
+}  // namespace ledger

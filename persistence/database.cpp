@@ -1,0 +1,65 @@
+#include "persistence/database.hpp"
+
+#include <pqxx/pqxx>
+
+namespace persistence {
+
+std::unique_ptr<pqxx::connection> connect(const connection_options& options) {
+  std::string conninfo = options.url;
+  // URLs take parameters after '?'; key=value strings take them space-separated.
+  const bool is_url = conninfo.rfind("postgres", 0) == 0 && conninfo.find("://") != std::string::npos;
+  const std::int64_t connect_timeout_s = std::max<std::int64_t>(1, (options.connect_timeout_ms + 999) / 1000);
+  if (is_url) {
+    conninfo += (conninfo.find('?') == std::string::npos ? "?" : "&");
+    conninfo += "connect_timeout=" + std::to_string(connect_timeout_s) + "&application_name=" + options.application_name;
+  } else {
+    conninfo += " connect_timeout=" + std::to_string(connect_timeout_s) + " application_name=" + options.application_name;
+  }
+  auto conn = std::make_unique<pqxx::connection>(conninfo);
+  pqxx::nontransaction setup(*conn);
+  setup.exec("SET statement_timeout = " + std::to_string(options.statement_timeout_ms));
+  setup.exec("SET lock_timeout = " + std::to_string(options.lock_timeout_ms));
+  setup.exec("SET idle_in_transaction_session_timeout = " + std::to_string(options.statement_timeout_ms * 2));
+  return conn;
+}
+
+std::string pg_array(const std::vector<std::int64_t>& values) {
+  std::string out = "{";
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (i > 0) out += ',';
+    out += std::to_string(values[i]);
+  }
+  out += '}';
+  return out;
+}
+
+std::string pg_array(const std::vector<std::optional<std::int64_t>>& values) {
+  std::string out = "{";
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (i > 0) out += ',';
+    out += values[i] ? std::to_string(*values[i]) : "NULL";
+  }
+  out += '}';
+  return out;
+}
+
+std::string pg_array(const std::vector<std::string>& values) {
+  std::string out = "{";
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (i > 0) out += ',';
+    out += '"';
+    for (char c : values[i]) {
+      if (c == '"' || c == '\\') out += '\\';
+      out += c;
+    }
+    out += '"';
+  }
+  out += '}';
+  return out;
+}
+
+bool is_retryable_sqlstate(const std::string& sqlstate) {
+  return sqlstate == "40001" || sqlstate == "40P01";
+}
+
+}  // namespace persistence

@@ -1,0 +1,37 @@
+#pragma once
+
+// Opening PostgreSQL connections with the server's timeouts, and the text forms of the array
+// parameters that let one statement carry a whole batch (`unnest($1::bigint[], ...)`).
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "persistence/pqxx_fwd.hpp"
+
+namespace persistence {
+
+struct connection_options {
+  std::string url;
+  std::int64_t connect_timeout_ms = 2'000;
+  std::int64_t statement_timeout_ms = 5'000;
+  std::int64_t lock_timeout_ms = 2'000;
+  std::string application_name = "wallet-server";
+};
+
+// Opens a connection and sets statement_timeout and lock_timeout on it.
+// Throws pqxx::broken_connection when the database cannot be reached.
+std::unique_ptr<pqxx::connection> connect(const connection_options& options);
+
+// Array literals for parameters. Text elements are always quoted and escaped, so any string
+// (including JSON and idempotency keys with commas, quotes or backslashes) is carried exactly.
+std::string pg_array(const std::vector<std::int64_t>& values);
+std::string pg_array(const std::vector<std::optional<std::int64_t>>& values);
+std::string pg_array(const std::vector<std::string>& values);
+
+// SQLSTATE classes the server reacts to.
+bool is_retryable_sqlstate(const std::string& sqlstate);  // deadlock, serialization failure
+
+}  // namespace persistence

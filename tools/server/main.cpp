@@ -1,0 +1,88 @@
+// wallet-server: the HTTP API in front of the actor system and the ledger.
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <iostream>
+#include <thread>
+
+#include "actors/ledger_service.hpp"
+#include "config/logging.hpp"
+#include "config/settings.hpp"
+#include "http/crypto.hpp"
+#include "http/metrics.hpp"
+#include "http/routes.hpp"
+#include "http/server.hpp"
+#include "persistence/migrations.hpp"
+#include "ratelimit/limiter.hpp"
+
+namespace {
+
+// The database may still be starting (a container, a restart): try for a bounded time.
+template <typename Step>
+void with_retries(const char* what, int attempts_max, Step step) {
+  for (int attempt = 1;; ++attempt) {
+    try {
+      step();
+      return;
+    } catch (const std::exception& e) {
+      if (attempt >= attempts_max) throw;
+      spdlog::warn("{} failed ({}); retrying", what, e.what());
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  config::load_result loaded;
+  try {
+    loaded = config::load(argc, argv, config::process_environment());
+  } catch (const config::config_error& e) {
+    std::cerr << "wallet-server: " << e.what() << "\n";
+    return 2;
+  }
+  if (loaded.exit_now) {
+    if (loaded.exit_code == 0 && argc > 1 && std::string_view(argv[1]) == "--print-example-config") {
+      std::cout << config::example_toml();
+    }
+    return loaded.exit_code;
+  }
+  const config::settings& settings = loaded.values;
+  config::setup_logging(settings.log, "wallet-server");
+
+  try {
+    if (settings.database.migrate_on_start && !settings.database.owner_url.empty()) {
+      persistence::connection_options owner;
+      owner.url = settings.database.owner_url;
+      owner.statement_timeout_ms = 0;
+      owner.application_name = "wallet-migrate";
+      with_retries("applying migrations", 20, [&] {
+        for (const auto& version : persistence::apply_migrations(owner)) spdlog::info("applied migration {}", version);
+      });
+    }
+
+    actors::ledger_service service(settings);
+    service.start();
+    if (!settings.auth.bootstrap_key.empty()) {
+      with_retries("ensuring the bootstrap operator", 20,
+                   [&] { service.ensure_operator_blocking(api::sha256_hex(settings.auth.bootstrap_key)); });
+    }
+
+    ratelimit::limiter limiter(settings.redis, settings.ratelimit);
+    api::metrics metrics;
+    api::routes routes(settings, service, &limiter, metrics);
+    api::server server(settings.http, metrics, [&routes](const api::exchange_ptr& ex) { routes.handle(ex); });
+    server.start();
+    spdlog::info("wallet-server listening on http://{}:{} ({} I/O threads, {} ledger writers)", settings.http.host,
+                 server.port(), settings.http.io_threads, settings.writer.count);
+    server.run_until_stopped();
+    service.stop();
+    spdlog::info("wallet-server stopped");
+  } catch (const std::exception& e) {
+    spdlog::critical("wallet-server failed: {}", e.what());
+    return 1;
+  }
+  return 0;
+}
