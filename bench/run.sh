@@ -204,7 +204,7 @@ if [[ $run_server == yes ]]; then
   rm -rf "$out/server-spike"
   loadgen --workload hot-merchant --accounts "$payers" --hot-shards 16 --mode open --profile spike \
     --rate "$base_rate" --spike-multiplier 10 --spike-start 15 --spike-duration 10 \
-    --spike-ramp-seconds 2 --duration 60 --connections 2048 \
+    --spike-ramp-seconds 2 --duration 60 --connections 2048 --retries \
     --out-dir "$out/server-spike" > "$out/server-spike.txt" \
     || echo "bench: loadgen reported FAIL for the spike run (see $out/server-spike.txt)" >&2
   stop_server
