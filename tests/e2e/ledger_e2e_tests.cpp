@@ -1,0 +1,327 @@
+// End-to-end tests of the ledger over HTTP: a real wallet-server, PostgreSQL and Redis.
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <mutex>
+#include <thread>
+
+#include "tests/support/support.hpp"
+
+namespace ts = test_support;
+
+namespace {
+
+class LedgerE2E : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    ts::server_process::options o;
+    // Generous limits: these tests are about the ledger, not about backpressure.
+    o.env["WALLET_RATELIMIT_RATE_PER_SECOND"] = "100000";
+    o.env["WALLET_RATELIMIT_BURST"] = "100000";
+    o.env["WALLET_RATELIMIT_READ_RATE_PER_SECOND"] = "100000";
+    o.env["WALLET_RATELIMIT_READ_BURST"] = "100000";
+    server_ = new ts::server_process(o);
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+  }
+  int port() const { return server_->port(); }
+  const std::string& op() const { return server_->operator_key(); }
+
+  static ts::server_process* server_;
+};
+
+ts::server_process* LedgerE2E::server_ = nullptr;
+
+std::string transfer_body(std::int64_t from, std::int64_t to, std::int64_t amount) {
+  return R"({"fromAccountId":)" + std::to_string(from) + R"(,"toAccountId":)" + std::to_string(to) + R"(,"amount":)" +
+         std::to_string(amount) + "}";
+}
+
+// Runs `count` calls of `fn(i)` on `threads` threads at once.
+template <typename Fn>
+void concurrently(int count, int threads, Fn fn) {
+  std::atomic<int> next{0};
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&] {
+      for (int i = next++; i < count; i = next++) fn(i);
+    });
+  }
+  for (auto& t : pool) t.join();
+}
+
+// The classic race: 100 concurrent transfers of 1000 from an account holding 50000 must let
+// exactly 50 through and refuse the other 50, leaving A at 0 and B at 50000.
+TEST_F(LedgerE2E, ConcurrentTransfersNeverOverdraw) {
+  ts::http_client c(port());
+  auto alice = ts::create_principal(c, op());
+  auto bob = ts::create_principal(c, op());
+  const auto a = ts::create_account(c, op(), alice.id);
+  const auto b = ts::create_account(c, op(), bob.id);
+  ts::deposit(c, op(), a, 50000);
+
+  std::atomic<int> created{0}, refused{0}, other{0};
+  concurrently(100, 50, [&](int) {
+    ts::http_client client(port());
+    auto r = client.post("/v1/transfers", alice.key, transfer_body(a, b, 1000), ts::unique_key("race"));
+    if (r.status == 201) {
+      ++created;
+    } else if (r.status == 422 && r.json().as_object().at("code").as_string() == "insufficient_funds") {
+      ++refused;
+    } else {
+      ++other;
+      ADD_FAILURE() << r.status << " " << r.body;
+    }
+  });
+  EXPECT_EQ(created.load(), 50);
+  EXPECT_EQ(refused.load(), 50);
+  EXPECT_EQ(other.load(), 0);
+  EXPECT_EQ(ts::balance(c, alice.key, a), 0);
+  EXPECT_EQ(ts::balance(c, bob.key, b), 50000);
+  EXPECT_TRUE(ts::reconciliation_ok(c, op()));
+  EXPECT_EQ(ts::query_value("SELECT COALESCE(sum(amount), 0) FROM ledger_entry"), "0");
+  EXPECT_EQ(ts::query_value("SELECT count(*) FROM ledger_entry WHERE account_id = " + std::to_string(a) + " AND amount = -1000"), "50");
+}
+
+// The same key twice returns the same transaction and moves money once.
+TEST_F(LedgerE2E, IdempotentReplayReturnsTheStoredAnswer) {
+  ts::http_client c(port());
+  auto alice = ts::create_principal(c, op());
+  auto bob = ts::create_principal(c, op());
+  const auto a = ts::create_account(c, op(), alice.id);
+  const auto b = ts::create_account(c, op(), bob.id);
+  ts::deposit(c, op(), a, 10000);
+  const auto key = ts::unique_key("replay");
+  auto first = c.post("/v1/transfers", alice.key, transfer_body(a, b, 700), key);
+  auto second = c.post("/v1/transfers", alice.key, transfer_body(a, b, 700), key);
+  ASSERT_EQ(first.status, 201) << first.body;
+  ASSERT_EQ(second.status, 201) << second.body;
+  EXPECT_EQ(first.body, second.body);
+  EXPECT_EQ(second.header("Idempotent-Replayed"), "true");
+  EXPECT_EQ(first.header("Idempotent-Replayed"), "");
+  EXPECT_EQ(first.json().as_object().at("fromBalanceAfter").as_string(), "9300");
+  EXPECT_EQ(ts::balance(c, alice.key, a), 9300);
+
+  // The same key with another amount is refused and changes nothing.
+  auto reused = c.post("/v1/transfers", alice.key, transfer_body(a, b, 701), key);
+  EXPECT_EQ(reused.status, 422) << reused.body;
+  EXPECT_EQ(reused.json().as_object().at("code").as_string(), "idempotency_key_reused");
+  EXPECT_EQ(ts::balance(c, alice.key, a), 9300);
+}
+
+// A replay is answered from the journal even after the funds it spent are gone.
+TEST_F(LedgerE2E, ReplayAfterFundsAreSpentStillReplays) {
+  ts::http_client c(port());
+  auto alice = ts::create_principal(c, op());
+  auto bob = ts::create_principal(c, op());
+  const auto a = ts::create_account(c, op(), alice.id);
+  const auto b = ts::create_account(c, op(), bob.id);
+  ts::deposit(c, op(), a, 1000);
+  const auto key = ts::unique_key("spent");
+  auto first = c.post("/v1/transfers", alice.key, transfer_body(a, b, 1000), key);
+  ASSERT_EQ(first.status, 201) << first.body;
+  auto again = c.post("/v1/transfers", alice.key, transfer_body(a, b, 1000), key);
+  EXPECT_EQ(again.status, 201) << again.body;
+  EXPECT_EQ(again.body, first.body);
+  EXPECT_EQ(again.header("Idempotent-Replayed"), "true");
+}
+
+// Twenty concurrent requests with one key make one transaction and get twenty identical answers.
+TEST_F(LedgerE2E, ConcurrentDuplicatesShareOneTransaction) {
+  ts::http_client c(port());
+  auto alice = ts::create_principal(c, op());
+  auto bob = ts::create_principal(c, op());
+  const auto a = ts::create_account(c, op(), alice.id);
+  const auto b = ts::create_account(c, op(), bob.id);
+  ts::deposit(c, op(), a, 5000);
+  const auto key = ts::unique_key("flight");
+  std::mutex m;
+  std::vector<ts::response> answers;
+  concurrently(20, 20, [&](int) {
+    ts::http_client client(port());
+    auto r = client.post("/v1/transfers", alice.key, transfer_body(a, b, 1000), key);
+    std::lock_guard lock(m);
+    answers.push_back(r);
+  });
+  ASSERT_EQ(answers.size(), 20u);
+  for (const auto& r : answers) {
+    EXPECT_EQ(r.status, 201) << r.body;
+    EXPECT_EQ(r.body, answers[0].body);
+  }
+  EXPECT_EQ(ts::balance(c, alice.key, a), 4000);
+  EXPECT_EQ(ts::query_value("SELECT count(*) FROM journal_transaction WHERE idempotency_key = '" + key + "'"), "1");
+}
+
+// A refused request leaves no trace: the same key may be retried once funds arrive.
+TEST_F(LedgerE2E, FailedRequestMayBeRetriedWithTheSameKey) {
+  ts::http_client c(port());
+  auto alice = ts::create_principal(c, op());
+  auto bob = ts::create_principal(c, op());
+  const auto a = ts::create_account(c, op(), alice.id);
+  const auto b = ts::create_account(c, op(), bob.id);
+  const auto key = ts::unique_key("retry");
+  auto poor = c.post("/v1/transfers", alice.key, transfer_body(a, b, 500), key);
+  EXPECT_EQ(poor.status, 422) << poor.body;
+  ts::deposit(c, op(), a, 500);
+  auto rich = c.post("/v1/transfers", alice.key, transfer_body(a, b, 500), key);
+  EXPECT_EQ(rich.status, 201) << rich.body;
+  EXPECT_EQ(ts::balance(c, bob.key, b), 500);
+}
+
+// Opposite transfers between two accounts from many clients: no deadlock, no error other than
+// insufficient funds, and the final balances are exactly what the successes imply.
+TEST_F(LedgerE2E, OppositeTransfersDoNotDeadlock) {
+  ts::http_client c(port());
+  auto alice = ts::create_principal(c, op());
+  auto bob = ts::create_principal(c, op());
+  const auto a = ts::create_account(c, op(), alice.id);
+  const auto b = ts::create_account(c, op(), bob.id);
+  ts::deposit(c, op(), a, 20000);
+  ts::deposit(c, op(), b, 20000);
+  std::atomic<std::int64_t> a_to_b{0}, b_to_a{0};
+  std::atomic<int> unexpected{0};
+  concurrently(400, 40, [&](int i) {
+    ts::http_client client(port());
+    const bool forward = i % 2 == 0;
+    const std::int64_t amount = 100 + (i % 7) * 50;
+    auto r = forward ? client.post("/v1/transfers", alice.key, transfer_body(a, b, amount), ts::unique_key("ab"))
+                     : client.post("/v1/transfers", bob.key, transfer_body(b, a, amount), ts::unique_key("ba"));
+    if (r.status == 201) {
+      (forward ? a_to_b : b_to_a) += amount;
+    } else if (!(r.status == 422 && r.json().as_object().at("code").as_string() == "insufficient_funds")) {
+      ++unexpected;
+      ADD_FAILURE() << r.status << " " << r.body;
+    }
+  });
+  EXPECT_EQ(unexpected.load(), 0);
+  EXPECT_EQ(ts::balance(c, alice.key, a), 20000 - a_to_b.load() + b_to_a.load());
+  EXPECT_EQ(ts::balance(c, bob.key, b), 20000 + a_to_b.load() - b_to_a.load());
+  EXPECT_TRUE(ts::reconciliation_ok(c, op()));
+}
+
+// Every kind of bad input gets its status and code, and the ledger does not change.
+TEST_F(LedgerE2E, BadInputIsRefusedPrecisely) {
+  ts::http_client c(port());
+  auto alice = ts::create_principal(c, op());
+  auto bob = ts::create_principal(c, op());
+  const auto a = ts::create_account(c, op(), alice.id);
+  const auto b = ts::create_account(c, op(), bob.id);
+  auto carol = ts::create_principal(c, op());
+  const auto usd = ts::create_account(c, op(), carol.id, "USD");
+  ts::deposit(c, op(), a, 5000);
+  const auto entries_before = ts::query_value("SELECT count(*) FROM ledger_entry");
+  const auto from = std::to_string(a);
+  const auto to = std::to_string(b);
+
+  struct bad_case {
+    std::string body;
+    int status;
+    std::string code;
+  };
+  const std::vector<bad_case> cases = {
+      {R"({"fromAccountId":)" + from + R"(,"toAccountId":)" + to + R"(,"amount":0})", 400, "invalid_request"},
+      {R"({"fromAccountId":)" + from + R"(,"toAccountId":)" + to + R"(,"amount":-5})", 400, "invalid_request"},
+      {R"({"fromAccountId":)" + from + R"(,"toAccountId":)" + to + R"(,"amount":10.5})", 400, "invalid_request"},
+      {R"({"fromAccountId":)" + from + R"(,"toAccountId":)" + to + R"(,"amount":1e3})", 400, "invalid_request"},
+      {R"({"fromAccountId":)" + from + R"(,"toAccountId":)" + to + R"(,"amount":"12a"})", 400, "invalid_request"},
+      {R"({"fromAccountId":)" + from + R"(,"toAccountId":)" + to + R"(,"amount":"-12"})", 400, "invalid_request"},
+      {R"({"fromAccountId":)" + from + R"(,"toAccountId":)" + to + R"(,"amount":9007199254740992})", 400, "invalid_request"},
+      {R"({"fromAccountId":)" + from + R"(,"toAccountId":)" + to + R"(,"amount":"99999999999999999999"})", 400, "invalid_request"},
+      {R"({"fromAccountId":)" + from + R"(,"toAccountId":)" + to + R"(,"amount":"1000000000000000001"})", 400, "invalid_request"},
+      {R"({"fromAccountId":)" + from + R"(,"toAccountId":)" + to + R"(,"amount":true})", 400, "invalid_request"},
+      {R"({"fromAccountId":)" + from + R"(,"toAccountId":)" + to + R"(,"amount":10,"memo":"x"})", 400, "invalid_request"},
+      {R"({"fromAccountId":)" + from + R"(,"toAccountId":)" + to + R"(,"amount":10,"amount":20})", 400, "invalid_request"},
+      {R"({"fromAccountId":")" + from + R"(x","toAccountId":)" + to + R"(,"amount":10})", 400, "invalid_request"},
+      {R"({"toAccountId":)" + to + R"(,"amount":10})", 400, "invalid_request"},
+      {R"([1,2])", 400, "invalid_request"},
+      {R"({"fromAccountId":)" + from + R"(,"toAccountId":{"x":1},"amount":10})", 400, "invalid_request"},
+      {R"(not json)", 400, "invalid_request"},
+      {R"({"fromAccountId":)" + from + R"(,"toAccountId":)" + from + R"(,"amount":10})", 422, "same_account"},
+      {R"({"fromAccountId":)" + from + R"(,"toAccountId":)" + std::to_string(usd) + R"(,"amount":10})", 422, "currency_mismatch"},
+      {R"({"fromAccountId":)" + from + R"(,"toAccountId":)" + to + R"(,"amount":999999})", 422, "insufficient_funds"},
+      {R"({"fromAccountId":)" + to + R"(,"toAccountId":)" + from + R"(,"amount":10})", 404, "not_found"},
+      {R"({"fromAccountId":)" + from + R"(,"toAccountId":987654321,"amount":10})", 404, "not_found"},
+  };
+  for (const auto& bc : cases) {
+    auto r = c.post("/v1/transfers", alice.key, bc.body, ts::unique_key("bad"));
+    EXPECT_EQ(r.status, bc.status) << bc.body << " -> " << r.body;
+    EXPECT_EQ(r.header("Content-Type"), "application/problem+json") << bc.body;
+    if (r.status == bc.status) {
+      auto j = r.json().as_object();
+      EXPECT_EQ(j.at("code").as_string(), bc.code) << bc.body;
+      EXPECT_FALSE(j.at("detail").as_string().empty()) << bc.body;
+    }
+  }
+
+  // No Idempotency-Key, a too long one, a wrong media type, no key at all, an unknown key.
+  auto no_key = c.post("/v1/transfers", alice.key, transfer_body(a, b, 10));
+  EXPECT_EQ(no_key.status, 400) << no_key.body;
+  auto long_key = c.post("/v1/transfers", alice.key, transfer_body(a, b, 10), std::string(256, 'k'));
+  EXPECT_EQ(long_key.status, 400) << long_key.body;
+  auto text = c.request("POST", "/v1/transfers", transfer_body(a, b, 10),
+                        {{"Authorization", "Bearer " + alice.key}, {"Content-Type", "text/plain"},
+                         {"Idempotency-Key", ts::unique_key("media")}});
+  EXPECT_EQ(text.status, 415) << text.body;
+  auto anonymous = c.request("POST", "/v1/transfers", transfer_body(a, b, 10), {{"Content-Type", "application/json"}});
+  EXPECT_EQ(anonymous.status, 401) << anonymous.body;
+  auto unknown = c.post("/v1/transfers", "wk_not_a_key", transfer_body(a, b, 10), ts::unique_key("unknown"));
+  EXPECT_EQ(unknown.status, 401) << unknown.body;
+  // A user may not deposit; a frozen account refuses to pay.
+  auto user_deposit = c.post("/v1/deposits", alice.key, R"({"accountId":)" + from + R"(,"amount":10})", ts::unique_key("d"));
+  EXPECT_EQ(user_deposit.status, 403) << user_deposit.body;
+
+  EXPECT_EQ(ts::query_value("SELECT count(*) FROM ledger_entry"), entries_before);
+  EXPECT_EQ(ts::balance(c, alice.key, a), 5000);
+
+  auto freeze = c.post("/v1/accounts/" + from + "/freeze", op(), "");
+  EXPECT_EQ(freeze.status, 200) << freeze.body;
+  auto frozen = c.post("/v1/transfers", alice.key, transfer_body(a, b, 10), ts::unique_key("frozen"));
+  EXPECT_EQ(frozen.status, 422) << frozen.body;
+  EXPECT_EQ(frozen.json().as_object().at("code").as_string(), "account_inactive");
+}
+
+// Accounts, entries and transactions read back what was written; another user's account is 404.
+TEST_F(LedgerE2E, ReadsShowTheLedger) {
+  ts::http_client c(port());
+  auto alice = ts::create_principal(c, op());
+  auto bob = ts::create_principal(c, op());
+  const auto a = ts::create_account(c, op(), alice.id);
+  const auto b = ts::create_account(c, op(), bob.id);
+  ts::deposit(c, op(), a, 3000);
+  std::string last_tx;
+  for (int i = 0; i < 5; ++i) {
+    auto r = c.post("/v1/transfers", alice.key, transfer_body(a, b, 100), ts::unique_key("read"));
+    ASSERT_EQ(r.status, 201) << r.body;
+    last_tx = std::string(r.json().as_object().at("transactionId").as_string());
+  }
+  auto account = c.get("/v1/accounts/" + std::to_string(a), alice.key);
+  ASSERT_EQ(account.status, 200);
+  EXPECT_EQ(account.json().as_object().at("balance").as_string(), "2500");
+  EXPECT_EQ(c.get("/v1/accounts/" + std::to_string(b), alice.key).status, 404);
+
+  // Six entries (one deposit, five transfers), read three at a time.
+  auto page1 = c.get("/v1/accounts/" + std::to_string(a) + "/entries?limit=3", alice.key);
+  ASSERT_EQ(page1.status, 200) << page1.body;
+  auto p1 = page1.json().as_object();
+  ASSERT_EQ(p1.at("entries").as_array().size(), 3u);
+  ASSERT_TRUE(p1.at("next").is_string());
+  auto page2 = c.get("/v1/accounts/" + std::to_string(a) + "/entries?limit=3&after=" +
+                         std::string(p1.at("next").as_string()),
+                     alice.key);
+  auto p2 = page2.json().as_object();
+  ASSERT_EQ(p2.at("entries").as_array().size(), 3u);
+  EXPECT_TRUE(p2.at("next").is_null());
+  EXPECT_EQ(p2.at("entries").as_array().back().as_object().at("balanceAfter").as_string(), "2500");
+  EXPECT_EQ(c.get("/v1/accounts/" + std::to_string(a) + "/entries?limit=0", alice.key).status, 400);
+
+  auto tx = c.get("/v1/transactions/" + last_tx, bob.key);
+  ASSERT_EQ(tx.status, 200) << tx.body;
+  EXPECT_EQ(tx.json().as_object().at("entries").as_array().size(), 2u);
+  auto stranger = ts::create_principal(c, op());
+  EXPECT_EQ(c.get("/v1/transactions/" + last_tx, stranger.key).status, 404);
+}
+
+}  // namespace

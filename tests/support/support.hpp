@@ -1,0 +1,104 @@
+#pragma once
+
+// Shared helpers for the suites that run against real services: the environment the test
+// command provides, a wallet-server child process, a synchronous HTTP client, and shortcuts
+// for the API calls most tests need.
+
+#include <boost/json.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace test_support {
+
+// WALLET_DATABASE_URL, WALLET_DATABASE_OWNER_URL, WALLET_REDIS_URL from the test command.
+std::string env_or(const char* name, const std::string& fallback);
+std::string database_url();
+std::string owner_database_url();
+std::string redis_url();
+std::string build_dir();
+std::string source_dir();
+
+// A TCP port on 127.0.0.1 that nothing listens on right now.
+int free_port();
+
+struct response {
+  int status = 0;
+  std::map<std::string, std::string> headers;  // lower-case names
+  std::string body;
+  boost::json::value json() const;
+  std::string header(const std::string& name) const;
+};
+
+// One keep-alive connection; reconnects when the server closed it.
+class http_client {
+ public:
+  explicit http_client(int port, std::chrono::milliseconds timeout = std::chrono::seconds(30));
+  ~http_client();
+  http_client(const http_client&) = delete;
+  http_client& operator=(const http_client&) = delete;
+
+  response request(const std::string& method, const std::string& target, const std::string& body = {},
+                   const std::map<std::string, std::string>& headers = {});
+  response get(const std::string& target, const std::string& key);
+  response post(const std::string& target, const std::string& key, const std::string& body,
+                const std::string& idempotency_key = {});
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+// A wallet-server child process on a free port, stopped (SIGTERM) when destroyed.
+class server_process {
+ public:
+  struct options {
+    std::map<std::string, std::string> env;  // extra WALLET_* settings
+    std::vector<std::string> args;
+    std::string bootstrap_key = "test-operator-key";
+    bool wait_ready = true;
+  };
+  server_process();
+  explicit server_process(options opts);
+  ~server_process();
+  server_process(const server_process&) = delete;
+  server_process& operator=(const server_process&) = delete;
+
+  int port() const { return port_; }
+  const std::string& operator_key() const { return operator_key_; }
+  // Sends SIGTERM and waits; returns the exit status (or -1 on a signal / timeout).
+  int terminate(std::chrono::milliseconds timeout = std::chrono::seconds(30));
+  const std::string& log_path() const { return log_path_; }
+  std::string log() const;
+
+ private:
+  int pid_ = -1;
+  int port_ = 0;
+  std::string operator_key_;
+  std::string log_path_;
+};
+
+// API shortcuts (operator key for the administrative ones). Each asserts its expected status.
+struct principal {
+  std::int64_t id = 0;
+  std::string key;
+};
+principal create_principal(http_client& c, const std::string& operator_key, const std::string& role = "user");
+std::int64_t create_account(http_client& c, const std::string& operator_key, std::int64_t owner,
+                             const std::string& currency = "EUR", int hot_shards = 0);
+void deposit(http_client& c, const std::string& operator_key, std::int64_t account, std::int64_t amount);
+// Balance (main + shards) as the API reports it.
+std::int64_t balance(http_client& c, const std::string& key, std::int64_t account);
+bool reconciliation_ok(http_client& c, const std::string& operator_key);
+std::string unique_key(const std::string& prefix);
+
+// Runs a SQL query with the owner role and returns the first column of the first row as text.
+std::string query_value(const std::string& sql);
+void execute_sql(const std::string& sql, bool as_owner = true);
+
+}  // namespace test_support
