@@ -92,6 +92,11 @@ void flush(writer_actor* self, const writer_config& config, writer_gauges& gauge
   persistence::batch_result result;
   try {
     result = persistence::commit_batch(*st.conn, requests);
+  } catch (const persistence::database_timeout& e) {
+    spdlog::warn("ledger writer {}: batch of {} timed out in the database: {}", config.index, batch.size(), e.what());
+    ++gauges.failures;
+    answer_all(batch, gauges, ledger::error_code::database_unavailable);
+    return;
   } catch (const pqxx::in_doubt_error& e) {
     spdlog::error("ledger writer {}: COMMIT outcome unknown for {} postings: {}", config.index, batch.size(), e.what());
     st.conn.reset();

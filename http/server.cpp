@@ -52,7 +52,10 @@ namespace {
 
 class session : public std::enable_shared_from_this<session> {
  public:
-  session(tcp::socket&& socket, server::impl& srv) : stream_(std::move(socket)), srv_(srv) { ++srv_.stats.open_connections; }
+  session(tcp::socket&& socket, server::impl& srv)
+      : stream_(std::move(socket)), deadline_(stream_.get_executor()), srv_(srv) {
+    ++srv_.stats.open_connections;
+  }
   ~session() { --srv_.stats.open_connections; }
 
   void start() {
@@ -131,7 +134,26 @@ class session : public std::enable_shared_from_this<session> {
     };
     ++srv_.stats.inflight_requests;
     current_ = ex;
+    arm_deadline(ex);
     srv_.handle(ex);
+  }
+
+  // Every request is answered within request_deadline_ms: if the work behind it has not
+  // answered by then, the client is told the outcome is unknown and to retry with the same
+  // Idempotency-Key (a retry returns the true outcome). The late answer is then dropped.
+  void arm_deadline(const exchange_ptr& ex) {
+    deadline_.expires_after(std::chrono::milliseconds(srv_.settings.request_deadline_ms));
+    std::weak_ptr<exchange> weak_ex = ex;
+    deadline_.async_wait([weak_ex](beast::error_code ec) {
+      if (ec) return;
+      auto ex = weak_ex.lock();
+      if (!ex) return;
+      auto p = problem_for(ledger::error_code::deadline_exceeded,
+                           "the server did not finish this request in time; its outcome is unknown: retry with the "
+                           "same Idempotency-Key to learn it",
+                           1);
+      ex->respond(problem_reply(p, ex->request_id));
+    });
   }
 
   void refuse(const problem& p) {
@@ -180,6 +202,7 @@ class session : public std::enable_shared_from_this<session> {
 
   void on_write(beast::error_code ec, bool keep_alive) {
     --srv_.stats.inflight_requests;
+    deadline_.cancel();
     current_.reset();
     if (ec || !keep_alive) return close();
     wait_for_request();
@@ -192,6 +215,7 @@ class session : public std::enable_shared_from_this<session> {
   }
 
   beast::tcp_stream stream_;
+  asio::steady_timer deadline_;
   beast::flat_buffer buffer_;
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
   server::impl& srv_;

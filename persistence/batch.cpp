@@ -259,6 +259,20 @@ batch_result commit_batch(pqxx::connection& conn, const std::vector<posting_requ
     throw;
   } catch (const pqxx::in_doubt_error&) {
     throw;
+  } catch (const pqxx::sql_error& e) {
+    // A lock or statement timeout says nothing about any one posting: the whole batch was rolled
+    // back and is reported as "database busy", never retried posting by posting.
+    if (is_timeout_sqlstate(e.sqlstate())) throw database_timeout(e.what());
+    if (requests.size() == 1) {
+      spdlog::error("ledger posting {} refused by the database: {}", requests[0].transaction_id, e.what());
+      batch_result result;
+      result.outcomes.resize(1);
+      result.outcomes[0].outcome = ledger::error_code::internal;
+      result.attempts = k_batch_attempts_max;
+      return result;
+    }
+    spdlog::warn("ledger batch of {} postings refused by the database ({}); isolating the offender",
+                 requests.size(), e.what());
   } catch (const std::exception& e) {
     if (requests.size() == 1) {
       // The offender itself: it fails alone, and nothing of it was committed.
@@ -284,6 +298,10 @@ batch_result commit_batch(pqxx::connection& conn, const std::vector<posting_requ
       throw;
     } catch (const pqxx::in_doubt_error&) {
       throw;
+    } catch (const pqxx::sql_error& e) {
+      if (is_timeout_sqlstate(e.sqlstate())) throw database_timeout(e.what());
+      spdlog::error("ledger posting {} refused by the database: {}", requests[i].transaction_id, e.what());
+      result.outcomes[i].outcome = ledger::error_code::internal;
     } catch (const std::exception& e) {
       spdlog::error("ledger posting {} refused by the database: {}", requests[i].transaction_id, e.what());
       result.outcomes[i].outcome = ledger::error_code::internal;

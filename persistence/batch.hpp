@@ -12,6 +12,7 @@
 // caller decides between "not committed" and "outcome unknown".
 
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,11 @@ struct batch_result {
   std::vector<posting_outcome> outcomes;  // one per request, in request order
   std::vector<row_state> rows;            // every row written, after COMMIT
   int attempts = 0;                       // database transactions used
+};
+
+// The batch hit lock_timeout or statement_timeout: it was rolled back, nothing of it committed.
+struct database_timeout : std::runtime_error {
+  using std::runtime_error::runtime_error;
 };
 
 // Prepares the statements of the posting path on a connection; call once per connection.

@@ -62,4 +62,8 @@ bool is_retryable_sqlstate(const std::string& sqlstate) {
   return sqlstate == "40001" || sqlstate == "40P01";
 }
 
+bool is_timeout_sqlstate(const std::string& sqlstate) {
+  return sqlstate == "55P03" || sqlstate == "57014";
+}
+
 }  // namespace persistence

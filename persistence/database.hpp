@@ -33,5 +33,6 @@ std::string pg_array(const std::vector<std::string>& values);
 
 // SQLSTATE classes the server reacts to.
 bool is_retryable_sqlstate(const std::string& sqlstate);  // deadlock, serialization failure
+bool is_timeout_sqlstate(const std::string& sqlstate);    // lock_timeout, statement_timeout
 
 }  // namespace persistence
