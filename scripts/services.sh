@@ -121,8 +121,9 @@ case $command in
     redis_port=${4:?REDIS_PORT missing}
     fast=no
     [[ ${5:-} == --fast ]] && fast=yes
-    start_postgres "$pg_port" "$fast"
-    start_redis "$redis_port"
+    # WALLET_SERVICES_SKIP_PG / WALLET_SERVICES_SKIP_REDIS: that service is provided elsewhere.
+    [[ -n ${WALLET_SERVICES_SKIP_PG:-} ]] || start_postgres "$pg_port" "$fast"
+    [[ -n ${WALLET_SERVICES_SKIP_REDIS:-} ]] || start_redis "$redis_port"
     write_env "$pg_port" "$redis_port"
     ;;
   stop)
