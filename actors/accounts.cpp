@@ -129,8 +129,11 @@ void process(account_actor* self, const std::shared_ptr<account_runtime>& rt, de
     if (row_id != st.id) posting.posting.debit_shards.push_back(row_id);
   }
   std::sort(posting.posting.debit_shards.begin(), posting.posting.debit_shards.end());
-  posting.posting.credit_account = account_directory::credit_row(req.payee, writer_index, rt->writers.size(),
-                                                                 static_cast<std::uint64_t>(st.received));
+  // Spread credits over the payee's shards of this writer at random: payers paying once each
+  // must not all land on one shard.
+  thread_local std::mt19937_64 spread{std::random_device{}()};
+  posting.posting.credit_account =
+      account_directory::credit_row(req.payee, writer_index, rt->writers.size(), spread());
   posting.posting.credit_parent = req.payee.id;
   posting.posting.amount = cmd.amount;
   posting.posting.currency = st.record.currency;
@@ -267,7 +270,8 @@ caf::behavior account_registry(registry_actor* self, std::shared_ptr<account_run
             money_result r = unavailable(ledger::error_code::server_busy, "too many accounts are active; retry shortly");
             return r;
           }
-          auto actor = self->spawn(account_actor_behavior, req.command.from, caf::actor_cast<caf::actor>(self), rt);
+          // Linked: when the registry shard stops, its account actors stop with it.
+          auto actor = self->spawn<caf::linked>(account_actor_behavior, req.command.from, caf::actor_cast<caf::actor>(self), rt);
           it = live.emplace(req.command.from, registry_entry{actor, 0}).first;
         }
         ++it->second.forwarded;

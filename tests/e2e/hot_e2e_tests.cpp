@@ -1,0 +1,287 @@
+// End-to-end tests of hot accounts: credits fanned out over shard sub-accounts, debits
+// serialized by one actor against main + shards, sweeps consolidating the shards.
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "tests/support/support.hpp"
+
+namespace ts = test_support;
+
+namespace {
+
+std::string transfer_body(std::int64_t from, std::int64_t to, std::int64_t amount) {
+  return R"({"fromAccountId":)" + std::to_string(from) + R"(,"toAccountId":)" + std::to_string(to) + R"(,"amount":)" +
+         std::to_string(amount) + "}";
+}
+
+template <typename Fn>
+void concurrently(int count, int threads, Fn fn) {
+  std::atomic<int> next{0};
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      for (int i = next++; i < count; i = next++) fn(i, t);
+    });
+  }
+  for (auto& t : pool) t.join();
+}
+
+ts::server_process* start_server(const std::string& sweep_interval_ms) {
+  ts::server_process::options o;
+  o.env["WALLET_RATELIMIT_RATE_PER_SECOND"] = "1000000";
+  o.env["WALLET_RATELIMIT_BURST"] = "1000000";
+  o.env["WALLET_RATELIMIT_READ_RATE_PER_SECOND"] = "1000000";
+  o.env["WALLET_RATELIMIT_READ_BURST"] = "1000000";
+  o.env["WALLET_LEDGER_SWEEP_INTERVAL_MS"] = sweep_interval_ms;
+  return new ts::server_process(o);
+}
+
+struct payer {
+  ts::principal who;
+  std::int64_t account = 0;
+};
+
+std::vector<payer> make_payers(ts::http_client& c, const std::string& op, int count, std::int64_t funds) {
+  std::vector<payer> payers(static_cast<std::size_t>(count));
+  for (int i = 0; i < count; ++i) {
+    auto& p = payers[static_cast<std::size_t>(i)];
+    p.who = ts::create_principal(c, op);
+    p.account = ts::create_account(c, op, p.who.id);
+    if (funds > 0) ts::deposit(c, op, p.account, funds);
+  }
+  return payers;
+}
+
+class HotE2E : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { server_ = start_server("200"); }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+  }
+  int port() const { return server_->port(); }
+  const std::string& op() const { return server_->operator_key(); }
+  static ts::server_process* server_;
+};
+
+ts::server_process* HotE2E::server_ = nullptr;
+
+// 2,000 concurrent payments from 200 payers into one hot merchant: every 201 is in the ledger
+// exactly once and the merchant's balance is their sum; sweeps run meanwhile (every 200 ms).
+TEST_F(HotE2E, ManyPayersIntoOneHotMerchant) {
+  ts::http_client c(port());
+  auto merchant = ts::create_principal(c, op(), "merchant");
+  const auto shop = ts::create_account(c, op(), merchant.id, "EUR", 8);
+  auto payers = make_payers(c, op(), 200, 100'000);
+
+  std::mutex m;
+  std::set<std::string> transactions;
+  std::atomic<std::int64_t> paid{0};
+  std::atomic<int> failures{0};
+  concurrently(2000, 32, [&](int i, int) {
+    thread_local std::unique_ptr<ts::http_client> client;
+    if (!client) client = std::make_unique<ts::http_client>(port());
+    const auto& p = payers[static_cast<std::size_t>(i % 200)];
+    const std::int64_t amount = 100 + i % 37;
+    auto r = client->post("/v1/transfers", p.who.key, transfer_body(p.account, shop, amount), ts::unique_key("pay"));
+    if (r.status != 201) {
+      ++failures;
+      ADD_FAILURE() << r.status << " " << r.body;
+      return;
+    }
+    paid += amount;
+    std::lock_guard lock(m);
+    EXPECT_TRUE(transactions.insert(std::string(r.json().as_object().at("transactionId").as_string())).second);
+  });
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(transactions.size(), 2000u);
+  EXPECT_EQ(ts::balance(c, merchant.key, shop), paid.load());
+  // Each payment is one journal row with one credit on the merchant or one of its shards.
+  EXPECT_EQ(ts::query_value("SELECT count(*) FROM ledger_entry e JOIN account a ON a.id = e.account_id"
+                            " WHERE (a.id = " + std::to_string(shop) + " OR a.parent_id = " + std::to_string(shop) +
+                            ") AND e.amount > 0 AND e.transaction_id IN (SELECT id FROM journal_transaction WHERE type = 'TRANSFER')"),
+            "2000");
+  auto account = c.get("/v1/accounts/" + std::to_string(shop), merchant.key).json().as_object();
+  EXPECT_TRUE(account.at("hot").as_bool());
+  EXPECT_EQ(account.at("shards").as_array().size(), 8u);
+  EXPECT_TRUE(ts::reconciliation_ok(c, op()));
+}
+
+// Payday: one hot employer pays 2,000 salaries at once; exactly as many succeed as its balance
+// covers, and it ends at zero.
+TEST_F(HotE2E, PaydayPaysExactlyWhatTheBalanceCovers) {
+  ts::http_client c(port());
+  auto employer = ts::create_principal(c, op(), "merchant");
+  const auto payroll = ts::create_account(c, op(), employer.id, "EUR", 4);
+  ts::deposit(c, op(), payroll, 1'500 * 1'000);  // covers 1,500 salaries of 1,000
+  auto staff = make_payers(c, op(), 50, 0);
+  std::atomic<int> paid{0}, refused{0}, other{0};
+  concurrently(2000, 32, [&](int i, int) {
+    thread_local std::unique_ptr<ts::http_client> client;
+    if (!client) client = std::make_unique<ts::http_client>(port());
+    const auto& to = staff[static_cast<std::size_t>(i % 50)];
+    auto r = client->post("/v1/transfers", employer.key, transfer_body(payroll, to.account, 1000), ts::unique_key("salary"));
+    if (r.status == 201) {
+      ++paid;
+    } else if (r.status == 422 && r.json().as_object().at("code").as_string() == "insufficient_funds") {
+      ++refused;
+    } else {
+      ++other;
+      ADD_FAILURE() << r.status << " " << r.body;
+    }
+  });
+  EXPECT_EQ(paid.load(), 1500);
+  EXPECT_EQ(refused.load(), 500);
+  EXPECT_EQ(other.load(), 0);
+  EXPECT_EQ(ts::balance(c, employer.key, payroll), 0);
+  std::int64_t staff_total = 0;
+  for (const auto& s : staff) staff_total += ts::balance(c, s.who.key, s.account);
+  EXPECT_EQ(staff_total, 1'500 * 1'000);
+  EXPECT_TRUE(ts::reconciliation_ok(c, op()));
+}
+
+// Payouts from a hot merchant while payments stream in: no payout overdraws, and the final
+// balance is exactly payments minus successful payouts.
+TEST_F(HotE2E, PayoutsWhilePaymentsStreamIn) {
+  ts::http_client c(port());
+  auto merchant = ts::create_principal(c, op(), "merchant");
+  const auto shop = ts::create_account(c, op(), merchant.id, "EUR", 8);
+  auto bank = ts::create_principal(c, op(), "user");
+  const auto bank_account = ts::create_account(c, op(), bank.id);
+  auto payers = make_payers(c, op(), 40, 50'000);
+
+  std::atomic<std::int64_t> paid_in{0}, paid_out{0};
+  std::atomic<int> other{0};
+  concurrently(1200, 24, [&](int i, int) {
+    thread_local std::unique_ptr<ts::http_client> client;
+    if (!client) client = std::make_unique<ts::http_client>(port());
+    if (i % 4 == 3) {
+      const std::int64_t amount = 700;
+      auto r = client->post("/v1/transfers", merchant.key, transfer_body(shop, bank_account, amount), ts::unique_key("payout"));
+      if (r.status == 201) {
+        paid_out += amount;
+        EXPECT_GE(std::stoll(std::string(r.json().as_object().at("fromBalanceAfter").as_string())), 0);
+      } else if (!(r.status == 422 && r.json().as_object().at("code").as_string() == "insufficient_funds")) {
+        ++other;
+        ADD_FAILURE() << r.status << " " << r.body;
+      }
+    } else {
+      const auto& p = payers[static_cast<std::size_t>(i % 40)];
+      auto r = client->post("/v1/transfers", p.who.key, transfer_body(p.account, shop, 250), ts::unique_key("payin"));
+      if (r.status == 201) {
+        paid_in += 250;
+      } else {
+        ++other;
+        ADD_FAILURE() << r.status << " " << r.body;
+      }
+    }
+  });
+  EXPECT_EQ(other.load(), 0);
+  EXPECT_GT(paid_out.load(), 0);
+  EXPECT_EQ(ts::balance(c, merchant.key, shop), paid_in.load() - paid_out.load());
+  EXPECT_EQ(ts::balance(c, bank.key, bank_account), paid_out.load());
+  EXPECT_EQ(ts::query_value("SELECT count(*) FROM account WHERE balance < 0 AND NOT allow_negative"), "0");
+  EXPECT_TRUE(ts::reconciliation_ok(c, op()));
+}
+
+// A payout succeeds as soon as committed credits cover it, swept or not: with sweeping off,
+// money paid onto the shards is spendable at once.
+TEST(HotUnswept, PayoutDrawsOnUnsweptShards) {
+  std::unique_ptr<ts::server_process> server(start_server("86400000"));
+  ts::http_client c(server->port());
+  const auto& op = server->operator_key();
+  auto merchant = ts::create_principal(c, op, "merchant");
+  const auto shop = ts::create_account(c, op, merchant.id, "EUR", 4);
+  auto payers = make_payers(c, op, 10, 1000);
+  for (const auto& p : payers) {
+    auto r = c.post("/v1/transfers", p.who.key, transfer_body(p.account, shop, 100), ts::unique_key("in"));
+    ASSERT_EQ(r.status, 201) << r.body;
+  }
+  auto account = c.get("/v1/accounts/" + std::to_string(shop), merchant.key).json().as_object();
+  EXPECT_EQ(account.at("mainBalance").as_string(), "0");
+  EXPECT_EQ(account.at("balance").as_string(), "1000");
+  auto bank = ts::create_principal(c, op);
+  const auto bank_account = ts::create_account(c, op, bank.id);
+  auto too_much = c.post("/v1/transfers", merchant.key, transfer_body(shop, bank_account, 1001), ts::unique_key("out"));
+  EXPECT_EQ(too_much.status, 422) << too_much.body;
+  auto all = c.post("/v1/transfers", merchant.key, transfer_body(shop, bank_account, 1000), ts::unique_key("out"));
+  EXPECT_EQ(all.status, 201) << all.body;
+  EXPECT_EQ(ts::balance(c, merchant.key, shop), 0);
+  EXPECT_EQ(ts::balance(c, bank.key, bank_account), 1000);
+  EXPECT_TRUE(ts::reconciliation_ok(c, op));
+}
+
+// A sweep moves every shard's balance into the main row as a SWEEP transaction; the total
+// is unchanged, shards with nothing to move are skipped, and entries list the shards' entries.
+TEST(HotUnswept, SweepConsolidatesShards) {
+  std::unique_ptr<ts::server_process> server(start_server("86400000"));
+  ts::http_client c(server->port());
+  const auto& op = server->operator_key();
+  auto merchant = ts::create_principal(c, op, "merchant");
+  const auto shop = ts::create_account(c, op, merchant.id, "EUR", 4);
+  auto payers = make_payers(c, op, 6, 1000);
+  for (const auto& p : payers) {
+    ASSERT_EQ(c.post("/v1/transfers", p.who.key, transfer_body(p.account, shop, 300), ts::unique_key("in")).status, 201);
+  }
+  const auto sweeps_before = std::stoll(ts::query_value("SELECT count(*) FROM journal_transaction WHERE type = 'SWEEP'"));
+  auto sweep = c.post("/v1/admin/sweeps", op, "");
+  ASSERT_EQ(sweep.status, 200) << sweep.body;
+  const auto shards_with_money = std::stoll(ts::query_value(
+      "SELECT count(DISTINCT e.account_id) FROM ledger_entry e JOIN account a ON a.id = e.account_id WHERE a.parent_id = " +
+      std::to_string(shop)));
+  EXPECT_GE(sweep.json().as_object().at("sweeps").as_int64(), shards_with_money);
+  EXPECT_GE(std::stoll(ts::query_value("SELECT count(*) FROM journal_transaction WHERE type = 'SWEEP'")) - sweeps_before,
+            shards_with_money);
+  // Exactly one sweep per shard of this account that held money, none for the empty ones.
+  EXPECT_EQ(std::stoll(ts::query_value(
+                "SELECT count(*) FROM journal_transaction j WHERE j.type = 'SWEEP' AND EXISTS (SELECT 1 FROM ledger_entry e"
+                " JOIN account a ON a.id = e.account_id WHERE e.transaction_id = j.id AND a.parent_id = " +
+                std::to_string(shop) + ")")),
+            shards_with_money);
+  auto account = c.get("/v1/accounts/" + std::to_string(shop), merchant.key).json().as_object();
+  EXPECT_EQ(account.at("mainBalance").as_string(), "1800");
+  EXPECT_EQ(account.at("balance").as_string(), "1800");
+  for (const auto& s : account.at("shards").as_array()) EXPECT_EQ(s.as_object().at("balance").as_string(), "0");
+  // A second sweep finds nothing to move.
+  EXPECT_EQ(c.post("/v1/admin/sweeps", op, "").json().as_object().at("sweeps").as_int64(), 0);
+  // The entries of a hot account include its shards' entries, in order.
+  auto entries = c.get("/v1/accounts/" + std::to_string(shop) + "/entries?limit=500", merchant.key);
+  ASSERT_EQ(entries.status, 200);
+  const auto page = entries.json();
+  const auto& list = page.as_object().at("entries").as_array();
+  EXPECT_EQ(list.size(), static_cast<std::size_t>(6 + 2 * shards_with_money));
+  std::int64_t previous = 0;
+  for (const auto& e : list) {
+    EXPECT_GT(e.as_object().at("id").as_int64(), previous);
+    previous = e.as_object().at("id").as_int64();
+  }
+  EXPECT_TRUE(ts::reconciliation_ok(c, op));
+}
+
+// An account made hot after it was created gets its shards, and payments then land on them.
+TEST(HotUnswept, MakeHotLater) {
+  std::unique_ptr<ts::server_process> server(start_server("86400000"));
+  ts::http_client c(server->port());
+  const auto& op = server->operator_key();
+  auto merchant = ts::create_principal(c, op, "merchant");
+  const auto shop = ts::create_account(c, op, merchant.id);
+  auto r = c.post("/v1/accounts/" + std::to_string(shop) + "/hot", op, R"({"shards":3})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.json().as_object().at("shards").as_array().size(), 3u);
+  auto too_many = c.post("/v1/accounts/" + std::to_string(shop) + "/hot", op, R"({"shards":100000})");
+  EXPECT_EQ(too_many.status, 400) << too_many.body;
+  auto payers = make_payers(c, op, 3, 500);
+  for (const auto& p : payers) {
+    ASSERT_EQ(c.post("/v1/transfers", p.who.key, transfer_body(p.account, shop, 200), ts::unique_key("in")).status, 201);
+  }
+  EXPECT_EQ(ts::query_value("SELECT balance FROM account WHERE id = " + std::to_string(shop)), "0");
+  EXPECT_EQ(ts::balance(c, merchant.key, shop), 600);
+  EXPECT_TRUE(ts::reconciliation_ok(c, op));
+}
+
+}  // namespace
