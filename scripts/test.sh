@@ -10,7 +10,7 @@ bash scripts/install-deps.sh
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 ninja -C build
 
-var_dir=var/test
+var_dir=${WALLET_TEST_VAR_DIR:-var/test}
 bash scripts/services.sh start "$var_dir" "${WALLET_TEST_PG_PORT:-55433}" "${WALLET_TEST_REDIS_PORT:-56380}" --fast
 trap 'bash scripts/services.sh stop "$var_dir"' EXIT
 bash scripts/services.sh reset-db "$var_dir"
