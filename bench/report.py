@@ -132,14 +132,23 @@ lines.append("## 10x spike (server)")
 lines.append("")
 if spike and spike.get("spike"):
     sp = spike["spike"]
-    lines.append(f"Hot merchant, baseline {spike.get('baseline_rate', 0):.0f}/s, ten times that for "
-                 f"{sp.get('duration_s', 0):.0f} s, default per-user rate limit, retries after `Retry-After`.")
+    lines.append(f"Hot merchant, baseline {spike.get('baseline_rate', 0):.0f}/s (half the best rate above), "
+                 f"ten times that over a {sp.get('duration_s', 0):.0f} s spike (2 s ramps included), default "
+                 "per-user rate limit, retries after `Retry-After`. Shares are of requests whose first answer "
+                 "was 429, 503, or none at all (timeouts, refused connections, the client's own queue); "
+                 "the p99 is of requests scheduled during the spike that ended accepted.")
+    lag = spike.get("send_lag", {}).get("p99_ms", 0)
+    if lag > 10:
+        lines.append("")
+        lines.append(f"Warning: the load generator sent late by {lag:.0f} ms (p99): it could not keep to its own "
+                     "schedule, so the server saw less than the intended peak.")
     lines.append("")
-    lines.append("| share 429 | share 503 | p99 of accepted (ms) | p99 before the spike (ms) | seconds until back at baseline | verification |")
-    lines.append("| ---: | ---: | ---: | ---: | ---: | --- |")
+    lines.append("| share 429 | share 503 | no answer | p99 of accepted (ms) | p99 before the spike (ms) | seconds until back at baseline | verification |")
+    lines.append("| ---: | ---: | ---: | ---: | ---: | ---: | --- |")
     rec = sp.get("recovery_s")
     rec_text = f"{rec:.0f}" if rec is not None and rec >= 0 else "not recovered"
     lines.append(f"| {100 * sp.get('share_429', 0):.1f}% | {100 * sp.get('share_503', 0):.1f}% | "
+                 f"{100 * sp.get('share_errors', 0):.1f}% | "
                  f"{sp.get('p99_accepted_ms', 0):.1f} | {sp.get('baseline_p99_ms', 0):.1f} | {rec_text} | "
                  f"{'PASS' if spike.get('verify', {}).get('pass') else 'FAIL'} |")
 else:

@@ -67,8 +67,9 @@ std::optional<std::int64_t> amount_of(const json::value* v) {
 }  // namespace
 
 struct fake_wallet::impl {
-  impl(std::string key, fake_behaviour b) : operator_key(std::move(key)), behaviour(b), acceptor(context) {
-    tcp::endpoint endpoint(asio::ip::make_address("127.0.0.1"), 0);
+  impl(std::string key, fake_behaviour b, std::uint16_t port)
+      : operator_key(std::move(key)), behaviour(b), acceptor(context) {
+    tcp::endpoint endpoint(asio::ip::make_address("127.0.0.1"), port);
     acceptor.open(endpoint.protocol());
     acceptor.set_option(asio::socket_base::reuse_address(true));
     acceptor.bind(endpoint);
@@ -284,8 +285,8 @@ struct fake_wallet::impl {
   std::atomic<std::int64_t> transfers_recorded{0};
 };
 
-fake_wallet::fake_wallet(std::string operator_key, fake_behaviour behaviour)
-    : impl_(std::make_unique<impl>(std::move(operator_key), behaviour)) {}
+fake_wallet::fake_wallet(std::string operator_key, fake_behaviour behaviour, std::uint16_t port)
+    : impl_(std::make_unique<impl>(std::move(operator_key), behaviour, port)) {}
 
 fake_wallet::~fake_wallet() = default;
 

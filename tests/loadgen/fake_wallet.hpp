@@ -21,7 +21,8 @@ struct fake_behaviour {
 
 class fake_wallet {
  public:
-  fake_wallet(std::string operator_key, fake_behaviour behaviour);
+  // Listens on 127.0.0.1:`port`; 0 picks a free port.
+  fake_wallet(std::string operator_key, fake_behaviour behaviour, std::uint16_t port = 0);
   ~fake_wallet();
   fake_wallet(const fake_wallet&) = delete;
   fake_wallet& operator=(const fake_wallet&) = delete;

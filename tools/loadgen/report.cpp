@@ -16,6 +16,9 @@ namespace {
 
 double ms(std::int64_t us) { return static_cast<double>(us) / 1000.0; }
 
+// A p99 send lag above this says the generator could not keep to its schedule.
+constexpr std::int64_t k_send_lag_warning_us = 10'000;
+
 // Milliseconds rounded to microseconds, so the JSON stays readable.
 double json_ms(std::int64_t us) { return std::round(static_cast<double>(us)) / 1000.0; }
 
@@ -168,6 +171,9 @@ std::optional<spike_result> analyze_spike(const options& o, const run_stats& sta
   };
   r.share_429 = first("429") / requests;
   r.share_503 = first("503") / requests;
+  for (const auto& [name, n] : total.first_attempt) {
+    if (name.starts_with("error")) r.share_errors += static_cast<double>(n) / requests;
+  }
 
   histogram before(k_second_latency_us_max, 2), during(k_second_latency_us_max, 2);
   for (std::size_t s = 0; s < series.size(); ++s) {
@@ -214,11 +220,18 @@ void print_table(std::ostream& out, const run_report& report) {
   row("accepted (200/201)", t.accepted_us.count(), t.accepted_us);
   out << "\n" << std::fixed << std::setprecision(1) << "requests: " << t.scheduled << " scheduled, " << t.finished
       << " answered; intended rate " << t.intended_rate() << "/s, achieved " << t.achieved_rate() << "/s\n";
-  out << "latency is counted from each request's scheduled send time\n";
-  if (t.retries > 0 || report.opts->retries) {
+  out << "latency is counted from each request's scheduled send time; sent late by p99 "
+      << ms(t.send_lag_us.value_at_percentile(99)) << " ms, max " << ms(t.send_lag_us.max()) << " ms\n";
+  if (t.send_lag_us.value_at_percentile(99) > k_send_lag_warning_us) {
+    out << "WARNING: the load generator fell behind its own schedule (p99 send lag above "
+        << ms(k_send_lag_warning_us) << " ms): it was part of the bottleneck, the server saw less load than intended\n";
+  }
+  if (t.retries > 0) {
     out << "retries: " << t.retries << " extra attempts for " << t.retried_requests << " requests; they ended as";
     for (const auto& [name, n] : t.retried_outcome) out << " " << name << ": " << n;
     out << "\n";
+  } else if (report.opts->retries) {
+    out << "retries: none were needed\n";
   }
   if (!t.first_attempt.empty()) {
     out << "first answers:";
@@ -249,7 +262,8 @@ void print_table(std::ostream& out, const run_report& report) {
     const auto& s = *report.spike;
     out << std::setprecision(1) << "\nspike: " << s.start_s << " s to " << s.end_s << " s; first answers 429: "
         << 100 * s.share_429 << "%, 503: " << 100 * s.share_503 << "%; p99 of accepted during the spike "
-        << ms(s.p99_accepted_us) << " ms (before: " << ms(s.baseline_p99_us) << " ms); ";
+        << ms(s.p99_accepted_us) << " ms (before: " << ms(s.baseline_p99_us) << " ms); no answer: "
+        << 100 * s.share_errors << "%; ";
     if (s.recovery_s >= 0) {
       out << "back at baseline " << s.recovery_s << " s after the spike\n";
     } else {
@@ -287,6 +301,7 @@ std::string summary_json(const run_report& report) {
       {"statuses", std::move(statuses)},
       {"accepted", latency_json(t.accepted_us)},
       {"first_attempt", counts_json(t.first_attempt)},
+      {"send_lag", latency_json(t.send_lag_us)},
       {"retries", std::move(retries)},
       {"cpu",
        {{"user_s", report.cpu.user_s},
@@ -321,6 +336,7 @@ std::string summary_json(const run_report& report) {
                               {"multiplier", o.spike_multiplier},
                               {"share_429", s.share_429},
                               {"share_503", s.share_503},
+                              {"share_errors", s.share_errors},
                               {"p99_accepted_ms", json_ms(s.p99_accepted_us)},
                               {"baseline_p99_ms", json_ms(s.baseline_p99_us)}};
     spike["recovery_s"] = s.recovery_s >= 0 ? boost::json::value(s.recovery_s) : boost::json::value(nullptr);

@@ -34,6 +34,7 @@ struct spike_result {
   double duration_s = 0;
   double share_429 = 0;  // of requests whose first answer was 429
   double share_503 = 0;
+  double share_errors = 0;  // of requests whose first attempt got no HTTP answer at all
   std::int64_t p99_accepted_us = 0;   // of requests scheduled during the spike
   std::int64_t baseline_p99_us = 0;   // before the spike, after the warm-up
   double recovery_s = -1;             // from the end of the spike until p99 is back; -1: never

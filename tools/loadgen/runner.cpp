@@ -261,7 +261,8 @@ class driver {
     op->scheduled = scheduled;
     op->closed_user = closed_user;
     op->key = "lg-" + run_id_ + "-" + std::to_string(t) + "-" + std::to_string(state.sequence++);
-    stats_.on_scheduled(seconds_between(t0_, scheduled));
+    const auto lag_us = std::chrono::duration_cast<std::chrono::microseconds>(steady::now() - scheduled).count();
+    stats_.on_scheduled(seconds_between(t0_, scheduled), lag_us);
     state.pending.insert(op.get());
     ++in_flight_;
     send(t, op);

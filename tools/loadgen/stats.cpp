@@ -58,10 +58,14 @@ second_stats* run_stats::second_at(double t_s) {
   return &series_[second];
 }
 
-void run_stats::on_scheduled(double scheduled_s) {
+void run_stats::on_scheduled(double scheduled_s, std::int64_t send_lag_us) {
   std::lock_guard lock(mutex_);
   ++total_.scheduled;
-  if (!windows_.empty()) ++windows_.back().scheduled;
+  total_.send_lag_us.record(send_lag_us);
+  if (!windows_.empty()) {
+    ++windows_.back().scheduled;
+    windows_.back().send_lag_us.record(send_lag_us);
+  }
   if (auto* s = second_at(scheduled_s)) ++s->intended;
 }
 

@@ -45,6 +45,10 @@ struct window_stats {
   std::int64_t finished = 0;
   std::map<std::string, class_stats> classes;
   histogram accepted_us{k_latency_us_max, 3};
+  // How late each request left the load generator after its scheduled time. Large values mean
+  // the generator itself could not keep up (its latency figures stay honest, but the server then
+  // saw less load than intended).
+  histogram send_lag_us{k_latency_us_max, 3};
   std::map<std::string, std::int64_t> first_attempt;  // the class each request's first answer had
   std::int64_t retries = 0;                           // extra attempts sent
   std::int64_t retried_requests = 0;
@@ -78,7 +82,7 @@ class run_stats {
 
   // Starts a new window (e.g. a search step); the whole-run window goes on.
   void begin_window(std::string name, double start_s, double end_s);
-  void on_scheduled(double scheduled_s);
+  void on_scheduled(double scheduled_s, std::int64_t send_lag_us);
   // One HTTP answer (or transport failure) of an attempt; `first` for a request's first attempt.
   void on_attempt(const std::string& status_class, bool first);
   void on_retry();

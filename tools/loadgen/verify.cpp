@@ -14,7 +14,8 @@
 namespace loadgen {
 namespace {
 
-constexpr int k_verify_attempts_max = 10;
+// Generous: the operator is rate-limited like anyone, and verification reads many ids quickly.
+constexpr int k_verify_attempts_max = 30;
 // Ids per direct database query.
 constexpr std::size_t k_query_batch_ids_max = 2'000;
 // Failures listed one by one before the rest are only counted.
