@@ -1,0 +1,587 @@
+// The schema and the posting path against a real PostgreSQL (WALLET_DATABASE_URL as the app role,
+// WALLET_DATABASE_OWNER_URL as the owner): migrations, the database's own guards of the ledger
+// invariants, and commit_batch's isolation of a posting the database refuses.
+//
+// Every test makes its own principal and accounts (currency XTS, the ISO code for testing) and
+// keeps the ledger reconcilable: whatever it commits directly as the owner is balanced, with the
+// balance caches and versions updated, so suites that reconcile the whole database stay green.
+
+#include <gtest/gtest.h>
+#include <pqxx/pqxx>
+
+#include <unistd.h>
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ledger/receipt.hpp"
+#include "persistence/batch.hpp"
+#include "persistence/database.hpp"
+#include "persistence/migrations.hpp"
+#include "persistence/queries.hpp"
+#include "tests/support/support.hpp"
+
+namespace persistence {
+namespace {
+
+const std::string k_currency = "XTS";
+
+connection_options options_for(const std::string& url) {
+  connection_options o;
+  o.url = url;
+  o.application_name = "persistence-tests";
+  return o;
+}
+
+std::unique_ptr<pqxx::connection> owner_connection() { return connect(options_for(test_support::owner_database_url())); }
+
+std::unique_ptr<pqxx::connection> app_connection() {
+  auto conn = connect(options_for(test_support::database_url()));
+  prepare_posting_statements(*conn);
+  return conn;
+}
+
+// A name no other test run uses: the process id and a counter.
+std::string unique_name(const std::string& prefix) {
+  static std::atomic<int> counter{0};
+  return prefix + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
+}
+
+// One statement in its own committed transaction.
+pqxx::result run(pqxx::connection& conn, const std::string& sql) {
+  pqxx::work txn(conn);
+  pqxx::result r = txn.exec(sql);
+  txn.commit();
+  return r;
+}
+
+std::int64_t int_of(pqxx::connection& conn, const std::string& sql) {
+  pqxx::nontransaction txn(conn);
+  return txn.exec1(sql)[0].as<std::int64_t>();
+}
+
+std::string text_of(pqxx::connection& conn, const std::string& sql) {
+  pqxx::nontransaction txn(conn);
+  return txn.exec1(sql)[0].as<std::string>();
+}
+
+std::string quoted(const std::string& text) {
+  std::string out = "'";
+  for (char c : text) {
+    if (c == '\'') out += '\'';
+    out += c;
+  }
+  return out + "'";
+}
+
+// The SQLSTATE and message of the pqxx::sql_error that `step` throws; a failure if none.
+// libpqxx 6.4 leaves sqlstate() empty for some classes (insufficient_privilege among them), so
+// that one is recognised by its exception type.
+struct sql_failure {
+  std::string sqlstate;
+  std::string message;
+  bool insufficient_privilege = false;
+};
+sql_failure sql_error_of(const std::function<void()>& step) {
+  try {
+    step();
+  } catch (const pqxx::insufficient_privilege& e) {
+    return {e.sqlstate(), e.what(), true};
+  } catch (const pqxx::sql_error& e) {
+    return {e.sqlstate(), e.what(), false};
+  }
+  ADD_FAILURE() << "expected an SQL error";
+  return {};
+}
+
+// Fixture: a fresh principal, the XTS clearing account, and three user accounts a, b, d.
+class ledger_db : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    // The test command migrates the database first; applying again keeps this suite standalone.
+    apply_migrations(options_for(test_support::owner_database_url()));
+  }
+
+  void SetUp() override {
+    owner_ = owner_connection();
+    app_ = app_connection();
+    principal_ = int_of(*owner_, "INSERT INTO principal (name, role) VALUES (" + quoted(unique_name("persistence")) +
+                                     ", 'user') RETURNING id");
+    clearing_ = ensure_clearing_account(*app_, k_currency);
+    a_ = new_account();
+    b_ = new_account();
+    d_ = new_account();
+  }
+
+  std::int64_t new_account(bool allow_negative = false) {
+    return int_of(*owner_, "INSERT INTO account (owner_id, currency, kind, allow_negative) VALUES (" +
+                               std::to_string(principal_) + ", " + quoted(k_currency) + ", 'user', " +
+                               (allow_negative ? "TRUE" : "FALSE") + ") RETURNING id");
+  }
+
+  std::string new_uuid() { return text_of(*owner_, "SELECT gen_random_uuid()::text"); }
+
+  posting_request request(ledger::transaction_type type, std::int64_t from, std::int64_t to, std::int64_t amount,
+                          const std::string& key) {
+    posting_request r;
+    r.posting.type = type;
+    r.posting.debit_account = from;
+    r.posting.credit_account = to;
+    r.posting.amount = amount;
+    r.posting.currency = k_currency;
+    r.transaction_id = new_uuid();
+    r.principal = principal_;
+    r.idempotency_key = key;
+    r.request_hash = "hash:" + std::to_string(from) + ">" + std::to_string(to) + ":" + std::to_string(amount);
+    return r;
+  }
+
+  posting_request transfer(std::int64_t from, std::int64_t to, std::int64_t amount, const std::string& key) {
+    return request(ledger::transaction_type::transfer, from, to, amount, key);
+  }
+
+  void fund(std::int64_t account, std::int64_t amount) {
+    const batch_result r =
+        commit_batch(*app_, {request(ledger::transaction_type::deposit, clearing_, account, amount, unique_name("fund"))});
+    ASSERT_EQ(r.outcomes.at(0).outcome, ledger::error_code::ok);
+  }
+
+  std::int64_t balance(std::int64_t account) {
+    return int_of(*owner_, "SELECT balance FROM account WHERE id = " + std::to_string(account));
+  }
+  std::int64_t version(std::int64_t account) {
+    return int_of(*owner_, "SELECT version FROM account WHERE id = " + std::to_string(account));
+  }
+  std::int64_t entries_of(const std::string& transaction_id) {
+    return int_of(*owner_, "SELECT count(*) FROM ledger_entry WHERE transaction_id = " + quoted(transaction_id));
+  }
+  std::int64_t journal_rows_of(const std::string& transaction_id) {
+    return int_of(*owner_, "SELECT count(*) FROM journal_transaction WHERE id = " + quoted(transaction_id));
+  }
+  std::int64_t outbox_rows_of(const std::string& transaction_id) {
+    return int_of(*owner_, "SELECT count(*) FROM outbox_event WHERE transaction_id = " + quoted(transaction_id));
+  }
+  std::int64_t keys_committed(const std::string& key) {
+    return int_of(*owner_, "SELECT count(*) FROM journal_transaction WHERE principal_id = " +
+                               std::to_string(principal_) + " AND idempotency_key = " + quoted(key));
+  }
+
+  // Invariant 2 for this fixture's accounts: each cache equals the sum of its entries, each version
+  // their count, and each entry's balance_after is the running sum in entry order.
+  void expect_caches_match_entries() {
+    for (std::int64_t id : {a_, b_, d_}) {
+      const std::string where = " WHERE account_id = " + std::to_string(id);
+      EXPECT_EQ(balance(id), int_of(*owner_, "SELECT COALESCE(sum(amount), 0) FROM ledger_entry" + where)) << id;
+      EXPECT_EQ(version(id), int_of(*owner_, "SELECT count(*) FROM ledger_entry" + where)) << id;
+      EXPECT_EQ(0, int_of(*owner_,
+                          "SELECT count(*) FROM (SELECT balance_after, sum(amount) OVER (ORDER BY id) AS running"
+                          " FROM ledger_entry" + where + ") x WHERE balance_after <> running"))
+          << id;
+    }
+  }
+
+  std::unique_ptr<pqxx::connection> owner_;
+  std::unique_ptr<pqxx::connection> app_;
+  std::int64_t principal_ = 0;
+  std::int64_t clearing_ = 0;
+  std::int64_t a_ = 0;
+  std::int64_t b_ = 0;
+  std::int64_t d_ = 0;
+};
+
+// A trigger created for one test and dropped when the test ends, however it ends.
+class temporary_trigger {
+ public:
+  temporary_trigger(std::string name, const std::string& function_body, const std::string& trigger_clause)
+      : name_(std::move(name)) {
+    auto owner = owner_connection();
+    pqxx::work txn(*owner);
+    txn.exec("CREATE FUNCTION " + name_ + "() RETURNS trigger LANGUAGE plpgsql AS $fn$ " + function_body + " $fn$");
+    txn.exec("CREATE CONSTRAINT TRIGGER " + name_ + " " + trigger_clause + " EXECUTE FUNCTION " + name_ + "()");
+    txn.commit();
+  }
+  ~temporary_trigger() {
+    try {
+      auto owner = owner_connection();
+      pqxx::work txn(*owner);
+      txn.exec("DROP TRIGGER IF EXISTS " + name_ + " ON ledger_entry");
+      txn.exec("DROP FUNCTION IF EXISTS " + name_ + "()");
+      txn.commit();
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "could not drop trigger " << name_ << ": " << e.what();
+    }
+  }
+  temporary_trigger(const temporary_trigger&) = delete;
+  temporary_trigger& operator=(const temporary_trigger&) = delete;
+
+ private:
+  std::string name_;
+};
+
+TEST(migrations, applying_twice_applies_nothing_the_second_time) {
+  // apply_migrations records each version once: the second call finds them all and returns none,
+  // and schema_migrations holds exactly one row per embedded migration.
+  const auto owner = options_for(test_support::owner_database_url());
+  apply_migrations(owner);
+  EXPECT_TRUE(apply_migrations(owner).empty());
+  ASSERT_FALSE(migrations().empty());
+  auto conn = owner_connection();
+  for (const auto& m : migrations()) {
+    EXPECT_EQ(int_of(*conn, "SELECT count(*) FROM schema_migrations WHERE version = " + quoted(m.version)), 1)
+        << m.version;
+  }
+  EXPECT_EQ(int_of(*conn, "SELECT count(*) FROM schema_migrations WHERE version = '001_ledger'"), 1);
+  EXPECT_EQ(int_of(*conn, "SELECT count(*) FROM schema_migrations"), static_cast<std::int64_t>(migrations().size()));
+}
+
+TEST(migrations, versions_are_unique_and_ordered) {
+  // Migrations apply in embedded order, so that order must be the order of their version names.
+  const auto& all = migrations();
+  for (std::size_t i = 1; i < all.size(); ++i) EXPECT_LT(all[i - 1].version, all[i].version);
+  for (const auto& m : all) EXPECT_FALSE(m.sql.empty()) << m.version;
+}
+
+TEST_F(ledger_db, an_unbalanced_entry_is_refused_by_its_statement) {
+  // Even the owner cannot insert entries that leave a transaction unbalanced: the statement
+  // trigger raises check_violation, and nothing of the transaction is written.
+  const std::string tx = new_uuid();
+  const auto one_leg = sql_error_of([&] {
+    pqxx::work txn(*owner_);
+    txn.exec("INSERT INTO ledger_entry (transaction_id, account_id, currency, amount, balance_after) VALUES (" +
+             quoted(tx) + ", " + std::to_string(a_) + ", 'XTS', 100, 100)");
+    txn.commit();
+  });
+  EXPECT_EQ(one_leg.sqlstate, "23514");
+  EXPECT_NE(one_leg.message.find("does not sum to zero"), std::string::npos) << one_leg.message;
+
+  // Balanced amounts in two currencies are still unbalanced per currency.
+  const auto mixed = sql_error_of([&] {
+    pqxx::work txn(*owner_);
+    txn.exec("INSERT INTO ledger_entry (transaction_id, account_id, currency, amount, balance_after) VALUES (" +
+             quoted(tx) + ", " + std::to_string(a_) + ", 'XTS', 100, 100), (" + quoted(tx) + ", " +
+             std::to_string(b_) + ", 'XXX', -100, -100)");
+    txn.commit();
+  });
+  EXPECT_EQ(mixed.sqlstate, "23514");
+
+  // Each statement must balance on its own: two halves in two statements fail at the first one.
+  const auto halves = sql_error_of([&] {
+    pqxx::work txn(*owner_);
+    txn.exec("INSERT INTO ledger_entry (transaction_id, account_id, currency, amount, balance_after) VALUES (" +
+             quoted(tx) + ", " + std::to_string(a_) + ", 'XTS', 100, 100)");
+    txn.exec("INSERT INTO ledger_entry (transaction_id, account_id, currency, amount, balance_after) VALUES (" +
+             quoted(tx) + ", " + std::to_string(b_) + ", 'XTS', -100, -100)");
+    txn.commit();
+  });
+  EXPECT_EQ(halves.sqlstate, "23514");
+  EXPECT_EQ(entries_of(tx), 0);
+}
+
+TEST_F(ledger_db, a_balanced_transaction_inserted_directly_commits) {
+  // The same direct insert, balanced in one statement (with its journal row and caches), commits.
+  const std::int64_t source = new_account(true);
+  const std::string tx = new_uuid();
+  {
+    pqxx::work txn(*owner_);
+    txn.exec("INSERT INTO journal_transaction (id, principal_id, idempotency_key, request_hash, type,"
+             " response_status, response_body) VALUES (" + quoted(tx) + ", " + std::to_string(principal_) + ", " +
+             quoted(unique_name("direct")) + ", 'direct', 'TRANSFER', 201, '{}')");
+    txn.exec("INSERT INTO ledger_entry (transaction_id, account_id, currency, amount, balance_after) VALUES (" +
+             quoted(tx) + ", " + std::to_string(source) + ", 'XTS', -100, -100), (" + quoted(tx) + ", " +
+             std::to_string(a_) + ", 'XTS', 100, 100)");
+    txn.exec("UPDATE account SET balance = balance - 100, version = version + 1 WHERE id = " + std::to_string(source));
+    txn.exec("UPDATE account SET balance = balance + 100, version = version + 1 WHERE id = " + std::to_string(a_));
+    txn.commit();
+  }
+  EXPECT_EQ(entries_of(tx), 2);
+  EXPECT_EQ(int_of(*owner_, "SELECT sum(amount) FROM ledger_entry WHERE transaction_id = " + quoted(tx)), 0);
+  EXPECT_EQ(balance(a_), 100);
+  EXPECT_EQ(balance(source), -100);
+  expect_caches_match_entries();
+}
+
+TEST_F(ledger_db, entries_and_journal_rows_are_append_only_for_every_role) {
+  // The app role has no UPDATE or DELETE grant on the ledger tables (permission denied), and the
+  // owner, who has them, is stopped by the append-only triggers; the rows stay as they were.
+  fund(a_, 500);
+  const std::string entry = std::to_string(
+      int_of(*owner_, "SELECT max(id) FROM ledger_entry WHERE account_id = " + std::to_string(a_)));
+  const std::string tx = text_of(*owner_, "SELECT transaction_id::text FROM ledger_entry WHERE id = " + entry);
+  const std::vector<std::string> statements = {
+      "UPDATE ledger_entry SET amount = amount + 1 WHERE id = " + entry,
+      "DELETE FROM ledger_entry WHERE id = " + entry,
+      "UPDATE journal_transaction SET response_body = '{}' WHERE id = " + quoted(tx),
+      "DELETE FROM journal_transaction WHERE id = " + quoted(tx),
+  };
+  for (const auto& sql : statements) {
+    const auto as_app = sql_error_of([&] { run(*app_, sql); });
+    EXPECT_TRUE(as_app.insufficient_privilege) << sql;
+    EXPECT_NE(as_app.message.find("permission denied"), std::string::npos) << as_app.message;
+    const auto as_owner = sql_error_of([&] { run(*owner_, sql); });
+    EXPECT_TRUE(as_owner.insufficient_privilege) << sql;
+    EXPECT_NE(as_owner.message.find("is append-only"), std::string::npos) << as_owner.message;
+  }
+  EXPECT_EQ(int_of(*owner_, "SELECT amount FROM ledger_entry WHERE id = " + entry), 500);
+  EXPECT_EQ(entries_of(tx), 2);
+  EXPECT_EQ(journal_rows_of(tx), 1);
+
+  // The app role may move balance caches but not re-own or re-denominate an account.
+  const auto currency = sql_error_of([&] { run(*app_, "UPDATE account SET currency = 'XXX' WHERE id = " + std::to_string(a_)); });
+  EXPECT_TRUE(currency.insufficient_privilege) << currency.message;
+  const auto remove = sql_error_of([&] { run(*app_, "DELETE FROM account WHERE id = " + std::to_string(a_)); });
+  EXPECT_TRUE(remove.insufficient_privilege) << remove.message;
+}
+
+TEST_F(ledger_db, a_normal_account_cannot_hold_a_negative_balance) {
+  // CHECK (allow_negative OR balance >= 0) refuses -1 on a normal account for both roles; an
+  // account that allows negatives takes it (rolled back, so caches still match entries).
+  for (auto* conn : {owner_.get(), app_.get()}) {
+    const auto refused = sql_error_of([&] { run(*conn, "UPDATE account SET balance = -1 WHERE id = " + std::to_string(b_)); });
+    EXPECT_EQ(refused.sqlstate, "23514");
+    EXPECT_NE(refused.message.find("account_balance_not_negative"), std::string::npos) << refused.message;
+  }
+  const auto created = sql_error_of([&] {
+    run(*owner_, "INSERT INTO account (owner_id, currency, kind, balance) VALUES (" + std::to_string(principal_) +
+                     ", 'XTS', 'user', -5)");
+  });
+  EXPECT_EQ(created.sqlstate, "23514");
+  EXPECT_EQ(balance(b_), 0);
+
+  const std::int64_t negative_ok = new_account(true);
+  pqxx::work txn(*owner_);
+  txn.exec("UPDATE account SET balance = -1 WHERE id = " + std::to_string(negative_ok));
+  EXPECT_EQ(txn.exec1("SELECT balance FROM account WHERE id = " + std::to_string(negative_ok))[0].as<std::int64_t>(), -1);
+  txn.abort();
+}
+
+TEST_F(ledger_db, commit_batch_writes_journal_entries_caches_and_outbox) {
+  // One batch of three transfers commits in one attempt: per posting a journal row with its
+  // receipt, two entries with running balance_after, one outbox row; caches and versions match.
+  fund(a_, 1000);
+  std::vector<posting_request> batch = {transfer(a_, b_, 100, unique_name("k")), transfer(a_, d_, 250, unique_name("k")),
+                                        transfer(b_, d_, 40, unique_name("k"))};
+  const batch_result r = commit_batch(*app_, batch);
+  ASSERT_EQ(r.outcomes.size(), 3u);
+  EXPECT_EQ(r.attempts, 1);
+  const std::vector<std::int64_t> after = {900, 650, 60};
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    const auto& o = r.outcomes[i];
+    EXPECT_EQ(o.outcome, ledger::error_code::ok) << i;
+    EXPECT_FALSE(o.replayed);
+    EXPECT_EQ(o.transaction_id, batch[i].transaction_id);
+    EXPECT_EQ(o.debit_balance_after, after[i]);
+    EXPECT_EQ(o.response_status, 201);
+    EXPECT_EQ(o.response_body, ledger::receipt_json(ledger::transaction_type::transfer, batch[i].transaction_id, after[i]));
+    EXPECT_EQ(entries_of(batch[i].transaction_id), 2);
+    EXPECT_EQ(journal_rows_of(batch[i].transaction_id), 1);
+    EXPECT_EQ(outbox_rows_of(batch[i].transaction_id), 1);
+    EXPECT_EQ(text_of(*owner_, "SELECT response_body FROM journal_transaction WHERE id = " + quoted(o.transaction_id)),
+              o.response_body);
+  }
+  EXPECT_EQ(balance(a_), 650);
+  EXPECT_EQ(balance(b_), 60);
+  EXPECT_EQ(balance(d_), 290);
+  EXPECT_EQ(version(a_), 3);  // the deposit and two debits
+  EXPECT_EQ(version(b_), 2);
+  EXPECT_EQ(version(d_), 2);
+  // The committed row states reported to the actors are those of the database.
+  for (const auto& row : r.rows) {
+    EXPECT_EQ(row.balance, balance(row.id)) << row.id;
+    EXPECT_EQ(row.version, version(row.id)) << row.id;
+  }
+  EXPECT_EQ(r.rows.size(), 3u);
+  expect_caches_match_entries();
+}
+
+TEST_F(ledger_db, a_key_reused_with_another_request_fails_alone) {
+  // The owner commits a journal row under one posting's key with a different request hash: that
+  // posting answers idempotency_key_reused with the stored transaction id and writes nothing,
+  // while its neighbours in the same batch commit.
+  fund(a_, 1000);
+  const std::string reused_key = unique_name("reused");
+  const std::string stored_tx = new_uuid();
+  run(*owner_, "INSERT INTO journal_transaction (id, principal_id, idempotency_key, request_hash, type,"
+               " response_status, response_body) VALUES (" + quoted(stored_tx) + ", " + std::to_string(principal_) +
+               ", " + quoted(reused_key) + ", 'another-request', 'TRANSFER', 201, '{\"stored\":true}')");
+
+  std::vector<posting_request> batch = {transfer(a_, b_, 100, unique_name("k")), transfer(a_, d_, 200, reused_key),
+                                        transfer(a_, b_, 300, unique_name("k"))};
+  const batch_result r = commit_batch(*app_, batch);
+  ASSERT_EQ(r.outcomes.size(), 3u);
+  EXPECT_EQ(r.outcomes[0].outcome, ledger::error_code::ok);
+  EXPECT_EQ(r.outcomes[1].outcome, ledger::error_code::idempotency_key_reused);
+  EXPECT_EQ(r.outcomes[2].outcome, ledger::error_code::ok);
+  EXPECT_FALSE(r.outcomes[1].replayed);
+  EXPECT_EQ(r.outcomes[1].transaction_id, stored_tx);
+  EXPECT_TRUE(r.outcomes[1].entries.empty());
+  // The neighbours planned as if the offender did not exist: 1000 - 100 - 300.
+  EXPECT_EQ(r.outcomes[2].debit_balance_after, 600);
+  EXPECT_EQ(balance(a_), 600);
+  EXPECT_EQ(balance(b_), 400);
+  EXPECT_EQ(balance(d_), 0);
+  EXPECT_EQ(version(d_), 0);
+  EXPECT_EQ(entries_of(batch[0].transaction_id), 2);
+  EXPECT_EQ(entries_of(batch[2].transaction_id), 2);
+  EXPECT_EQ(entries_of(batch[1].transaction_id), 0);
+  EXPECT_EQ(journal_rows_of(batch[1].transaction_id), 0);
+  EXPECT_EQ(outbox_rows_of(batch[1].transaction_id), 0);
+  EXPECT_EQ(keys_committed(reused_key), 1);
+  EXPECT_EQ(text_of(*owner_, "SELECT request_hash FROM journal_transaction WHERE id = " + quoted(stored_tx)),
+            "another-request");
+  expect_caches_match_entries();
+}
+
+TEST_F(ledger_db, a_posting_the_database_refuses_is_isolated_from_its_neighbours) {
+  // A temporary constraint trigger refuses any entry of 4242 on account b, so the batch's one
+  // statement fails; commit_batch retries posting by posting: the neighbours commit, the
+  // offender answers internal with nothing written, and once the trigger is gone the same key
+  // commits (a failed request leaves no trace).
+  fund(a_, 10'000);
+  const std::string offender_key = unique_name("offender");
+  std::vector<posting_request> batch = {transfer(a_, b_, 100, unique_name("k")), transfer(a_, b_, 4242, offender_key),
+                                        transfer(a_, d_, 300, unique_name("k")), transfer(b_, d_, 50, unique_name("k"))};
+  batch_result r;
+  {
+    const std::string name = "wallet_test_refuse_" + std::to_string(::getpid());
+    temporary_trigger trigger(name,
+                              "BEGIN IF NEW.amount = 4242 AND NEW.account_id = " + std::to_string(b_) +
+                                  " THEN RAISE EXCEPTION 'test refuses 4242'; END IF; RETURN NULL; END",
+                              "AFTER INSERT ON ledger_entry FOR EACH ROW");
+    r = commit_batch(*app_, batch);
+  }
+  ASSERT_EQ(r.outcomes.size(), 4u);
+  EXPECT_EQ(r.outcomes[0].outcome, ledger::error_code::ok);
+  EXPECT_EQ(r.outcomes[1].outcome, ledger::error_code::internal);
+  EXPECT_EQ(r.outcomes[2].outcome, ledger::error_code::ok);
+  EXPECT_EQ(r.outcomes[3].outcome, ledger::error_code::ok);
+  EXPECT_GT(r.attempts, 1);  // the whole batch, then one transaction per posting
+  EXPECT_EQ(balance(a_), 10'000 - 100 - 300);
+  EXPECT_EQ(balance(b_), 100 - 50);
+  EXPECT_EQ(balance(d_), 300 + 50);
+  for (std::size_t i : {0u, 2u, 3u}) {
+    EXPECT_EQ(entries_of(batch[i].transaction_id), 2) << i;
+    EXPECT_EQ(journal_rows_of(batch[i].transaction_id), 1) << i;
+    EXPECT_EQ(outbox_rows_of(batch[i].transaction_id), 1) << i;
+  }
+  EXPECT_EQ(entries_of(batch[1].transaction_id), 0);
+  EXPECT_EQ(journal_rows_of(batch[1].transaction_id), 0);
+  EXPECT_EQ(outbox_rows_of(batch[1].transaction_id), 0);
+  EXPECT_EQ(keys_committed(offender_key), 0);
+  // The rows the actors are told about are the committed ones.
+  for (const auto& row : r.rows) {
+    EXPECT_EQ(row.balance, balance(row.id)) << row.id;
+    EXPECT_EQ(row.version, version(row.id)) << row.id;
+  }
+  expect_caches_match_entries();
+
+  const batch_result retry = commit_batch(*app_, {batch[1]});
+  ASSERT_EQ(retry.outcomes.at(0).outcome, ledger::error_code::ok);
+  EXPECT_FALSE(retry.outcomes[0].replayed);
+  EXPECT_EQ(balance(b_), 50 + 4242);
+  EXPECT_EQ(keys_committed(offender_key), 1);
+  expect_caches_match_entries();
+}
+
+TEST_F(ledger_db, a_lone_posting_the_database_refuses_fails_without_a_trace) {
+  // A batch of one refused posting fails with internal, and nothing of it is written.
+  fund(a_, 10'000);
+  const posting_request lone = transfer(a_, b_, 4242, unique_name("lone"));
+  batch_result r;
+  {
+    temporary_trigger trigger("wallet_test_refuse_lone_" + std::to_string(::getpid()),
+                              "BEGIN IF NEW.amount = 4242 AND NEW.account_id = " + std::to_string(b_) +
+                                  " THEN RAISE EXCEPTION 'test refuses 4242'; END IF; RETURN NULL; END",
+                              "AFTER INSERT ON ledger_entry FOR EACH ROW");
+    r = commit_batch(*app_, {lone});
+  }
+  ASSERT_EQ(r.outcomes.size(), 1u);
+  EXPECT_EQ(r.outcomes[0].outcome, ledger::error_code::internal);
+  EXPECT_EQ(entries_of(lone.transaction_id), 0);
+  EXPECT_EQ(journal_rows_of(lone.transaction_id), 0);
+  EXPECT_EQ(balance(a_), 10'000);
+  EXPECT_EQ(balance(b_), 0);
+  expect_caches_match_entries();
+}
+
+TEST_F(ledger_db, a_committed_key_replays_its_stored_answer) {
+  // Replaying a committed key with the same request returns replayed=true, the stored status and
+  // body and the original transaction id, and moves no money; a neighbour still commits.
+  fund(a_, 1000);
+  const std::string key = unique_name("replay");
+  const posting_request original = transfer(a_, b_, 100, key);
+  const batch_result first = commit_batch(*app_, {original});
+  ASSERT_EQ(first.outcomes.at(0).outcome, ledger::error_code::ok);
+  const std::string stored_body = first.outcomes[0].response_body;
+  ASSERT_EQ(stored_body, ledger::receipt_json(ledger::transaction_type::transfer, original.transaction_id, 900));
+
+  posting_request again = transfer(a_, b_, 100, key);  // a new transaction id, the same request hash
+  ASSERT_EQ(again.request_hash, original.request_hash);
+  ASSERT_NE(again.transaction_id, original.transaction_id);
+  const posting_request neighbour = transfer(a_, d_, 10, unique_name("k"));
+  const batch_result second = commit_batch(*app_, {again, neighbour});
+  ASSERT_EQ(second.outcomes.size(), 2u);
+  const auto& replay = second.outcomes[0];
+  EXPECT_EQ(replay.outcome, ledger::error_code::ok);
+  EXPECT_TRUE(replay.replayed);
+  EXPECT_EQ(replay.transaction_id, original.transaction_id);
+  EXPECT_EQ(replay.response_status, 201);
+  EXPECT_EQ(replay.response_body, stored_body);
+  EXPECT_TRUE(replay.entries.empty());
+  EXPECT_EQ(second.outcomes[1].outcome, ledger::error_code::ok);
+  EXPECT_EQ(second.outcomes[1].debit_balance_after, 890);
+  EXPECT_EQ(entries_of(again.transaction_id), 0);
+  EXPECT_EQ(journal_rows_of(again.transaction_id), 0);
+  EXPECT_EQ(balance(a_), 890);
+  EXPECT_EQ(balance(b_), 100);
+  EXPECT_EQ(keys_committed(key), 1);
+  expect_caches_match_entries();
+}
+
+TEST_F(ledger_db, a_key_twice_in_one_batch_commits_once) {
+  // Two postings of one batch carrying the same key and request: one transaction commits, the
+  // other answers with its stored receipt, and the money moves once.
+  fund(a_, 1000);
+  const std::string key = unique_name("twice");
+  const posting_request first = transfer(a_, b_, 100, key);
+  const posting_request second = transfer(a_, b_, 100, key);
+  const batch_result r = commit_batch(*app_, {first, second});
+  ASSERT_EQ(r.outcomes.size(), 2u);
+  EXPECT_EQ(r.outcomes[0].outcome, ledger::error_code::ok);
+  EXPECT_EQ(r.outcomes[1].outcome, ledger::error_code::ok);
+  EXPECT_FALSE(r.outcomes[0].replayed);
+  EXPECT_TRUE(r.outcomes[1].replayed);
+  EXPECT_EQ(r.outcomes[1].transaction_id, first.transaction_id);
+  EXPECT_EQ(r.outcomes[1].response_body, r.outcomes[0].response_body);
+  EXPECT_EQ(balance(a_), 900);
+  EXPECT_EQ(balance(b_), 100);
+  EXPECT_EQ(keys_committed(key), 1);
+  expect_caches_match_entries();
+}
+
+TEST_F(ledger_db, a_refused_posting_leaves_no_trace_and_its_key_stays_free) {
+  // Business refusals (insufficient funds, unknown account) write no journal row, so the same key
+  // commits later once the funds are there; the neighbours commit meanwhile.
+  fund(a_, 100);
+  const std::string key = unique_name("later");
+  const batch_result r = commit_batch(*app_, {transfer(a_, b_, 150, key), transfer(a_, 999'999'999'999, 1, unique_name("k")),
+                                              transfer(a_, d_, 60, unique_name("k"))});
+  ASSERT_EQ(r.outcomes.size(), 3u);
+  EXPECT_EQ(r.outcomes[0].outcome, ledger::error_code::insufficient_funds);
+  EXPECT_EQ(r.outcomes[1].outcome, ledger::error_code::not_found);
+  EXPECT_EQ(r.outcomes[2].outcome, ledger::error_code::ok);
+  EXPECT_EQ(keys_committed(key), 0);
+  EXPECT_EQ(balance(a_), 40);
+  fund(a_, 110);
+  const batch_result later = commit_batch(*app_, {transfer(a_, b_, 150, key)});
+  EXPECT_EQ(later.outcomes.at(0).outcome, ledger::error_code::ok);
+  EXPECT_EQ(balance(a_), 0);
+  EXPECT_EQ(balance(b_), 150);
+  EXPECT_EQ(keys_committed(key), 1);
+  expect_caches_match_entries();
+}
+
+}  // namespace
+}  // namespace persistence
