@@ -184,7 +184,11 @@ loadgen() {
 }
 
 if [[ $run_server == yes ]]; then
-  cmake -S . -B build-bench -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+  # GCC 12 at -O3 reports false -Wrestrict / -Wstringop-overflow errors inside std::string
+  # (GCC bugs 105329 and 105651) that -O2 builds never see; they stay warnings here so that a
+  # Release build of code that is clean at -O2 does not stop the benchmark.
+  cmake -S . -B build-bench -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_CXX_FLAGS="-Wno-error=restrict -Wno-error=stringop-overflow" >/dev/null
   server_bin=${BENCH_SERVER_BIN:-build-bench/tools/server/wallet-server}
   verify_args=()
   if [[ -n ${BENCH_SERVER_BIN:-} ]]; then

@@ -91,7 +91,17 @@ std::string svg_chart(const std::string& title, const std::string& unit, const s
   if (n < 2) n = 2;
   if (max_v <= 0) max_v = 1;
   if (min_v > max_v) min_v = max_v / 10;
-  double lo = 0, hi = max_v * 1.05;
+  // A linear axis ends at the next 1, 2 or 5 times a power of ten, so its labels are round.
+  double lo = 0, hi = max_v;
+  {
+    const double magnitude = std::pow(10.0, std::floor(std::log10(max_v)));
+    for (double step : {1.0, 2.0, 5.0, 10.0}) {
+      if (step * magnitude >= max_v) {
+        hi = step * magnitude;
+        break;
+      }
+    }
+  }
   if (log_scale) {
     lo = std::floor(std::log10(std::max(min_v, 1e-3)));
     hi = std::ceil(std::log10(max_v));
