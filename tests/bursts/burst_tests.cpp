@@ -1,0 +1,714 @@
+// Bursts (issue 5) against real wallet-server processes, PostgreSQL and Redis: per-user rate
+// limits (429) shared through Redis and failing open without it, and saturation shedding (503)
+// that answers in time and never acknowledges what was not committed.
+
+#include <boost/json.hpp>
+#include <gtest/gtest.h>
+#include <pqxx/pqxx>
+
+#include <algorithm>
+#include <atomic>
+#include <future>
+#include <latch>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "tests/http/helpers.hpp"
+#include "tests/support/support.hpp"
+
+namespace ts = test_support;
+namespace ht = http_test;
+using namespace std::chrono_literals;
+
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+std::string transfer_body(std::int64_t from, std::int64_t to, std::int64_t amount) {
+  return R"({"fromAccountId":)" + std::to_string(from) + R"(,"toAccountId":)" + std::to_string(to) +
+         R"(,"amount":)" + std::to_string(amount) + "}";
+}
+
+// Limits no test here reaches except on purpose.
+void generous_limits(ts::server_process::options& o) {
+  o.env["WALLET_RATELIMIT_RATE_PER_SECOND"] = "100000";
+  o.env["WALLET_RATELIMIT_BURST"] = "100000";
+  o.env["WALLET_RATELIMIT_READ_RATE_PER_SECOND"] = "100000";
+  o.env["WALLET_RATELIMIT_READ_BURST"] = "100000";
+}
+
+// Money-moving requests: 5 at once, then 1 per second (a 5 s window). Reads stay generous,
+// since creating principals and accounts counts as reads.
+void small_write_limits(ts::server_process::options& o) {
+  generous_limits(o);
+  o.env["WALLET_RATELIMIT_RATE_PER_SECOND"] = "1";
+  o.env["WALLET_RATELIMIT_BURST"] = "5";
+}
+constexpr int write_burst = 5;
+
+struct outcome {
+  int status = 0;
+  std::string code;  // problem code for errors
+  std::string key;   // Idempotency-Key sent
+  long long latency_ms = 0;
+  ts::response response;
+};
+
+std::string code_of(const ts::response& r) {
+  if (r.status < 400) return {};
+  try {
+    return std::string(r.json().as_object().at("code").as_string());
+  } catch (const std::exception&) {
+    return "<no problem body: " + r.body + ">";
+  }
+}
+
+// Runs `count` requests at once: one thread and one connection each, connected (via /healthz)
+// before a latch releases them together. `send(client, i)` makes request i.
+template <typename Send>
+std::vector<outcome> fire_together(int port, int count, Send send) {
+  std::vector<outcome> out(static_cast<std::size_t>(count));
+  std::latch ready(count);
+  std::latch go(1);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < count; ++i) {
+    threads.emplace_back([&, i] {
+      ts::http_client client(port, 30s);
+      client.request("GET", "/healthz");
+      ready.count_down();
+      go.wait();
+      const auto started = clock::now();
+      auto [key, r] = send(client, i);
+      auto& o = out[static_cast<std::size_t>(i)];
+      o.latency_ms = ht::elapsed_ms(started);
+      o.status = r.status;
+      o.code = code_of(r);
+      o.key = key;
+      o.response = std::move(r);
+    });
+  }
+  ready.wait();
+  go.count_down();
+  for (auto& t : threads) t.join();
+  return out;
+}
+
+int count_status(const std::vector<outcome>& v, int status) {
+  return static_cast<int>(std::count_if(v.begin(), v.end(), [&](const outcome& o) { return o.status == status; }));
+}
+
+std::string key_list(const std::vector<std::string>& keys) {
+  std::string out = "ARRAY[";
+  for (std::size_t i = 0; i < keys.size(); ++i) out += (i > 0 ? ",'" : "'") + keys[i] + "'";
+  return out + "]::text[]";
+}
+
+// Journal transactions of `principal` under any of `keys`.
+int journal_count(std::int64_t principal, const std::vector<std::string>& keys) {
+  if (keys.empty()) return 0;
+  return std::stoi(ts::query_value("SELECT count(*) FROM journal_transaction WHERE principal_id = " +
+                                   std::to_string(principal) + " AND idempotency_key = ANY(" + key_list(keys) + ")"));
+}
+
+std::string metrics_page(int port) {
+  ts::http_client c(port, 10s);
+  auto r = c.request("GET", "/metrics");
+  EXPECT_EQ(r.status, 200);
+  return r.body;
+}
+
+double metric_or_zero(int port, const std::string& series) {
+  return ht::metric(metrics_page(port), series).value_or(0);
+}
+
+// A fresh operator for one test: its rate-limit counters in the shared Redis start empty
+// (the bootstrap operator is shared by every server and suite using this database).
+ts::principal fresh_operator(ts::http_client& c, const ts::server_process& server) {
+  return ts::create_principal(c, server.operator_key(), "operator");
+}
+
+// The checks every 429 must pass: problem+json rate_limited, Retry-After in whole seconds
+// within the window, RateLimit-Policy naming the limit and window, RateLimit with nothing
+// remaining and reset equal to Retry-After.
+void expect_rate_limited(const outcome& o, int burst, int window_s) {
+  const auto& r = o.response;
+  ASSERT_EQ(r.status, 429) << r.body;
+  EXPECT_EQ(o.code, "rate_limited");
+  EXPECT_EQ(r.header("Content-Type"), "application/problem+json");
+  const std::string retry_after = r.header("Retry-After");
+  ASSERT_FALSE(retry_after.empty());
+  const int seconds = std::stoi(retry_after);
+  EXPECT_GE(seconds, 1);
+  EXPECT_LE(seconds, window_s + 1);
+  EXPECT_EQ(r.header("RateLimit-Policy"), std::to_string(burst) + ";w=" + std::to_string(window_s));
+  EXPECT_EQ(r.header("RateLimit"),
+            "limit=" + std::to_string(burst) + ", remaining=0, reset=" + retry_after);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rate limits (429)
+// ---------------------------------------------------------------------------------------------
+
+// One user sends three times its burst at once: exactly the burst passes, the rest get 429
+// with Retry-After, RateLimit and RateLimit-Policy; a second user sending at the same moment
+// is unaffected; after Retry-After seconds the first user passes again; the ledger holds
+// exactly the transfers that were let through.
+TEST(RateLimit, ThreeTimesTheBurstLetsExactlyTheBurstThrough) {
+  ts::server_process::options o;
+  small_write_limits(o);
+  ts::server_process server(o);
+  ht::stop_servers_first stop_first;
+  ts::http_client c(server.port());
+  const auto op = fresh_operator(c, server);
+  auto alice = ts::create_principal(c, op.key);
+  auto bob = ts::create_principal(c, op.key);
+  const auto a = ts::create_account(c, op.key, alice.id);
+  const auto b = ts::create_account(c, op.key, bob.id);
+  ts::deposit(c, op.key, a, 10000);
+  ts::deposit(c, op.key, b, 10000);
+
+  const int alice_sends = 3 * write_burst;
+  const int bob_sends = write_burst;
+  auto results = fire_together(server.port(), alice_sends + bob_sends, [&](ts::http_client& client, int i) {
+    const bool is_alice = i < alice_sends;
+    const std::string key = ts::unique_key(is_alice ? "burst-alice" : "burst-bob");
+    auto r = client.post("/v1/transfers", is_alice ? alice.key : bob.key,
+                         is_alice ? transfer_body(a, b, 1) : transfer_body(b, a, 1), key);
+    return std::make_pair(key, r);
+  });
+  std::vector<outcome> alice_results(results.begin(), results.begin() + alice_sends);
+  std::vector<outcome> bob_results(results.begin() + alice_sends, results.end());
+
+  EXPECT_EQ(count_status(alice_results, 201), write_burst);
+  EXPECT_EQ(count_status(alice_results, 429), 2 * write_burst);
+  EXPECT_EQ(count_status(bob_results, 201), bob_sends) << "the second user was limited by the first one's burst";
+
+  int retry_after_max = 0;
+  std::vector<std::string> alice_passed;
+  std::vector<std::string> alice_refused;
+  for (const auto& r : alice_results) {
+    if (r.status == 201) {
+      alice_passed.push_back(r.key);
+      // Successful answers carry the headers too, so clients can pace themselves.
+      EXPECT_EQ(r.response.header("RateLimit-Policy"), "5;w=5");
+      EXPECT_EQ(r.response.header("RateLimit").rfind("limit=5, remaining=", 0), 0u) << r.response.header("RateLimit");
+    } else {
+      alice_refused.push_back(r.key);
+      expect_rate_limited(r, write_burst, 5);
+      retry_after_max = std::max(retry_after_max, std::stoi(r.response.header("Retry-After")));
+    }
+  }
+  ASSERT_GT(retry_after_max, 0);
+
+  // A refused request left nothing behind; a passed one is in the ledger.
+  EXPECT_EQ(journal_count(alice.id, alice_passed), write_burst);
+  EXPECT_EQ(journal_count(alice.id, alice_refused), 0);
+
+  // Still limited right now (nothing freed yet), and free again after Retry-After seconds.
+  auto still = c.post("/v1/transfers", alice.key, transfer_body(a, b, 1), ts::unique_key("burst-still"));
+  EXPECT_EQ(still.status, 429) << still.body;
+  std::this_thread::sleep_for(std::chrono::seconds(retry_after_max) + 50ms);
+  auto again = c.post("/v1/transfers", alice.key, transfer_body(a, b, 1), ts::unique_key("burst-again"));
+  EXPECT_EQ(again.status, 201) << again.body;
+  EXPECT_EQ(again.header("RateLimit-Policy"), "5;w=5");
+
+  EXPECT_EQ(ts::balance(c, alice.key, a), 10000 - (write_burst + 1) + bob_sends);
+  EXPECT_EQ(ts::balance(c, bob.key, b), 10000 + (write_burst + 1) - bob_sends);
+}
+
+// Two server processes sharing one Redis share one allowance per user: ten requests to each
+// at once let exactly one burst through in total, not one per process.
+TEST(RateLimit, TwoServersShareOneAllowance) {
+  ts::server_process::options o;
+  small_write_limits(o);
+  ts::server_process first(o);
+  ts::server_process second(o);
+  ht::stop_servers_first stop_first;
+  ts::http_client c(first.port());
+  const auto op = fresh_operator(c, first);
+  auto alice = ts::create_principal(c, op.key);
+  auto bob = ts::create_principal(c, op.key);
+  const auto a = ts::create_account(c, op.key, alice.id);
+  const auto b = ts::create_account(c, op.key, bob.id);
+  ts::deposit(c, op.key, a, 10000);
+  const std::string redis_decisions = "wallet_ratelimit_redis_decisions_total";
+  const double first_before = metric_or_zero(first.port(), redis_decisions);
+  const double second_before = metric_or_zero(second.port(), redis_decisions);
+
+  const int per_server = 2 * write_burst;
+  std::vector<outcome> results;
+  {
+    auto on_first = std::async(std::launch::async, [&] {
+      return fire_together(first.port(), per_server, [&](ts::http_client& client, int) {
+        const std::string key = ts::unique_key("shared");
+        return std::make_pair(key, client.post("/v1/transfers", alice.key, transfer_body(a, b, 1), key));
+      });
+    });
+    auto on_second = fire_together(second.port(), per_server, [&](ts::http_client& client, int) {
+      const std::string key = ts::unique_key("shared");
+      return std::make_pair(key, client.post("/v1/transfers", alice.key, transfer_body(a, b, 1), key));
+    });
+    results = on_first.get();
+    results.insert(results.end(), on_second.begin(), on_second.end());
+  }
+  EXPECT_EQ(count_status(results, 201), write_burst);
+  EXPECT_EQ(count_status(results, 429), 2 * per_server - write_burst);
+  for (const auto& r : results) {
+    if (r.status == 429) expect_rate_limited(r, write_burst, 5);
+  }
+  // Both processes decided in Redis (not in process, which would allow a burst each).
+  EXPECT_GE(metric_or_zero(first.port(), redis_decisions), first_before + per_server);
+  EXPECT_GE(metric_or_zero(second.port(), redis_decisions), second_before + per_server);
+  EXPECT_EQ(ts::balance(c, alice.key, a), 10000 - write_burst);
+}
+
+// Redis killed in the middle of a steady stream of requests: every request is still served
+// (the in-process limiter decides, with the same limits: a burst of three times the allowance
+// still lets exactly the allowance through), no request waits anywhere near long, and the
+// fallback is counted in /metrics; Redis started again: decisions are made in Redis again.
+TEST(RateLimit, RedisOutageFailsOpenToTheSameLimitsAndRecovers) {
+  ht::redis_child redis(ts::free_port());
+  redis.start();
+  ts::server_process::options o;
+  small_write_limits(o);
+  o.env["WALLET_REDIS_URL"] = redis.url();
+  o.env["WALLET_REDIS_RETRY_INTERVAL_MS"] = "200";
+  ts::server_process server(o);
+  ht::stop_servers_first stop_first;
+  ts::http_client c(server.port());
+  const auto op = fresh_operator(c, server);
+  auto alice = ts::create_principal(c, op.key);
+  auto carol = ts::create_principal(c, op.key);
+  const auto a = ts::create_account(c, op.key, alice.id);
+  const auto k = ts::create_account(c, op.key, carol.id);
+  ts::deposit(c, op.key, k, 10000);
+
+  // A steady stream of reads from four clients, each request timed.
+  std::atomic<bool> stop{false};
+  std::atomic<long long> slowest_ms{0};
+  std::atomic<int> served{0};
+  std::mutex failures_mutex;
+  std::vector<std::string> failures;
+  std::vector<std::thread> readers;
+  for (int t = 0; t < 4; ++t) {
+    readers.emplace_back([&] {
+      ts::http_client client(server.port(), 30s);
+      while (!stop) {
+        const auto started = clock::now();
+        auto r = client.get("/v1/accounts/" + std::to_string(a), alice.key);
+        const auto ms = ht::elapsed_ms(started);
+        long long seen = slowest_ms.load();
+        while (ms > seen && !slowest_ms.compare_exchange_weak(seen, ms)) {
+        }
+        if (r.status == 200) {
+          ++served;
+        } else {
+          std::lock_guard lock(failures_mutex);
+          failures.push_back(std::to_string(r.status) + " " + r.body);
+        }
+      }
+    });
+  }
+  auto wait_for = [&](auto condition, std::chrono::seconds bound) {
+    const auto deadline = clock::now() + bound;
+    while (!condition() && clock::now() < deadline) std::this_thread::sleep_for(50ms);
+    return condition();
+  };
+  const std::string redis_decisions = "wallet_ratelimit_redis_decisions_total";
+  const std::string fallback_decisions = "wallet_ratelimit_fallback_decisions_total";
+  EXPECT_TRUE(wait_for([&] { return served.load() >= 50; }, 20s));
+  auto page = metrics_page(server.port());
+  EXPECT_GT(ht::metric(page, redis_decisions).value_or(0), 0) << page;
+  EXPECT_EQ(ht::metric(page, fallback_decisions).value_or(-1), 0) << page;
+
+  redis.stop();
+  const int served_at_kill = served.load();
+  EXPECT_TRUE(wait_for([&] { return served.load() >= served_at_kill + 100; }, 20s))
+      << "requests stopped being served after Redis was killed";
+  page = metrics_page(server.port());
+  EXPECT_GT(ht::metric(page, fallback_decisions).value_or(0), 0) << page;
+  EXPECT_EQ(ht::metric(page, "wallet_ratelimit_fallback_active").value_or(0), 1) << page;
+  EXPECT_GE(ht::metric(page, "wallet_ratelimit_fallback_transitions_total").value_or(0), 1) << page;
+
+  // The in-process limiter keeps the same limits: a burst of three times the allowance.
+  auto results = fire_together(server.port(), 3 * write_burst, [&](ts::http_client& client, int) {
+    const std::string key = ts::unique_key("fallback");
+    return std::make_pair(key, client.post("/v1/transfers", carol.key, transfer_body(k, a, 1), key));
+  });
+  EXPECT_EQ(count_status(results, 201), write_burst);
+  EXPECT_EQ(count_status(results, 429), 2 * write_burst);
+  for (const auto& r : results) {
+    if (r.status == 429) expect_rate_limited(r, write_burst, 5);
+  }
+
+  redis.start();
+  const double redis_at_restart = metric_or_zero(server.port(), redis_decisions);
+  EXPECT_TRUE(wait_for([&] { return metric_or_zero(server.port(), redis_decisions) > redis_at_restart; }, 30s))
+      << "rate limits were not counted in Redis again after it came back";
+  EXPECT_TRUE(wait_for([&] { return metric_or_zero(server.port(), "wallet_ratelimit_fallback_active") == 0; }, 10s));
+
+  stop = true;
+  for (auto& t : readers) t.join();
+  EXPECT_TRUE(failures.empty()) << failures.size() << " reads failed, e.g. " << failures.front();
+  // The command timeout is 50 ms; a request that waited for Redis would take far longer than
+  // this bound, which only absorbs a loaded machine.
+  EXPECT_LT(slowest_ms.load(), 2000) << "a request waited " << slowest_ms.load() << " ms";
+}
+
+// ---------------------------------------------------------------------------------------------
+// Shedding (503)
+// ---------------------------------------------------------------------------------------------
+
+class AccountFlood : public ::testing::TestWithParam<int> {};
+
+// One account (plain, or hot with shards) flooded with concurrent transfers beyond
+// actors.account_inflight_max = 2 (the writer holds postings 100 ms to keep them in flight):
+// the excess answers 503 account_busy with Retry-After at once, every 201 is in the ledger and
+// nothing else is, balances match, and reconciliation is clean.
+TEST_P(AccountFlood, ExcessGets503AccountBusyAndEveryAcceptedOneCommits) {
+  const int shards = GetParam();
+  ts::server_process::options o;
+  generous_limits(o);
+  o.env["WALLET_ACTORS_ACCOUNT_INFLIGHT_MAX"] = "2";
+  o.env["WALLET_WRITER_BATCH_WAIT_US"] = "100000";
+  ts::server_process server(o);
+  ht::stop_servers_first stop_first;
+  ts::http_client c(server.port());
+  const auto op = fresh_operator(c, server);
+  auto payer = ts::create_principal(c, op.key, "merchant");
+  auto payee = ts::create_principal(c, op.key);
+  const auto from = ts::create_account(c, op.key, payer.id, "EUR", shards);
+  const auto to = ts::create_account(c, op.key, payee.id);
+  const std::int64_t funded = 1'000'000;
+  ts::deposit(c, op.key, from, funded);
+  const std::int64_t amount = 7;
+
+  std::vector<outcome> all;
+  for (int round = 0; round < 3; ++round) {
+    auto results = fire_together(server.port(), 40, [&](ts::http_client& client, int) {
+      const std::string key = ts::unique_key("flood");
+      return std::make_pair(key, client.post("/v1/transfers", payer.key, transfer_body(from, to, amount), key));
+    });
+    all.insert(all.end(), results.begin(), results.end());
+  }
+
+  std::vector<std::string> accepted;
+  std::vector<std::string> shed;
+  for (const auto& r : all) {
+    if (r.status == 201) {
+      accepted.push_back(r.key);
+    } else {
+      ASSERT_EQ(r.status, 503) << r.response.body;
+      EXPECT_EQ(r.code, "account_busy") << r.response.body;
+      EXPECT_GE(std::stoi(r.response.header("Retry-After")), 1);
+      EXPECT_EQ(r.response.header("Content-Type"), "application/problem+json");
+      // "At once": well before any database work or deadline could have passed.
+      EXPECT_LT(r.latency_ms, 2000);
+      shed.push_back(r.key);
+    }
+  }
+  EXPECT_GE(accepted.size(), 2u);
+  EXPECT_GE(shed.size(), 1u) << "the per-account bound never shed anything";
+  EXPECT_EQ(journal_count(payer.id, accepted), static_cast<int>(accepted.size()));
+  EXPECT_EQ(journal_count(payer.id, shed), 0);
+  EXPECT_EQ(ts::balance(c, payer.key, from), funded - amount * static_cast<std::int64_t>(accepted.size()));
+  EXPECT_EQ(ts::balance(c, payee.key, to), amount * static_cast<std::int64_t>(accepted.size()));
+  EXPECT_TRUE(ts::reconciliation_ok(c, op.key));
+}
+
+INSTANTIATE_TEST_SUITE_P(PlainAndHot, AccountFlood, ::testing::Values(0, 4),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return info.param == 0 ? std::string("Plain") : "Hot" + std::to_string(info.param) + "Shards";
+                         });
+
+// A server whose database is unreachable (a closed port) still starts (no migrations, no
+// bootstrap operator), and answers promptly and honestly: authenticated reads, transfers and
+// deposits 503 database_unavailable with Retry-After within the connection-wait bound, also
+// twenty at once; /readyz 503 naming the database; /healthz 200.
+TEST(Shedding, DatabaseUnreachableAnswers503WithinTheBound) {
+  ts::server_process::options o;
+  generous_limits(o);
+  o.bootstrap_key = "";
+  o.env["WALLET_DATABASE_URL"] = "postgresql://wallet_app@127.0.0.1:" + std::to_string(ts::free_port()) + "/wallet";
+  o.env["WALLET_DATABASE_MIGRATE_ON_START"] = "false";
+  o.env["WALLET_DATABASE_CONNECTION_WAIT_MS"] = "300";
+  ts::server_process server(o);
+  // Connection wait plus a margin for a loaded machine; a hang would take the client's 30 s.
+  const long long bound_ms = 300 + 1700;
+  ts::http_client c(server.port());
+
+  EXPECT_EQ(c.request("GET", "/healthz").status, 200);
+  auto check = [&](const char* what, auto send) {
+    const auto started = clock::now();
+    ts::response r = send(c);
+    const auto ms = ht::elapsed_ms(started);
+    EXPECT_EQ(r.status, 503) << what << ": " << r.body;
+    EXPECT_EQ(code_of(r), "database_unavailable") << what << ": " << r.body;
+    EXPECT_GE(std::stoi(r.header("Retry-After").empty() ? "0" : r.header("Retry-After")), 1) << what;
+    EXPECT_LT(ms, bound_ms) << what;
+  };
+  const std::string key = "some-api-key-the-server-cannot-check";
+  check("read", [&](ts::http_client& h) { return h.get("/v1/accounts/1", key); });
+  check("transfer", [&](ts::http_client& h) {
+    return h.post("/v1/transfers", key, transfer_body(1, 2, 100), ts::unique_key("dbdown"));
+  });
+  check("deposit", [&](ts::http_client& h) {
+    return h.post("/v1/deposits", key, R"({"accountId":1,"amount":100})", ts::unique_key("dbdown"));
+  });
+
+  auto ready = c.request("GET", "/readyz");
+  ASSERT_EQ(ready.status, 503) << ready.body;
+  EXPECT_EQ(code_of(ready), "database_unavailable");
+  const std::string detail(ready.json().as_object().at("detail").as_string());
+  EXPECT_NE(detail.find("database"), std::string::npos) << detail;
+  EXPECT_FALSE(ready.header("Retry-After").empty());
+
+  auto many = fire_together(server.port(), 20, [&](ts::http_client& client, int i) {
+    const std::string k = ts::unique_key("dbdown-many");
+    return std::make_pair(k, i % 2 == 0 ? client.get("/v1/accounts/1", key)
+                                        : client.post("/v1/transfers", key, transfer_body(1, 2, 1), k));
+  });
+  for (const auto& r : many) {
+    EXPECT_EQ(r.status, 503) << r.response.body;
+    EXPECT_EQ(r.code, "database_unavailable");
+    EXPECT_LT(r.latency_ms, bound_ms);
+  }
+}
+
+// Fixture for the row-lock tests: a server with a 1 s request deadline and a 3 s lock timeout,
+// a payer holding exactly one transfer's worth, and an owner connection to hold its row lock.
+class RowLock : public ::testing::Test {
+ protected:
+  static constexpr int deadline_ms = 1000;
+  static constexpr int lock_timeout_ms = 3000;
+  static constexpr std::int64_t amount = 2500;
+
+  static void SetUpTestSuite() {
+    ts::server_process::options o;
+    generous_limits(o);
+    o.env["WALLET_HTTP_REQUEST_DEADLINE_MS"] = std::to_string(deadline_ms);
+    o.env["WALLET_DATABASE_LOCK_TIMEOUT_MS"] = std::to_string(lock_timeout_ms);
+    server_ = new ts::server_process(o);
+  }
+  static void TearDownTestSuite() {
+    ht::stop_child_servers(3s);
+    delete server_;
+    server_ = nullptr;
+  }
+
+  void SetUp() override {
+    ts::http_client c(server_->port());
+    op_ = fresh_operator(c, *server_);
+    payer_ = ts::create_principal(c, op_.key);
+    payee_ = ts::create_principal(c, op_.key);
+    from_ = ts::create_account(c, op_.key, payer_.id);
+    to_ = ts::create_account(c, op_.key, payee_.id);
+    ts::deposit(c, op_.key, from_, amount);
+  }
+
+  // Sends the transfer while the payer's row is locked; asserts the in-time 503 and returns it.
+  ts::response stalled_transfer(pqxx::work& lock, const std::string& key) {
+    lock.exec("SELECT id FROM account WHERE id = " + std::to_string(from_) + " FOR UPDATE");
+    ts::http_client c(server_->port(), 30s);
+    const auto started = clock::now();
+    auto r = c.post("/v1/transfers", payer_.key, transfer_body(from_, to_, amount), key);
+    const auto ms = ht::elapsed_ms(started);
+    EXPECT_EQ(r.status, 503) << r.body;
+    const auto code = code_of(r);
+    // The request deadline answers first (deadline_exceeded); the actor bridge's deadline of
+    // the same length may win the race (outcome_unknown). Both say: outcome unknown, retry.
+    EXPECT_TRUE(code == "deadline_exceeded" || code == "outcome_unknown") << r.body;
+    EXPECT_NE(r.body.find("Idempotency-Key"), std::string::npos) << r.body;
+    EXPECT_GE(std::stoi(r.header("Retry-After").empty() ? "0" : r.header("Retry-After")), 1);
+    EXPECT_GE(ms, deadline_ms - 50) << "answered before the deadline: the lock did not stall it";
+    EXPECT_LT(ms, deadline_ms + 1500) << "the client was not answered within the request deadline";
+    return r;
+  }
+
+  int journal_for(const std::string& key) { return journal_count(payer_.id, {key}); }
+
+  static ts::server_process* server_;
+  ts::principal op_, payer_, payee_;
+  std::int64_t from_ = 0, to_ = 0;
+};
+
+ts::server_process* RowLock::server_ = nullptr;
+
+// The lock is released before the lock timeout, so the stalled batch commits after the client
+// was told "unknown": the retry with the same key returns that committed 201 (a replay), money
+// moved exactly once, and a different body under the key is refused.
+TEST_F(RowLock, StalledPastDeadlineThenCommittedRetryReturnsTheTrueOutcome) {
+  const std::string key = ts::unique_key("rowlock-commit");
+  pqxx::connection owner(ts::owner_database_url());
+  {
+    pqxx::work lock(owner);
+    stalled_transfer(lock, key);
+    EXPECT_EQ(journal_for(key), 0) << "committed while the row was locked";
+    lock.abort();
+  }
+  // The writer's batch was waiting for the lock and now commits.
+  const auto deadline = clock::now() + 10s;
+  while (journal_for(key) == 0 && clock::now() < deadline) std::this_thread::sleep_for(20ms);
+  ASSERT_EQ(journal_for(key), 1);
+
+  ts::http_client c(server_->port());
+  auto retry = c.post("/v1/transfers", payer_.key, transfer_body(from_, to_, amount), key);
+  ASSERT_EQ(retry.status, 201) << retry.body;
+  EXPECT_EQ(retry.header("Idempotent-Replayed"), "true");
+  EXPECT_EQ(retry.json().as_object().at("fromBalanceAfter").as_string(), "0");
+  EXPECT_EQ(journal_for(key), 1);
+  EXPECT_EQ(ts::balance(c, payer_.key, from_), 0);
+  EXPECT_EQ(ts::balance(c, payee_.key, to_), amount);
+
+  auto reused = c.post("/v1/transfers", payer_.key, transfer_body(from_, to_, amount - 1), key);
+  EXPECT_EQ(reused.status, 422) << reused.body;
+  EXPECT_EQ(code_of(reused), "idempotency_key_reused");
+}
+
+// The lock is held past the database lock timeout, so the stalled batch rolls back: nothing is
+// in the ledger, and the retry with the same key (after the release) moves the money once,
+// as a fresh 201.
+TEST_F(RowLock, StalledPastLockTimeoutRolledBackRetryCommitsOnce) {
+  const std::string key = ts::unique_key("rowlock-rollback");
+  pqxx::connection owner(ts::owner_database_url());
+  {
+    pqxx::work lock(owner);
+    stalled_transfer(lock, key);
+    // Hold the lock until the writer's wait has hit lock_timeout (counted from when it began
+    // to wait, shortly after the request arrived) and the batch has been rolled back.
+    std::this_thread::sleep_for(std::chrono::milliseconds(lock_timeout_ms - deadline_ms + 1000));
+    EXPECT_EQ(journal_for(key), 0);
+    lock.abort();
+  }
+  EXPECT_EQ(journal_for(key), 0) << "the timed-out batch must not have committed";
+
+  ts::http_client c(server_->port());
+  ts::response retry;
+  // The account actor may still be reloading after the failed batch: a 503 there is an honest
+  // "retry", so retry a bounded number of times, as a client would.
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    retry = c.post("/v1/transfers", payer_.key, transfer_body(from_, to_, amount), key);
+    if (retry.status != 503) break;
+    std::this_thread::sleep_for(std::chrono::seconds(std::stoi(retry.header("Retry-After"))));
+  }
+  ASSERT_EQ(retry.status, 201) << retry.body;
+  EXPECT_EQ(retry.header("Idempotent-Replayed"), "");
+  EXPECT_EQ(journal_for(key), 1);
+  EXPECT_EQ(ts::balance(c, payer_.key, from_), 0);
+  EXPECT_EQ(ts::balance(c, payee_.key, to_), amount);
+  auto replay = c.post("/v1/transfers", payer_.key, transfer_body(from_, to_, amount), key);
+  EXPECT_EQ(replay.status, 201) << replay.body;
+  EXPECT_EQ(replay.header("Idempotent-Replayed"), "true");
+  EXPECT_EQ(journal_for(key), 1);
+  EXPECT_TRUE(ts::reconciliation_ok(c, op_.key));
+}
+
+// PostgreSQL "stopped" under load, without touching the shared database: the server reaches it
+// through a relay that the test cuts (every connection closed, new ones refused) and restores.
+// Under a steady stream of transfers every answer is 201 or 503 and comes within the request
+// deadline; service comes back without a restart; every 201 is in the ledger; every 503 key,
+// retried after recovery, ends in exactly one journal transaction; reconciliation is clean.
+TEST(Shedding, DatabaseOutageUnderLoadRecoversWithoutRestart) {
+  const int pg_port = [] {
+    const auto url = ts::database_url();
+    const auto colon = url.rfind(':');
+    return std::stoi(url.substr(colon + 1, url.find('/', colon) - colon - 1));
+  }();
+  ht::tcp_relay relay(pg_port);
+  const int deadline_ms = 3000;
+  ts::server_process::options o;
+  generous_limits(o);
+  o.env["WALLET_DATABASE_URL"] = "postgresql://wallet_app@127.0.0.1:" + std::to_string(relay.port()) + "/wallet";
+  o.env["WALLET_DATABASE_RECONNECT_BACKOFF_MS"] = "200";
+  o.env["WALLET_HTTP_REQUEST_DEADLINE_MS"] = std::to_string(deadline_ms);
+  ts::server_process server(o);
+  ht::stop_servers_first stop_first;
+  ts::http_client c(server.port());
+  const auto op = fresh_operator(c, server);
+  auto payer = ts::create_principal(c, op.key);
+  auto payee = ts::create_principal(c, op.key);
+  const auto from = ts::create_account(c, op.key, payer.id);
+  const auto to = ts::create_account(c, op.key, payee.id);
+  const std::int64_t funded = 1'000'000;
+  ts::deposit(c, op.key, from, funded);
+
+  std::mutex mutex;
+  std::vector<outcome> answers;
+  std::atomic<bool> stop{false};
+  std::atomic<int> created_after_restore{0};
+  std::atomic<bool> restored{false};
+  std::vector<std::thread> clients;
+  for (int t = 0; t < 4; ++t) {
+    clients.emplace_back([&] {
+      ts::http_client client(server.port(), 30s);
+      while (!stop) {
+        outcome o;
+        o.key = ts::unique_key("outage");
+        const auto started = clock::now();
+        o.response = client.post("/v1/transfers", payer.key, transfer_body(from, to, 1), o.key);
+        o.latency_ms = ht::elapsed_ms(started);
+        o.status = o.response.status;
+        o.code = code_of(o.response);
+        if (o.status == 201 && restored) ++created_after_restore;
+        if (o.status == 503) std::this_thread::sleep_for(50ms);  // a client backing off a little
+        std::lock_guard lock(mutex);
+        answers.push_back(std::move(o));
+      }
+    });
+  }
+  std::this_thread::sleep_for(1s);
+  relay.cut();
+  std::this_thread::sleep_for(2s);
+  auto ready = c.request("GET", "/readyz");
+  EXPECT_EQ(ready.status, 503) << ready.body;
+  EXPECT_EQ(code_of(ready), "database_unavailable") << ready.body;
+  relay.restore();
+  restored = true;
+  const auto recover_deadline = clock::now() + 30s;
+  while (created_after_restore.load() < 20 && clock::now() < recover_deadline) std::this_thread::sleep_for(50ms);
+  stop = true;
+  for (auto& t : clients) t.join();
+  ASSERT_GE(created_after_restore.load(), 20) << "service did not recover after the database came back";
+
+  std::vector<std::string> created;
+  std::vector<std::string> unavailable;
+  std::map<std::string, int> codes;
+  for (const auto& a : answers) {
+    EXPECT_LT(a.latency_ms, deadline_ms + 2000) << a.status << " " << a.response.body;
+    if (a.status == 201) {
+      created.push_back(a.key);
+    } else {
+      EXPECT_EQ(a.status, 503) << a.response.body;
+      EXPECT_FALSE(a.response.header("Retry-After").empty());
+      ++codes[a.code];
+      unavailable.push_back(a.key);
+    }
+  }
+  EXPECT_GT(unavailable.size(), 0u) << "the outage was never noticed";
+  for (const auto& [code, n] : codes) {
+    EXPECT_TRUE(code == "database_unavailable" || code == "outcome_unknown" || code == "deadline_exceeded" ||
+                code == "account_busy")
+        << n << " x " << code;
+  }
+  // No 2xx for anything not committed.
+  EXPECT_EQ(journal_count(payer.id, created), static_cast<int>(created.size()));
+
+  // Every refused key, retried with the same key, learns its true outcome: one transaction.
+  for (const auto& key : unavailable) {
+    ts::response r;
+    for (int attempt = 0; attempt < 20; ++attempt) {
+      r = c.post("/v1/transfers", payer.key, transfer_body(from, to, 1), key);
+      if (r.status != 503) break;
+      std::this_thread::sleep_for(200ms);
+    }
+    EXPECT_EQ(r.status, 201) << key << ": " << r.body;
+  }
+  EXPECT_EQ(journal_count(payer.id, unavailable), static_cast<int>(unavailable.size()));
+  const auto moved = static_cast<std::int64_t>(created.size() + unavailable.size());
+  EXPECT_EQ(ts::balance(c, payer.key, from), funded - moved);
+  EXPECT_EQ(ts::balance(c, payee.key, to), moved);
+  EXPECT_TRUE(ts::reconciliation_ok(c, op.key));
+}
+
+}  // namespace
