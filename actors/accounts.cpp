@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <deque>
 #include <random>
 #include <unordered_map>
 
@@ -25,17 +24,23 @@ struct waiting_debit {
   caf::typed_response_promise<money_result> promise;
 };
 
+// Kept small on purpose: a server may hold a hundred thousand of these. No std::deque (it
+// allocates a block when constructed) and no hash map for what is one row, or a few dozen for
+// a hot account.
 struct account_actor_state {
   ledger::account_id id = 0;
   bool loaded = false;
   bool loading = false;
   bool missing = false;
-  persistence::account_record record;
-  // Committed state of the main row and each shard row: (balance, version).
-  std::unordered_map<ledger::account_id, persistence::row_state> rows;
+  std::optional<ledger::principal_id> owner;
+  ledger::account_kind kind = ledger::account_kind::user;
+  ledger::account_status status = ledger::account_status::active;
+  std::string currency;
+  // Committed state of the main row (first) and each shard row: (balance, version).
+  std::vector<persistence::row_state> rows;
   ledger::amount_minor reserved = 0;
   std::int64_t inflight = 0;
-  std::deque<waiting_debit> waiting;
+  std::vector<waiting_debit> waiting;
   std::uint64_t received = 0;
   clock::time_point last_active = clock::now();
   static inline const char* name = "account_actor";
@@ -45,7 +50,7 @@ using account_actor = caf::stateful_actor<account_actor_state>;
 
 ledger::amount_minor committed_total(const account_actor_state& st) {
   ledger::amount_minor total = 0;
-  for (const auto& [id, row] : st.rows) {
+  for (const auto& row : st.rows) {
     auto next = ledger::checked_add(total, row.balance);
     WALLET_ASSERT(next.has_value(), "an account's committed total fits in int64");
     total = *next;
@@ -55,13 +60,13 @@ ledger::amount_minor committed_total(const account_actor_state& st) {
 
 void apply_rows(account_actor_state& st, const std::vector<persistence::row_state>& rows) {
   for (const auto& row : rows) {
-    auto it = st.rows.find(row.id);
+    auto it = std::find_if(st.rows.begin(), st.rows.end(), [&](const auto& r) { return r.id == row.id; });
     if (it == st.rows.end()) {
       // A shard added after this actor loaded: the notice makes it known.
-      if (row.parent_id == st.id) st.rows.emplace(row.id, row);
+      if (row.parent_id == st.id) st.rows.push_back(row);
       continue;
     }
-    if (row.version > it->second.version) it->second = row;
+    if (row.version > it->version) *it = row;
   }
 }
 
@@ -92,12 +97,11 @@ void process(account_actor* self, const std::shared_ptr<account_runtime>& rt, de
              caf::typed_response_promise<money_result> promise) {
   auto& st = self->state;
   const auto& cmd = req.command;
-  if (st.missing || !st.record.owner_id || *st.record.owner_id != cmd.principal ||
-      st.record.kind != ledger::account_kind::user) {
+  if (st.missing || !st.owner || *st.owner != cmd.principal || st.kind != ledger::account_kind::user) {
     promise.deliver(refusal(ledger::error_code::not_found, "account " + std::to_string(cmd.from) + " was not found"));
     return;
   }
-  if (st.record.status != ledger::account_status::active) {
+  if (st.status != ledger::account_status::active) {
     money_result r = refusal(ledger::error_code::account_inactive, "the debited account is not active");
     r.decided_before_writer = true;
     promise.deliver(std::move(r));
@@ -125,8 +129,8 @@ void process(account_actor* self, const std::shared_ptr<account_runtime>& rt, de
   posting.posting.type = ledger::transaction_type::transfer;
   posting.posting.debit_account = st.id;
   // Every shard known now, including one added after this actor loaded (learnt from a notice).
-  for (const auto& [row_id, row] : st.rows) {
-    if (row_id != st.id) posting.posting.debit_shards.push_back(row_id);
+  for (const auto& row : st.rows) {
+    if (row.id != st.id) posting.posting.debit_shards.push_back(row.id);
   }
   std::sort(posting.posting.debit_shards.begin(), posting.posting.debit_shards.end());
   // Spread credits over the payee's shards of this writer at random: payers paying once each
@@ -136,7 +140,7 @@ void process(account_actor* self, const std::shared_ptr<account_runtime>& rt, de
       account_directory::credit_row(req.payee, writer_index, rt->writers.size(), spread());
   posting.posting.credit_parent = req.payee.id;
   posting.posting.amount = cmd.amount;
-  posting.posting.currency = st.record.currency;
+  posting.posting.currency = st.currency;
   posting.transaction_id = make_transaction_id();
   posting.principal = cmd.principal;
   posting.idempotency_key = cmd.idempotency_key;
@@ -177,11 +181,10 @@ void process(account_actor* self, const std::shared_ptr<account_runtime>& rt, de
 
 void drain_waiting(account_actor* self, const std::shared_ptr<account_runtime>& rt) {
   auto& st = self->state;
-  while (!st.waiting.empty() && (st.loaded || st.missing)) {
-    auto next = std::move(st.waiting.front());
-    st.waiting.pop_front();
-    process(self, rt, next.request, next.promise);
-  }
+  if (!st.loaded && !st.missing) return;
+  std::vector<waiting_debit> ready;
+  ready.swap(st.waiting);
+  for (auto& next : ready) process(self, rt, next.request, next.promise);
 }
 
 caf::behavior account_actor_behavior(account_actor* self, ledger::account_id id, caf::actor registry,
@@ -215,10 +218,10 @@ caf::behavior account_actor_behavior(account_actor* self, ledger::account_id id,
         auto& st = self->state;
         st.loading = false;
         if (result.failed) {
-          while (!st.waiting.empty()) {
-            st.waiting.front().promise.deliver(
-                unavailable(ledger::error_code::database_unavailable, "the database is unavailable"));
-            st.waiting.pop_front();
+          std::vector<waiting_debit> failed;
+          failed.swap(st.waiting);
+          for (auto& w : failed) {
+            w.promise.deliver(unavailable(ledger::error_code::database_unavailable, "the database is unavailable"));
           }
           return;
         }
@@ -226,13 +229,22 @@ caf::behavior account_actor_behavior(account_actor* self, ledger::account_id id,
           st.missing = true;
         } else {
           // Merge by version: a writer's answer that arrived during the load may be newer.
-          st.record = std::move(result.record);
-          std::vector<persistence::row_state> loaded_rows{{st.id, st.record.balance, st.record.version, 0}};
-          for (const auto& s : st.record.shards) loaded_rows.push_back({s.id, s.balance, s.version, st.id});
+          const auto& record = result.record;
+          st.owner = record.owner_id;
+          st.kind = record.kind;
+          st.status = record.status;
+          st.currency = record.currency;
+          std::vector<persistence::row_state> loaded_rows{{st.id, record.balance, record.version, 0}};
+          for (const auto& s : record.shards) loaded_rows.push_back({s.id, s.balance, s.version, st.id});
           for (const auto& row : loaded_rows) {
-            auto it = st.rows.find(row.id);
-            if (it == st.rows.end() || row.version >= it->second.version) st.rows[row.id] = row;
+            auto it = std::find_if(st.rows.begin(), st.rows.end(), [&](const auto& r) { return r.id == row.id; });
+            if (it == st.rows.end()) {
+              st.rows.push_back(row);
+            } else if (row.version >= it->version) {
+              *it = row;
+            }
           }
+          st.rows.shrink_to_fit();
           st.loaded = true;
         }
         drain_waiting(self, rt);
