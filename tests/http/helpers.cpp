@@ -116,6 +116,14 @@ void redis_child::stop() {
   pid_ = -1;
 }
 
+void redis_child::pause() {
+  if (pid_ > 0) ::kill(pid_, SIGSTOP);
+}
+
+void redis_child::resume() {
+  if (pid_ > 0) ::kill(pid_, SIGCONT);
+}
+
 std::string redis_child::url() const { return "redis://127.0.0.1:" + std::to_string(port_); }
 
 bool redis_answers(int port, std::chrono::milliseconds timeout) {

@@ -30,6 +30,10 @@ class redis_child {
   void start();
   // SIGKILL and reap: the port closes at once.
   void stop();
+  // SIGSTOP / SIGCONT: connections stay open (new ones even complete their handshake) but
+  // nothing answers: a hung Redis rather than a dead one.
+  void pause();
+  void resume();
   bool running() const { return pid_ > 0; }
   int port() const { return port_; }
   std::string url() const;

@@ -23,6 +23,7 @@ namespace {
 
 constexpr int body_bytes_max = 1024;
 constexpr int read_timeout_ms = 500;
+constexpr int keep_alive_timeout_ms = 1500;
 
 std::string transfer_body(std::int64_t from, std::int64_t to, std::int64_t amount) {
   return R"({"fromAccountId":)" + std::to_string(from) + R"(,"toAccountId":)" + std::to_string(to) +
@@ -60,6 +61,7 @@ class HttpServer : public ::testing::Test {
     ts::server_process::options o;
     o.env["WALLET_HTTP_BODY_BYTES_MAX"] = std::to_string(body_bytes_max);
     o.env["WALLET_HTTP_READ_TIMEOUT_MS"] = std::to_string(read_timeout_ms);
+    o.env["WALLET_HTTP_KEEP_ALIVE_TIMEOUT_MS"] = std::to_string(keep_alive_timeout_ms);
     server_ = new ts::server_process(o);
   }
   static void TearDownTestSuite() {
@@ -215,6 +217,40 @@ TEST_F(HttpServer, MalformedRequestIs400AndConnectionClosed) {
   }
 }
 
+// A header block over http.header_bytes_max (8 KiB by default) answers 431 problem+json
+// (headers_too_large) and the connection is closed.
+TEST_F(HttpServer, OversizedHeadersAre431) {
+  ht::raw_connection raw(port());
+  ASSERT_TRUE(raw.send("GET /healthz HTTP/1.1\r\nHost: t\r\nX-Big: " + std::string(10 * 1024, 'h') + "\r\n\r\n"));
+  auto got = raw.read_until_closed(10s);
+  EXPECT_TRUE(got.closed);
+  auto [status, body] = parse_raw_response(got.bytes);
+  ASSERT_EQ(status, 431) << got.bytes;
+  EXPECT_NE(body.find("\"code\":\"headers_too_large\""), std::string::npos) << body;
+}
+
+// An idle keep-alive connection is closed once http.keep_alive_timeout_ms (1.5 s here) passes
+// without a new request, while one that keeps sending requests stays open.
+TEST_F(HttpServer, IdleKeepAliveConnectionIsClosedAfterItsTimeout) {
+  ht::raw_connection busy(port());
+  ht::raw_connection idle(port());
+  const auto started = std::chrono::steady_clock::now();
+  const std::string healthz = "GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n";
+  long long idle_closed_ms = -1;
+  // Until the idle one is closed and the busy one has outlived the timeout by 500 ms.
+  while (ht::elapsed_ms(started) < keep_alive_timeout_ms + 3000 &&
+         (idle_closed_ms < 0 || ht::elapsed_ms(started) < keep_alive_timeout_ms + 500)) {
+    ASSERT_TRUE(busy.send(healthz)) << "the busy connection was closed";
+    if (idle_closed_ms < 0 && idle.peer_closed()) idle_closed_ms = ht::elapsed_ms(started);
+    std::this_thread::sleep_for(250ms);
+  }
+  EXPECT_FALSE(busy.peer_closed()) << "a connection in use was closed";
+  ASSERT_GE(idle_closed_ms, 0) << "the idle connection was never closed";
+  EXPECT_GE(idle_closed_ms, keep_alive_timeout_ms - 100);
+  EXPECT_LT(idle_closed_ms, keep_alive_timeout_ms + 3000);
+  EXPECT_TRUE(idle.received().empty()) << idle.received();
+}
+
 // A client that dribbles a request one byte per 100 ms is disconnected once
 // http.read_timeout_ms (500 ms) has passed since its first byte, while another client is
 // served normally in the meantime.
@@ -250,6 +286,49 @@ TEST_F(HttpServer, SlowClientIsDisconnectedWhileOthersAreServed) {
   EXPECT_LT(closed_after_ms, 5000);
   // No answer was owed: the request never completed.
   EXPECT_EQ(slow.received().find("HTTP/1.1 201"), std::string::npos) << slow.received();
+}
+
+// Over http.connections_max (4) open connections, a new connection is closed at accept
+// without an answer and counted in /metrics; once connections close, new ones are served.
+TEST(HttpConnections, ConnectionsOverTheBoundAreClosedAtAccept) {
+  ts::server_process::options o;
+  o.env["WALLET_HTTP_CONNECTIONS_MAX"] = "4";
+  ts::server_process server(o);
+  std::vector<std::unique_ptr<ht::raw_connection>> held;
+  for (int i = 0; i < 4; ++i) held.push_back(std::make_unique<ht::raw_connection>(server.port()));
+  // Each held connection is known to be accepted once it has been answered.
+  for (auto& h : held) {
+    ASSERT_TRUE(h->send("GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n"));
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (h->received().find("\r\n\r\n") == std::string::npos && !h->peer_closed() &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(10ms);
+    }
+    ASSERT_EQ(h->received().rfind("HTTP/1.1 200", 0), 0u) << h->received();
+  }
+  {
+    ht::raw_connection extra(server.port());
+    extra.send("GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n");
+    auto got = extra.read_until_closed(10s);
+    EXPECT_TRUE(got.closed) << "a fifth connection was kept open";
+    EXPECT_TRUE(got.bytes.empty()) << got.bytes;
+  }
+  held.clear();
+  // The server notices the closed connections asynchronously: a bounded retry.
+  ts::response page;
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (std::chrono::steady_clock::now() < deadline) {
+    try {
+      ts::http_client c(server.port(), 2s);
+      page = c.request("GET", "/metrics");
+      if (page.status == 200) break;
+    } catch (const std::exception&) {
+      // still at the bound
+    }
+    std::this_thread::sleep_for(50ms);
+  }
+  ASSERT_EQ(page.status, 200);
+  EXPECT_GE(ht::metric(page.body, "wallet_http_connections_refused_total").value_or(0), 1) << page.body;
 }
 
 // /readyz follows Redis: 200 while a private redis-server answers, 503 problem+json naming
