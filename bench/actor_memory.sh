@@ -28,11 +28,11 @@ set +a
 build-release/tools/admin/wallet-admin migrate >/dev/null
 
 psql -X -q -h 127.0.0.1 -p 55435 -U wallet_owner -d wallet -v ON_ERROR_STOP=1 <<SQL
-INSERT INTO principal (id, name, role) SELECT g, 'bench-' || g, 'user' FROM generate_series(1000001, 1000000 + $accounts) g;
-INSERT INTO api_key (key_hash, principal_id)
-  SELECT sha256(convert_to('bench-key-' || g, 'UTF8')), g FROM generate_series(1000001, 1000000 + $accounts) g;
-INSERT INTO account (id, owner_id, currency, kind) SELECT g, g, 'EUR', 'user' FROM generate_series(1000001, 1000000 + $accounts) g;
-INSERT INTO account (id, owner_id, currency, kind) VALUES (999999, 1000001, 'EUR', 'user');
+-- One principal owns every account, so the figure is the actors' memory, not the key cache's.
+INSERT INTO principal (id, name, role) VALUES (1000000, 'bench', 'user');
+INSERT INTO api_key (key_hash, principal_id) VALUES (sha256(convert_to('bench-key', 'UTF8')), 1000000);
+INSERT INTO account (id, owner_id, currency, kind) SELECT g, 1000000, 'EUR', 'user' FROM generate_series(1000001, 1000000 + $accounts) g;
+INSERT INTO account (id, owner_id, currency, kind) VALUES (999999, 1000000, 'EUR', 'user');
 SQL
 
 WALLET_HTTP_PORT=$http_port WALLET_ACTORS_ACCOUNTS_LIVE_MAX=$((accounts * 2)) WALLET_ACTORS_ACCOUNT_IDLE_MS=3600000 \
@@ -48,27 +48,34 @@ live() { curl -s "http://127.0.0.1:$http_port/metrics" | awk '/^wallet_account_a
 # Warm up every code path with a few actors, so the baseline holds the allocator's arenas.
 script=$(mktemp --suffix .lua)
 cat > "$script" <<LUA
+-- Each wrk thread walks its own residue class, so together they touch every account once.
 local first = 1000001
 local count = tonumber(os.getenv("ACCOUNTS"))
+local threads = tonumber(os.getenv("THREADS"))
+local next_thread = 0
+setup = function(thread)
+  thread:set("tid", next_thread)
+  next_thread = next_thread + 1
+end
 local counter = 0
 wrk.method = "POST"
 request = function()
-  local id = first + (counter % count)
+  local id = first + ((counter * threads + tid) % count)
   counter = counter + 1
   local headers = {}
-  headers["Authorization"] = "Bearer bench-key-" .. id
+  headers["Authorization"] = "Bearer bench-key"
   headers["Content-Type"] = "application/json"
   headers["Idempotency-Key"] = "mem-" .. id
   return wrk.format(nil, "/v1/transfers", headers, '{"fromAccountId":' .. id .. ',"toAccountId":999999,"amount":1}')
 end
 LUA
-ACCOUNTS=100 wrk -t1 -c4 -d2s -s "$script" "http://127.0.0.1:$http_port" >/dev/null
+ACCOUNTS=100 THREADS=1 wrk -t1 -c4 -d2s -s "$script" "http://127.0.0.1:$http_port" >/dev/null
 sleep 1
 before_kib=$(rss_kib)
 before_live=$(live)
 
 # Enough requests to touch every account at least once (wrk runs for a duration, not a count).
-ACCOUNTS=$accounts wrk -t2 -c64 -d"$((accounts / 2000 + 20))s" -s "$script" "http://127.0.0.1:$http_port" > bench/out/actor_memory_wrk.txt
+ACCOUNTS=$accounts THREADS=2 wrk -t2 -c64 -d"$((accounts / 2000 + 20))s" -s "$script" "http://127.0.0.1:$http_port" > bench/out/actor_memory_wrk.txt
 sleep 2
 after_kib=$(rss_kib)
 after_live=$(live)

@@ -112,6 +112,9 @@ std::vector<descriptor> describe(options& o) {
       {"search-step-seconds", "Search: seconds per step.", real_target{&o.search_step_seconds, 1, 3'600}},
       {"search-refine", "Search: bisection steps between the last good and the first bad rate.",
        int_target{&o.search_refine, 0, 10}},
+      {"search-pause-seconds", "Search: idle seconds before each step, so that one step's backlog does not "
+                               "spill into the next.",
+       real_target{&o.search_pause_seconds, 0, 600}},
       {"p99-target-ms", "Search: latency target for the p99 of accepted transfers.",
        real_target{&o.p99_target_ms, 0.1, 600'000}},
       {"connections", "Keep-alive connections at most (spread over the I/O threads).",

@@ -56,6 +56,7 @@ struct options {
   double search_max_rate = 200'000;
   double search_step_seconds = 10;
   std::int64_t search_refine = 2;  // bisection steps between the last good and first bad rate
+  double search_pause_seconds = 3;  // idle time before each step, so a step after an overload starts calm
   double p99_target_ms = 100;
 
   // HTTP client.

@@ -234,7 +234,7 @@ void print_table(std::ostream& out, const run_report& report) {
       << ms(t.send_lag_us.value_at_percentile(99)) << " ms, max " << ms(t.send_lag_us.max()) << " ms\n";
   if (t.send_lag_us.value_at_percentile(99) > k_send_lag_warning_us) {
     out << "WARNING: the load generator fell behind its own schedule (p99 send lag above "
-        << ms(k_send_lag_warning_us) << " ms): it was part of the bottleneck, the server saw less load than intended\n";
+        << ms(k_send_lag_warning_us) << " ms; starved of CPU or overloaded): the server saw less load than intended\n";
   }
   if (t.retries > 0) {
     out << "retries: " << t.retries << " extra attempts for " << t.retried_requests << " requests; they ended as";

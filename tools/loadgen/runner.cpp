@@ -499,6 +499,11 @@ run_outcome run_loadgen(const options& o, std::ostream& out, std::ostream& err) 
       search_result search;
       std::optional<double> last_ok, first_bad;
       auto run_step = [&](double rate) {
+        // The previous step may have left the server with a backlog (queues, dirty pages, a
+        // checkpoint); a pause keeps it from being charged to this step.
+        if (!search.steps.empty()) {
+          std::this_thread::sleep_for(std::chrono::microseconds(static_cast<std::int64_t>(o.search_pause_seconds * 1e6)));
+        }
         const auto start = steady::now();
         const auto end = start + std::chrono::microseconds(static_cast<std::int64_t>(o.search_step_seconds * 1e6));
         stats.begin_window("step " + std::to_string(static_cast<long long>(rate)) + "/s", d.now_s(),

@@ -68,7 +68,6 @@ struct second_stats {
 };
 
 struct progress_snapshot {
-  double intended_total = 0;
   std::int64_t finished = 0;
   std::int64_t completed_last_second = 0;
   std::int64_t scheduled_last_second = 0;
