@@ -502,10 +502,15 @@ TEST(Shedding, DatabaseUnreachableAnswers503WithinTheBound) {
   }
 }
 
-// Count of backends waiting on a lock held by the backend `blocker_pid`.
+// Count of backends waiting, directly or through other waiters, on the backend `blocker_pid`
+// (PostgreSQL queues a second waiter for a row behind the first one, not behind the holder).
 int backends_blocked_by(int blocker_pid) {
-  return std::stoi(ts::query_value("SELECT count(*) FROM pg_stat_activity WHERE " + std::to_string(blocker_pid) +
-                                   " = ANY(pg_blocking_pids(pid))"));
+  return std::stoi(ts::query_value(
+      "WITH RECURSIVE waiting(pid) AS ("
+      "  SELECT pid FROM pg_stat_activity WHERE " + std::to_string(blocker_pid) + " = ANY(pg_blocking_pids(pid))"
+      "  UNION"
+      "  SELECT a.pid FROM pg_stat_activity a JOIN waiting w ON w.pid = ANY(pg_blocking_pids(a.pid))"
+      ") SELECT count(*) FROM waiting"));
 }
 
 // Waits (bounded) until `condition()` holds; returns whether it does.
@@ -523,7 +528,7 @@ void patient_database(ts::server_process::options& o) {
   o.env["WALLET_HTTP_REQUEST_DEADLINE_MS"] = "30000";
 }
 
-// With admission.inflight_requests_max = 2 and two transfers stalled on a row lock, a third
+// With admission.inflight_requests_max = 2 and two transfers stalled on row locks, a third
 // request answers 503 server_busy with Retry-After at once (before authentication or any
 // database work), health probes still answer, and once the stalled two finish the server
 // serves again; the stalled transfers commit.
@@ -532,36 +537,48 @@ TEST(Shedding, GlobalInflightBoundAnswers503ServerBusy) {
   generous_limits(o);
   patient_database(o);
   o.env["WALLET_ADMISSION_INFLIGHT_REQUESTS_MAX"] = "2";
+  o.env["WALLET_WRITER_COUNT"] = "2";
   ts::server_process server(o);
   ht::stop_servers_first stop_first;
   ts::http_client c(server.port());
   const auto op = fresh_operator(c, server);
   auto payer = ts::create_principal(c, op.key);
   auto payee = ts::create_principal(c, op.key);
-  const auto from = ts::create_account(c, op.key, payer.id);
   const auto to = ts::create_account(c, op.key, payee.id);
-  ts::deposit(c, op.key, from, 1000);
+  // Two payer accounts on different ledger writers (writer = id % 2), so that both stalled
+  // transfers wait in PostgreSQL where the test can see them (/metrics cannot be used to watch:
+  // a scrape is itself a request in flight and would take one of the two places).
+  std::vector<std::int64_t> from{ts::create_account(c, op.key, payer.id)};
+  for (int i = 0; i < 10 && from.size() < 2; ++i) {
+    const auto next = ts::create_account(c, op.key, payer.id);
+    if (next % 2 != from[0] % 2) from.push_back(next);
+  }
+  ASSERT_EQ(from.size(), 2u);
+  for (auto account : from) ts::deposit(c, op.key, account, 1000);
 
   pqxx::connection owner(ts::owner_database_url());
   pqxx::work lock(owner);
-  lock.exec("SELECT id FROM account WHERE id = " + std::to_string(from) + " FOR UPDATE");
+  // The payee's row too: both writers credit it, and whichever locked it first would otherwise
+  // be the one the other waits for.
+  lock.exec("SELECT id FROM account WHERE id IN (" + std::to_string(from[0]) + "," + std::to_string(from[1]) + "," +
+            std::to_string(to) + ") FOR UPDATE");
+  const int lock_pid = owner.backendpid();
   std::vector<std::string> keys{ts::unique_key("stalled"), ts::unique_key("stalled")};
   std::vector<std::future<ts::response>> stalled;
-  for (const auto& key : keys) {
-    stalled.push_back(std::async(std::launch::async, [&, key] {
+  for (int i = 0; i < 2; ++i) {
+    stalled.push_back(std::async(std::launch::async, [&, i] {
       ts::http_client client(server.port(), 60s);
-      return client.post("/v1/transfers", payer.key, transfer_body(from, to, 100), key);
+      return client.post("/v1/transfers", payer.key, transfer_body(from[static_cast<std::size_t>(i)], to, 100),
+                         keys[static_cast<std::size_t>(i)]);
     }));
   }
-  // Both in flight: the /metrics request that reads the gauge is the third.
-  ASSERT_TRUE(eventually(
-      [&] { return metric_or_zero(server.port(), "wallet_http_inflight_requests") >= 3; }, 15s))
-      << metrics_page(server.port());
+  ASSERT_TRUE(eventually([&] { return backends_blocked_by(lock_pid) >= 2; }, 15s))
+      << "the two transfers did not both reach the database";
 
   for (int i = 0; i < 3; ++i) {
     const auto started = clock::now();
     auto busy = i == 0   ? c.get("/v1/accounts/" + std::to_string(to), payee.key)
-                : i == 1 ? c.post("/v1/transfers", payee.key, transfer_body(to, from, 1), ts::unique_key("busy"))
+                : i == 1 ? c.post("/v1/transfers", payee.key, transfer_body(to, from[0], 1), ts::unique_key("busy"))
                          : c.get("/v1/accounts/1", "not-even-a-valid-key");
     EXPECT_EQ(busy.status, 503) << busy.body;
     EXPECT_EQ(code_of(busy), "server_busy") << busy.body;
