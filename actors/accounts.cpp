@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <random>
 #include <unordered_map>
@@ -32,17 +33,20 @@ struct account_actor_state {
   bool loaded = false;
   bool loading = false;
   bool missing = false;
-  std::optional<ledger::principal_id> owner;
+  ledger::principal_id owner = 0;  // 0: a system account, owned by nobody
   ledger::account_kind kind = ledger::account_kind::user;
   ledger::account_status status = ledger::account_status::active;
-  std::string currency;
+  std::array<char, 3> currency{};  // ISO 4217 code, not a std::string: 29 bytes less per actor
   // Committed state of the main row (first) and each shard row: (balance, version).
   std::vector<persistence::row_state> rows;
   ledger::amount_minor reserved = 0;
   std::int64_t inflight = 0;
   std::vector<waiting_debit> waiting;
   std::uint64_t received = 0;
-  clock::time_point last_active = clock::now();
+  // The service owns the runtime and outlives every actor; a plain pointer keeps each of the
+  // behavior's handlers down to one captured pointer.
+  account_runtime* rt = nullptr;
+  caf::actor registry;
   static inline const char* name = "account_actor";
 };
 
@@ -70,7 +74,8 @@ void apply_rows(account_actor_state& st, const std::vector<persistence::row_stat
   }
 }
 
-void start_load(account_actor* self, const std::shared_ptr<account_runtime>& rt) {
+void start_load(account_actor* self) {
+  account_runtime* rt = self->state.rt;
   auto& st = self->state;
   if (st.loading) return;
   st.loading = true;
@@ -93,11 +98,11 @@ void start_load(account_actor* self, const std::shared_ptr<account_runtime>& rt)
   });
 }
 
-void process(account_actor* self, const std::shared_ptr<account_runtime>& rt, debit_request& req,
-             caf::typed_response_promise<money_result> promise) {
+void process(account_actor* self, debit_request& req, caf::typed_response_promise<money_result> promise) {
   auto& st = self->state;
+  account_runtime* rt = st.rt;
   const auto& cmd = req.command;
-  if (st.missing || !st.owner || *st.owner != cmd.principal || st.kind != ledger::account_kind::user) {
+  if (st.missing || st.owner == 0 || st.owner != cmd.principal || st.kind != ledger::account_kind::user) {
     promise.deliver(refusal(ledger::error_code::not_found, "account " + std::to_string(cmd.from) + " was not found"));
     return;
   }
@@ -140,7 +145,7 @@ void process(account_actor* self, const std::shared_ptr<account_runtime>& rt, de
       account_directory::credit_row(req.payee, writer_index, rt->writers.size(), spread());
   posting.posting.credit_parent = req.payee.id;
   posting.posting.amount = cmd.amount;
-  posting.posting.currency = st.currency;
+  posting.posting.currency.assign(st.currency.begin(), st.currency.end());
   posting.transaction_id = make_transaction_id();
   posting.principal = cmd.principal;
   posting.idempotency_key = cmd.idempotency_key;
@@ -152,7 +157,7 @@ void process(account_actor* self, const std::shared_ptr<account_runtime>& rt, de
   const auto amount = cmd.amount;
   self->request(rt->writers[writer_index], caf::infinite, posting_atom::value, std::move(posting))
       .then(
-          [self, rt, promise, amount](persistence::posting_outcome& outcome) mutable {
+          [self, promise, amount](persistence::posting_outcome& outcome) mutable {
             auto& s = self->state;
             apply_rows(s, outcome.rows_after);
             s.reserved -= amount;
@@ -162,59 +167,56 @@ void process(account_actor* self, const std::shared_ptr<account_runtime>& rt, de
                 outcome.outcome == ledger::error_code::database_unavailable) {
               // What the database holds is uncertain: reload before deciding more debits.
               s.loaded = false;
-              start_load(self, rt);
+              start_load(self);
             }
-            s.last_active = clock::now();
             promise.deliver(to_money_result(outcome));
           },
-          [self, rt, promise, amount](caf::error& err) mutable {
+          [self, promise, amount](caf::error& err) mutable {
             auto& s = self->state;
             s.reserved -= amount;
             --s.inflight;
             s.loaded = false;
-            start_load(self, rt);
+            start_load(self);
             spdlog::error("account {}: ledger writer failed: {}", s.id, caf::to_string(err));
             promise.deliver(unavailable(ledger::error_code::outcome_unknown,
                                  "the outcome of this request is unknown; retry with the same Idempotency-Key"));
           });
 }
 
-void drain_waiting(account_actor* self, const std::shared_ptr<account_runtime>& rt) {
+void drain_waiting(account_actor* self) {
   auto& st = self->state;
   if (!st.loaded && !st.missing) return;
   std::vector<waiting_debit> ready;
   ready.swap(st.waiting);
-  for (auto& next : ready) process(self, rt, next.request, next.promise);
+  for (auto& next : ready) process(self, next.request, next.promise);
 }
 
 caf::behavior account_actor_behavior(account_actor* self, ledger::account_id id, caf::actor registry,
-                                     std::shared_ptr<account_runtime> rt) {
+                                     account_runtime* rt) {
   self->state.id = id;
-  ++rt->live_actors;
-  self->attach_functor([rt] { --rt->live_actors; });
-  start_load(self, rt);
-  self->delayed_send(self, std::chrono::milliseconds(rt->idle_ms), tick_atom::value);
+  self->state.rt = rt;
+  self->state.registry = std::move(registry);
+  start_load(self);
   return {
-      [=](debit_atom, debit_request& req) -> caf::result<money_result> {
+      [self](debit_atom, debit_request& req) -> caf::result<money_result> {
         auto& st = self->state;
         ++st.received;
-        st.last_active = clock::now();
         auto promise = self->make_response_promise<money_result>();
         if (st.loaded || st.missing) {
-          process(self, rt, req, promise);
+          process(self, req, promise);
           return promise;
         }
         // Not (re)loaded yet: wait for the committed state, but only a bounded number.
-        if (static_cast<std::int64_t>(st.waiting.size()) + st.inflight >= rt->inflight_max) {
+        if (static_cast<std::int64_t>(st.waiting.size()) + st.inflight >= st.rt->inflight_max) {
           promise.deliver(unavailable(ledger::error_code::account_busy, "too many payments from this account are in flight"));
           return promise;
         }
         st.waiting.push_back({std::move(req), promise});
-        start_load(self, rt);
+        start_load(self);
         return promise;
       },
-      [=](notice_atom, balance_notice& notice) { apply_rows(self->state, notice.rows); },
-      [=](loaded_atom, account_loaded& result) {
+      [self](notice_atom, balance_notice& notice) { apply_rows(self->state, notice.rows); },
+      [self](loaded_atom, account_loaded& result) {
         auto& st = self->state;
         st.loading = false;
         if (result.failed) {
@@ -230,10 +232,10 @@ caf::behavior account_actor_behavior(account_actor* self, ledger::account_id id,
         } else {
           // Merge by version: a writer's answer that arrived during the load may be newer.
           const auto& record = result.record;
-          st.owner = record.owner_id;
+          st.owner = record.owner_id.value_or(0);
           st.kind = record.kind;
           st.status = record.status;
-          st.currency = record.currency;
+          std::copy_n(record.currency.begin(), std::min<std::size_t>(3, record.currency.size()), st.currency.begin());
           std::vector<persistence::row_state> loaded_rows{{st.id, record.balance, record.version, 0}};
           for (const auto& s : record.shards) loaded_rows.push_back({s.id, s.balance, s.version, st.id});
           for (const auto& row : loaded_rows) {
@@ -247,22 +249,22 @@ caf::behavior account_actor_behavior(account_actor* self, ledger::account_id id,
           st.rows.shrink_to_fit();
           st.loaded = true;
         }
-        drain_waiting(self, rt);
+        drain_waiting(self);
       },
-      [=](tick_atom) {
+      // The registry asks when nothing was forwarded for a while; the actor offers to stop if it
+      // holds no work. (No timer per actor: a hundred thousand timers cost memory.)
+      [self](tick_atom) {
         auto& st = self->state;
-        const bool idle = st.inflight == 0 && st.waiting.empty() &&
-                          clock::now() - st.last_active >= std::chrono::milliseconds(rt->idle_ms);
-        if (idle) self->send(registry, idle_atom::value, st.id, st.received);
-        self->delayed_send(self, std::chrono::milliseconds(rt->idle_ms), tick_atom::value);
+        if (st.inflight == 0 && st.waiting.empty()) self->send(st.registry, idle_atom::value, st.id, st.received);
       },
-      [=](stop_atom) { self->quit(); },
+      [self](stop_atom) { self->quit(); },
   };
 }
 
 struct registry_entry {
   caf::actor actor;
   std::uint64_t forwarded = 0;
+  clock::time_point last_forward;
 };
 
 struct registry_state {
@@ -273,6 +275,9 @@ struct registry_state {
 using registry_actor = caf::stateful_actor<registry_state>;
 
 caf::behavior account_registry(registry_actor* self, std::shared_ptr<account_runtime> rt) {
+  const auto idle = std::chrono::milliseconds(rt->idle_ms);
+  const auto scan_every = std::max(std::chrono::milliseconds(10), idle / 2);
+  self->delayed_send(self, scan_every, tick_atom::value);
   return {
       [=](debit_atom, debit_request& req) -> caf::result<money_result> {
         auto& live = self->state.live;
@@ -283,10 +288,13 @@ caf::behavior account_registry(registry_actor* self, std::shared_ptr<account_run
             return r;
           }
           // Linked: when the registry shard stops, its account actors stop with it.
-          auto actor = self->spawn<caf::linked>(account_actor_behavior, req.command.from, caf::actor_cast<caf::actor>(self), rt);
-          it = live.emplace(req.command.from, registry_entry{actor, 0}).first;
+          auto actor = self->spawn<caf::linked>(account_actor_behavior, req.command.from,
+                                                caf::actor_cast<caf::actor>(self), rt.get());
+          it = live.emplace(req.command.from, registry_entry{actor, 0, {}}).first;
+          ++rt->live_actors;
         }
         ++it->second.forwarded;
+        it->second.last_forward = clock::now();
         auto promise = self->make_response_promise<money_result>();
         promise.delegate(it->second.actor, debit_atom::value, std::move(req));
         return promise;
@@ -308,6 +316,14 @@ caf::behavior account_registry(registry_actor* self, std::shared_ptr<account_run
         if (it == live.end() || it->second.forwarded != received) return;
         self->send(it->second.actor, stop_atom::value);
         live.erase(it);
+        --rt->live_actors;
+      },
+      [=](tick_atom) {
+        const auto now = clock::now();
+        for (const auto& [id, entry] : self->state.live) {
+          if (now - entry.last_forward >= idle) self->send(entry.actor, tick_atom::value);
+        }
+        self->delayed_send(self, scan_every, tick_atom::value);
       },
   };
 }
