@@ -1,0 +1,90 @@
+// End-to-end tests of the account actors' lifecycle: idle actors passivate, and the number of
+// live actors is bounded.
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "tests/support/support.hpp"
+
+namespace ts = test_support;
+
+namespace {
+
+std::int64_t live_actors(ts::http_client& c) {
+  auto r = c.request("GET", "/metrics");
+  const std::string needle = "\nwallet_account_actors_live ";
+  auto at = r.body.find(needle);
+  if (at == std::string::npos) return -1;
+  return std::stoll(r.body.substr(at + needle.size()));
+}
+
+std::string transfer_body(std::int64_t from, std::int64_t to, std::int64_t amount) {
+  return R"({"fromAccountId":)" + std::to_string(from) + R"(,"toAccountId":)" + std::to_string(to) + R"(,"amount":)" +
+         std::to_string(amount) + "}";
+}
+
+// Actors idle longer than actors.account_idle_ms stop (the live gauge returns to zero), and a
+// later debit of the same account spawns a fresh actor that reloads the committed balance.
+TEST(AccountActors, IdleActorsPassivateAndComeBack) {
+  ts::server_process::options o;
+  o.env["WALLET_ACTORS_ACCOUNT_IDLE_MS"] = "200";
+  ts::server_process server(o);
+  ts::http_client c(server.port());
+  const auto& op = server.operator_key();
+  auto alice = ts::create_principal(c, op);
+  auto bob = ts::create_principal(c, op);
+  std::vector<std::int64_t> accounts;
+  for (int i = 0; i < 5; ++i) {
+    accounts.push_back(ts::create_account(c, op, alice.id));
+    ts::deposit(c, op, accounts.back(), 1000);
+  }
+  const auto payee = ts::create_account(c, op, bob.id);
+  for (auto a : accounts) {
+    ASSERT_EQ(c.post("/v1/transfers", alice.key, transfer_body(a, payee, 100), ts::unique_key("p")).status, 201);
+  }
+  EXPECT_EQ(live_actors(c), 5);
+  std::int64_t live = -1;
+  for (int i = 0; i < 100 && live != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    live = live_actors(c);
+  }
+  EXPECT_EQ(live, 0);
+  auto again = c.post("/v1/transfers", alice.key, transfer_body(accounts[0], payee, 900), ts::unique_key("p"));
+  EXPECT_EQ(again.status, 201) << again.body;
+  auto over = c.post("/v1/transfers", alice.key, transfer_body(accounts[0], payee, 1), ts::unique_key("p"));
+  EXPECT_EQ(over.status, 422) << over.body;
+  EXPECT_EQ(ts::balance(c, bob.key, payee), 1400);
+}
+
+// With room for 16 live actors, debits of a 17th account are shed with 503 server_busy and a
+// Retry-After, and nothing is written for them.
+TEST(AccountActors, LiveActorsAreBounded) {
+  ts::server_process::options o;
+  o.env["WALLET_ACTORS_ACCOUNTS_LIVE_MAX"] = "16";
+  o.env["WALLET_ACTORS_REGISTRY_SHARDS"] = "1";
+  ts::server_process server(o);
+  ts::http_client c(server.port());
+  const auto& op = server.operator_key();
+  auto alice = ts::create_principal(c, op);
+  auto bob = ts::create_principal(c, op);
+  const auto payee = ts::create_account(c, op, bob.id);
+  std::vector<std::int64_t> accounts;
+  for (int i = 0; i < 17; ++i) {
+    accounts.push_back(ts::create_account(c, op, alice.id));
+    ts::deposit(c, op, accounts.back(), 100);
+  }
+  for (int i = 0; i < 16; ++i) {
+    auto r = c.post("/v1/transfers", alice.key, transfer_body(accounts[static_cast<std::size_t>(i)], payee, 10), ts::unique_key("b"));
+    ASSERT_EQ(r.status, 201) << r.body;
+  }
+  auto shed = c.post("/v1/transfers", alice.key, transfer_body(accounts[16], payee, 10), ts::unique_key("b"));
+  EXPECT_EQ(shed.status, 503) << shed.body;
+  EXPECT_EQ(shed.json().as_object().at("code").as_string(), "server_busy");
+  EXPECT_FALSE(shed.header("Retry-After").empty());
+  EXPECT_EQ(live_actors(c), 16);
+  EXPECT_EQ(ts::balance(c, alice.key, accounts[16]), 100);
+  EXPECT_EQ(ts::balance(c, bob.key, payee), 160);
+}
+
+}  // namespace
