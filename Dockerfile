@@ -19,7 +19,11 @@ RUN apt-get update \
 WORKDIR /src
 COPY . .
 # Only the two programs: the test suites need running services and belong to scripts/test.sh.
+# GCC 12 at -O3 reports false -Wrestrict / -Wstringop-overflow errors inside std::string (GCC
+# bugs 105329 and 105651) that the -O2 test build never sees; they stay warnings here so that an
+# image build of code that is clean at -O2 does not stop on them.
 RUN cmake -S . -B /build -G Ninja -DCMAKE_BUILD_TYPE=Release \
+      -DCMAKE_CXX_FLAGS="-Wno-error=restrict -Wno-error=stringop-overflow" \
  && ninja -C /build -j"$(nproc)" wallet-server wallet-admin \
  && strip /build/tools/server/wallet-server /build/tools/admin/wallet-admin
 
