@@ -112,14 +112,16 @@ void process(account_actor* self, debit_request& req, caf::typed_response_promis
     promise.deliver(std::move(r));
     return;
   }
-  if (st.inflight >= rt->inflight_max) {
-    promise.deliver(unavailable(ledger::error_code::account_busy, "too many payments from this account are in flight"));
-    return;
-  }
   const std::size_t writer_index = writer_for(st.id, rt->writers.size());
   auto& gauges = *rt->writer_gauges[writer_index];
-  if (gauges.queued.load() >= rt->writer_queue_max) {
-    promise.deliver(unavailable(ledger::error_code::writer_busy, "the ledger writer is saturated"));
+  if (st.inflight >= rt->inflight_max) {
+    promise.deliver(unavailable(ledger::error_code::account_busy, "too many payments from this account are in flight",
+                                gauges.drain_seconds(st.inflight)));
+    return;
+  }
+  if (const auto queued = gauges.queued.load(); queued >= rt->writer_queue_max) {
+    promise.deliver(unavailable(ledger::error_code::writer_busy, "the ledger writer is saturated",
+                                gauges.drain_seconds(queued)));
     return;
   }
   const ledger::amount_minor available = committed_total(st) - st.reserved;

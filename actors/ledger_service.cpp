@@ -439,8 +439,9 @@ void ledger_service::deposit(deposit_command command, std::function<void(money_r
       }
       const auto w = d.writer_index(clearing);
       auto& gauges = *d.runtime->writer_gauges[w];
-      if (gauges.queued.load() >= d.runtime->writer_queue_max) {
-        return finish(unavailable(ledger::error_code::writer_busy, "the ledger writer is saturated"));
+      if (const auto queued = gauges.queued.load(); queued >= d.runtime->writer_queue_max) {
+        return finish(unavailable(ledger::error_code::writer_busy, "the ledger writer is saturated",
+                                  gauges.drain_seconds(queued)));
       }
       persistence::posting_request request;
       request.posting.type = ledger::transaction_type::deposit;

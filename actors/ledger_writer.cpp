@@ -120,6 +120,7 @@ void flush(writer_actor* self, const writer_config& config, writer_gauges& gauge
   }
   const auto elapsed = std::chrono::steady_clock::now() - started;
   gauges.last_batch_us = std::chrono::duration_cast<std::chrono::microseconds>(elapsed).count();
+  gauges.last_batch_postings = static_cast<std::int64_t>(batch.size());
   ++gauges.batches;
   gauges.postings += batch.size();
 

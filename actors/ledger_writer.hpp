@@ -36,7 +36,19 @@ struct writer_gauges {
   std::atomic<std::uint64_t> postings{0};
   std::atomic<std::uint64_t> failures{0};
   std::atomic<std::int64_t> last_batch_us{0};
+  std::atomic<std::int64_t> last_batch_postings{0};
   std::atomic<bool> connected{false};
+
+  // Seconds until `waiting` postings ahead of a new one would drain at the writer's last
+  // measured rate: the Retry-After of a 503 caused by this writer's queue. At least 1, at most 30.
+  std::int64_t drain_seconds(std::int64_t waiting) const {
+    const auto us = last_batch_us.load();
+    const auto n = last_batch_postings.load();
+    if (us <= 0 || n <= 0) return 1;
+    const double per_second = static_cast<double>(n) * 1e6 / static_cast<double>(us);
+    const auto seconds = static_cast<std::int64_t>(static_cast<double>(waiting) / per_second) + 1;
+    return seconds < 1 ? 1 : (seconds > 30 ? 30 : seconds);
+  }
 };
 
 struct writer_config {
