@@ -26,37 +26,48 @@ constexpr const char* k_lock_accounts_sql =
     "SELECT id, currency, status, allow_negative, balance, version, COALESCE(parent_id, 0)"
     "  FROM account WHERE id = ANY($1::bigint[]) ORDER BY id FOR UPDATE";
 
-constexpr const char* k_insert_journal = "posting_insert_journal";
+// The four writes of a batch are sent as ONE multi-statement query: one round trip instead of
+// four (measured: COMMIT's WAL flush and the round trips dominate a batch on this machine).
+// They are therefore not prepared; the array parameters are passed as quoted literals, and
+// each statement is a named template whose $n are replaced in order.
 constexpr const char* k_insert_journal_sql =
     "INSERT INTO journal_transaction"
     "  (id, principal_id, idempotency_key, request_hash, type, response_status, response_body, metadata)"
     " SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::int[],"
-    "                      $7::text[], $8::jsonb[])"
-    " ON CONFLICT (principal_id, idempotency_key) DO NOTHING";
+    "                      $7::text[], $8::jsonb[])";
 
-constexpr const char* k_insert_entries = "posting_insert_entries";
 constexpr const char* k_insert_entries_sql =
     "INSERT INTO ledger_entry (transaction_id, account_id, currency, amount, balance_after)"
     " SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::bpchar[], $4::bigint[], $5::bigint[])";
 
-constexpr const char* k_update_balances = "posting_update_balances";
 constexpr const char* k_update_balances_sql =
     "UPDATE account AS a SET balance = u.balance, version = u.version"
     "  FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) AS u(id, balance, version)"
     " WHERE a.id = u.id";
 
-constexpr const char* k_insert_outbox = "posting_insert_outbox";
 constexpr const char* k_insert_outbox_sql =
     "INSERT INTO outbox_event (transaction_id, topic, payload)"
     " SELECT t, 'ledger.transaction', p FROM unnest($1::uuid[], $2::jsonb[]) AS x(t, p)";
 
+// Replaces $1..$n of `sql` by the quoted `literals` (n < 10).
+std::string bind_literals(std::string_view sql, const std::vector<std::string>& literals) {
+  std::string out;
+  out.reserve(sql.size() + 64);
+  for (std::size_t i = 0; i < sql.size(); ++i) {
+    if (sql[i] == '$' && i + 1 < sql.size() && sql[i + 1] >= '1' && sql[i + 1] <= '9') {
+      const auto n = static_cast<std::size_t>(sql[i + 1] - '1');
+      WALLET_ASSERT(n < literals.size(), "every placeholder has a literal");
+      out += literals[n];
+      ++i;
+    } else {
+      out += sql[i];
+    }
+  }
+  return out;
+}
+
 // Retries of a whole batch after a deadlock, a serialization failure or a lost idempotency race.
 constexpr int k_batch_attempts_max = 5;
-
-// Another server committed one of our idempotency keys between our lookup and our insert.
-struct idempotency_race : std::runtime_error {
-  idempotency_race() : std::runtime_error("idempotency key committed concurrently") {}
-};
 
 std::string outbox_payload(const posting_request& r, const ledger::posting_plan& plan) {
   std::string p = "{\"transactionId\":\"" + r.transaction_id + "\",\"type\":\"";
@@ -178,16 +189,6 @@ batch_result commit_once(pqxx::connection& conn, const std::vector<posting_reque
   }
 
   if (accepted > 0) {
-    // 4. Journal rows with their receipts. A key committed by another server since step 1
-    // makes the count short: the whole attempt is redone, and step 1 then finds it.
-    auto journal = txn.exec_prepared(k_insert_journal, pg_array(j_ids), pg_array(j_principals), pg_array(j_keys),
-                                     pg_array(j_hashes), pg_array(j_types), pg_array(j_status), pg_array(j_bodies),
-                                     pg_array(j_meta));
-    if (journal.affected_rows() != accepted) throw idempotency_race{};
-
-    // 5. Entries, 6. balance caches (one row per account, the last balance the plan reached).
-    txn.exec_prepared(k_insert_entries, pg_array(e_tx), pg_array(e_account), pg_array(e_currency),
-                      pg_array(e_amount), pg_array(e_balance_after));
     std::vector<std::int64_t> u_ids, u_balances, u_versions;
     for (const auto& [id, state] : states) {
       if (state.version == locked.at(id).version) continue;
@@ -196,10 +197,21 @@ batch_result commit_once(pqxx::connection& conn, const std::vector<posting_reque
       u_versions.push_back(state.version);
       result.rows.push_back({id, state.balance, state.version, state.parent_id});
     }
-    txn.exec_prepared(k_update_balances, pg_array(u_ids), pg_array(u_balances), pg_array(u_versions));
-
-    // 7. Outbox rows, in the same transaction as the entries they announce.
-    txn.exec_prepared(k_insert_outbox, pg_array(o_tx), pg_array(o_payload));
+    auto q = [&](const auto& values) { return txn.quote(pg_array(values)); };
+    // 4. Journal rows with their receipts (a key committed by another server since step 1 is a
+    // unique violation: the attempt is redone and step 1 then finds it); 5. the entries;
+    // 6. the balance caches, one row per account at the last balance the plan reached;
+    // 7. the outbox rows, in the same transaction as the entries they announce.
+    std::string writes = bind_literals(k_insert_journal_sql, {q(j_ids), q(j_principals), q(j_keys), q(j_hashes),
+                                                              q(j_types), q(j_status), q(j_bodies), q(j_meta)});
+    writes += ";\n";
+    writes += bind_literals(k_insert_entries_sql,
+                            {q(e_tx), q(e_account), q(e_currency), q(e_amount), q(e_balance_after)});
+    writes += ";\n";
+    writes += bind_literals(k_update_balances_sql, {q(u_ids), q(u_balances), q(u_versions)});
+    writes += ";\n";
+    writes += bind_literals(k_insert_outbox_sql, {q(o_tx), q(o_payload)});
+    txn.exec(writes);
   }
   txn.commit();
   return result;
@@ -229,8 +241,10 @@ batch_result commit_with_retries(pqxx::connection& conn, const std::vector<posti
       auto result = commit_once(conn, requests, indices);
       result.attempts = attempts;
       return result;
-    } catch (const idempotency_race&) {
+    } catch (const pqxx::unique_violation& e) {
+      // Another server committed one of these idempotency keys since step 1: redo the attempt.
       if (attempts >= k_batch_attempts_max) throw;
+      spdlog::warn("ledger batch of {} postings met a concurrently committed key, retrying", indices.size());
     } catch (const pqxx::transaction_rollback& e) {
       // Deadlock or serialization failure: nothing was committed, the batch is simply redone.
       if (attempts >= k_batch_attempts_max) throw;
@@ -244,10 +258,6 @@ batch_result commit_with_retries(pqxx::connection& conn, const std::vector<posti
 void prepare_posting_statements(pqxx::connection& conn) {
   conn.prepare(k_find_committed, k_find_committed_sql);
   conn.prepare(k_lock_accounts, k_lock_accounts_sql);
-  conn.prepare(k_insert_journal, k_insert_journal_sql);
-  conn.prepare(k_insert_entries, k_insert_entries_sql);
-  conn.prepare(k_update_balances, k_update_balances_sql);
-  conn.prepare(k_insert_outbox, k_insert_outbox_sql);
 }
 
 batch_result commit_batch(pqxx::connection& conn, const std::vector<posting_request>& requests) {
