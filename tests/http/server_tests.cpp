@@ -450,7 +450,7 @@ TEST(HttpShutdown, RequestInFlightAtSigtermCompletes) {
   EXPECT_EQ(ts::query_value("SELECT balance FROM account WHERE id = " + std::to_string(a)), "3800");
 
   // With nothing left in flight the process must exit promptly.
-  if (exit_code.wait_for(15s) != std::future_status::ready) {
+  if (exit_code.wait_for(10s) != std::future_status::ready) {
     // KNOWN BUG (actors/ledger_service.cpp, ledger_service::stop): once a transfer has spawned
     // an account actor, caf::actor_system's destructor waits forever for it (account actors
     // are neither linked to their registry nor told to stop), so SIGTERM never ends the
@@ -462,7 +462,7 @@ TEST(HttpShutdown, RequestInFlightAtSigtermCompletes) {
       GTEST_SKIP() << "known bug: wallet-server never exits after SIGTERM once an account actor exists "
                       "(ledger_service::stop waits in ~actor_system for account actors nobody stops)";
     }
-    FAIL() << "the server did not exit within 15 s of finishing its last request:\n" << server->log();
+    FAIL() << "the server did not exit within 10 s of finishing its last request:\n" << server->log();
   }
   EXPECT_EQ(exit_code.get(), 0) << server->log();
 }
