@@ -4,9 +4,11 @@
 #include <pqxx/pqxx>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <set>
+#include <unordered_set>
 
 #include "actors/messages.hpp"
 #include "ledger/assert.hpp"
@@ -130,13 +132,36 @@ void flush(writer_actor* self, const writer_config& config, writer_gauges& gauge
   for (std::size_t i = 0; i < batch.size(); ++i) {
     auto& out = result.outcomes[i];
     if (out.transaction_id.empty()) out.transaction_id = batch[i].request.transaction_id;
+    // The debited account's rows (main and shards), whether or not this posting was accepted:
+    // its actor is not sent a notice for them (see below), so its answer must carry them.
+    const auto& p = batch[i].request.posting;
+    auto add = [&](ledger::account_id id) {
+      if (auto it = rows.find(id); it != rows.end()) out.rows_after.push_back(*it->second);
+    };
+    add(p.debit_account);
+    for (auto id : p.debit_shards) add(id);
     for (const auto& e : out.entries) {
-      if (auto it = rows.find(e.account); it != rows.end()) out.rows_after.push_back(*it->second);
+      if (e.account != p.debit_account &&
+          std::find(p.debit_shards.begin(), p.debit_shards.end(), e.account) == p.debit_shards.end()) {
+        add(e.account);
+      }
     }
     batch[i].promise.deliver(std::move(out));
     --gauges.queued;
   }
-  publish(self, result.rows);
+  // A debited account's actor learns its rows from its own answer (rows_after); only the other
+  // rows (credits, sweeps, deposits) need a notice, which halves the messages of a busy batch.
+  std::unordered_set<ledger::account_id> answered;
+  for (const auto& r : requests) {
+    if (r.posting.type != ledger::transaction_type::transfer) continue;
+    answered.insert(r.posting.debit_account);
+    answered.insert(r.posting.debit_shards.begin(), r.posting.debit_shards.end());
+  }
+  std::vector<persistence::row_state> others;
+  for (const auto& row : result.rows) {
+    if (answered.count(row.id) == 0) others.push_back(row);
+  }
+  publish(self, others);
 }
 
 caf::behavior ledger_writer(writer_actor* self, writer_config config, std::shared_ptr<writer_gauges> gauges) {
