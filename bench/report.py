@@ -72,6 +72,14 @@ lines.append(f"- Machine: {machine()}")
 lines.append("- PostgreSQL and Redis: private instances from `scripts/services.sh` under `var/bench`, "
              "fsync on, same PostgreSQL for both designs.")
 lines.append("- Reproduce: `bench/run.sh` (or `bench/run.sh --baseline-only`).")
+load_start_path = os.path.join(out_dir, "load-start.txt")
+load_start = open(load_start_path).read().split()[:3] if os.path.exists(load_start_path) else None
+load_end = open("/proc/loadavg").read().split()[:3]
+lines.append(f"- Load average (1/5/15 min) at the start: {' '.join(load_start) if load_start else 'not recorded'}; "
+             f"at the end: {' '.join(load_end)}.")
+if max(float(x) for x in (load_start or []) + load_end) > 2.5:
+    lines.append("- **Other work ran on this 2-core machine during the benchmark** (load average above 2.5): "
+                 "both designs lost CPU to it, and the figures are lower and noisier than on a quiet machine.")
 lines.append("")
 
 lines.append("## Baseline: one database transaction per transfer, both rows locked (pgbench)")

@@ -45,6 +45,8 @@ pg_port=55434
 redis_port=56381
 http_port=18480
 mkdir -p "$out"
+# Other work on this machine changes every figure; the report states the load it ran under.
+cp /proc/loadavg "$out/load-start.txt"
 
 bash scripts/install-deps.sh
 bash scripts/services.sh start "$var_dir" "$pg_port" "$redis_port"

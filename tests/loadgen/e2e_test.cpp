@@ -1,6 +1,7 @@
 // A short run of wallet-loadgen against the real server binary. It needs the server (named by
 // WALLET_SERVER_BIN) and the services of scripts/test.sh; without them it is skipped.
 
+#include "tools/loadgen/http_client.hpp"
 #include "tools/loadgen/loadgen.hpp"
 
 #include <gtest/gtest.h>
@@ -16,6 +17,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <future>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -43,15 +45,19 @@ std::uint16_t free_port() {
   return ntohs(address.sin_port);
 }
 
-bool port_open(std::uint16_t port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(port);
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0;
-  ::close(fd);
-  return ok;
+// The status of GET /readyz, or 0 when the server does not answer (yet).
+int readiness(std::uint16_t port) {
+  loadgen::pool_settings settings;
+  settings.port = port;
+  settings.connections_max = 1;
+  settings.timeout = std::chrono::milliseconds(1000);
+  loadgen::http_client client(settings, 1);
+  std::promise<int> status;
+  auto answer = status.get_future();
+  loadgen::http_request request;
+  request.target = "/readyz";
+  client.submit(0, request, [&status](loadgen::http_response&& r) { status.set_value(r.status); });
+  return answer.get();
 }
 
 // The server process for one test; killed when the test ends.
@@ -107,10 +113,10 @@ TEST(e2e, short_run_against_the_real_server_passes) {
   bool ready = false;
   for (int i = 0; i < 300 && !ready; ++i) {
     ASSERT_TRUE(server.alive()) << "the server exited during start-up";
-    ready = port_open(port);
+    ready = readiness(port) == 200;
     if (!ready) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  ASSERT_TRUE(ready) << "the server did not listen within 30 s";
+  ASSERT_TRUE(ready) << "the server was not ready within 30 s";
 
   loadgen::options o;
   o.port = port;

@@ -135,6 +135,23 @@ TEST(run, without_retries_429_is_counted_as_final) {
   EXPECT_EQ(outcome.total.classes.at("201").count, 240);
 }
 
+// The mix workload (payments into the hot merchant, P2P, salaries from the hot employer, and
+// balance reads) runs against the correct double and passes: reads answer 200, transfers 201,
+// and every acknowledged transfer of all three kinds is accounted for in the balances.
+TEST(run, mixed_traffic_with_reads_passes_verification) {
+  fake_wallet server(k_operator_key, {});
+  std::ostringstream out, err;
+  auto o = short_run(server.port(), loadgen::workload_kind::mix);
+  o.read_fraction = 0.25;
+  const auto outcome = run_loadgen(o, out, err);
+  ASSERT_TRUE(outcome.verdict) << err.str();
+  EXPECT_TRUE(outcome.verdict->pass) << text_of(*outcome.verdict);
+  EXPECT_GT(outcome.total.classes.at("200").count, 30);
+  EXPECT_GT(outcome.total.classes.at("201").count, 150);
+  EXPECT_EQ(outcome.total.classes.at("200").count + outcome.total.classes.at("201").count, 300);
+  EXPECT_EQ(server.transfers_recorded(), outcome.total.classes.at("201").count);
+}
+
 // A search run steps the rate up, and the spike run's report files exist and name the phases: the
 // HTML holds inline SVG charts and the summary the numbers scripts read.
 TEST(run, search_and_spike_runs_write_their_reports) {

@@ -53,7 +53,10 @@ constexpr std::int64_t k_int_max = INT64_MAX;
 
 std::vector<descriptor> describe(options& o) {
   auto workload = [&o](const std::string& w) {
-    o.workload = w == "payday" ? workload_kind::payday : w == "p2p" ? workload_kind::p2p : workload_kind::hot_merchant;
+    o.workload = w == "payday" ? workload_kind::payday
+                 : w == "p2p"  ? workload_kind::p2p
+                 : w == "mix"  ? workload_kind::mix
+                               : workload_kind::hot_merchant;
   };
   auto mode = [&o](const std::string& m) {
     o.mode = m == "closed" ? run_mode::closed : m == "search" ? run_mode::search : run_mode::open;
@@ -68,8 +71,12 @@ std::vector<descriptor> describe(options& o) {
        "Operator API key (default: $WALLET_LOADGEN_OPERATOR_KEY, then $WALLET_AUTH_BOOTSTRAP_KEY).",
        text_target{&o.operator_key}},
       {"workload", "hot-merchant: N payers pay one hot merchant; payday: one hot employer pays N salaries; "
-                   "p2p: random payer and payee among N accounts.",
-       choice_target{workload, {"hot-merchant", "payday", "p2p"}}},
+                   "p2p: random payer and payee among N accounts; mix: payments, P2P and salaries together "
+                   "(weights --mix-*).",
+       choice_target{workload, {"hot-merchant", "payday", "p2p", "mix"}}},
+      {"mix-payments", "Mix: weight of payments into the hot merchant.", real_target{&o.mix_payments, 0, 1'000}},
+      {"mix-p2p", "Mix: weight of P2P transfers.", real_target{&o.mix_p2p, 0, 1'000}},
+      {"mix-salaries", "Mix: weight of salaries from the hot employer.", real_target{&o.mix_salaries, 0, 1'000}},
       {"accounts", "Payers (hot-merchant), salary accounts (payday) or accounts (p2p).",
        int_target{&o.accounts, 2, 10'000'000}},
       {"hot-shards", "Shards of the merchant / employer account; 0 makes it an ordinary account.",
@@ -347,7 +354,9 @@ void validate(const options& o) {
   if (o.mode == run_mode::search && o.search_start_rate > o.search_max_rate) {
     throw options_error("--search-start-rate exceeds --search-max-rate");
   }
-  if (o.workload == workload_kind::p2p && o.accounts < 2) throw options_error("p2p needs at least two accounts");
+  if (o.workload == workload_kind::mix && o.mix_payments + o.mix_p2p + o.mix_salaries <= 0) {
+    throw options_error("the mix weights sum to zero");
+  }
   if (o.database_url.find("://") == std::string::npos && !o.database_url.empty() &&
       o.database_url.find('=') == std::string::npos) {
     throw options_error("--database-url must be a PostgreSQL URL or key=value connection string");
@@ -359,6 +368,7 @@ std::string to_string(workload_kind kind) {
     case workload_kind::hot_merchant: return "hot-merchant";
     case workload_kind::payday: return "payday";
     case workload_kind::p2p: return "p2p";
+    case workload_kind::mix: return "mix";
   }
   return "unknown";
 }

@@ -12,7 +12,7 @@
 
 namespace loadgen {
 
-enum class workload_kind { hot_merchant, payday, p2p };
+enum class workload_kind { hot_merchant, payday, p2p, mix };
 enum class run_mode { open, closed, search };
 enum class profile_kind { constant, ramp, spike };
 
@@ -31,6 +31,11 @@ struct options {
   std::int64_t amount_min_minor = 1;
   std::int64_t amount_max_minor = 100;
   double read_fraction = 0;  // share of operations that are balance reads instead of transfers
+  // The mix workload's relative weights of payments into the hot merchant, P2P transfers and
+  // salaries from the hot employer.
+  double mix_payments = 0.7;
+  double mix_p2p = 0.2;
+  double mix_salaries = 0.1;
   std::uint64_t seed = 1;
   std::int64_t setup_concurrency = 64;
   std::string setup_file;  // written after setup; reused (not recreated) when it exists

@@ -364,6 +364,7 @@ std::string timeseries_json(const run_stats& stats) {
                           {"intended", s.intended},
                           {"achieved", s.completed},
                           {"accepted_achieved", s.accepted_completed},
+                          {"send_lag_max_ms", json_ms(s.send_lag_max_us)},
                           {"counts", counts_json(s.counts)}};
     for (const auto& [key, p] : {std::pair{"p50_ms", 50.0}, {"p90_ms", 90.0}, {"p99_ms", 99.0}, {"max_ms", 100.0}}) {
       const auto v = second_percentile(s, p);

@@ -41,6 +41,7 @@ workload_kind workload_from(const std::string& name) {
   if (name == "hot-merchant") return workload_kind::hot_merchant;
   if (name == "payday") return workload_kind::payday;
   if (name == "p2p") return workload_kind::p2p;
+  if (name == "mix") return workload_kind::mix;
   throw std::runtime_error("setup file: unknown workload " + name);
 }
 
@@ -128,6 +129,7 @@ std::vector<std::int64_t> setup_data::account_ids() const {
   ids.reserve(parties.size() + 1);
   for (const auto& p : parties) ids.push_back(p.account_id);
   if (hub) ids.push_back(hub->account_id);
+  if (employer) ids.push_back(employer->account_id);
   return ids;
 }
 
@@ -140,6 +142,7 @@ std::string to_json(const setup_data& setup) {
                         {"seed", setup.seed},
                         {"parties", std::move(parties)}};
   if (setup.hub) o["hub"] = party_json(*setup.hub);
+  if (setup.employer) o["employer"] = party_json(*setup.employer);
   return boost::json::serialize(o);
 }
 
@@ -157,6 +160,7 @@ setup_data setup_from_json(const std::string& text) {
     s.parties.push_back(party_from(p.as_object()));
   }
   if (const auto* hub = o->if_contains("hub"); hub && hub->is_object()) s.hub = party_from(hub->as_object());
+  if (const auto* e = o->if_contains("employer"); e && e->is_object()) s.employer = party_from(e->as_object());
   return s;
 }
 
@@ -174,6 +178,7 @@ setup_data create_setup(const options& o, http_client& client, std::ostream& log
   const auto n = static_cast<std::size_t>(o.accounts);
   const bool parties_funded = o.workload != workload_kind::payday;
   const bool has_hub = o.workload != workload_kind::p2p;
+  const bool has_employer = o.workload == workload_kind::mix;
   std::vector<party_builder::spec> specs;
   specs.reserve(n + 1);
   for (std::size_t i = 0; i < n; ++i) {
@@ -186,6 +191,10 @@ setup_data create_setup(const options& o, http_client& client, std::ostream& log
     }
     specs.push_back(std::move(s));
   }
+  // The employer pays salaries: it can pay every salary account fund_amount in all, like a payer
+  // in the other workloads.
+  const std::int64_t employer_deposit =
+      o.fund_amount_minor > k_deposit_minor_max / o.accounts ? k_deposit_minor_max : o.fund_amount_minor * o.accounts;
   if (has_hub) {
     party_builder::spec s;
     s.name = prefix + (o.workload == workload_kind::payday ? "-employer" : "-merchant");
@@ -193,14 +202,19 @@ setup_data create_setup(const options& o, http_client& client, std::ostream& log
     s.hot = o.hot_shards > 0;
     s.shards = o.hot_shards;
     if (o.workload == workload_kind::payday) {
-      // The employer can pay every salary account fund_amount in all, like a payer in the
-      // other workloads.
-      const std::int64_t total = o.fund_amount_minor > k_deposit_minor_max / o.accounts
-                                     ? k_deposit_minor_max
-                                     : o.fund_amount_minor * o.accounts;
-      s.deposit_minor = total;
+      s.deposit_minor = employer_deposit;
       s.deposit_key = prefix + "-deposit-employer";
     }
+    specs.push_back(std::move(s));
+  }
+  if (has_employer) {
+    party_builder::spec s;
+    s.name = prefix + "-employer";
+    s.role = "merchant";
+    s.hot = o.hot_shards > 0;
+    s.shards = o.hot_shards;
+    s.deposit_minor = employer_deposit;
+    s.deposit_key = prefix + "-deposit-employer";
     specs.push_back(std::move(s));
   }
 
@@ -230,6 +244,7 @@ setup_data create_setup(const options& o, http_client& client, std::ostream& log
   }
   for (std::size_t i = 0; i < n; ++i) setup.parties.push_back(std::move(*built[i]));
   if (has_hub) setup.hub = std::move(*built[n]);
+  if (has_employer) setup.employer = std::move(*built[n + 1]);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   log << "setup: " << specs.size() << " principals and accounts created in " << std::fixed << std::setprecision(2)
       << seconds << " s\n";

@@ -25,14 +25,20 @@ struct setup_data {
   workload_kind workload = workload_kind::hot_merchant;
   std::string currency;
   std::uint64_t seed = 0;
-  std::vector<party> parties;  // payers, salary receivers or P2P accounts
-  std::optional<party> hub;    // the hot merchant or the employer
+  std::vector<party> parties;      // payers, salary receivers or P2P accounts
+  std::optional<party> hub;        // the hot merchant (hot-merchant, mix) or the employer (payday)
+  std::optional<party> employer;   // the employer of the mix workload
 
-  // Every account of the closed system: the parties' in order, then the hub's.
+  // Every account of the closed system: the parties' in order, then the hub's, then the
+  // employer's.
   std::vector<std::int64_t> account_ids() const;
   // The party owning account index i of account_ids().
-  const party& party_at(std::size_t i) const { return i < parties.size() ? parties[i] : *hub; }
+  const party& party_at(std::size_t i) const {
+    if (i < parties.size()) return parties[i];
+    return i == hub_index() && hub ? *hub : *employer;
+  }
   std::size_t hub_index() const { return parties.size(); }
+  std::size_t employer_index() const { return parties.size() + (hub ? 1 : 0); }
 };
 
 std::string to_json(const setup_data& setup);

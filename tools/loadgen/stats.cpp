@@ -66,7 +66,10 @@ void run_stats::on_scheduled(double scheduled_s, std::int64_t send_lag_us) {
     ++windows_.back().scheduled;
     windows_.back().send_lag_us.record(send_lag_us);
   }
-  if (auto* s = second_at(scheduled_s)) ++s->intended;
+  if (auto* s = second_at(scheduled_s)) {
+    ++s->intended;
+    s->send_lag_max_us = std::max(s->send_lag_max_us, send_lag_us);
+  }
 }
 
 void run_stats::on_attempt(const std::string& status_class, bool first) {

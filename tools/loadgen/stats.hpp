@@ -63,6 +63,7 @@ struct second_stats {
   std::int64_t intended = 0;   // requests scheduled in this second
   std::int64_t completed = 0;  // final answers that arrived in this second
   std::int64_t accepted_completed = 0;
+  std::int64_t send_lag_max_us = 0;            // of requests scheduled in this second
   std::map<std::string, std::int64_t> counts;  // final classes of requests scheduled in this second
   std::unique_ptr<histogram> accepted_us;      // of requests scheduled in this second
 };
