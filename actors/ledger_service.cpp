@@ -23,26 +23,27 @@ namespace actors {
 namespace {
 
 // The bridge between callers outside the actor system and the actors: it makes the
-// request(...).then(...) and hands the answer to the caller's sink, with a deadline.
-caf::behavior bridge(caf::event_based_actor* self, std::chrono::milliseconds deadline) {
+// request(...).then(...) and hands the answer to the caller's sink.
+//
+// No timeout here on purpose: a posting handed to a writer always gets its true outcome (the
+// database bounds every statement), and the single flight of its Idempotency-Key stays open
+// until then, so a retry waits for that outcome instead of racing it. The client is answered
+// on time by the HTTP layer's own deadline ("outcome unknown, retry with the same key").
+caf::behavior bridge(caf::event_based_actor* self) {
+  auto failed = [](caf::error&) {
+    return unavailable(ledger::error_code::outcome_unknown,
+                       "the server stopped before this request finished; retry with the same Idempotency-Key");
+  };
   return {
       [=](call_atom, caf::actor& registry, debit_request& request, reply_sink& sink) {
-        self->request(registry, deadline, debit_atom::value, std::move(request))
+        self->request(registry, caf::infinite, debit_atom::value, std::move(request))
             .then([sink](money_result& result) { sink.deliver(std::move(result)); },
-                  [sink](caf::error&) {
-                    sink.deliver(unavailable(ledger::error_code::outcome_unknown,
-                                             "the request did not finish in time; its outcome is unknown: retry "
-                                             "with the same Idempotency-Key"));
-                  });
+                  [sink, failed](caf::error& e) { sink.deliver(failed(e)); });
       },
       [=](call_atom, caf::actor& writer, persistence::posting_request& request, reply_sink& sink) {
-        self->request(writer, deadline, posting_atom::value, std::move(request))
+        self->request(writer, caf::infinite, posting_atom::value, std::move(request))
             .then([sink](persistence::posting_outcome& outcome) { sink.deliver(to_money_result(outcome)); },
-                  [sink](caf::error&) {
-                    sink.deliver(unavailable(ledger::error_code::outcome_unknown,
-                                             "the request did not finish in time; its outcome is unknown: retry "
-                                             "with the same Idempotency-Key"));
-                  });
+                  [sink, failed](caf::error& e) { sink.deliver(failed(e)); });
       },
   };
 }
@@ -355,9 +356,8 @@ void ledger_service::start() {
     d.registry.push_back(spawn_account_registry(*d.system, d.runtime));
   }
   for (const auto& w : d.runtime->writers) caf::anon_send(w, registry_handles{d.registry});
-  const auto deadline = std::chrono::milliseconds(s.http.request_deadline_ms);
   for (std::int64_t i = 0; i < std::max<std::int64_t>(2, s.actors.scheduler_threads); ++i) {
-    d.bridges.push_back(d.system->spawn(bridge, deadline));
+    d.bridges.push_back(d.system->spawn(bridge));
   }
 
   d.every(std::chrono::milliseconds(s.ledger.sweep_interval_ms), [this] { impl_->sweep_all([](int) {}); });

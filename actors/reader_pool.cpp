@@ -13,6 +13,28 @@ reader_pool::reader_pool(persistence::connection_options options, int readers, s
       reconnect_backoff_(reconnect_backoff_ms) {
   threads_.reserve(static_cast<std::size_t>(readers));
   for (int i = 0; i < readers; ++i) threads_.emplace_back([this] { run_thread(); });
+  expirer_ = std::thread([this] { run_expirer(); });
+}
+
+void reader_pool::run_expirer() {
+  std::unique_lock lock(mutex_);
+  while (!stopping_) {
+    const auto now = std::chrono::steady_clock::now();
+    std::vector<job> expired;
+    // The queue is in arrival order: the expired jobs are at its front.
+    while (!queue_.empty() && now - queue_.front().enqueued_at > wait_) {
+      expired.push_back(std::move(queue_.front().j));
+      queue_.pop_front();
+    }
+    if (!expired.empty()) {
+      lock.unlock();
+      for (auto& j : expired) j.fail(ledger::error_code::database_unavailable, "no database connection became free in time");
+      lock.lock();
+      continue;
+    }
+    const auto next = queue_.empty() ? now + wait_ : queue_.front().enqueued_at + wait_ + std::chrono::milliseconds(1);
+    expirer_wake_.wait_until(lock, next);
+  }
 }
 
 reader_pool::~reader_pool() { stop(); }
@@ -24,7 +46,9 @@ void reader_pool::stop() {
     stopping_ = true;
   }
   ready_.notify_all();
+  expirer_wake_.notify_all();
   for (auto& t : threads_) t.join();
+  if (expirer_.joinable()) expirer_.join();
   // Jobs still queued are answered, never dropped.
   for (auto& q : queue_) q.j.fail(ledger::error_code::server_busy, "the server is shutting down");
   queue_.clear();
@@ -41,6 +65,7 @@ void reader_pool::submit(job j) {
     if (!stopping_ && static_cast<std::int64_t>(queue_.size()) < queue_max_) {
       queue_.push_back({std::move(j), std::chrono::steady_clock::now()});
       ready_.notify_one();
+      if (queue_.size() == 1) expirer_wake_.notify_one();
       return;
     }
   }

@@ -47,6 +47,8 @@ class reader_pool {
     std::chrono::steady_clock::time_point enqueued_at;
   };
   void run_thread();
+  // Fails jobs that waited longer than `wait_` even while every reader is busy.
+  void run_expirer();
 
   persistence::connection_options options_;
   std::int64_t queue_max_;
@@ -57,6 +59,8 @@ class reader_pool {
   std::deque<queued_job> queue_;
   bool stopping_ = false;
   std::vector<std::thread> threads_;
+  std::thread expirer_;
+  std::condition_variable expirer_wake_;
 };
 
 }  // namespace actors

@@ -258,6 +258,11 @@ void apply_toml_document(settings& s, const std::string& text, const std::string
       throw config_error("unknown top-level key \"" + std::string(section_key.str()) + "\" in " + source +
                          ": settings live in sections such as [http]");
     }
+    const bool known_section = std::any_of(table.begin(), table.end(),
+                                           [&](const descriptor& d) { return d.section == section_key.str(); });
+    if (!known_section) {
+      throw config_error("unknown section [" + std::string(section_key.str()) + "] in " + source);
+    }
     for (auto&& [key, node] : *section) {
       auto it = std::find_if(table.begin(), table.end(), [&](const descriptor& d) {
         return d.section == section_key.str() && d.key == key.str();
@@ -364,6 +369,7 @@ load_result load(int argc, const char* const* argv, const environment& env, cons
   }
   if (print_example) {
     result.exit_now = true;
+    result.print_example = true;
     return result;
   }
 

@@ -122,6 +122,7 @@ environment process_environment();
 struct load_result {
   settings values;
   bool exit_now = false;  // --help or --print-example-config was handled
+  bool print_example = false;  // --print-example-config: the caller prints example_toml()
   int exit_code = 0;
 };
 

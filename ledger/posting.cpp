@@ -38,6 +38,10 @@ posting_plan plan_posting(const posting& p, account_states& accounts) {
   std::vector<account_state*> shards;
   shards.reserve(p.debit_shards.size());
   for (account_id id : p.debit_shards) {
+    // A shard named twice would be counted twice towards the funds.
+    if (id == p.debit_account || std::count(p.debit_shards.begin(), p.debit_shards.end(), id) > 1) {
+      return rejected(error_code::invalid_request);
+    }
     account_state* shard = find(accounts, id);
     if (shard == nullptr) return rejected(error_code::not_found);
     shards.push_back(shard);

@@ -1,5 +1,6 @@
 # Writes a C++ source holding every migration as a raw string literal.
-# Inputs: OUTPUT (the .cpp to write), SOURCE_DIR, FILES (a ;-list of .sql file names).
+# Inputs: OUTPUT (the .cpp to write), SOURCE_DIR, FILES (a comma-separated list of .sql file names).
+string(REPLACE "," ";" FILES "${FILES}")
 set(body "#include \"persistence/migrations.hpp\"\n\nnamespace persistence {\n\nconst std::vector<migration>& migrations() {\n  static const std::vector<migration> all = {\n")
 foreach(file ${FILES})
   file(READ ${SOURCE_DIR}/${file} sql)

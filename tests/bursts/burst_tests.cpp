@@ -710,13 +710,6 @@ TEST(Shedding, ReadQueuedBehindBusyReadersAnswers503WithinConnectionWait) {
   lock.abort();
   auto [r, ms] = read.get();
   EXPECT_EQ(freeze.get().status, 200);
-  if (r.status == 503 && code_of(r) == "database_unavailable" && ms >= 2500) {
-    // KNOWN BUG (actors/reader_pool.cpp, reader_pool::run_thread): the connection-wait bound is
-    // only checked when a reader thread dequeues the job, so with every reader busy a queued
-    // read waits as long as they do (here until the lock is released).
-    GTEST_SKIP() << "known bug: a read queued behind busy readers waited " << ms
-                 << " ms, not database.connection_wait_ms (300 ms)";
-  }
   EXPECT_EQ(r.status, 503) << r.body;
   EXPECT_EQ(code_of(r), "database_unavailable") << r.body;
   EXPECT_FALSE(r.header("Retry-After").empty());
@@ -824,8 +817,7 @@ TEST_F(RowLock, RetryWhileTheOriginalIsStillStalledDoesNotGuess) {
   {
     pqxx::work lock(owner);
     stalled_transfer(lock, key);
-    // Past the actor bridge's deadline too (it started a moment after the HTTP one), so the
-    // retry does not simply join the original's single flight.
+    // Past the original's HTTP deadline: its client has been told "outcome unknown" already.
     std::this_thread::sleep_for(300ms);
     ts::http_client c(server_->port(), 30s);
     early = c.post("/v1/transfers", payer_.key, transfer_body(from_, to_, amount), key);
@@ -838,15 +830,6 @@ TEST_F(RowLock, RetryWhileTheOriginalIsStillStalledDoesNotGuess) {
   EXPECT_EQ(settled.status, 201) << settled.body;
   EXPECT_EQ(journal_for(key), 1);
   EXPECT_EQ(ts::balance(c, payer_.key, from_), 0);
-  if (early.status == 422 && code_of(early) == "insufficient_funds") {
-    // KNOWN BUG (actors/accounts.cpp process() + ledger_service.cpp settle()): the retry reaches
-    // the account actor while the original's amount is still reserved, is refused for funds
-    // "before the writer", and settle() finds no committed row yet, so the client is told the
-    // transfer failed although it commits a moment later.
-    GTEST_SKIP() << "known bug: a retry during the stall answered 422 insufficient_funds for a transfer that "
-                    "then committed: "
-                 << early.body;
-  }
   EXPECT_EQ(early.status, 503) << early.body;
   EXPECT_FALSE(early.header("Retry-After").empty());
 }

@@ -381,7 +381,8 @@ TEST(invalid, unknown_key_section_or_flag) {
   // A misspelt key, a section that does not exist, a key outside any section and an unknown flag
   // are all refused by name rather than silently ignored.
   EXPECT_EQ(file_error("[http]\nprot = 8080\n"), "unknown setting http.prot in configuration");
-  EXPECT_EQ(file_error("[web]\nport = 8080\n"), "unknown setting web.port in configuration");
+  EXPECT_EQ(file_error("[web]\nport = 8080\n"), "unknown section [web] in configuration");
+  EXPECT_EQ(file_error("[htpp]\n"), "unknown section [htpp] in configuration");
   EXPECT_EQ(file_error("[http.tls]\ncert = \"x\"\n"), "unknown setting http.tls in configuration");
   EXPECT_EQ(file_error("port = 8080\n"),
             "unknown top-level key \"port\" in configuration: settings live in sections such as [http]");

@@ -44,9 +44,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (loaded.exit_now) {
-    if (loaded.exit_code == 0 && argc > 1 && std::string_view(argv[1]) == "--print-example-config") {
-      std::cout << config::example_toml();
-    }
+    if (loaded.print_example) std::cout << config::example_toml();
     return loaded.exit_code;
   }
   const config::settings& settings = loaded.values;
