@@ -136,13 +136,15 @@ TEST(run, without_retries_429_is_counted_as_final) {
 }
 
 // The mix workload (payments into the hot merchant, P2P, salaries from the hot employer, and
-// balance reads) runs against the correct double and passes: reads answer 200, transfers 201,
-// and every acknowledged transfer of all three kinds is accounted for in the balances.
+// balance reads), sent from two I/O threads, runs against the correct double and passes: reads
+// answer 200, transfers 201, and every acknowledged transfer of all three kinds is accounted for
+// in the balances.
 TEST(run, mixed_traffic_with_reads_passes_verification) {
   fake_wallet server(k_operator_key, {});
   std::ostringstream out, err;
   auto o = short_run(server.port(), loadgen::workload_kind::mix);
   o.read_fraction = 0.25;
+  o.io_threads = 2;
   const auto outcome = run_loadgen(o, out, err);
   ASSERT_TRUE(outcome.verdict) << err.str();
   EXPECT_TRUE(outcome.verdict->pass) << text_of(*outcome.verdict);
