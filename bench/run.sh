@@ -16,7 +16,6 @@
 # fsync on (never --fast): a benchmark that does not flush its commits measures nothing useful.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-root=$(pwd)
 
 run_baseline=yes
 run_server=yes
