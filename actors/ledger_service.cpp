@@ -490,8 +490,15 @@ void ledger_service::authenticate(std::string key_hash_hex,
 void ledger_service::create_principal(std::string name, ledger::role role, std::string key_hash_hex,
                                       query_callback<persistence::principal_record> done) {
   impl_->read<persistence::principal_record>(
-      [name = std::move(name), role, key_hash_hex = std::move(key_hash_hex)](pqxx::connection& conn) {
-        return persistence::create_principal(conn, name, role, key_hash_hex);
+      [this, name = std::move(name), role, key_hash_hex = std::move(key_hash_hex)](pqxx::connection& conn) {
+        auto principal = persistence::create_principal(conn, name, role, key_hash_hex);
+        // The new key is about to be used: a payday of fresh payees must not start with a
+        // database lookup per key.
+        auto& d = *impl_;
+        std::lock_guard lock(d.auth_mutex);
+        if (static_cast<std::int64_t>(d.auth_cache.size()) >= d.settings.auth.key_cache_max) d.auth_cache.clear();
+        d.auth_cache[key_hash_hex] = principal;
+        return principal;
       },
       std::move(done));
 }

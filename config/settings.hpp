@@ -32,7 +32,7 @@ struct database_settings {
   std::string url = "postgresql://wallet_app@127.0.0.1:5432/wallet";
   std::string owner_url;
   bool migrate_on_start = true;
-  std::int64_t readers = 4;
+  std::int64_t readers = 8;
   std::int64_t reader_queue_max = 2'000;
   std::int64_t connect_timeout_ms = 2'000;
   std::int64_t connection_wait_ms = 300;

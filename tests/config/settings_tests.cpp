@@ -99,7 +99,7 @@ const field_list& documented_defaults() {
       {"database.url", "postgresql://wallet_app@127.0.0.1:5432/wallet"},
       {"database.owner_url", ""},
       {"database.migrate_on_start", "true"},
-      {"database.readers", "4"},
+      {"database.readers", "8"},
       {"database.reader_queue_max", "2000"},
       {"database.connect_timeout_ms", "2000"},
       {"database.connection_wait_ms", "300"},
