@@ -327,6 +327,11 @@ void ledger_service::start() {
   const auto& s = d.settings;
   d.caf_config = std::make_unique<caf::actor_system_config>();
   d.caf_config->set("scheduler.max-threads", static_cast<std::size_t>(s.actors.scheduler_threads));
+  // The work-stealing scheduler's idle workers poll (spin, then sleep in short steps); on two
+  // cores shared with PostgreSQL that polling takes CPU the database needs. The sharing policy
+  // parks idle workers on a condition variable instead (measured: see bench/PROFILE.md).
+  d.caf_config->set("scheduler.policy",
+                    s.actors.scheduler_policy == "sharing" ? caf::atom("sharing") : caf::atom("stealing"));
   d.caf_config->set("logger.console", caf::atom("none"));
   d.system = std::make_unique<caf::actor_system>(*d.caf_config);
 
