@@ -52,6 +52,26 @@ struct account_actor_state {
 
 using account_actor = caf::stateful_actor<account_actor_state>;
 
+// Rows start with version -1 when the actor began from the directory's facts: their balance is
+// not known until a writer's answer or a load brings it.
+bool balances_known(const account_actor_state& st) {
+  return std::all_of(st.rows.begin(), st.rows.end(), [](const auto& r) { return r.version >= 0; });
+}
+
+// Starts serving from immutable facts, without a database read: ownership, kind, currency and
+// shards are known; status and balances are checked by the writer under its lock until the
+// first answer (or a load) tells them.
+void start_from_facts(account_actor_state& st, const account_facts& facts) {
+  st.owner = facts.owner_id.value_or(0);
+  st.kind = facts.kind;
+  st.status = ledger::account_status::active;
+  std::copy_n(facts.currency.begin(), std::min<std::size_t>(3, facts.currency.size()), st.currency.begin());
+  st.rows.clear();
+  st.rows.push_back({st.id, 0, -1, 0});
+  for (auto shard : facts.shards) st.rows.push_back({shard, 0, -1, st.id});
+  st.loaded = true;
+}
+
 ledger::amount_minor committed_total(const account_actor_state& st) {
   ledger::amount_minor total = 0;
   for (const auto& row : st.rows) {
@@ -125,7 +145,7 @@ void process(account_actor* self, debit_request& req, caf::typed_response_promis
     return;
   }
   const ledger::amount_minor available = committed_total(st) - st.reserved;
-  if (available < cmd.amount) {
+  if (balances_known(st) && available < cmd.amount) {
     money_result r = refusal(ledger::error_code::insufficient_funds, "the debited account holds too little for this amount");
     r.decided_before_writer = true;
     promise.deliver(std::move(r));
@@ -198,12 +218,18 @@ caf::behavior account_actor_behavior(account_actor* self, ledger::account_id id,
   self->state.id = id;
   self->state.rt = rt;
   self->state.registry = std::move(registry);
-  start_load(self);
+  // Loaded on the first debit, unless that debit brings the account's facts.
   return {
       [self](debit_atom, debit_request& req) -> caf::result<money_result> {
         auto& st = self->state;
         ++st.received;
         auto promise = self->make_response_promise<money_result>();
+        if (!st.loaded && !st.loading && !st.missing && req.payer && req.payer->id == st.id) {
+          start_from_facts(st, *req.payer);
+          // A hot account's shards may not be written by its first debits: read their balances
+          // in the background, off this debit's path.
+          if (!req.payer->shards.empty()) start_load(self);
+        }
         if (st.loaded || st.missing) {
           process(self, req, promise);
           return promise;

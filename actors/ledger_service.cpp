@@ -415,7 +415,8 @@ void ledger_service::transfer(transfer_command command, std::function<void(money
                             "account " + std::to_string(command.to) + " (toAccountId) was not found"));
     }
     const auto& shard = d.registry[static_cast<std::size_t>(command.from) % d.registry.size()];
-    debit_request request{std::move(command), std::move(*payee)};
+    auto payer = d.directory.find(command.from);
+    debit_request request{std::move(command), std::move(*payee), std::move(payer)};
     caf::anon_send(d.any_bridge(), call_atom::value, shard, std::move(request), reply_sink{finish});
   });
 }

@@ -37,6 +37,9 @@ using call_atom = caf::atom_constant<caf::atom("call")>;
 struct debit_request {
   transfer_command command;
   account_facts payee;
+  // The payer's facts when the directory has them: an account actor that starts with them
+  // needs no database read before its first debit (the writer checks funds under its lock).
+  std::optional<account_facts> payer;
 };
 
 // The committed state of account rows, from a ledger writer after COMMIT.
