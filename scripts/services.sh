@@ -69,6 +69,10 @@ shared_buffers = 512MB
 fsync = $fsync
 synchronous_commit = on
 full_page_writes = $fsync
+# A ledger writes WAL steadily: fewer, spread-out checkpoints instead of bursts of flushes.
+max_wal_size = 4GB
+checkpoint_timeout = 15min
+wal_buffers = 16MB
 log_min_messages = warning
 CONF
   grep -q "include_if_exists = 'wallet.conf'" "$data/postgresql.conf" ||
