@@ -45,7 +45,7 @@ struct writer_settings {
   std::int64_t count = 2;
   std::int64_t batch_postings_max = 500;
   std::int64_t batch_wait_us = 500;
-  std::int64_t queue_postings_max = 10'000;
+  std::int64_t queue_postings_max = 2'000;
 };
 
 struct actor_settings {
@@ -83,7 +83,7 @@ struct ratelimit_settings {
 };
 
 struct admission_settings {
-  std::int64_t inflight_requests_max = 20'000;
+  std::int64_t inflight_requests_max = 8'000;
 };
 
 struct auth_settings {

@@ -263,6 +263,8 @@ void prepare_posting_statements(pqxx::connection& conn) {
 batch_result commit_batch(pqxx::connection& conn, const std::vector<posting_request>& requests) {
   std::vector<std::size_t> all(requests.size());
   for (std::size_t i = 0; i < all.size(); ++i) all[i] = i;
+  // What the database said when it refused the whole batch; empty when it committed.
+  std::string refusal;
   try {
     return commit_with_retries(conn, requests, all);
   } catch (const pqxx::broken_connection&) {
@@ -273,29 +275,21 @@ batch_result commit_batch(pqxx::connection& conn, const std::vector<posting_requ
     // A lock or statement timeout says nothing about any one posting: the whole batch was rolled
     // back and is reported as "database busy", never retried posting by posting.
     if (is_timeout_sqlstate(e.sqlstate())) throw database_timeout(e.what());
-    if (requests.size() == 1) {
-      spdlog::error("ledger posting {} refused by the database: {}", requests[0].transaction_id, e.what());
-      batch_result result;
-      result.outcomes.resize(1);
-      result.outcomes[0].outcome = ledger::error_code::internal;
-      result.attempts = k_batch_attempts_max;
-      return result;
-    }
-    spdlog::warn("ledger batch of {} postings refused by the database ({}); isolating the offender",
-                 requests.size(), e.what());
+    refusal = e.what();
   } catch (const std::exception& e) {
-    if (requests.size() == 1) {
-      // The offender itself: it fails alone, and nothing of it was committed.
-      spdlog::error("ledger posting {} refused by the database: {}", requests[0].transaction_id, e.what());
-      batch_result result;
-      result.outcomes.resize(1);
-      result.outcomes[0].outcome = ledger::error_code::internal;
-      result.attempts = k_batch_attempts_max;
-      return result;
-    }
-    spdlog::warn("ledger batch of {} postings refused by the database ({}); isolating the offender",
-                 requests.size(), e.what());
+    refusal = e.what();
   }
+  if (requests.size() == 1) {
+    // The offender itself: it fails alone, and nothing of it was committed.
+    spdlog::error("ledger posting {} refused by the database: {}", requests[0].transaction_id, refusal);
+    batch_result result;
+    result.outcomes.resize(1);
+    result.outcomes[0].outcome = ledger::error_code::internal;
+    result.attempts = k_batch_attempts_max;
+    return result;
+  }
+  spdlog::warn("ledger batch of {} postings refused by the database ({}); isolating the offender", requests.size(),
+               refusal);
 
   // Isolation: each posting in its own transaction, so one bad posting never fails its neighbours.
   batch_result result;

@@ -18,17 +18,14 @@
 #include "tests/support/support.hpp"
 
 namespace ts = test_support;
+using test_support::transfer_body;
+using test_support::concurrently;
 namespace ht = http_test;
 using namespace std::chrono_literals;
 
 namespace {
 
 using clock = std::chrono::steady_clock;
-
-std::string transfer_body(std::int64_t from, std::int64_t to, std::int64_t amount) {
-  return R"({"fromAccountId":)" + std::to_string(from) + R"(,"toAccountId":)" + std::to_string(to) +
-         R"(,"amount":)" + std::to_string(amount) + "}";
-}
 
 // Limits no test here reaches except on purpose.
 void generous_limits(ts::server_process::options& o) {

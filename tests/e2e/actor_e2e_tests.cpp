@@ -8,6 +8,8 @@
 #include "tests/support/support.hpp"
 
 namespace ts = test_support;
+using test_support::transfer_body;
+using test_support::concurrently;
 
 namespace {
 
@@ -17,11 +19,6 @@ std::int64_t live_actors(ts::http_client& c) {
   auto at = r.body.find(needle);
   if (at == std::string::npos) return -1;
   return std::stoll(r.body.substr(at + needle.size()));
-}
-
-std::string transfer_body(std::int64_t from, std::int64_t to, std::int64_t amount) {
-  return R"({"fromAccountId":)" + std::to_string(from) + R"(,"toAccountId":)" + std::to_string(to) + R"(,"amount":)" +
-         std::to_string(amount) + "}";
 }
 
 // Actors idle longer than actors.account_idle_ms stop (the live gauge returns to zero), and a

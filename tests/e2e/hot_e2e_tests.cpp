@@ -11,25 +11,10 @@
 #include "tests/support/support.hpp"
 
 namespace ts = test_support;
+using test_support::transfer_body;
+using test_support::concurrently;
 
 namespace {
-
-std::string transfer_body(std::int64_t from, std::int64_t to, std::int64_t amount) {
-  return R"({"fromAccountId":)" + std::to_string(from) + R"(,"toAccountId":)" + std::to_string(to) + R"(,"amount":)" +
-         std::to_string(amount) + "}";
-}
-
-template <typename Fn>
-void concurrently(int count, int threads, Fn fn) {
-  std::atomic<int> next{0};
-  std::vector<std::thread> pool;
-  for (int t = 0; t < threads; ++t) {
-    pool.emplace_back([&, t] {
-      for (int i = next++; i < count; i = next++) fn(i, t);
-    });
-  }
-  for (auto& t : pool) t.join();
-}
 
 ts::server_process* start_server(const std::string& sweep_interval_ms) {
   ts::server_process::options o;

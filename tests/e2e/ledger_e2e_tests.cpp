@@ -9,6 +9,8 @@
 #include "tests/support/support.hpp"
 
 namespace ts = test_support;
+using test_support::transfer_body;
+using test_support::concurrently;
 
 namespace {
 
@@ -35,24 +37,6 @@ class LedgerE2E : public ::testing::Test {
 
 ts::server_process* LedgerE2E::server_ = nullptr;
 
-std::string transfer_body(std::int64_t from, std::int64_t to, std::int64_t amount) {
-  return R"({"fromAccountId":)" + std::to_string(from) + R"(,"toAccountId":)" + std::to_string(to) + R"(,"amount":)" +
-         std::to_string(amount) + "}";
-}
-
-// Runs `count` calls of `fn(i)` on `threads` threads at once.
-template <typename Fn>
-void concurrently(int count, int threads, Fn fn) {
-  std::atomic<int> next{0};
-  std::vector<std::thread> pool;
-  for (int t = 0; t < threads; ++t) {
-    pool.emplace_back([&] {
-      for (int i = next++; i < count; i = next++) fn(i);
-    });
-  }
-  for (auto& t : pool) t.join();
-}
-
 // The classic race: 100 concurrent transfers of 1000 from an account holding 50000 must let
 // exactly 50 through and refuse the other 50, leaving A at 0 and B at 50000.
 TEST_F(LedgerE2E, ConcurrentTransfersNeverOverdraw) {
@@ -64,7 +48,7 @@ TEST_F(LedgerE2E, ConcurrentTransfersNeverOverdraw) {
   ts::deposit(c, op(), a, 50000);
 
   std::atomic<int> created{0}, refused{0}, other{0};
-  concurrently(100, 50, [&](int) {
+  concurrently(100, 50, [&](int, int) {
     ts::http_client client(port());
     auto r = client.post("/v1/transfers", alice.key, transfer_body(a, b, 1000), ts::unique_key("race"));
     if (r.status == 201) {
@@ -140,7 +124,7 @@ TEST_F(LedgerE2E, ConcurrentDuplicatesShareOneTransaction) {
   const auto key = ts::unique_key("flight");
   std::mutex m;
   std::vector<ts::response> answers;
-  concurrently(20, 20, [&](int) {
+  concurrently(20, 20, [&](int, int) {
     ts::http_client client(port());
     auto r = client.post("/v1/transfers", alice.key, transfer_body(a, b, 1000), key);
     std::lock_guard lock(m);
@@ -183,7 +167,7 @@ TEST_F(LedgerE2E, OppositeTransfersDoNotDeadlock) {
   ts::deposit(c, op(), b, 20000);
   std::atomic<std::int64_t> a_to_b{0}, b_to_a{0};
   std::atomic<int> unexpected{0};
-  concurrently(400, 40, [&](int i) {
+  concurrently(400, 40, [&](int i, int) {
     ts::http_client client(port());
     const bool forward = i % 2 == 0;
     const std::int64_t amount = 100 + (i % 7) * 50;

@@ -16,6 +16,8 @@
 #include "tests/support/support.hpp"
 
 namespace ts = test_support;
+using test_support::transfer_body;
+using test_support::concurrently;
 namespace ht = http_test;
 using namespace std::chrono_literals;
 
@@ -24,11 +26,6 @@ namespace {
 constexpr int body_bytes_max = 1024;
 constexpr int read_timeout_ms = 500;
 constexpr int keep_alive_timeout_ms = 1500;
-
-std::string transfer_body(std::int64_t from, std::int64_t to, std::int64_t amount) {
-  return R"({"fromAccountId":)" + std::to_string(from) + R"(,"toAccountId":)" + std::to_string(to) +
-         R"(,"amount":)" + std::to_string(amount) + "}";
-}
 
 // The problem+json members every error answer carries; returns the `code`.
 std::string problem_code(const ts::response& r) {

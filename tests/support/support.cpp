@@ -261,6 +261,11 @@ std::string unique_key(const std::string& prefix) {
   return prefix + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + "-" + std::to_string(random() % 1000000);
 }
 
+std::string transfer_body(std::int64_t from, std::int64_t to, std::int64_t amount) {
+  return R"({"fromAccountId":)" + std::to_string(from) + R"(,"toAccountId":)" + std::to_string(to) + R"(,"amount":)" +
+         std::to_string(amount) + "}";
+}
+
 std::string query_value(const std::string& sql) {
   pqxx::connection conn(owner_database_url());
   pqxx::nontransaction txn(conn);

@@ -13,6 +13,8 @@
 #include <optional>
 #include <string>
 #include <vector>
+#include <atomic>
+#include <thread>
 
 namespace test_support {
 
@@ -96,6 +98,21 @@ void deposit(http_client& c, const std::string& operator_key, std::int64_t accou
 std::int64_t balance(http_client& c, const std::string& key, std::int64_t account);
 bool reconciliation_ok(http_client& c, const std::string& operator_key);
 std::string unique_key(const std::string& prefix);
+// The body of POST /v1/transfers.
+std::string transfer_body(std::int64_t from, std::int64_t to, std::int64_t amount);
+
+// Runs fn(i, thread) for i in [0, count) on `threads` threads at once: real concurrency.
+template <typename Fn>
+void concurrently(int count, int threads, Fn fn) {
+  std::atomic<int> next{0};
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      for (int i = next++; i < count; i = next++) fn(i, t);
+    });
+  }
+  for (auto& worker : pool) worker.join();
+}
 
 // Runs a SQL query with the owner role and returns the first column of the first row as text.
 std::string query_value(const std::string& sql);
