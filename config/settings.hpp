@@ -45,7 +45,7 @@ struct writer_settings {
   std::int64_t count = 2;
   std::int64_t batch_postings_max = 500;
   std::int64_t batch_wait_us = 500;
-  std::int64_t queue_postings_max = 2'000;
+  std::int64_t queue_postings_max = 500;
 };
 
 struct actor_settings {

@@ -110,7 +110,7 @@ const field_list& documented_defaults() {
       {"writer.count", "2"},
       {"writer.batch_postings_max", "500"},
       {"writer.batch_wait_us", "500"},
-      {"writer.queue_postings_max", "2000"},
+      {"writer.queue_postings_max", "500"},
       {"actors.scheduler_threads", "2"},
       {"actors.scheduler_policy", "sharing"},
       {"actors.registry_shards", "4"},
