@@ -204,20 +204,4 @@ TEST(run, search_and_spike_runs_write_their_reports) {
 
 namespace {
 
-// Not run by default (it takes the machine's two cores for a few seconds): shows how much CPU the
-// client spends per request at a high open-loop rate, so that it is known not to be the bottleneck.
-// Run with --gtest_also_run_disabled_tests and LOADGEN_TEST_SHOW=1.
-TEST(run, DISABLED_client_cost_at_high_rate) {
-  fake_wallet server(k_operator_key, {});
-  std::ostringstream out, err;
-  auto o = short_run(server.port(), loadgen::workload_kind::p2p);
-  o.accounts = 1000;
-  o.rate = 10'000;
-  o.duration_s = 3;
-  o.connections = 64;
-  const auto outcome = run_loadgen(o, out, err);
-  EXPECT_TRUE(outcome.verdict && outcome.verdict->pass);
-  show(out, err);
-}
-
 }  // namespace
