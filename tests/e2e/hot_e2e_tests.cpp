@@ -16,14 +16,15 @@ using test_support::concurrently;
 
 namespace {
 
-ts::server_process* start_server(const std::string& sweep_interval_ms) {
+ts::server_process::options hot_options(const std::string& sweep_interval_ms) {
   ts::server_process::options o;
-  o.env["WALLET_RATELIMIT_RATE_PER_SECOND"] = "1000000";
-  o.env["WALLET_RATELIMIT_BURST"] = "1000000";
-  o.env["WALLET_RATELIMIT_READ_RATE_PER_SECOND"] = "1000000";
-  o.env["WALLET_RATELIMIT_READ_BURST"] = "1000000";
+  o.env = ts::unlimited_rates();
   o.env["WALLET_LEDGER_SWEEP_INTERVAL_MS"] = sweep_interval_ms;
-  return new ts::server_process(o);
+  return o;
+}
+
+ts::server_process* start_server(const std::string& sweep_interval_ms) {
+  return new ts::server_process(hot_options(sweep_interval_ms));
 }
 
 struct payer {
@@ -42,19 +43,11 @@ std::vector<payer> make_payers(ts::http_client& c, const std::string& op, int co
   return payers;
 }
 
-class HotE2E : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() { server_ = start_server("200"); }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-  }
-  int port() const { return server_->port(); }
-  const std::string& op() const { return server_->operator_key(); }
-  static ts::server_process* server_;
+// Sweeps every 200 ms, so they run during the load.
+class HotE2E : public ts::shared_server_test<HotE2E> {
+ public:
+  static ts::server_process::options options() { return hot_options("200"); }
 };
-
-ts::server_process* HotE2E::server_ = nullptr;
 
 // 2,000 concurrent payments from 200 payers into one hot merchant: every 201 is in the ledger
 // exactly once and the merchant's balance is their sum; sweeps run meanwhile (every 200 ms).

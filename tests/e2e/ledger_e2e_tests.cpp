@@ -14,28 +14,15 @@ using test_support::concurrently;
 
 namespace {
 
-class LedgerE2E : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
+// Generous limits: these tests are about the ledger, not about backpressure.
+class LedgerE2E : public ts::shared_server_test<LedgerE2E> {
+ public:
+  static ts::server_process::options options() {
     ts::server_process::options o;
-    // Generous limits: these tests are about the ledger, not about backpressure.
-    o.env["WALLET_RATELIMIT_RATE_PER_SECOND"] = "100000";
-    o.env["WALLET_RATELIMIT_BURST"] = "100000";
-    o.env["WALLET_RATELIMIT_READ_RATE_PER_SECOND"] = "100000";
-    o.env["WALLET_RATELIMIT_READ_BURST"] = "100000";
-    server_ = new ts::server_process(o);
+    o.env = ts::unlimited_rates();
+    return o;
   }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-  }
-  int port() const { return server_->port(); }
-  const std::string& op() const { return server_->operator_key(); }
-
-  static ts::server_process* server_;
 };
-
-ts::server_process* LedgerE2E::server_ = nullptr;
 
 // The classic race: 100 concurrent transfers of 1000 from an account holding 50000 must let
 // exactly 50 through and refuse the other 50, leaving A at 0 and B at 50000.

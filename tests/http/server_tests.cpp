@@ -52,26 +52,16 @@ std::string lower(std::string s) {
 
 // One server for the tests that only look at the transport: a small body limit and a short
 // read deadline, so that 413 and the slow-client disconnect are cheap to reach.
-class HttpServer : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
+class HttpServer : public ts::shared_server_test<HttpServer> {
+ public:
+  static ts::server_process::options options() {
     ts::server_process::options o;
     o.env["WALLET_HTTP_BODY_BYTES_MAX"] = std::to_string(body_bytes_max);
     o.env["WALLET_HTTP_READ_TIMEOUT_MS"] = std::to_string(read_timeout_ms);
     o.env["WALLET_HTTP_KEEP_ALIVE_TIMEOUT_MS"] = std::to_string(keep_alive_timeout_ms);
-    server_ = new ts::server_process(o);
+    return o;
   }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-  }
-  int port() const { return server_->port(); }
-  const std::string& op() const { return server_->operator_key(); }
-
-  static ts::server_process* server_;
 };
-
-ts::server_process* HttpServer::server_ = nullptr;
 
 // /healthz answers 200 with a JSON status while the process runs, without any credentials.
 TEST_F(HttpServer, HealthzAnswers200) {

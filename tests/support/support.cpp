@@ -261,6 +261,13 @@ std::string unique_key(const std::string& prefix) {
   return prefix + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + "-" + std::to_string(random() % 1000000);
 }
 
+std::map<std::string, std::string> unlimited_rates() {
+  return {{"WALLET_RATELIMIT_RATE_PER_SECOND", "1000000"},
+          {"WALLET_RATELIMIT_BURST", "1000000"},
+          {"WALLET_RATELIMIT_READ_RATE_PER_SECOND", "1000000"},
+          {"WALLET_RATELIMIT_READ_BURST", "1000000"}};
+}
+
 std::string transfer_body(std::int64_t from, std::int64_t to, std::int64_t amount) {
   return R"({"fromAccountId":)" + std::to_string(from) + R"(,"toAccountId":)" + std::to_string(to) + R"(,"amount":)" +
          std::to_string(amount) + "}";

@@ -5,6 +5,7 @@
 // for the API calls most tests need.
 
 #include <boost/json.hpp>
+#include <gtest/gtest.h>
 
 #include <chrono>
 #include <cstdint>
@@ -83,6 +84,23 @@ class server_process {
   int port_ = 0;
   std::string operator_key_;
   std::string log_path_;
+};
+
+// Rate limits high enough that a suite about something else never meets them.
+std::map<std::string, std::string> unlimited_rates();
+
+// A GoogleTest fixture whose suite shares one wallet-server, started with Derived::options().
+template <typename Derived>
+class shared_server_test : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { server_ = new server_process(Derived::options()); }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+  }
+  int port() const { return server_->port(); }
+  const std::string& op() const { return server_->operator_key(); }
+  static inline server_process* server_ = nullptr;
 };
 
 // API shortcuts (operator key for the administrative ones). Each asserts its expected status.
