@@ -285,6 +285,7 @@ caf::behavior account_actor_behavior(account_actor* self, ledger::account_id id,
         auto& st = self->state;
         if (st.inflight == 0 && st.waiting.empty()) self->send(st.registry, idle_atom::value, st.id, st.received);
       },
+      [self](reserved_atom) -> ledger::amount_minor { return self->state.reserved; },
       [self](stop_atom) { self->quit(); },
   };
 }
@@ -325,6 +326,15 @@ caf::behavior account_registry(registry_actor* self, std::shared_ptr<account_run
         it->second.last_forward = clock::now();
         auto promise = self->make_response_promise<money_result>();
         promise.delegate(it->second.actor, debit_atom::value, std::move(req));
+        return promise;
+      },
+      // The debits in flight of an account: 0 when it has no live actor.
+      [=](reserved_atom, ledger::account_id id) -> caf::result<ledger::amount_minor> {
+        auto& live = self->state.live;
+        auto it = live.find(id);
+        if (it == live.end()) return ledger::amount_minor{0};
+        auto promise = self->make_response_promise<ledger::amount_minor>();
+        promise.delegate(it->second.actor, reserved_atom::value);
         return promise;
       },
       [=](notice_atom, balance_notice& notice) {

@@ -40,6 +40,12 @@ caf::behavior bridge(caf::event_based_actor* self) {
             .then([sink](money_result& result) { sink.deliver(std::move(result)); },
                   [sink, failed](caf::error& e) { sink.deliver(failed(e)); });
       },
+      [=](call_atom, caf::actor& registry, ledger::account_id id, amount_sink& sink) {
+        // A read for display: bounded, and 0 (nothing known in flight) if the answer is late.
+        self->request(registry, std::chrono::milliseconds(200), reserved_atom::value, id)
+            .then([sink](ledger::amount_minor reserved) { sink.deliver(reserved); },
+                  [sink](caf::error&) { sink.deliver(0); });
+      },
       [=](call_atom, caf::actor& writer, persistence::posting_request& request, reply_sink& sink) {
         self->request(writer, caf::infinite, posting_atom::value, std::move(request))
             .then([sink](persistence::posting_outcome& outcome) { sink.deliver(to_money_result(outcome)); },
@@ -520,6 +526,12 @@ void ledger_service::create_account(ledger::principal_id owner, std::string curr
         return out;
       },
       std::move(done));
+}
+
+void ledger_service::reserved(ledger::account_id id, std::function<void(ledger::amount_minor)> done) {
+  auto& d = *impl_;
+  const auto& shard = d.registry[static_cast<std::size_t>(id) % d.registry.size()];
+  caf::anon_send(d.any_bridge(), call_atom::value, shard, id, amount_sink{std::move(done)});
 }
 
 void ledger_service::find_account(ledger::account_id id,

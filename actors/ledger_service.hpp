@@ -67,6 +67,8 @@ class ledger_service {
   void create_account(ledger::principal_id owner, std::string currency, int shards,
                       query_callback<std::optional<persistence::account_record>> done);
   void find_account(ledger::account_id id, query_callback<std::optional<persistence::account_record>> done);
+  // The amount of the account's debits in flight (reserved by its actor, not yet committed).
+  void reserved(ledger::account_id id, std::function<void(ledger::amount_minor)> done);
   void make_hot(ledger::account_id id, int shards, query_callback<std::optional<persistence::account_record>> done);
   void set_status(ledger::account_id id, ledger::account_status status,
                   query_callback<std::optional<persistence::account_record>> done);

@@ -31,6 +31,7 @@ using idle_atom = caf::atom_constant<caf::atom("idle")>;
 using tick_atom = caf::atom_constant<caf::atom("tick")>;
 using stop_atom = caf::atom_constant<caf::atom("stop")>;
 using call_atom = caf::atom_constant<caf::atom("call")>;
+using reserved_atom = caf::atom_constant<caf::atom("reserved")>;
 
 // A transfer as it reaches the debited account's actor: the command plus the resolved credit
 // side (the payee's facts, so a hot payee's credit lands on one of its shards).
@@ -59,8 +60,14 @@ struct reply_sink {
   std::function<void(money_result)> deliver;
 };
 
+// Where the amount of an account's debits in flight is wanted.
+struct amount_sink {
+  std::function<void(ledger::amount_minor)> deliver;
+};
+
 }  // namespace actors
 
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actors::amount_sink)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actors::transfer_command)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actors::deposit_command)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actors::money_result)

@@ -71,7 +71,7 @@ bool is_valid_idempotency_key(std::string_view key) {
   return true;
 }
 
-json::object account_json(const persistence::account_record& a) {
+json::object account_json(const persistence::account_record& a, ledger::amount_minor reserved = 0) {
   json::object o;
   o["id"] = a.id;
   if (a.owner_id) {
@@ -84,7 +84,8 @@ json::object account_json(const persistence::account_record& a) {
   o["status"] = std::string(ledger::to_string(a.status));
   const auto total = a.total_balance();
   o["balance"] = std::to_string(total);
-  o["available"] = std::to_string(total);
+  // Available: the committed balance less the debits its actor has in flight.
+  o["available"] = std::to_string(total - std::min(reserved, total));
   o["hot"] = a.hot();
   if (a.hot()) {
     o["mainBalance"] = std::to_string(a.balance);
@@ -486,7 +487,9 @@ struct routes::impl {
   }
 
   void get_account(const exchange_ptr& ex, const principal& who, std::int64_t id) {
-    visible_account(ex, who, id, [ex](const persistence::account_record& a) { ex->respond(json_reply(200, account_json(a))); });
+    visible_account(ex, who, id, [this, ex, id](const persistence::account_record& a) {
+      service.reserved(id, [ex, a](ledger::amount_minor reserved) { ex->respond(json_reply(200, account_json(a, reserved))); });
+    });
   }
 
   void list_entries(const exchange_ptr& ex, const principal& who, std::int64_t id) {

@@ -1,6 +1,9 @@
 // End-to-end tests of the ledger over HTTP: a real wallet-server, PostgreSQL and Redis.
 
 #include <gtest/gtest.h>
+#include <pqxx/pqxx>
+
+#include <future>
 
 #include <atomic>
 #include <mutex>
@@ -55,6 +58,40 @@ TEST_F(LedgerE2E, ConcurrentTransfersNeverOverdraw) {
   EXPECT_TRUE(ts::reconciliation_ok(c, op()));
   EXPECT_EQ(ts::query_value("SELECT COALESCE(sum(amount), 0) FROM ledger_entry"), "0");
   EXPECT_EQ(ts::query_value("SELECT count(*) FROM ledger_entry WHERE account_id = " + std::to_string(a) + " AND amount = -1000"), "50");
+}
+
+// While a debit is in flight (its batch stalled on a row lock held here), the payer's
+// `available` excludes it and its `balance` does not; once it commits, both agree.
+TEST_F(LedgerE2E, AvailableExcludesDebitsInFlight) {
+  ts::http_client c(port());
+  auto alice = ts::create_principal(c, op());
+  auto bob = ts::create_principal(c, op());
+  const auto a = ts::create_account(c, op(), alice.id);
+  const auto b = ts::create_account(c, op(), bob.id);
+  ts::deposit(c, op(), a, 1000);
+  pqxx::connection owner(ts::owner_database_url());
+  pqxx::work lock(owner);
+  lock.exec("SELECT 1 FROM account WHERE id = " + std::to_string(b) + " FOR UPDATE");
+  auto pending = std::async(std::launch::async, [&] {
+    ts::http_client client(port());
+    return client.post("/v1/transfers", alice.key, transfer_body(a, b, 300), ts::unique_key("inflight"));
+  });
+  std::string available;
+  std::string balance;
+  for (int i = 0; i < 50 && available != "700"; ++i) {
+    auto account = c.get("/v1/accounts/" + std::to_string(a), alice.key).json();
+    available = std::string(account.as_object().at("available").as_string());
+    balance = std::string(account.as_object().at("balance").as_string());
+    if (available != "700") std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(available, "700");
+  EXPECT_EQ(balance, "1000");
+  lock.abort();
+  auto done = pending.get();
+  EXPECT_EQ(done.status, 201) << done.body;
+  auto account = c.get("/v1/accounts/" + std::to_string(a), alice.key).json();
+  EXPECT_EQ(account.as_object().at("available").as_string(), "700");
+  EXPECT_EQ(account.as_object().at("balance").as_string(), "700");
 }
 
 // The same key twice returns the same transaction and moves money once.
