@@ -3,6 +3,7 @@
 #include <pqxx/pqxx>
 
 #include <algorithm>
+#include <optional>
 #include <map>
 #include <set>
 #include <spdlog/spdlog.h>
@@ -260,55 +261,54 @@ void prepare_posting_statements(pqxx::connection& conn) {
   conn.prepare(k_lock_accounts, k_lock_accounts_sql);
 }
 
-batch_result commit_batch(pqxx::connection& conn, const std::vector<posting_request>& requests) {
-  std::vector<std::size_t> all(requests.size());
-  for (std::size_t i = 0; i < all.size(); ++i) all[i] = i;
-  // What the database said when it refused the whole batch; empty when it committed.
-  std::string refusal;
+namespace {
+
+// Commits `indices`; a refusal by the database is returned as its message instead of thrown.
+// Connection loss and lock or statement timeouts still propagate: they say nothing about any one
+// posting (the whole transaction is gone), so they are never isolated posting by posting.
+std::optional<batch_result> try_commit(pqxx::connection& conn, const std::vector<posting_request>& requests,
+                                       const std::vector<std::size_t>& indices, std::string& refusal) {
   try {
-    return commit_with_retries(conn, requests, all);
+    return commit_with_retries(conn, requests, indices);
   } catch (const pqxx::broken_connection&) {
     throw;
   } catch (const pqxx::in_doubt_error&) {
     throw;
   } catch (const pqxx::sql_error& e) {
-    // A lock or statement timeout says nothing about any one posting: the whole batch was rolled
-    // back and is reported as "database busy", never retried posting by posting.
     if (is_timeout_sqlstate(e.sqlstate())) throw database_timeout(e.what());
     refusal = e.what();
   } catch (const std::exception& e) {
     refusal = e.what();
   }
-  if (requests.size() == 1) {
-    // The offender itself: it fails alone, and nothing of it was committed.
-    spdlog::error("ledger posting {} refused by the database: {}", requests[0].transaction_id, refusal);
-    batch_result result;
-    result.outcomes.resize(1);
-    result.outcomes[0].outcome = ledger::error_code::internal;
-    result.attempts = k_batch_attempts_max;
-    return result;
+  return std::nullopt;
+}
+
+}  // namespace
+
+batch_result commit_batch(pqxx::connection& conn, const std::vector<posting_request>& requests) {
+  std::vector<std::size_t> all(requests.size());
+  for (std::size_t i = 0; i < all.size(); ++i) all[i] = i;
+  std::string refusal;
+  if (auto committed = try_commit(conn, requests, all, refusal)) return std::move(*committed);
+  if (requests.size() > 1) {
+    spdlog::warn("ledger batch of {} postings refused by the database ({}); isolating the offender",
+                 requests.size(), refusal);
   }
-  spdlog::warn("ledger batch of {} postings refused by the database ({}); isolating the offender", requests.size(),
-               refusal);
 
   // Isolation: each posting in its own transaction, so one bad posting never fails its neighbours.
+  // (A batch of one is its own offender: it fails alone, and nothing of it was committed.)
   batch_result result;
   result.outcomes.resize(requests.size());
   for (std::size_t i = 0; i < requests.size(); ++i) {
     std::vector<std::size_t> one{i};
-    try {
-      merge(result, commit_with_retries(conn, requests, one), one);
-    } catch (const pqxx::broken_connection&) {
-      throw;
-    } catch (const pqxx::in_doubt_error&) {
-      throw;
-    } catch (const pqxx::sql_error& e) {
-      if (is_timeout_sqlstate(e.sqlstate())) throw database_timeout(e.what());
-      spdlog::error("ledger posting {} refused by the database: {}", requests[i].transaction_id, e.what());
+    std::optional<batch_result> committed;
+    if (requests.size() > 1) committed = try_commit(conn, requests, one, refusal);
+    if (committed) {
+      merge(result, std::move(*committed), one);
+    } else {
+      spdlog::error("ledger posting {} refused by the database: {}", requests[i].transaction_id, refusal);
       result.outcomes[i].outcome = ledger::error_code::internal;
-    } catch (const std::exception& e) {
-      spdlog::error("ledger posting {} refused by the database: {}", requests[i].transaction_id, e.what());
-      result.outcomes[i].outcome = ledger::error_code::internal;
+      result.attempts += k_batch_attempts_max;
     }
   }
   return result;

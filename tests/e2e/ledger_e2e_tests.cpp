@@ -25,16 +25,30 @@ class LedgerE2E : public ts::shared_server_test<LedgerE2E> {
     o.env = ts::unlimited_rates();
     return o;
   }
+
+ protected:
+  // Two users with one EUR account each (alice owns a, bob owns b), both empty.
+  struct parties {
+    ts::principal alice;
+    ts::principal bob;
+    std::int64_t a = 0;
+    std::int64_t b = 0;
+  };
+  parties two_parties(ts::http_client& c) const {
+    parties p;
+    p.alice = ts::create_principal(c, op());
+    p.bob = ts::create_principal(c, op());
+    p.a = ts::create_account(c, op(), p.alice.id);
+    p.b = ts::create_account(c, op(), p.bob.id);
+    return p;
+  }
 };
 
 // The classic race: 100 concurrent transfers of 1000 from an account holding 50000 must let
 // exactly 50 through and refuse the other 50, leaving A at 0 and B at 50000.
 TEST_F(LedgerE2E, ConcurrentTransfersNeverOverdraw) {
   ts::http_client c(port());
-  auto alice = ts::create_principal(c, op());
-  auto bob = ts::create_principal(c, op());
-  const auto a = ts::create_account(c, op(), alice.id);
-  const auto b = ts::create_account(c, op(), bob.id);
+  const auto [alice, bob, a, b] = two_parties(c);
   ts::deposit(c, op(), a, 50000);
 
   std::atomic<int> created{0}, refused{0}, other{0};
@@ -64,10 +78,7 @@ TEST_F(LedgerE2E, ConcurrentTransfersNeverOverdraw) {
 // `available` excludes it and its `balance` does not; once it commits, both agree.
 TEST_F(LedgerE2E, AvailableExcludesDebitsInFlight) {
   ts::http_client c(port());
-  auto alice = ts::create_principal(c, op());
-  auto bob = ts::create_principal(c, op());
-  const auto a = ts::create_account(c, op(), alice.id);
-  const auto b = ts::create_account(c, op(), bob.id);
+  const auto [alice, bob, a, b] = two_parties(c);
   ts::deposit(c, op(), a, 1000);
   pqxx::connection owner(ts::owner_database_url());
   pqxx::work lock(owner);
@@ -97,10 +108,7 @@ TEST_F(LedgerE2E, AvailableExcludesDebitsInFlight) {
 // The same key twice returns the same transaction and moves money once.
 TEST_F(LedgerE2E, IdempotentReplayReturnsTheStoredAnswer) {
   ts::http_client c(port());
-  auto alice = ts::create_principal(c, op());
-  auto bob = ts::create_principal(c, op());
-  const auto a = ts::create_account(c, op(), alice.id);
-  const auto b = ts::create_account(c, op(), bob.id);
+  const auto [alice, bob, a, b] = two_parties(c);
   ts::deposit(c, op(), a, 10000);
   const auto key = ts::unique_key("replay");
   auto first = c.post("/v1/transfers", alice.key, transfer_body(a, b, 700), key);
@@ -123,10 +131,7 @@ TEST_F(LedgerE2E, IdempotentReplayReturnsTheStoredAnswer) {
 // A replay is answered from the journal even after the funds it spent are gone.
 TEST_F(LedgerE2E, ReplayAfterFundsAreSpentStillReplays) {
   ts::http_client c(port());
-  auto alice = ts::create_principal(c, op());
-  auto bob = ts::create_principal(c, op());
-  const auto a = ts::create_account(c, op(), alice.id);
-  const auto b = ts::create_account(c, op(), bob.id);
+  const auto [alice, bob, a, b] = two_parties(c);
   ts::deposit(c, op(), a, 1000);
   const auto key = ts::unique_key("spent");
   auto first = c.post("/v1/transfers", alice.key, transfer_body(a, b, 1000), key);
@@ -140,10 +145,7 @@ TEST_F(LedgerE2E, ReplayAfterFundsAreSpentStillReplays) {
 // Twenty concurrent requests with one key make one transaction and get twenty identical answers.
 TEST_F(LedgerE2E, ConcurrentDuplicatesShareOneTransaction) {
   ts::http_client c(port());
-  auto alice = ts::create_principal(c, op());
-  auto bob = ts::create_principal(c, op());
-  const auto a = ts::create_account(c, op(), alice.id);
-  const auto b = ts::create_account(c, op(), bob.id);
+  const auto [alice, bob, a, b] = two_parties(c);
   ts::deposit(c, op(), a, 5000);
   const auto key = ts::unique_key("flight");
   std::mutex m;
@@ -166,10 +168,7 @@ TEST_F(LedgerE2E, ConcurrentDuplicatesShareOneTransaction) {
 // A refused request leaves no trace: the same key may be retried once funds arrive.
 TEST_F(LedgerE2E, FailedRequestMayBeRetriedWithTheSameKey) {
   ts::http_client c(port());
-  auto alice = ts::create_principal(c, op());
-  auto bob = ts::create_principal(c, op());
-  const auto a = ts::create_account(c, op(), alice.id);
-  const auto b = ts::create_account(c, op(), bob.id);
+  const auto [alice, bob, a, b] = two_parties(c);
   const auto key = ts::unique_key("retry");
   auto poor = c.post("/v1/transfers", alice.key, transfer_body(a, b, 500), key);
   EXPECT_EQ(poor.status, 422) << poor.body;
@@ -183,10 +182,7 @@ TEST_F(LedgerE2E, FailedRequestMayBeRetriedWithTheSameKey) {
 // insufficient funds, and the final balances are exactly what the successes imply.
 TEST_F(LedgerE2E, OppositeTransfersDoNotDeadlock) {
   ts::http_client c(port());
-  auto alice = ts::create_principal(c, op());
-  auto bob = ts::create_principal(c, op());
-  const auto a = ts::create_account(c, op(), alice.id);
-  const auto b = ts::create_account(c, op(), bob.id);
+  const auto [alice, bob, a, b] = two_parties(c);
   ts::deposit(c, op(), a, 20000);
   ts::deposit(c, op(), b, 20000);
   std::atomic<std::int64_t> a_to_b{0}, b_to_a{0};
@@ -213,10 +209,7 @@ TEST_F(LedgerE2E, OppositeTransfersDoNotDeadlock) {
 // Every kind of bad input gets its status and code, and the ledger does not change.
 TEST_F(LedgerE2E, BadInputIsRefusedPrecisely) {
   ts::http_client c(port());
-  auto alice = ts::create_principal(c, op());
-  auto bob = ts::create_principal(c, op());
-  const auto a = ts::create_account(c, op(), alice.id);
-  const auto b = ts::create_account(c, op(), bob.id);
+  const auto [alice, bob, a, b] = two_parties(c);
   auto carol = ts::create_principal(c, op());
   const auto usd = ts::create_account(c, op(), carol.id, "USD");
   ts::deposit(c, op(), a, 5000);
@@ -294,10 +287,7 @@ TEST_F(LedgerE2E, BadInputIsRefusedPrecisely) {
 // Accounts, entries and transactions read back what was written; another user's account is 404.
 TEST_F(LedgerE2E, ReadsShowTheLedger) {
   ts::http_client c(port());
-  auto alice = ts::create_principal(c, op());
-  auto bob = ts::create_principal(c, op());
-  const auto a = ts::create_account(c, op(), alice.id);
-  const auto b = ts::create_account(c, op(), bob.id);
+  const auto [alice, bob, a, b] = two_parties(c);
   ts::deposit(c, op(), a, 3000);
   std::string last_tx;
   for (int i = 0; i < 5; ++i) {
