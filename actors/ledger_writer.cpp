@@ -8,6 +8,7 @@
 #include <chrono>
 #include <map>
 #include <set>
+#include <thread>
 #include <unordered_set>
 
 #include "actors/messages.hpp"
@@ -176,12 +177,12 @@ caf::behavior ledger_writer(writer_actor* self, writer_config config, std::share
           flush(self, config, *gauges);
         } else if (!st.flush_scheduled) {
           st.flush_scheduled = true;
-          if (config.batch_wait_us == 0) {
-            // Adaptive batching: the flush message queues behind every posting already waiting.
-            self->send(self, flush_atom::value);
-          } else {
-            self->delayed_send(self, std::chrono::microseconds(config.batch_wait_us), flush_atom::value);
-          }
+          // Gather: this thread is the writer's own, so it may simply sleep while the postings of
+          // the next batch pile up in its mailbox. Senders then enqueue without waking anybody
+          // (one wake-up per batch instead of one per posting), and the flush message queues
+          // behind every posting that arrived meanwhile.
+          if (config.batch_wait_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(config.batch_wait_us));
+          self->send(self, flush_atom::value);
         }
         return promise;
       },

@@ -119,6 +119,9 @@ std::vector<descriptor> describe(settings& s) {
        int_rule{&s.redis.command_timeout_ms, 1, 10'000}},
       {"redis", "connections", "Redis connections, each on its own thread.",
        int_rule{&s.redis.connections, 1, 64}},
+      {"redis", "batch_wait_us",
+       "How long a Redis connection waits for more rate-limit checks to send in one round trip.",
+       int_rule{&s.redis.batch_wait_us, 0, 100'000}},
       {"redis", "retry_interval_ms", "While Redis is down, how often it is tried again.",
        int_rule{&s.redis.retry_interval_ms, 10, 600'000}},
 

@@ -42,10 +42,10 @@ struct database_settings {
 };
 
 struct writer_settings {
-  std::int64_t count = 2;
+  std::int64_t count = 1;
   std::int64_t batch_postings_max = 500;
-  std::int64_t batch_wait_us = 500;
-  std::int64_t queue_postings_max = 500;
+  std::int64_t batch_wait_us = 1'000;
+  std::int64_t queue_postings_max = 1'000;
 };
 
 struct actor_settings {
@@ -69,7 +69,8 @@ struct ledger_settings {
 struct redis_settings {
   std::string url = "redis://127.0.0.1:6379";
   std::int64_t command_timeout_ms = 50;
-  std::int64_t connections = 2;
+  std::int64_t connections = 1;
+  std::int64_t batch_wait_us = 500;
   std::int64_t retry_interval_ms = 1'000;
 };
 

@@ -254,6 +254,7 @@ class limiter::impl {
       : endpoint_(parse_redis_url(redis.url)),
         timeout_(redis.command_timeout_ms),
         retry_interval_(redis.retry_interval_ms),
+        gather_(redis.batch_wait_us),
         enabled_(limits.enabled),
         algorithm_(parse_algorithm(limits.algorithm)),
         policies_{policy_for(limits, route_class::write), policy_for(limits, route_class::read)},
@@ -484,6 +485,15 @@ class limiter::impl {
         } else {
           idle_cv_.wait_until(lock, next_attempt, ready);
         }
+        // Gather: a connected worker that found fewer checks than a full batch sleeps a moment
+        // so that more join this round trip. Meanwhile check() enqueues without waking anybody;
+        // Redis and this thread then handle one batch per wake-up instead of one check.
+        if (gather_.count() > 0 && !stopping_ && open && !queue_.empty() &&
+            static_cast<std::int64_t>(queue_.size()) < bounds_.batch_checks_max) {
+          lock.unlock();
+          std::this_thread::sleep_for(gather_);
+          lock.lock();
+        }
         stopping = stopping_;
         // A connection from before the last switch to fallback takes nothing: it is closed at the
         // top of the next pass, and the checks are left to current connections.
@@ -660,6 +670,7 @@ class limiter::impl {
   const redis_endpoint endpoint_;
   const milliseconds timeout_;
   const milliseconds retry_interval_;
+  const std::chrono::microseconds gather_;
   const bool enabled_;
   const algorithm algorithm_;
   const std::array<window_policy, 2> policies_;  // indexed by class_index()
