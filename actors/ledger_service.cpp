@@ -1,5 +1,6 @@
 #include "actors/ledger_service.hpp"
 
+#include <pthread.h>
 #include <caf/all.hpp>
 #include <pqxx/pqxx>
 #include <spdlog/spdlog.h>
@@ -314,6 +315,7 @@ struct ledger_service::impl {
   // A background timer thread: calls `tick` every `interval` until stop.
   void every(std::chrono::milliseconds interval, std::function<void()> tick) {
     timers.emplace_back([this, interval, tick = std::move(tick)] {
+      pthread_setname_np(pthread_self(), "wallet-timer");
       std::unique_lock lock(timer_mutex);
       while (!timer_wake.wait_for(lock, interval, [this] { return stopping; })) {
         lock.unlock();

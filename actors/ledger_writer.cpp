@@ -1,5 +1,6 @@
 #include "actors/ledger_writer.hpp"
 
+#include <pthread.h>
 #include <caf/all.hpp>
 #include <pqxx/pqxx>
 #include <spdlog/spdlog.h>
@@ -166,6 +167,8 @@ void flush(writer_actor* self, const writer_config& config, writer_gauges& gauge
 }
 
 caf::behavior ledger_writer(writer_actor* self, writer_config config, std::shared_ptr<writer_gauges> gauges) {
+  // Detached: this runs on the writer's own thread, which keeps the name for its whole life.
+  pthread_setname_np(pthread_self(), "wallet-writer");
   ensure_connected(self, config, *gauges);
   return {
       [=](registry_handles& handles) { self->state.registry = std::move(handles.shards); },

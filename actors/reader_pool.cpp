@@ -1,5 +1,6 @@
 #include "actors/reader_pool.hpp"
 
+#include <pthread.h>
 #include <pqxx/pqxx>
 #include <spdlog/spdlog.h>
 
@@ -12,8 +13,14 @@ reader_pool::reader_pool(persistence::connection_options options, int readers, s
       wait_(wait_ms),
       reconnect_backoff_(reconnect_backoff_ms) {
   threads_.reserve(static_cast<std::size_t>(readers));
-  for (int i = 0; i < readers; ++i) threads_.emplace_back([this] { run_thread(); });
-  expirer_ = std::thread([this] { run_expirer(); });
+  for (int i = 0; i < readers; ++i) threads_.emplace_back([this] {
+    pthread_setname_np(pthread_self(), "wallet-reader");
+    run_thread();
+  });
+  expirer_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "wallet-expirer");
+    run_expirer();
+  });
 }
 
 void reader_pool::run_expirer() {

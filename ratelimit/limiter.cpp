@@ -1,5 +1,6 @@
 #include "ratelimit/limiter.hpp"
 
+#include <pthread.h>
 #include <hiredis/hiredis.h>
 #include <spdlog/spdlog.h>
 
@@ -266,12 +267,21 @@ class limiter::impl {
                             bounds.completions_max >= 1 && bounds.pings_max >= 1,
                         "limiter bounds must be positive");
     try {
-      completer_ = std::thread([this] { completer_main(); });
-      pinger_ = std::thread([this] { pinger_main(); });
+      completer_ = std::thread([this] {
+        pthread_setname_np(pthread_self(), "wallet-rl-done");
+        completer_main();
+      });
+      pinger_ = std::thread([this] {
+        pthread_setname_np(pthread_self(), "wallet-rl-ping");
+        pinger_main();
+      });
       // With rate limiting off nothing is ever queued; the workers would only hold connections.
       const std::int64_t workers = enabled_ ? redis.connections : 0;
       for (std::int64_t i = 0; i < workers; ++i) {
-        workers_.emplace_back([this] { worker_main(); });
+        workers_.emplace_back([this] {
+          pthread_setname_np(pthread_self(), "wallet-redis");
+          worker_main();
+        });
       }
     } catch (const std::exception&) {
       stop();

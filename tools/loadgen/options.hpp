@@ -68,6 +68,10 @@ struct options {
   std::int64_t connections = 256;
   std::int64_t io_threads = 1;
   std::int64_t timeout_ms = 10'000;
+  // Open loop: arrivals due within one quantum are sent together when it starts, so the client
+  // wakes once per quantum rather than once per request. Latency still counts from each
+  // request's own scheduled time; 0 wakes for every arrival.
+  std::int64_t send_quantum_us = 1'000;
   std::int64_t queue_max = 200'000;  // requests waiting for a free connection, per I/O thread
   bool retries = false;
   std::int64_t retries_max = 5;

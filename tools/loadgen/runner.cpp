@@ -266,7 +266,13 @@ class driver {
         --owner.senders_active_;
         return;
       }
-      timer.expires_at(phase_start + std::chrono::nanoseconds(*next_ns));
+      // Wake at the end of the quantum holding the next arrival: every arrival due by then goes
+      // out in one pass, each a little late (counted in its latency and in the send lag).
+      auto wake_ns = *next_ns;
+      if (const std::int64_t quantum_ns = owner.options_.send_quantum_us * 1000; quantum_ns > 0) {
+        wake_ns = (wake_ns / quantum_ns + 1) * quantum_ns;
+      }
+      timer.expires_at(phase_start + std::chrono::nanoseconds(wake_ns));
       timer.async_wait([self = shared_from_this()](boost::system::error_code ec) {
         if (!ec) self->tick();
       });
