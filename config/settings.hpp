@@ -49,7 +49,7 @@ struct writer_settings {
 };
 
 struct actor_settings {
-  std::int64_t scheduler_threads = 2;
+  std::int64_t scheduler_threads = 1;
   std::string scheduler_policy = "sharing";
   std::int64_t registry_shards = 4;
   std::int64_t accounts_live_max = 200'000;

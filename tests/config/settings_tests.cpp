@@ -112,7 +112,7 @@ const field_list& documented_defaults() {
       {"writer.batch_postings_max", "500"},
       {"writer.batch_wait_us", "1000"},
       {"writer.queue_postings_max", "1000"},
-      {"actors.scheduler_threads", "2"},
+      {"actors.scheduler_threads", "1"},
       {"actors.scheduler_policy", "sharing"},
       {"actors.registry_shards", "4"},
       {"actors.accounts_live_max", "200000"},
