@@ -217,7 +217,7 @@ if [[ $run_server == yes ]]; then
     start_server 1000000 fresh
     rm -rf "$out/server-$workload"
     loadgen --workload "$workload" --accounts "$payers" --hot-shards 16 --mode search \
-      --search-start-rate 200 --search-step-factor 1.5 --search-refine 2 \
+      --search-start-rate 200 --search-step-factor 1.5 --search-refine 3 \
       --search-step-seconds "$step_seconds" --p99-target-ms 100 --connections 512 \
       --out-dir "$out/server-$workload" > "$out/server-$workload.txt" \
       || echo "bench: loadgen reported FAIL for $workload (see $out/server-$workload.txt)" >&2
