@@ -22,7 +22,7 @@ using clock = std::chrono::steady_clock;
 
 struct waiting_debit {
   debit_request request;
-  caf::typed_response_promise<money_result> promise;
+  reply_sink sink;
 };
 
 // Kept small on purpose: a server may hold a hundred thousand of these. No std::deque (it
@@ -118,29 +118,31 @@ void start_load(account_actor* self) {
   });
 }
 
-void process(account_actor* self, debit_request& req, caf::typed_response_promise<money_result> promise) {
+// Decides one debit. Its answer goes straight to the caller's sink, not back through the
+// registry: one message hop in, one writer round trip, and the answer leaves from here.
+void process(account_actor* self, debit_request& req, const reply_sink& sink) {
   auto& st = self->state;
   account_runtime* rt = st.rt;
   const auto& cmd = req.command;
   if (st.missing || st.owner == 0 || st.owner != cmd.principal || st.kind != ledger::account_kind::user) {
-    promise.deliver(refusal(ledger::error_code::not_found, "account " + std::to_string(cmd.from) + " was not found"));
+    sink.deliver(refusal(ledger::error_code::not_found, "account " + std::to_string(cmd.from) + " was not found"));
     return;
   }
   if (st.status != ledger::account_status::active) {
     money_result r = refusal(ledger::error_code::account_inactive, "the debited account is not active");
     r.decided_before_writer = true;
-    promise.deliver(std::move(r));
+    sink.deliver(std::move(r));
     return;
   }
   const std::size_t writer_index = writer_for(st.id, rt->writers.size());
   auto& gauges = *rt->writer_gauges[writer_index];
   if (st.inflight >= rt->inflight_max) {
-    promise.deliver(unavailable(ledger::error_code::account_busy, "too many payments from this account are in flight",
+    sink.deliver(unavailable(ledger::error_code::account_busy, "too many payments from this account are in flight",
                                 gauges.drain_seconds(st.inflight)));
     return;
   }
   if (const auto queued = gauges.queued.load(); queued >= rt->writer_queue_max) {
-    promise.deliver(unavailable(ledger::error_code::writer_busy, "the ledger writer is saturated",
+    sink.deliver(unavailable(ledger::error_code::writer_busy, "the ledger writer is saturated",
                                 gauges.drain_seconds(queued)));
     return;
   }
@@ -148,7 +150,7 @@ void process(account_actor* self, debit_request& req, caf::typed_response_promis
   if (balances_known(st) && available < cmd.amount) {
     money_result r = refusal(ledger::error_code::insufficient_funds, "the debited account holds too little for this amount");
     r.decided_before_writer = true;
-    promise.deliver(std::move(r));
+    sink.deliver(std::move(r));
     return;
   }
 
@@ -179,7 +181,7 @@ void process(account_actor* self, debit_request& req, caf::typed_response_promis
   const auto amount = cmd.amount;
   self->request(rt->writers[writer_index], caf::infinite, posting_atom::value, std::move(posting))
       .then(
-          [self, promise, amount](persistence::posting_outcome& outcome) mutable {
+          [self, sink, amount](persistence::posting_outcome& outcome) {
             auto& s = self->state;
             apply_rows(s, outcome.rows_after);
             s.reserved -= amount;
@@ -191,16 +193,16 @@ void process(account_actor* self, debit_request& req, caf::typed_response_promis
               s.loaded = false;
               start_load(self);
             }
-            promise.deliver(to_money_result(outcome));
+            sink.deliver(to_money_result(outcome));
           },
-          [self, promise, amount](caf::error& err) mutable {
+          [self, sink, amount](caf::error& err) {
             auto& s = self->state;
             s.reserved -= amount;
             --s.inflight;
             s.loaded = false;
             start_load(self);
             spdlog::error("account {}: ledger writer failed: {}", s.id, caf::to_string(err));
-            promise.deliver(unavailable(ledger::error_code::outcome_unknown,
+            sink.deliver(unavailable(ledger::error_code::outcome_unknown,
                                  "the outcome of this request is unknown; retry with the same Idempotency-Key"));
           });
 }
@@ -210,7 +212,7 @@ void drain_waiting(account_actor* self) {
   if (!st.loaded && !st.missing) return;
   std::vector<waiting_debit> ready;
   ready.swap(st.waiting);
-  for (auto& next : ready) process(self, next.request, next.promise);
+  for (auto& next : ready) process(self, next.request, next.sink);
 }
 
 caf::behavior account_actor_behavior(account_actor* self, ledger::account_id id, caf::actor registry,
@@ -220,10 +222,9 @@ caf::behavior account_actor_behavior(account_actor* self, ledger::account_id id,
   self->state.registry = std::move(registry);
   // Loaded on the first debit, unless that debit brings the account's facts.
   return {
-      [self](debit_atom, debit_request& req) -> caf::result<money_result> {
+      [self](debit_atom, debit_request& req, reply_sink& sink) {
         auto& st = self->state;
         ++st.received;
-        auto promise = self->make_response_promise<money_result>();
         if (!st.loaded && !st.loading && !st.missing && req.payer && req.payer->id == st.id) {
           start_from_facts(st, *req.payer);
           // A hot account's shards may not be written by its first debits: read their balances
@@ -231,17 +232,16 @@ caf::behavior account_actor_behavior(account_actor* self, ledger::account_id id,
           if (!req.payer->shards.empty()) start_load(self);
         }
         if (st.loaded || st.missing) {
-          process(self, req, promise);
-          return promise;
+          process(self, req, sink);
+          return;
         }
         // Not (re)loaded yet: wait for the committed state, but only a bounded number.
         if (static_cast<std::int64_t>(st.waiting.size()) + st.inflight >= st.rt->inflight_max) {
-          promise.deliver(unavailable(ledger::error_code::account_busy, "too many payments from this account are in flight"));
-          return promise;
+          sink.deliver(unavailable(ledger::error_code::account_busy, "too many payments from this account are in flight"));
+          return;
         }
-        st.waiting.push_back({std::move(req), promise});
+        st.waiting.push_back({std::move(req), std::move(sink)});
         start_load(self);
-        return promise;
       },
       [self](notice_atom, balance_notice& notice) { apply_rows(self->state, notice.rows); },
       [self](loaded_atom, account_loaded& result) {
@@ -251,7 +251,7 @@ caf::behavior account_actor_behavior(account_actor* self, ledger::account_id id,
           std::vector<waiting_debit> failed;
           failed.swap(st.waiting);
           for (auto& w : failed) {
-            w.promise.deliver(unavailable(ledger::error_code::database_unavailable, "the database is unavailable"));
+            w.sink.deliver(unavailable(ledger::error_code::database_unavailable, "the database is unavailable"));
           }
           return;
         }
@@ -308,13 +308,13 @@ caf::behavior account_registry(registry_actor* self, std::shared_ptr<account_run
   const auto scan_every = std::max(std::chrono::milliseconds(10), idle / 2);
   self->delayed_send(self, scan_every, tick_atom::value);
   return {
-      [=](debit_atom, debit_request& req) -> caf::result<money_result> {
+      [=](debit_atom, debit_request& req, reply_sink& sink) {
         auto& live = self->state.live;
         auto it = live.find(req.command.from);
         if (it == live.end()) {
           if (live.size() >= rt->live_max_per_shard) {
-            money_result r = unavailable(ledger::error_code::server_busy, "too many accounts are active; retry shortly");
-            return r;
+            sink.deliver(unavailable(ledger::error_code::server_busy, "too many accounts are active; retry shortly"));
+            return;
           }
           // Linked: when the registry shard stops, its account actors stop with it.
           auto actor = self->spawn<caf::linked>(account_actor_behavior, req.command.from,
@@ -324,9 +324,7 @@ caf::behavior account_registry(registry_actor* self, std::shared_ptr<account_run
         }
         ++it->second.forwarded;
         it->second.last_forward = clock::now();
-        auto promise = self->make_response_promise<money_result>();
-        promise.delegate(it->second.actor, debit_atom::value, std::move(req));
-        return promise;
+        self->send(it->second.actor, debit_atom::value, std::move(req), std::move(sink));
       },
       // The debits in flight of an account: 0 when it has no live actor.
       [=](reserved_atom, ledger::account_id id) -> caf::result<ledger::amount_minor> {

@@ -3,7 +3,7 @@
 // The account registry and the account actors.
 //
 // account_registry (one of several shards; an account id belongs to shard id % shards):
-//   (debit_atom, debit_request)        -> money_result  forwarded to the account's actor,
+//   (debit_atom, debit_request, reply_sink) -> void     forwarded to the account's actor,
 //                                                      spawned on first use
 //   (notice_atom, balance_notice)      -> void          passed to live account actors
 //   (idle_atom, account_id, uint64)    -> void          an idle actor asks to passivate
@@ -14,9 +14,10 @@
 //      │                   │
 //      └──not found──► missing      serving ──(idle, nothing in flight)──► passivated
 //
-//   (debit_atom, debit_request)   -> money_result: checks ownership, status and available
+//   (debit_atom, debit_request, reply_sink) -> void: checks ownership, status and available
 //                                    funds (committed balance minus its own debits in flight),
-//                                    reserves, and hands the posting to its ledger writer
+//                                    reserves, and hands the posting to its ledger writer; the
+//                                    answer goes to the sink (once the writer has committed)
 //   (notice_atom, balance_notice) -> void: committed (balance, version); the highest wins
 //   (loaded_atom, account_loaded) -> void
 

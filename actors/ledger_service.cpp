@@ -23,8 +23,9 @@
 namespace actors {
 namespace {
 
-// The bridge between callers outside the actor system and the actors: it makes the
-// request(...).then(...) and hands the answer to the caller's sink.
+// The bridge between callers outside the actor system and the actors that answer by response:
+// it makes the request(...).then(...) and hands the answer to the caller's sink. (Debits do not
+// pass here: the account actor answers their sink itself.)
 //
 // No timeout here on purpose: a posting handed to a writer always gets its true outcome (the
 // database bounds every statement), and the single flight of its Idempotency-Key stays open
@@ -36,11 +37,6 @@ caf::behavior bridge(caf::event_based_actor* self) {
                        "the server stopped before this request finished; retry with the same Idempotency-Key");
   };
   return {
-      [=](call_atom, caf::actor& registry, debit_request& request, reply_sink& sink) {
-        self->request(registry, caf::infinite, debit_atom::value, std::move(request))
-            .then([sink](money_result& result) { sink.deliver(std::move(result)); },
-                  [sink, failed](caf::error& e) { sink.deliver(failed(e)); });
-      },
       [=](call_atom, caf::actor& registry, ledger::account_id id, amount_sink& sink) {
         // A read for display: bounded, and 0 (nothing known in flight) if the answer is late.
         self->request(registry, std::chrono::milliseconds(200), reserved_atom::value, id)
@@ -425,7 +421,9 @@ void ledger_service::transfer(transfer_command command, std::function<void(money
     const auto& shard = d.registry[static_cast<std::size_t>(command.from) % d.registry.size()];
     auto payer = d.directory.find(command.from);
     debit_request request{std::move(command), std::move(*payee), std::move(payer)};
-    caf::anon_send(d.any_bridge(), call_atom::value, shard, std::move(request), reply_sink{finish});
+    // Straight to the registry shard, which forwards to the account's actor; the actor answers
+    // the sink itself when the writer has committed (no response travels back through here).
+    caf::anon_send(shard, debit_atom::value, std::move(request), reply_sink{finish});
   });
 }
 

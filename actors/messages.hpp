@@ -10,6 +10,7 @@
 #include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/atom.hpp>
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -55,9 +56,37 @@ struct account_loaded {
   persistence::account_record record;
 };
 
-// Where an HTTP request wants its answer: a callback that posts onto the connection's strand.
-struct reply_sink {
-  std::function<void(money_result)> deliver;
+// Where a money-moving request wants its answer: a callback that hands it to the HTTP layer.
+// Exactly one answer reaches the callback: the first deliver() wins, and a sink dropped unanswered
+// (a message lost when an actor stops, e.g. at shutdown) answers "outcome unknown" when its last
+// copy is destroyed, so a caller never waits for an answer that cannot come.
+class reply_sink {
+ public:
+  reply_sink() = default;
+  explicit reply_sink(std::function<void(money_result)> callback)
+      : state_(std::make_shared<state>(std::move(callback))) {}
+
+  void deliver(money_result result) const {
+    if (state_) state_->answer(std::move(result));
+  }
+
+ private:
+  struct state {
+    explicit state(std::function<void(money_result)> cb) : callback(std::move(cb)) {}
+    state(const state&) = delete;
+    state& operator=(const state&) = delete;
+    ~state() {
+      if (!answered.load()) answer(unanswered());
+    }
+    void answer(money_result result) {
+      if (answered.exchange(true)) return;
+      callback(std::move(result));
+    }
+    static money_result unanswered();
+    std::function<void(money_result)> callback;
+    std::atomic<bool> answered{false};
+  };
+  std::shared_ptr<state> state_;
 };
 
 // Where the amount of an account's debits in flight is wanted.

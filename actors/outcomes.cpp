@@ -1,5 +1,7 @@
 #include "actors/outcomes.hpp"
 
+#include "actors/messages.hpp"
+
 namespace actors {
 
 money_result unavailable(ledger::error_code code, std::string detail, std::int64_t retry_after_s) {
@@ -41,6 +43,11 @@ money_result to_money_result(const persistence::posting_outcome& o) {
       return unavailable(o.outcome, "the database is unavailable; retry with the same Idempotency-Key");
     default: return refusal(error_code::internal, "the ledger could not apply this request");
   }
+}
+
+money_result reply_sink::state::unanswered() {
+  return unavailable(ledger::error_code::outcome_unknown,
+                     "the server stopped before this request finished; retry with the same Idempotency-Key");
 }
 
 }  // namespace actors

@@ -46,9 +46,9 @@ constexpr const char* k_update_balances_sql =
     "  FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) AS u(id, balance, version)"
     " WHERE a.id = u.id";
 
+// One outbox row announces the whole batch (migration 003).
 constexpr const char* k_insert_outbox_sql =
-    "INSERT INTO outbox_event (transaction_id, topic, payload)"
-    " SELECT t, 'ledger.transaction', p FROM unnest($1::uuid[], $2::jsonb[]) AS x(t, p)";
+    "INSERT INTO outbox_event (transaction_ids, topic, payload) VALUES ($1::uuid[], 'ledger.batch', $2::jsonb)";
 
 // Replaces $1..$n of `sql` by the quoted `literals` (n < 10).
 std::string bind_literals(std::string_view sql, const std::vector<std::string>& literals) {
@@ -70,8 +70,14 @@ std::string bind_literals(std::string_view sql, const std::vector<std::string>& 
 // Retries of a whole batch after a deadlock, a serialization failure or a lost idempotency race.
 constexpr int k_batch_attempts_max = 5;
 
-std::string outbox_payload(const posting_request& r, const ledger::posting_plan& plan) {
-  std::string p = "{\"transactionId\":\"" + r.transaction_id + "\",\"type\":\"";
+// Appends one transaction's element of the batch's outbox payload.
+void append_outbox_event(std::string& p, const posting_request& r, const ledger::posting_plan& plan) {
+  if (p.empty()) {
+    p = "{\"transactions\":[";
+  } else {
+    p += ',';
+  }
+  p += "{\"transactionId\":\"" + r.transaction_id + "\",\"type\":\"";
   p += ledger::to_string(r.posting.type);
   p += "\",\"currency\":\"" + r.posting.currency + "\",\"amount\":\"" + std::to_string(plan.amount) +
        "\",\"entries\":[";
@@ -81,7 +87,6 @@ std::string outbox_payload(const posting_request& r, const ledger::posting_plan&
          std::to_string(plan.entries[i].amount) + "\"}";
   }
   p += "]}";
-  return p;
 }
 
 // One attempt: one database transaction over the postings named by `indices`.
@@ -153,7 +158,8 @@ batch_result commit_once(pqxx::connection& conn, const std::vector<posting_reque
   std::vector<std::string> j_ids, j_keys, j_hashes, j_types, j_bodies, j_meta;
   std::vector<std::optional<std::int64_t>> j_principals;
   std::vector<std::int64_t> j_status;
-  std::vector<std::string> e_tx, e_currency, o_tx, o_payload;
+  std::vector<std::string> e_tx, e_currency, o_tx;
+  std::string o_payload;
   std::vector<std::int64_t> e_account, e_amount, e_balance_after;
   std::size_t accepted = 0;
   for (std::size_t i : indices) {
@@ -185,7 +191,7 @@ batch_result commit_once(pqxx::connection& conn, const std::vector<posting_reque
       e_balance_after.push_back(e.balance_after);
     }
     o_tx.push_back(r.transaction_id);
-    o_payload.push_back(outbox_payload(r, plan));
+    append_outbox_event(o_payload, r, plan);
     out.entries = std::move(plan.entries);
   }
 
@@ -202,7 +208,7 @@ batch_result commit_once(pqxx::connection& conn, const std::vector<posting_reque
     // 4. Journal rows with their receipts (a key committed by another server since step 1 is a
     // unique violation: the attempt is redone and step 1 then finds it); 5. the entries;
     // 6. the balance caches, one row per account at the last balance the plan reached;
-    // 7. the outbox rows, in the same transaction as the entries they announce.
+    // 7. the batch's outbox row, in the same transaction as the entries it announces.
     std::string writes = bind_literals(k_insert_journal_sql, {q(j_ids), q(j_principals), q(j_keys), q(j_hashes),
                                                               q(j_types), q(j_status), q(j_bodies), q(j_meta)});
     writes += ";\n";
@@ -211,7 +217,8 @@ batch_result commit_once(pqxx::connection& conn, const std::vector<posting_reque
     writes += ";\n";
     writes += bind_literals(k_update_balances_sql, {q(u_ids), q(u_balances), q(u_versions)});
     writes += ";\n";
-    writes += bind_literals(k_insert_outbox_sql, {q(o_tx), q(o_payload)});
+    o_payload += "]}";
+    writes += bind_literals(k_insert_outbox_sql, {q(o_tx), txn.quote(o_payload)});
     txn.exec(writes);
   }
   txn.commit();

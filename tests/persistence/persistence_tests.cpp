@@ -15,6 +15,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ledger/receipt.hpp"
@@ -162,7 +163,10 @@ class ledger_db : public ::testing::Test {
     return int_of(*owner_, "SELECT count(*) FROM journal_transaction WHERE id = " + quoted(transaction_id));
   }
   std::int64_t outbox_rows_of(const std::string& transaction_id) {
-    return int_of(*owner_, "SELECT count(*) FROM outbox_event WHERE transaction_id = " + quoted(transaction_id));
+    // A batch's row names all of its transactions; rows from before migration 003 name one.
+    const std::string id = quoted(transaction_id) + "::uuid";
+    return int_of(*owner_, "SELECT count(*) FROM outbox_event WHERE transaction_id = " + id + " OR " + id +
+                               " = ANY(transaction_ids)");
   }
   std::int64_t keys_committed(const std::string& key) {
     return int_of(*owner_, "SELECT count(*) FROM journal_transaction WHERE principal_id = " +
@@ -359,7 +363,8 @@ TEST_F(ledger_db, a_normal_account_cannot_hold_a_negative_balance) {
 
 TEST_F(ledger_db, commit_batch_writes_journal_entries_caches_and_outbox) {
   // One batch of three transfers commits in one attempt: per posting a journal row with its
-  // receipt, two entries with running balance_after, one outbox row; caches and versions match.
+  // receipt and two entries with running balance_after; one outbox row for the whole batch that
+  // names every transaction in commit order; caches and versions match.
   fund(a_, 1000);
   std::vector<posting_request> batch = {transfer(a_, b_, 100, unique_name("k")), transfer(a_, d_, 250, unique_name("k")),
                                         transfer(b_, d_, 40, unique_name("k"))};
@@ -381,6 +386,14 @@ TEST_F(ledger_db, commit_batch_writes_journal_entries_caches_and_outbox) {
     EXPECT_EQ(text_of(*owner_, "SELECT response_body FROM journal_transaction WHERE id = " + quoted(o.transaction_id)),
               o.response_body);
   }
+  const std::string batch_row = "(SELECT id FROM outbox_event WHERE " + quoted(std::as_const(batch[0].transaction_id)) +
+                                "::uuid = ANY(transaction_ids))";
+  EXPECT_EQ(text_of(*owner_, "SELECT array_to_string(transaction_ids, ',') || ' ' || topic FROM outbox_event"
+                             " WHERE id = " + batch_row),
+            batch[0].transaction_id + "," + batch[1].transaction_id + "," + batch[2].transaction_id + " ledger.batch");
+  EXPECT_EQ(text_of(*owner_, "SELECT string_agg(t->>'transactionId' || ':' || (t->>'amount'), ',')"
+                             " FROM outbox_event, jsonb_array_elements(payload->'transactions') AS t WHERE id = " + batch_row),
+            batch[0].transaction_id + ":100," + batch[1].transaction_id + ":250," + batch[2].transaction_id + ":40");
   EXPECT_EQ(balance(a_), 650);
   EXPECT_EQ(balance(b_), 60);
   EXPECT_EQ(balance(d_), 290);
