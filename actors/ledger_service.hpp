@@ -36,6 +36,9 @@ struct service_stats {
   std::uint64_t postings = 0;
   std::uint64_t writer_failures = 0;
   std::int64_t reader_queued = 0;
+  std::uint64_t reader_jobs = 0;
+  std::uint64_t preloaded_keys = 0;
+  std::uint64_t preloaded_accounts = 0;
   bool writers_connected = false;
   std::uint64_t sweeps_committed = 0;
   std::uint64_t reconcile_runs = 0;

@@ -71,6 +71,7 @@ void reader_pool::submit(job j) {
     std::lock_guard lock(mutex_);
     if (!stopping_ && static_cast<std::int64_t>(queue_.size()) < queue_max_) {
       queue_.push_back({std::move(j), std::chrono::steady_clock::now()});
+      submitted_.fetch_add(1, std::memory_order_relaxed);
       ready_.notify_one();
       if (queue_.size() == 1) expirer_wake_.notify_one();
       return;

@@ -7,6 +7,7 @@
 // Bounds: at most `queue_max` jobs wait; a job that waited longer than `wait_ms` for a
 // connection is answered "database unavailable" without touching the database.
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -40,6 +41,8 @@ class reader_pool {
   void stop();
 
   std::int64_t queued() const;
+  // Jobs accepted since the start: every database read the server has asked for.
+  std::uint64_t submitted() const { return submitted_.load(std::memory_order_relaxed); }
 
  private:
   struct queued_job {
@@ -57,6 +60,7 @@ class reader_pool {
   mutable std::mutex mutex_;
   std::condition_variable ready_;
   std::deque<queued_job> queue_;
+  std::atomic<std::uint64_t> submitted_{0};
   bool stopping_ = false;
   std::vector<std::thread> threads_;
   std::thread expirer_;

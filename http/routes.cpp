@@ -392,6 +392,10 @@ struct routes::impl {
     gauge("wallet_writers_connected", "1 when every ledger writer has a database connection.", "gauge",
           s.writers_connected ? 1 : 0);
     gauge("wallet_reader_jobs_queued", "Database reads waiting for a connection.", "gauge", s.reader_queued);
+    gauge("wallet_reader_jobs_total", "Database reads asked for since the start.", "counter", s.reader_jobs);
+    gauge("wallet_preloaded_api_keys", "API keys loaded into the key cache at start.", "gauge", s.preloaded_keys);
+    gauge("wallet_preloaded_accounts", "Accounts loaded into the account directory at start.", "gauge",
+          s.preloaded_accounts);
     gauge("wallet_sweeps_total", "Sweep transactions committed.", "counter", s.sweeps_committed);
     gauge("wallet_reconciliation_runs_total", "Reconciliation runs.", "counter", s.reconcile_runs);
     gauge("wallet_reconciliation_failures_total", "Reconciliation runs that found a broken invariant.", "counter",

@@ -85,3 +85,50 @@ TEST(AccountActors, LiveActorsAreBounded) {
 }
 
 }  // namespace
+
+namespace {
+
+std::int64_t metric(ts::http_client& c, const std::string& name) {
+  auto r = c.request("GET", "/metrics");
+  const std::string needle = "\n" + name + " ";
+  auto at = r.body.find(needle);
+  if (at == std::string::npos) return -1;
+  return std::stoll(r.body.substr(at + needle.size()));
+}
+
+}  // namespace
+
+// A restarted server preloads API keys and account facts: a returning client's first payment
+// after the restart is served without a single database read (the writer still checks funds
+// under its row lock), and its balance stays exact.
+TEST(AccountActors, RestartedServerServesReturningClientsWithoutReads) {
+  ts::server_process::options o;
+  // No background reads (sweeps, reconciliation) during the measurement.
+  o.env["WALLET_LEDGER_SWEEP_INTERVAL_MS"] = "3600000";
+  o.env["WALLET_LEDGER_RECONCILE_INTERVAL_S"] = "0";
+  ts::principal alice, bob;
+  std::int64_t from = 0, to = 0;
+  {
+    ts::server_process first(o);
+    ts::http_client c(first.port());
+    alice = ts::create_principal(c, first.operator_key());
+    bob = ts::create_principal(c, first.operator_key());
+    from = ts::create_account(c, first.operator_key(), alice.id);
+    to = ts::create_account(c, first.operator_key(), bob.id);
+    ts::deposit(c, first.operator_key(), from, 1000);
+    ASSERT_EQ(first.terminate(), 0);
+  }
+  ts::server_process second(o);
+  ts::http_client c(second.port());
+  EXPECT_GE(metric(c, "wallet_preloaded_api_keys"), 3);  // the operator, alice and bob at least
+  EXPECT_GE(metric(c, "wallet_preloaded_accounts"), 2);
+  const auto reads_before = metric(c, "wallet_reader_jobs_total");
+  ASSERT_GE(reads_before, 0);
+  auto paid = c.post("/v1/transfers", alice.key, transfer_body(from, to, 300), ts::unique_key("p"));
+  ASSERT_EQ(paid.status, 201) << paid.body;
+  EXPECT_EQ(metric(c, "wallet_reader_jobs_total"), reads_before);
+  auto over = c.post("/v1/transfers", alice.key, transfer_body(from, to, 701), ts::unique_key("p"));
+  EXPECT_EQ(over.status, 422) << over.body;
+  EXPECT_EQ(ts::balance(c, bob.key, to), 300);
+  EXPECT_EQ(ts::balance(c, alice.key, from), 700);
+}
