@@ -6,7 +6,7 @@
 #   bench/run.sh                      # baseline, then the server, then the report
 #   bench/run.sh --baseline-only      # only the pgbench part (and a report of it)
 #   bench/run.sh --server-only        # only the server part (reuses bench/out/baseline.tsv)
-#   options: --duration S (pgbench run length, default 15), --clients "16 64",
+#   options: --duration S (pgbench run length, default 15), --clients "8 16 32 64",
 #            --step-seconds S (loadgen search step, default 10), --payers N (default 10000),
 #            --keep-services (leave PostgreSQL and Redis running afterwards)
 #   BENCH_SERVER_BIN=PATH runs that binary instead of building wallet-server (e.g. the loadgen's
@@ -20,7 +20,7 @@ cd "$(dirname "$0")/.."
 run_baseline=yes
 run_server=yes
 duration=15
-clients="16 64"
+clients="8 16 32 64"
 step_seconds=10
 payers=10000
 keep_services=no
@@ -44,6 +44,12 @@ pg_port=55434
 redis_port=56381
 http_port=18480
 mkdir -p "$out"
+# A server left running on the benchmark's port would take the server part's place: refuse early,
+# before the baseline's minutes are spent.
+if [[ $run_server == yes ]] && (exec 3<>"/dev/tcp/127.0.0.1/$http_port") 2>/dev/null; then
+  echo "bench: port $http_port is in use (a server from an earlier run?); stop it first" >&2
+  exit 1
+fi
 # Other work on this machine changes every figure; the report states the load it ran under.
 cp /proc/loadavg "$out/load-start.txt"
 
