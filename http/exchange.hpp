@@ -1,8 +1,15 @@
 #pragma once
 
 // One HTTP request in flight, as the routes see it: what was asked, and a one-shot way to
-// answer that is safe to call from any thread (the answer is posted to the connection's strand).
+// answer that is safe to call from any thread (the answer is posted to the connection's thread).
+//
+// Threads: the request fields are written once, before the routes see the exchange. The work
+// behind a request moves between threads (reader, limiter, actor) but one step at a time, so
+// `extra_headers` belongs to whichever step runs; only the answer that wins reads it, on the
+// thread that answers. The connection's own deadline may answer concurrently: it never reads
+// `extra_headers`, and `principal_id` (logged with every answer) is atomic.
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -37,10 +44,11 @@ struct exchange {
   std::string content_type;
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
   std::string route = "unmatched";  // the route label for metrics
-  std::int64_t principal_id = 0;   // once authenticated
+  std::atomic<std::int64_t> principal_id{0};  // once authenticated
   std::vector<std::pair<std::string, std::string>> extra_headers;  // e.g. RateLimit, added to the reply
+  std::atomic<bool> answered{false};
 
-  // Sends the answer; only the first call counts.
+  // Sends the answer with `extra_headers`; only the first answer counts (this or the deadline's).
   std::function<void(reply)> respond;
 };
 

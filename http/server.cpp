@@ -150,11 +150,12 @@ class session : public std::enable_shared_from_this<session> {
     version_ = req.version();
 
     auto self = shared_from_this();
-    auto answered = std::make_shared<std::atomic<bool>>(false);
     std::weak_ptr<exchange> weak_ex = ex;
-    ex->respond = [self, answered, weak_ex](reply r) {
-      if (answered->exchange(true)) return;
+    ex->respond = [self, weak_ex](reply r) {
       auto ex = weak_ex.lock();
+      if (!ex || ex->answered.exchange(true)) return;
+      // On the answering thread, which is the one that added them (see exchange.hpp).
+      r.headers.insert(r.headers.begin(), ex->extra_headers.begin(), ex->extra_headers.end());
       asio::post(self->stream_.get_executor(),
                  [self, r = std::move(r), ex]() mutable { self->write(std::move(r), ex); });
     };
@@ -170,15 +171,17 @@ class session : public std::enable_shared_from_this<session> {
   void arm_deadline(const exchange_ptr& ex) {
     deadline_.expires_after(std::chrono::milliseconds(srv_.settings.request_deadline_ms));
     std::weak_ptr<exchange> weak_ex = ex;
-    deadline_.async_wait([weak_ex](beast::error_code ec) {
+    deadline_.async_wait([self = shared_from_this(), weak_ex](beast::error_code ec) {
       if (ec) return;
       auto ex = weak_ex.lock();
-      if (!ex) return;
+      // The work behind the request may still be adding headers on another thread: this answer
+      // takes none of them.
+      if (!ex || ex->answered.exchange(true)) return;
       auto p = problem_for(ledger::error_code::deadline_exceeded,
                            "the server did not finish this request in time; its outcome is unknown: retry with the "
                            "same Idempotency-Key to learn it",
                            1);
-      ex->respond(problem_reply(p, ex->request_id));
+      self->write(problem_reply(p, ex->request_id), ex);
     });
   }
 
@@ -198,9 +201,6 @@ class session : public std::enable_shared_from_this<session> {
     res->set(bhttp::field::server, "wallet-server");
     res->set(bhttp::field::content_type, r.content_type);
     res->set("X-Request-Id", ex ? ex->request_id : "");
-    if (ex) {
-      for (const auto& [name, value] : ex->extra_headers) res->set(name, value);
-    }
     for (const auto& [name, value] : r.headers) res->set(name, value);
     res->body() = std::move(r.body);
     res->keep_alive(keep_alive_ && !srv_.draining.load());
@@ -211,13 +211,13 @@ class session : public std::enable_shared_from_this<session> {
           std::chrono::duration<double>(std::chrono::steady_clock::now() - ex->started).count();
       srv_.stats.observe(ex->route, r.status, seconds);
       if (r.status >= 500) {
-        spdlog::warn("req={} principal={} {} {} -> {} in {:.1f} ms", ex->request_id, ex->principal_id, ex->method,
+        spdlog::warn("req={} principal={} {} {} -> {} in {:.1f} ms", ex->request_id, ex->principal_id.load(), ex->method,
                      ex->path, r.status, seconds * 1000);
       } else if (r.status >= 400) {
-        spdlog::info("req={} principal={} {} {} -> {} in {:.1f} ms", ex->request_id, ex->principal_id, ex->method,
+        spdlog::info("req={} principal={} {} {} -> {} in {:.1f} ms", ex->request_id, ex->principal_id.load(), ex->method,
                      ex->path, r.status, seconds * 1000);
       } else {
-        spdlog::debug("req={} principal={} {} {} -> {} in {:.1f} ms", ex->request_id, ex->principal_id, ex->method,
+        spdlog::debug("req={} principal={} {} {} -> {} in {:.1f} ms", ex->request_id, ex->principal_id.load(), ex->method,
                       ex->path, r.status, seconds * 1000);
       }
     }
