@@ -13,13 +13,16 @@ using test_support::concurrently;
 
 namespace {
 
-std::int64_t live_actors(ts::http_client& c) {
+// A metric's value from /metrics; -1 when it is missing.
+std::int64_t metric(ts::http_client& c, const std::string& name) {
   auto r = c.request("GET", "/metrics");
-  const std::string needle = "\nwallet_account_actors_live ";
+  const std::string needle = "\n" + name + " ";
   auto at = r.body.find(needle);
   if (at == std::string::npos) return -1;
   return std::stoll(r.body.substr(at + needle.size()));
 }
+
+std::int64_t live_actors(ts::http_client& c) { return metric(c, "wallet_account_actors_live"); }
 
 // Actors idle longer than actors.account_idle_ms stop (the live gauge returns to zero), and a
 // later debit of the same account spawns a fresh actor that reloads the committed balance.
@@ -82,18 +85,6 @@ TEST(AccountActors, LiveActorsAreBounded) {
   EXPECT_EQ(live_actors(c), 16);
   EXPECT_EQ(ts::balance(c, alice.key, accounts[16]), 100);
   EXPECT_EQ(ts::balance(c, bob.key, payee), 160);
-}
-
-}  // namespace
-
-namespace {
-
-std::int64_t metric(ts::http_client& c, const std::string& name) {
-  auto r = c.request("GET", "/metrics");
-  const std::string needle = "\n" + name + " ";
-  auto at = r.body.find(needle);
-  if (at == std::string::npos) return -1;
-  return std::stoll(r.body.substr(at + needle.size()));
 }
 
 }  // namespace
