@@ -102,13 +102,13 @@ void start_load(account_actor* self) {
   caf::actor me = caf::actor_cast<caf::actor>(self);
   const auto id = st.id;
   rt->readers->submit({
-      [me, id](pqxx::connection& conn) {
+      [me, id](pqxx::connection& conn) -> std::function<void()> {
         account_loaded result;
         if (auto record = persistence::find_account(conn, id)) {
           result.found = true;
           result.record = std::move(*record);
         }
-        caf::anon_send(me, loaded_atom::value, std::move(result));
+        return [me, result = std::move(result)]() mutable { caf::anon_send(me, loaded_atom::value, std::move(result)); };
       },
       [me](ledger::error_code, std::string) {
         account_loaded result;
@@ -207,12 +207,23 @@ void process(account_actor* self, debit_request& req, const reply_sink& sink) {
           });
 }
 
+// An actor whose account does not exist answers what reached it and offers to stop at once:
+// it must not outlive the requests that named the account (one created later under that id
+// gets a fresh actor that loads it).
+void offer_stop_if_missing(account_actor* self) {
+  auto& st = self->state;
+  if (st.missing && st.inflight == 0 && st.waiting.empty()) {
+    self->send(st.registry, idle_atom::value, st.id, st.received);
+  }
+}
+
 void drain_waiting(account_actor* self) {
   auto& st = self->state;
   if (!st.loaded && !st.missing) return;
   std::vector<waiting_debit> ready;
   ready.swap(st.waiting);
   for (auto& next : ready) process(self, next.request, next.sink);
+  offer_stop_if_missing(self);
 }
 
 caf::behavior account_actor_behavior(account_actor* self, ledger::account_id id, caf::actor registry,
@@ -233,6 +244,7 @@ caf::behavior account_actor_behavior(account_actor* self, ledger::account_id id,
         }
         if (st.loaded || st.missing) {
           process(self, req, sink);
+          offer_stop_if_missing(self);
           return;
         }
         // Not (re)loaded yet: wait for the committed state, but only a bounded number.
@@ -286,6 +298,8 @@ caf::behavior account_actor_behavior(account_actor* self, ledger::account_id id,
         if (st.inflight == 0 && st.waiting.empty()) self->send(st.registry, idle_atom::value, st.id, st.received);
       },
       [self](reserved_atom) -> ledger::amount_minor { return self->state.reserved; },
+      // An operator froze or unfroze the account: later debits are decided under the new status.
+      [self](status_atom, ledger::account_status status) { self->state.status = status; },
       [self](stop_atom) { self->quit(); },
   };
 }
@@ -343,6 +357,10 @@ caf::behavior account_registry(registry_actor* self, std::shared_ptr<account_run
           if (live.count(owner) != 0) by_account[owner].rows.push_back(row);
         }
         for (auto& [owner, n] : by_account) self->send(live[owner].actor, notice_atom::value, std::move(n));
+      },
+      [=](status_atom, ledger::account_id id, ledger::account_status status) {
+        auto& live = self->state.live;
+        if (auto it = live.find(id); it != live.end()) self->send(it->second.actor, status_atom::value, status);
       },
       [=](idle_atom, ledger::account_id id, std::uint64_t received) {
         auto& live = self->state.live;

@@ -94,6 +94,11 @@ class single_flight {
   std::unordered_map<std::string, flight> flights_;
 };
 
+money_result shutting_down() {
+  return unavailable(ledger::error_code::server_busy,
+                     "the server is shutting down; retry with the same Idempotency-Key on another server or later");
+}
+
 account_facts facts_of(const persistence::account_record& record) {
   account_facts f;
   f.id = record.id;
@@ -103,6 +108,9 @@ account_facts facts_of(const persistence::account_record& record) {
   for (const auto& s : record.shards) f.shards.push_back(s.id);
   return f;
 }
+
+// Hot accounts swept per tick at most.
+constexpr int k_sweep_candidates_max = 1'000;
 
 persistence::connection_options database_options(const config::settings& s, std::string name) {
   persistence::connection_options o;
@@ -133,8 +141,19 @@ struct ledger_service::impl {
 
   std::mutex auth_mutex;
   std::unordered_map<std::string, persistence::principal_record> auth_cache;
+  // Keys the database did not know, until when they are answered "unknown" without a read.
+  std::unordered_map<std::string, std::chrono::steady_clock::time_point> unknown_keys;
+
+  // Set by stop(): from then on every call answers at once that the server is shutting down
+  // (the registry and writers it would use are gone).
+  std::atomic<bool> stopped{false};
 
   std::atomic<std::uint64_t> sweeps_committed{0};
+  std::atomic<std::uint64_t> sweeps_deferred{0};
+  std::atomic<std::uint64_t> sweeper_ticks{0};
+  // Hot accounts with a sweep in flight, and how many of its shard postings are still out.
+  std::mutex sweep_mutex;
+  std::unordered_map<ledger::account_id, int> sweeping;
   std::uint64_t preloaded_keys = 0;  // written once in start(), before any reader of stats()
   std::uint64_t preloaded_accounts = 0;
   std::atomic<std::uint64_t> reconcile_runs{0};
@@ -156,10 +175,10 @@ struct ledger_service::impl {
   template <typename T>
   void read(std::function<T(pqxx::connection&)> run, query_callback<T> done) {
     readers->submit({
-        [run = std::move(run), done](pqxx::connection& conn) {
+        [run = std::move(run), done](pqxx::connection& conn) -> std::function<void()> {
           query_result<T> result;
           result.value = run(conn);
-          done(std::move(result));
+          return [done, result = std::move(result)]() mutable { done(std::move(result)); };
         },
         [done](ledger::error_code code, std::string detail) {
           query_result<T> result;
@@ -214,7 +233,14 @@ struct ledger_service::impl {
     read<std::optional<persistence::stored_response>>(
         [principal, key](pqxx::connection& conn) { return persistence::find_committed(conn, principal, key); },
         [result, hash, done](query_result<std::optional<persistence::stored_response>> r) mutable {
-          if (r.outcome != ledger::error_code::ok || !r.value) return done(std::move(result));
+          if (r.outcome != ledger::error_code::ok) {
+            // The refusal may hide a committed original: without the lookup it is not final.
+            return done(unavailable(ledger::error_code::outcome_unknown,
+                                    "the outcome of this request could not be confirmed; retry with the same "
+                                    "Idempotency-Key",
+                                    1));
+          }
+          if (!r.value) return done(std::move(result));
           if (r.value->request_hash != hash) {
             return done(refusal(ledger::error_code::idempotency_key_reused,
                                 "this Idempotency-Key was already used for a different request"));
@@ -244,9 +270,13 @@ struct ledger_service::impl {
 
   std::size_t writer_index(ledger::account_id id) const { return writer_for(id, runtime->writers.size()); }
 
+  // Sweeps the shards of every hot account into its main row. At most one sweep of an account is
+  // in flight at a time, and none is sent while the account's writer is at its queue bound: when
+  // the writer is slow, sweeps wait for the next tick instead of piling up in front of payments.
   void sweep_all(std::function<void(int)> done) {
+    ++sweeper_ticks;
     read<std::vector<persistence::sweep_candidate>>(
-        [](pqxx::connection& conn) { return persistence::sweep_candidates(conn, 1000); },
+        [](pqxx::connection& conn) { return persistence::sweep_candidates(conn, k_sweep_candidates_max); },
         [this, done](query_result<std::vector<persistence::sweep_candidate>> r) {
           if (r.outcome != ledger::error_code::ok || r.value.empty()) return done(0);
           struct progress {
@@ -256,10 +286,25 @@ struct ledger_service::impl {
           };
           auto p = std::make_shared<progress>();
           p->done = done;
+          std::vector<persistence::sweep_candidate> chosen;
+          {
+            std::lock_guard lock(sweep_mutex);
+            for (auto& c : r.value) {
+              const auto& gauges = *runtime->writer_gauges[writer_index(c.account)];
+              if (sweeping.count(c.account) != 0 ||
+                  gauges.queued.load() + static_cast<std::int64_t>(c.shards.size()) > runtime->writer_queue_max) {
+                ++sweeps_deferred;
+                continue;
+              }
+              sweeping.emplace(c.account, static_cast<int>(c.shards.size()));
+              chosen.push_back(std::move(c));
+            }
+          }
           int total = 0;
-          for (const auto& c : r.value) total += static_cast<int>(c.shards.size());
+          for (const auto& c : chosen) total += static_cast<int>(c.shards.size());
+          if (total == 0) return done(0);
           p->remaining = total;
-          for (const auto& c : r.value) {
+          for (const auto& c : chosen) {
             for (ledger::account_id shard : c.shards) {
               persistence::posting_request request;
               request.posting.type = ledger::transaction_type::sweep;
@@ -273,10 +318,14 @@ struct ledger_service::impl {
               request.request_hash = "sweep";
               const auto w = writer_index(c.account);
               ++runtime->writer_gauges[w]->queued;
-              reply_sink sink{[this, p](money_result result) {
+              reply_sink sink{[this, p, account = c.account](money_result result) {
                 if (result.outcome == ledger::error_code::ok && !result.body.empty()) {
                   ++p->committed;
                   ++sweeps_committed;
+                }
+                {
+                  std::lock_guard lock(sweep_mutex);
+                  if (auto it = sweeping.find(account); it != sweeping.end() && --it->second == 0) sweeping.erase(it);
                 }
                 if (--p->remaining == 0) p->done(p->committed.load());
               }};
@@ -408,6 +457,7 @@ void ledger_service::stop() {
   auto& d = *impl_;
   if (!d.started) return;
   d.started = false;
+  d.stopped = true;
   {
     std::lock_guard lock(d.timer_mutex);
     d.stopping = true;
@@ -429,6 +479,7 @@ void ledger_service::stop() {
 
 void ledger_service::transfer(transfer_command command, std::function<void(money_result)> done) {
   auto& d = *impl_;
+  if (d.stopped.load()) return done(shutting_down());
   const std::string flight_key = std::to_string(command.principal) + '\n' + command.idempotency_key;
   if (!d.begin_flight(flight_key, command.request_hash, done)) return;
   auto finish = [this, flight_key, principal = command.principal, key = command.idempotency_key,
@@ -436,27 +487,43 @@ void ledger_service::transfer(transfer_command command, std::function<void(money
     impl_->settle(principal, key, hash, std::move(result),
                   [this, flight_key](money_result settled) { impl_->flights.finish(flight_key, settled); });
   };
-  d.facts(command.to, [this, command = std::move(command), finish](ledger::error_code code,
-                                                                    std::optional<account_facts> payee) mutable {
+  // Both accounts must exist before an actor is asked: an actor is only ever started for an
+  // account that exists, so naming one that does not leaves nothing behind (an account created
+  // later under that id works at once).
+  d.facts(command.from, [this, command = std::move(command), finish](ledger::error_code code,
+                                                                      std::optional<account_facts> payer) mutable {
     auto& d = *impl_;
     if (code != ledger::error_code::ok) {
       return finish(unavailable(code, "the database is unavailable; retry with the same Idempotency-Key"));
     }
-    if (!payee || payee->kind != ledger::account_kind::user) {
+    if (!payer || payer->kind != ledger::account_kind::user || payer->owner_id != command.principal) {
       return finish(refusal(ledger::error_code::not_found,
-                            "account " + std::to_string(command.to) + " (toAccountId) was not found"));
+                            "account " + std::to_string(command.from) + " (fromAccountId) was not found"));
     }
-    const auto& shard = d.registry[static_cast<std::size_t>(command.from) % d.registry.size()];
-    auto payer = d.directory.find(command.from);
-    debit_request request{std::move(command), std::move(*payee), std::move(payer)};
-    // Straight to the registry shard, which forwards to the account's actor; the actor answers
-    // the sink itself when the writer has committed (no response travels back through here).
-    caf::anon_send(shard, debit_atom::value, std::move(request), reply_sink{finish});
+    const auto to = command.to;
+    d.facts(to, [this, command = std::move(command), payer = std::move(payer), finish](
+                    ledger::error_code code, std::optional<account_facts> payee) mutable {
+      auto& d = *impl_;
+      if (code != ledger::error_code::ok) {
+        return finish(unavailable(code, "the database is unavailable; retry with the same Idempotency-Key"));
+      }
+      if (!payee || payee->kind != ledger::account_kind::user) {
+        return finish(refusal(ledger::error_code::not_found,
+                              "account " + std::to_string(command.to) + " (toAccountId) was not found"));
+      }
+      if (d.stopped.load()) return finish(shutting_down());
+      const auto& shard = d.registry[static_cast<std::size_t>(command.from) % d.registry.size()];
+      debit_request request{std::move(command), std::move(*payee), std::move(payer)};
+      // Straight to the registry shard, which forwards to the account's actor; the actor answers
+      // the sink itself when the writer has committed (no response travels back through here).
+      caf::anon_send(shard, debit_atom::value, std::move(request), reply_sink{finish});
+    });
   });
 }
 
 void ledger_service::deposit(deposit_command command, std::function<void(money_result)> done) {
   auto& d = *impl_;
+  if (d.stopped.load()) return done(shutting_down());
   const std::string flight_key = std::to_string(command.principal) + '\n' + command.idempotency_key;
   if (!d.begin_flight(flight_key, command.request_hash, done)) return;
   auto finish = [this, flight_key](money_result result) { impl_->flights.finish(flight_key, result); };
@@ -477,6 +544,7 @@ void ledger_service::deposit(deposit_command command, std::function<void(money_r
       if (code != ledger::error_code::ok) {
         return finish(unavailable(code, "the database is unavailable; retry with the same Idempotency-Key"));
       }
+      if (d.stopped.load()) return finish(shutting_down());
       const auto w = d.writer_index(clearing);
       auto& gauges = *d.runtime->writer_gauges[w];
       if (const auto queued = gauges.queued.load(); queued >= d.runtime->writer_queue_max) {
@@ -502,6 +570,13 @@ void ledger_service::deposit(deposit_command command, std::function<void(money_r
   });
 }
 
+std::optional<persistence::principal_record> ledger_service::cached_principal(const std::string& key_hash_hex) {
+  auto& d = *impl_;
+  std::lock_guard lock(d.auth_mutex);
+  if (auto it = d.auth_cache.find(key_hash_hex); it != d.auth_cache.end()) return it->second;
+  return std::nullopt;
+}
+
 void ledger_service::authenticate(std::string key_hash_hex,
                                   query_callback<std::optional<persistence::principal_record>> done) {
   auto& d = *impl_;
@@ -513,15 +588,34 @@ void ledger_service::authenticate(std::string key_hash_hex,
       done(std::move(r));
       return;
     }
+    // A key the database did not know a moment ago: a flood of bad keys costs no reads.
+    if (auto it = d.unknown_keys.find(key_hash_hex); it != d.unknown_keys.end()) {
+      if (std::chrono::steady_clock::now() < it->second) {
+        done(query_result<std::optional<persistence::principal_record>>{});
+        return;
+      }
+      d.unknown_keys.erase(it);
+    }
   }
   d.read<std::optional<persistence::principal_record>>(
       [key_hash_hex](pqxx::connection& conn) { return persistence::find_principal_by_key(conn, key_hash_hex); },
       [this, key_hash_hex, done](query_result<std::optional<persistence::principal_record>> r) {
-        if (r.outcome == ledger::error_code::ok && r.value) {
-          auto& d = *impl_;
+        auto& d = *impl_;
+        if (r.outcome == ledger::error_code::ok) {
           std::lock_guard lock(d.auth_mutex);
-          if (static_cast<std::int64_t>(d.auth_cache.size()) >= d.settings.auth.key_cache_max) d.auth_cache.clear();
-          d.auth_cache[key_hash_hex] = *r.value;
+          if (r.value) {
+            if (static_cast<std::int64_t>(d.auth_cache.size()) >= d.settings.auth.key_cache_max) d.auth_cache.clear();
+            d.auth_cache[key_hash_hex] = *r.value;
+          } else if (d.settings.auth.unknown_key_cache_ms > 0) {
+            const auto now = std::chrono::steady_clock::now();
+            if (static_cast<std::int64_t>(d.unknown_keys.size()) >= d.settings.auth.unknown_key_cache_max) {
+              std::erase_if(d.unknown_keys, [now](const auto& item) { return item.second <= now; });
+              if (static_cast<std::int64_t>(d.unknown_keys.size()) >= d.settings.auth.unknown_key_cache_max) {
+                d.unknown_keys.clear();
+              }
+            }
+            d.unknown_keys[key_hash_hex] = now + std::chrono::milliseconds(d.settings.auth.unknown_key_cache_ms);
+          }
         }
         done(std::move(r));
       });
@@ -538,6 +632,7 @@ void ledger_service::create_principal(std::string name, ledger::role role, std::
         std::lock_guard lock(d.auth_mutex);
         if (static_cast<std::int64_t>(d.auth_cache.size()) >= d.settings.auth.key_cache_max) d.auth_cache.clear();
         d.auth_cache[key_hash_hex] = principal;
+        d.unknown_keys.erase(key_hash_hex);
         return principal;
       },
       std::move(done));
@@ -558,6 +653,7 @@ void ledger_service::create_account(ledger::principal_id owner, std::string curr
 
 void ledger_service::reserved(ledger::account_id id, std::function<void(ledger::amount_minor)> done) {
   auto& d = *impl_;
+  if (d.stopped.load()) return done(0);
   const auto& shard = d.registry[static_cast<std::size_t>(id) % d.registry.size()];
   caf::anon_send(d.any_bridge(), call_atom::value, shard, id, amount_sink{std::move(done)});
 }
@@ -582,7 +678,17 @@ void ledger_service::make_hot(ledger::account_id id, int shards,
 void ledger_service::set_status(ledger::account_id id, ledger::account_status status,
                                 query_callback<std::optional<persistence::account_record>> done) {
   impl_->read<std::optional<persistence::account_record>>(
-      [id, status](pqxx::connection& conn) { return persistence::set_status(conn, id, status); }, std::move(done));
+      [id, status](pqxx::connection& conn) { return persistence::set_status(conn, id, status); },
+      [this, id, done](query_result<std::optional<persistence::account_record>> r) {
+        // The account's live actor learns the new status before the caller is answered, so every
+        // payment sent after the answer is decided under it (the registry shard forwards in order).
+        auto& d = *impl_;
+        if (r.outcome == ledger::error_code::ok && r.value && !d.stopped.load()) {
+          caf::anon_send(d.registry[static_cast<std::size_t>(id) % d.registry.size()], status_atom::value, id,
+                         r.value->status);
+        }
+        done(std::move(r));
+      });
 }
 
 void ledger_service::list_entries(ledger::account_id id, std::int64_t after, int limit,
@@ -608,6 +714,12 @@ void ledger_service::ping_database(query_callback<bool> done) {
 }
 
 void ledger_service::sweep_now(query_callback<int> done) {
+  if (impl_->stopped.load()) {
+    query_result<int> r;
+    r.outcome = ledger::error_code::server_busy;
+    r.detail = "the server is shutting down";
+    return done(std::move(r));
+  }
   impl_->sweep_all([done](int committed) {
     query_result<int> r;
     r.value = committed;
@@ -621,7 +733,7 @@ void ledger_service::ensure_operator_blocking(const std::string& key_hash_hex) {
 }
 
 service_stats ledger_service::stats() const {
-  const auto& d = *impl_;
+  auto& d = *impl_;
   service_stats s;
   if (!d.runtime) return s;
   s.live_account_actors = d.runtime->live_actors.load();
@@ -638,6 +750,12 @@ service_stats ledger_service::stats() const {
   s.preloaded_keys = d.preloaded_keys;
   s.preloaded_accounts = d.preloaded_accounts;
   s.sweeps_committed = d.sweeps_committed.load();
+  s.sweeps_deferred = d.sweeps_deferred.load();
+  s.sweeper_ticks = d.sweeper_ticks.load();
+  {
+    std::lock_guard lock(d.auth_mutex);
+    s.unknown_keys_cached = d.unknown_keys.size();
+  }
   s.reconcile_runs = d.reconcile_runs.load();
   s.reconcile_failures = d.reconcile_failures.load();
   s.reconcile_last_ok = d.reconcile_last_ok.load();

@@ -41,6 +41,9 @@ struct service_stats {
   std::uint64_t preloaded_accounts = 0;
   bool writers_connected = false;
   std::uint64_t sweeps_committed = 0;
+  std::uint64_t sweeps_deferred = 0;  // skipped: one in flight already, or the writer at its bound
+  std::uint64_t sweeper_ticks = 0;
+  std::uint64_t unknown_keys_cached = 0;
   std::uint64_t reconcile_runs = 0;
   std::uint64_t reconcile_failures = 0;
   bool reconcile_last_ok = true;
@@ -63,7 +66,11 @@ class ledger_service {
   void transfer(transfer_command command, std::function<void(money_result)> done);
   void deposit(deposit_command command, std::function<void(money_result)> done);
 
+  // The principal of a key, or nullopt when it is unknown; unknown keys are remembered for
+  // `auth.unknown_key_cache_ms`, so repeating one costs no database read.
   void authenticate(std::string key_hash_hex, query_callback<std::optional<persistence::principal_record>> done);
+  // The principal of a key already in the cache, without any database work.
+  std::optional<persistence::principal_record> cached_principal(const std::string& key_hash_hex);
   void create_principal(std::string name, ledger::role role, std::string key_hash_hex,
                         query_callback<persistence::principal_record> done);
   // nullopt: the owner does not exist.

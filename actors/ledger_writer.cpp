@@ -122,6 +122,11 @@ void flush(writer_actor* self, const writer_config& config, writer_gauges& gauge
     answer_all(batch, gauges, ledger::error_code::outcome_unknown);
     return;
   }
+  if (result.connection_lost) {
+    // Lost while postings were isolated one by one: each is answered by what became of it below.
+    st.conn.reset();
+    ++gauges.failures;
+  }
   const auto elapsed = std::chrono::steady_clock::now() - started;
   gauges.last_batch_us = std::chrono::duration_cast<std::chrono::microseconds>(elapsed).count();
   gauges.last_batch_postings = static_cast<std::int64_t>(batch.size());

@@ -33,6 +33,7 @@ using tick_atom = caf::atom_constant<caf::atom("tick")>;
 using stop_atom = caf::atom_constant<caf::atom("stop")>;
 using call_atom = caf::atom_constant<caf::atom("call")>;
 using reserved_atom = caf::atom_constant<caf::atom("reserved")>;
+using status_atom = caf::atom_constant<caf::atom("status")>;
 
 // A transfer as it reaches the debited account's actor: the command plus the resolved credit
 // side (the payee's facts, so a hot payee's credit lands on one of its shards).
@@ -97,6 +98,7 @@ struct amount_sink {
 }  // namespace actors
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actors::amount_sink)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(ledger::account_status)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actors::transfer_command)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actors::deposit_command)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actors::money_result)

@@ -114,8 +114,9 @@ void reader_pool::run_thread() {
         continue;
       }
     }
+    std::function<void()> deliver;
     try {
-      next.j.run(*conn);
+      deliver = next.j.run(*conn);
     } catch (const pqxx::broken_connection& e) {
       spdlog::warn("database reader lost its connection: {}", e.what());
       conn.reset();
@@ -131,6 +132,14 @@ void reader_pool::run_thread() {
       spdlog::error("database read failed: {}", e.what());
       if (conn && !conn->is_open()) conn.reset();
       next.j.fail(ledger::error_code::internal, "the database query failed");
+    }
+    if (!deliver) continue;
+    try {
+      deliver();
+    } catch (const std::exception& e) {
+      // The query's answer was delivered (at least in part); answering again would reach the
+      // caller twice. A throwing callback is a bug in it: loud, but the reader keeps serving.
+      spdlog::critical("a database read's callback threw: {}", e.what());
     }
   }
 }

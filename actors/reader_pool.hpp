@@ -24,9 +24,12 @@ namespace actors {
 
 class reader_pool {
  public:
-  // `run` gets a live connection; `fail` gets the reason the job could not run.
+  // `run` gets a live connection and returns what to deliver once the database work is done;
+  // `fail` gets the reason the job could not run. Exactly one of `fail` and the delivery is
+  // called: the delivery runs outside the database error handling, so a delivery that throws is
+  // logged as the bug it is, never answered a second time through `fail`.
   struct job {
-    std::function<void(pqxx::connection&)> run;
+    std::function<std::function<void()>(pqxx::connection&)> run;
     std::function<void(ledger::error_code, std::string)> fail;
   };
 

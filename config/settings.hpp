@@ -26,6 +26,12 @@ struct http_settings {
   std::int64_t connections_max = 4096;
   std::int64_t request_deadline_ms = 5'000;
   std::int64_t shutdown_grace_ms = 5'000;
+  // An error answered before the body was read (413, 431, 400) is followed by reading and
+  // discarding what the client still sends, up to these bounds, so that a client which sends its
+  // whole body before reading sees the answer instead of a reset connection.
+  std::int64_t linger_bytes_max = 64 * 1024 * 1024;
+  std::int64_t linger_timeout_ms = 2'000;
+  std::int64_t readyz_refresh_ms = 250;
 };
 
 struct database_settings {
@@ -90,6 +96,12 @@ struct admission_settings {
 struct auth_settings {
   std::string bootstrap_key;
   std::int64_t key_cache_max = 100'000;
+  std::int64_t unknown_key_cache_ms = 2'000;
+  std::int64_t unknown_key_cache_max = 10'000;
+  std::int64_t unauthenticated_per_second = 20;
+  std::int64_t unauthenticated_burst = 40;
+  std::int64_t unknown_accounts_per_second = 10;
+  std::int64_t unknown_accounts_burst = 20;
 };
 
 struct log_settings {

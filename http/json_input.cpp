@@ -57,6 +57,11 @@ struct flat_object_handler {
   }
   bool on_string(boost::json::string_view s, std::size_t, boost::json::error_code& ec) {
     part.append(s.data(), s.size());
+    // PostgreSQL stores no NUL character in text or jsonb: refused here, with a reason, rather
+    // than by the database in the middle of a batch.
+    if (part.find('\0') != std::string::npos) {
+      return refuse(ec, "a string must not contain the NUL character (\\u0000)");
+    }
     json_scalar v;
     v.type = json_scalar::kind::string;
     v.text = std::move(part);
@@ -67,8 +72,11 @@ struct flat_object_handler {
     part.append(s.data(), s.size());
     return true;
   }
-  bool on_key(boost::json::string_view s, std::size_t, boost::json::error_code&) {
+  bool on_key(boost::json::string_view s, std::size_t, boost::json::error_code& ec) {
     part.append(s.data(), s.size());
+    if (part.find('\0') != std::string::npos) {
+      return refuse(ec, "a field name must not contain the NUL character (\\u0000)");
+    }
     key = std::move(part);
     part.clear();
     return true;

@@ -45,7 +45,19 @@ std::string metrics::render(const std::string& extra) const {
       << "wallet_http_inflight_requests " << inflight_requests.load() << "\n"
       << "# HELP wallet_http_connections_refused_total Connections closed at accept: over the limit.\n"
       << "# TYPE wallet_http_connections_refused_total counter\n"
-      << "wallet_http_connections_refused_total " << connections_refused.load() << "\n";
+      << "wallet_http_connections_refused_total " << connections_refused.load() << "\n"
+      << "# HELP wallet_http_unauthenticated_refused_total Requests refused (429) before a key lookup: over the "
+         "client address's allowance.\n"
+      << "# TYPE wallet_http_unauthenticated_refused_total counter\n"
+      << "wallet_http_unauthenticated_refused_total " << unauthenticated_refused.load() << "\n"
+      << "# HELP wallet_http_unknown_account_refused_total Requests refused (429): the principal named too many "
+         "accounts that do not exist.\n"
+      << "# TYPE wallet_http_unknown_account_refused_total counter\n"
+      << "wallet_http_unknown_account_refused_total " << unknown_account_refused.load() << "\n"
+      << "# HELP wallet_http_bodies_lingered_total Error answers after which the rest of the body was read and "
+         "discarded.\n"
+      << "# TYPE wallet_http_bodies_lingered_total counter\n"
+      << "wallet_http_bodies_lingered_total " << bodies_lingered.load() << "\n";
   out << extra;
   return out.str();
 }

@@ -6,11 +6,13 @@
 #include <spdlog/spdlog.h>
 
 #include <charconv>
+#include <shared_mutex>
 #include <sstream>
 #include <vector>
 
 #include "http/crypto.hpp"
 #include "http/json_input.hpp"
+#include "http/token_buckets.hpp"
 #include "ratelimit/limiter.hpp"
 
 namespace api {
@@ -104,14 +106,16 @@ json::object account_json(const persistence::account_record& a, ledger::amount_m
   return o;
 }
 
-json::object entry_json(const persistence::entry_record& e) {
+// `show_balance`: false for an entry of another principal's account (a payer must not learn the
+// payee's balance, nor a depositor the clearing account's, which is all the money issued).
+json::object entry_json(const persistence::entry_record& e, bool show_balance = true) {
   json::object o;
   o["id"] = e.id;
   o["transactionId"] = e.transaction_id;
   o["accountId"] = e.account_id;
   o["currency"] = e.currency;
   o["amount"] = std::to_string(e.amount);
-  o["balanceAfter"] = std::to_string(e.balance_after);
+  if (show_balance) o["balanceAfter"] = std::to_string(e.balance_after);
   o["createdAt"] = e.created_at;
   return o;
 }
@@ -122,6 +126,9 @@ reply json_reply(int status, const json::object& body) {
   r.body = json::serialize(body);
   return r;
 }
+
+// Client addresses and principals tracked by the in-process guards at most.
+constexpr std::size_t k_guarded_keys_max = 100'000;
 
 enum class route_id {
   healthz, readyz, metrics_page, create_principal, create_account, get_account, list_entries, make_hot, freeze,
@@ -143,8 +150,23 @@ struct routes::impl {
   ratelimit::limiter* limiter;
   metrics& stats;
 
+  // Guards `limiter` against routes::stop(), after which it is gone.
+  std::shared_mutex limiter_mutex;
+  std::atomic<bool> stopped{false};
+
+  // Requests whose API key needs a database read (unknown, or not yet cached), per client
+  // address: checked before the read, so a flood of bad keys cannot take the readers.
+  token_buckets unauthenticated;
+  // Lookups of accounts that turned out not to exist (or not to be the caller's), per principal.
+  token_buckets unknown_accounts;
+
   impl(const config::settings& s, actors::ledger_service& svc, ratelimit::limiter* l, metrics& m)
-      : settings(s), service(svc), limiter(l), stats(m) {}
+      : settings(s),
+        service(svc),
+        limiter(l),
+        stats(m),
+        unauthenticated(s.auth.unauthenticated_per_second, s.auth.unauthenticated_burst, k_guarded_keys_max),
+        unknown_accounts(s.auth.unknown_accounts_per_second, s.auth.unknown_accounts_burst, k_guarded_keys_max) {}
 
   void fail(const exchange_ptr& ex, const problem& p) { ex->respond(problem_reply(p, ex->request_id)); }
   void fail(const exchange_ptr& ex, ledger::error_code code, std::string detail, std::int64_t retry_after_s = 0) {
@@ -233,16 +255,32 @@ struct routes::impl {
   void authenticate(const exchange_ptr& ex, std::function<void(const principal&)> next) {
     constexpr std::string_view scheme = "Bearer ";
     const std::string& h = ex->authorization;
-    if (h.size() <= scheme.size() || h.compare(0, scheme.size(), scheme) != 0) {
+    const bool has_key = h.size() > scheme.size() && h.compare(0, scheme.size(), scheme) == 0;
+    const std::string key_hash = has_key ? sha256_hex(h.substr(scheme.size())) : std::string();
+    if (has_key) {
+      if (auto known = service.cached_principal(key_hash)) {
+        ex->principal_id = known->id;
+        return next(*known);
+      }
+    }
+    // Not a key this server knows: it costs a database read at most, and only within the
+    // client address's allowance.
+    if (!unauthenticated.take(ex->client_address)) {
+      ++stats.unauthenticated_refused;
+      return fail(ex, http_problem(429, "rate_limited", "Too many requests",
+                                   "too many requests without a valid API key from this address; retry after " +
+                                       std::to_string(unauthenticated.retry_after_s(ex->client_address)) + " s",
+                                   unauthenticated.retry_after_s(ex->client_address)));
+    }
+    if (!has_key) {
       auto r = problem_reply(problem_for(ledger::error_code::unauthorized,
                                          "send an API key as \"Authorization: Bearer <key>\""),
                              ex->request_id);
       r.headers.emplace_back("WWW-Authenticate", "Bearer");
       return ex->respond(std::move(r));
     }
-    const std::string key = h.substr(scheme.size());
-    service.authenticate(sha256_hex(key), [this, ex, next = std::move(next)](
-                                              actors::query_result<std::optional<principal>> r) {
+    service.authenticate(key_hash, [this, ex, next = std::move(next)](
+                                       actors::query_result<std::optional<principal>> r) {
       if (r.outcome != ledger::error_code::ok) return fail(ex, r.outcome, r.detail, 1);
       if (!r.value) {
         auto reply = problem_reply(problem_for(ledger::error_code::unauthorized, "the API key is not known"),
@@ -255,12 +293,34 @@ struct routes::impl {
     });
   }
 
+  // Whether the principal may still name accounts this server has to look up; a principal that
+  // named too many accounts that do not exist (or are not its own) waits.
+  bool within_lookup_allowance(const exchange_ptr& ex, const principal& who) {
+    const std::string key = std::to_string(who.id);
+    if (unknown_accounts.has_token(key)) return true;
+    ++stats.unknown_account_refused;
+    const auto retry = unknown_accounts.retry_after_s(key);
+    fail(ex, http_problem(429, "rate_limited", "Too many requests",
+                          "too many requests named accounts that do not exist or are not yours; retry after " +
+                              std::to_string(retry) + " s",
+                          retry));
+    return false;
+  }
+
+  void count_unknown_account(const principal& who) { unknown_accounts.take(std::to_string(who.id)); }
+
   void rate_limit(const exchange_ptr& ex, const principal& who, bool write, std::function<void()> next) {
+    std::shared_lock lock(limiter_mutex);
+    if (stopped) return fail(ex, ledger::error_code::server_busy, "the server is shutting down; retry later", 1);
     if (limiter == nullptr) return next();
     limiter->check(who.id, write ? ratelimit::route_class::write : ratelimit::route_class::read,
                    [this, ex, next = std::move(next)](ratelimit::decision d) {
                      ex->extra_headers.emplace_back("RateLimit-Policy", d.policy);
                      ex->extra_headers.emplace_back("RateLimit", d.header);
+                     // A check still pending at shutdown must not start work nobody can answer.
+                     if (stopped) {
+                       return fail(ex, ledger::error_code::server_busy, "the server is shutting down; retry later", 1);
+                     }
                      if (d.allowed) return next();
                      auto p = http_problem(429, "rate_limited", "Too many requests",
                                            "this API key sent more requests than its limit; retry after " +
@@ -308,6 +368,15 @@ struct routes::impl {
 
   void dispatch(const exchange_ptr& ex, const match& m, const principal& who) {
     switch (m.id) {
+      case route_id::get_account:
+      case route_id::list_entries:
+      case route_id::deposit:
+      case route_id::transfer:
+        if (!within_lookup_allowance(ex, who)) return;
+        break;
+      default: break;
+    }
+    switch (m.id) {
       case route_id::create_principal: return create_principal(ex, who);
       case route_id::create_account: return create_account(ex, who);
       case route_id::get_account: return get_account(ex, who, m.path_id);
@@ -324,32 +393,87 @@ struct routes::impl {
     }
   }
 
+  // Readiness is answered from a health state refreshed at most every `http.readyz_refresh_ms`:
+  // one probe of the database and Redis at a time, whatever the rate of /readyz, so a flood of
+  // probes cannot take the readers that payments need. Callers that arrive while the state is
+  // stale wait for the probe in flight (at most `k_readyz_waiters_max` of them; more get the
+  // last state at once).
   void readyz(const exchange_ptr& ex) {
+    const auto now = std::chrono::steady_clock::now();
+    bool start_probe = false;
+    {
+      std::lock_guard lock(health.mutex);
+      const bool fresh = health.known && now - health.at < std::chrono::milliseconds(settings.http.readyz_refresh_ms);
+      if (fresh || (health.known && health.waiters.size() >= k_readyz_waiters_max)) {
+        return ex->respond(health_reply(health, ex->request_id));
+      }
+      health.waiters.push_back(ex);
+      if (!health.probing) start_probe = health.probing = true;
+    }
+    if (start_probe) probe_health();
+  }
+
+  struct health_state {
+    std::mutex mutex;
+    bool known = false;
+    bool probing = false;
+    std::chrono::steady_clock::time_point at;
+    bool database_ok = false;
+    bool redis_ok = false;
+    std::string database_detail;
+    std::string redis_detail;
+    std::vector<exchange_ptr> waiters;
+  };
+  static constexpr std::size_t k_readyz_waiters_max = 1'000;
+  health_state health;
+
+  static reply health_reply(const health_state& h, std::string_view request_id) {
+    if (h.database_ok && h.redis_ok) {
+      json::object o;
+      o["status"] = "ready";
+      o["database"] = "ok";
+      o["redis"] = "ok";
+      return json_reply(200, o);
+    }
+    std::string failed;
+    if (!h.database_ok) failed = "database (PostgreSQL): " + h.database_detail;
+    if (!h.redis_ok) failed += std::string(failed.empty() ? "" : "; ") + "redis: " + h.redis_detail;
+    problem pr = http_problem(503, h.database_ok ? "redis_unavailable" : "database_unavailable", "Not ready",
+                              "not ready: " + failed, 1);
+    return problem_reply(pr, request_id);
+  }
+
+  void probe_health() {
     struct probe {
       std::mutex mutex;
       int pending = 2;
       bool database_ok = false;
-      bool redis_ok = false;
+      bool redis_ok = true;
       std::string database_detail;
       std::string redis_detail;
     };
     auto p = std::make_shared<probe>();
-    auto finish = [this, ex, p] {
-      std::lock_guard lock(p->mutex);
-      if (--p->pending > 0) return;
-      if (p->database_ok && p->redis_ok) {
-        json::object o;
-        o["status"] = "ready";
-        o["database"] = "ok";
-        o["redis"] = "ok";
-        return ex->respond(json_reply(200, o));
+    auto finish = [this, p] {
+      {
+        std::lock_guard lock(p->mutex);
+        if (--p->pending > 0) return;
       }
-      std::string failed;
-      if (!p->database_ok) failed = "database (PostgreSQL): " + p->database_detail;
-      if (!p->redis_ok) failed += std::string(failed.empty() ? "" : "; ") + "redis: " + p->redis_detail;
-      problem pr = http_problem(503, p->database_ok ? "redis_unavailable" : "database_unavailable", "Not ready",
-                                "not ready: " + failed, 1);
-      ex->respond(problem_reply(pr, ex->request_id));
+      std::vector<exchange_ptr> waiters;
+      {
+        std::lock_guard lock(health.mutex);
+        health.known = true;
+        health.probing = false;
+        health.at = std::chrono::steady_clock::now();
+        health.database_ok = p->database_ok;
+        health.redis_ok = p->redis_ok;
+        health.database_detail = p->database_detail;
+        health.redis_detail = p->redis_detail;
+        waiters.swap(health.waiters);
+      }
+      for (const auto& w : waiters) {
+        std::lock_guard lock(health.mutex);
+        w->respond(health_reply(health, w->request_id));
+      }
     };
     service.ping_database([p, finish](actors::query_result<bool> r) {
       {
@@ -359,13 +483,10 @@ struct routes::impl {
       }
       finish();
     });
+    std::shared_lock lock(limiter_mutex);
     if (limiter == nullptr) {
-      {
-        std::lock_guard lock(p->mutex);
-        p->redis_ok = true;
-      }
-      finish();
-      return;
+      lock.unlock();
+      return finish();
     }
     limiter->ping([p, finish](bool ok, std::string detail) {
       {
@@ -397,10 +518,17 @@ struct routes::impl {
     gauge("wallet_preloaded_accounts", "Accounts loaded into the account directory at start.", "gauge",
           s.preloaded_accounts);
     gauge("wallet_sweeps_total", "Sweep transactions committed.", "counter", s.sweeps_committed);
+    gauge("wallet_sweeps_deferred_total",
+          "Hot accounts a sweeper tick skipped: a sweep of it in flight, or its writer at the queue bound.", "counter",
+          s.sweeps_deferred);
+    gauge("wallet_sweeper_ticks_total", "Sweeper ticks.", "counter", s.sweeper_ticks);
+    gauge("wallet_unknown_keys_cached", "Unknown API keys answered 401 without a database read.", "gauge",
+          s.unknown_keys_cached);
     gauge("wallet_reconciliation_runs_total", "Reconciliation runs.", "counter", s.reconcile_runs);
     gauge("wallet_reconciliation_failures_total", "Reconciliation runs that found a broken invariant.", "counter",
           s.reconcile_failures);
     gauge("wallet_reconciliation_ok", "1 when the last reconciliation was clean.", "gauge", s.reconcile_last_ok ? 1 : 0);
+    std::shared_lock lock(limiter_mutex);
     if (limiter != nullptr) {
       const auto l = limiter->snapshot();
       gauge("wallet_ratelimit_redis_decisions_total", "Rate-limit decisions made in Redis.", "counter", l.redis_decisions);
@@ -485,7 +613,10 @@ struct routes::impl {
       const bool visible = r.value && (who.role == ledger::role::operator_role ||
                                        (r.value->owner_id && *r.value->owner_id == who.id &&
                                         r.value->kind == ledger::account_kind::user));
-      if (!visible) return fail(ex, ledger::error_code::not_found, "account " + std::to_string(id) + " was not found");
+      if (!visible) {
+        count_unknown_account(who);
+        return fail(ex, ledger::error_code::not_found, "account " + std::to_string(id) + " was not found");
+      }
       next(*r.value);
     });
   }
@@ -554,7 +685,8 @@ struct routes::impl {
     });
   }
 
-  void answer_money(const exchange_ptr& ex, const actors::money_result& r) {
+  void answer_money(const exchange_ptr& ex, const principal& who, const actors::money_result& r) {
+    if (r.outcome == ledger::error_code::not_found) count_unknown_account(who);
     if (r.outcome != ledger::error_code::ok) return fail(ex, r.outcome, r.detail, r.retry_after_s);
     reply out;
     out.status = r.status;
@@ -586,7 +718,7 @@ struct routes::impl {
     }
     cmd.request_hash = sha256_hex("deposit\n" + std::to_string(cmd.account) + "\n" + std::to_string(cmd.amount) +
                                   "\n" + external_ref.value_or(""));
-    service.deposit(std::move(cmd), [this, ex](actors::money_result r) { answer_money(ex, r); });
+    service.deposit(std::move(cmd), [this, ex, who](actors::money_result r) { answer_money(ex, who, r); });
   }
 
   void transfer(const exchange_ptr& ex, const principal& who) {
@@ -607,7 +739,7 @@ struct routes::impl {
     cmd.request_id = ex->request_id;
     cmd.request_hash = sha256_hex("transfer\n" + std::to_string(cmd.from) + "\n" + std::to_string(cmd.to) + "\n" +
                                   std::to_string(cmd.amount));
-    service.transfer(std::move(cmd), [this, ex](actors::money_result r) { answer_money(ex, r); });
+    service.transfer(std::move(cmd), [this, ex, who](actors::money_result r) { answer_money(ex, who, r); });
   }
 
   void get_transaction(const exchange_ptr& ex, const principal& who, const std::string& id) {
@@ -629,8 +761,11 @@ struct routes::impl {
       o["status"] = t.status;
       o["createdAt"] = t.created_at;
       if (t.principal_id) o["principalId"] = *t.principal_id;
+      const bool is_operator = who.role == ledger::role::operator_role;
       json::array entries;
-      for (const auto& e : t.entries) entries.push_back(entry_json(e));
+      for (const auto& e : t.entries) {
+        entries.push_back(entry_json(e, is_operator || (e.account_owner && *e.account_owner == who.id)));
+      }
       o["entries"] = std::move(entries);
       ex->respond(json_reply(200, o));
     });
@@ -681,6 +816,12 @@ routes::routes(const config::settings& settings, actors::ledger_service& service
     : impl_(std::make_unique<impl>(settings, service, limiter, m)) {}
 
 routes::~routes() = default;
+
+void routes::stop() {
+  std::unique_lock lock(impl_->limiter_mutex);
+  impl_->stopped = true;
+  impl_->limiter = nullptr;
+}
 
 void routes::handle(const exchange_ptr& ex) {
   try {

@@ -24,6 +24,9 @@ class routes {
   ~routes();
 
   void handle(const exchange_ptr& ex);
+  // Stops using the rate limiter (which the caller may then destroy); requests still on their way
+  // through the routes answer 503 "shutting down" from here on.
+  void stop();
 
  private:
   struct impl;

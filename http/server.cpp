@@ -128,6 +128,14 @@ class session : public std::enable_shared_from_this<session> {
                                  "the request is not valid HTTP/1.1: " + ec.message()));
     }
     if (ec) return close();
+    if (srv_.draining.load()) {
+      // Shutting down: a request on a kept-alive connection is not started; the client is told
+      // to go elsewhere (or come back) and the connection closes after the answer.
+      return refuse(problem_for(ledger::error_code::server_busy,
+                                "the server is shutting down; retry (with the same Idempotency-Key) later",
+                                1),
+                    false);
+    }
 
     auto& req = parser_->get();
     auto ex = std::make_shared<exchange>();
@@ -148,6 +156,7 @@ class session : public std::enable_shared_from_this<session> {
     if (auto it = req.find(bhttp::field::content_type); it != req.end()) ex->content_type = std::string(it->value());
     keep_alive_ = req.keep_alive();
     version_ = req.version();
+    ex->client_address = client_address_;
 
     auto self = shared_from_this();
     std::weak_ptr<exchange> weak_ex = ex;
@@ -185,8 +194,14 @@ class session : public std::enable_shared_from_this<session> {
     });
   }
 
-  void refuse(const problem& p) {
+  // Answers an error and closes. `body_unread`: the answer comes before the request's body was
+  // read, so the client may still be sending it; many clients (Python's http.client, requests)
+  // send the whole body before they read anything, and a close now would reset the connection
+  // under them (a broken pipe instead of the answer). The rest is then read and discarded, within
+  // http.linger_bytes_max and http.linger_timeout_ms, before the close (a lingering close).
+  void refuse(const problem& p, bool body_unread = true) {
     keep_alive_ = false;
+    linger_ = body_unread && srv_.settings.linger_bytes_max > 0 && srv_.settings.linger_timeout_ms > 0;
     version_ = 11;
     auto ex = std::make_shared<exchange>();
     ex->request_id = new_request_id();
@@ -230,8 +245,32 @@ class session : public std::enable_shared_from_this<session> {
     --srv_.stats.inflight_requests;
     deadline_.cancel();
     current_.reset();
+    if (!ec && linger_) return linger();
     if (ec || !keep_alive) return close();
     wait_for_request();
+  }
+
+  // The answer is out: end our side, then read and drop what the client still sends until it
+  // closes, the byte bound or the deadline, whichever comes first.
+  void linger() {
+    ++srv_.stats.bodies_lingered;
+    beast::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    stream_.expires_after(std::chrono::milliseconds(srv_.settings.linger_timeout_ms));
+    lingered_bytes_ = 0;
+    read_and_discard();
+  }
+
+  void read_and_discard() {
+    buffer_.consume(buffer_.size());
+    stream_.async_read_some(buffer_.prepare(k_linger_chunk_bytes),
+                            beast::bind_front_handler(&session::on_discarded, shared_from_this()));
+  }
+
+  void on_discarded(beast::error_code ec, std::size_t n) {
+    lingered_bytes_ += static_cast<std::int64_t>(n);
+    if (ec || lingered_bytes_ >= srv_.settings.linger_bytes_max) return close();
+    read_and_discard();
   }
 
   void close() {
@@ -246,8 +285,19 @@ class session : public std::enable_shared_from_this<session> {
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
   server::impl& srv_;
   bool keep_alive_ = true;
+  bool linger_ = false;
+  std::int64_t lingered_bytes_ = 0;
   unsigned version_ = 11;
   exchange_ptr current_;
+  std::string client_address_ = peer_address(stream_.socket());
+
+  static constexpr std::size_t k_linger_chunk_bytes = 64 * 1024;
+
+  static std::string peer_address(const tcp::socket& socket) {
+    beast::error_code ec;
+    const auto endpoint = socket.remote_endpoint(ec);
+    return ec ? std::string("unknown") : endpoint.address().to_string();
+  }
 };
 
 }  // namespace

@@ -98,7 +98,37 @@ batch_result commit_once(pqxx::connection& conn, const std::vector<posting_reque
 
   pqxx::work txn(conn);
 
-  // 1. Idempotency keys already committed: their stored answer is the answer.
+  // 1. Lock every row the postings touch, in ascending id order. This comes before the key
+  // lookup on purpose: a key committed by another server (or by an earlier COMMIT whose outcome
+  // was unknown here) was committed under the same debit row's lock, so once we hold it, such a
+  // commit is either visible to the lookup below or will queue behind us and meet the unique key.
+  // Looking keys up first would let one commit in between, and the plan would then refuse a
+  // committed transfer on funds its own commit spent.
+  std::set<ledger::account_id> ids;
+  for (std::size_t i : indices) {
+    const auto& p = requests[i].posting;
+    ids.insert(p.debit_account);
+    ids.insert(p.credit_account);
+    ids.insert(p.debit_shards.begin(), p.debit_shards.end());
+  }
+  ledger::account_states states;
+  if (!ids.empty()) {
+    auto rows = txn.exec_prepared(k_lock_accounts, pg_array(std::vector<std::int64_t>(ids.begin(), ids.end())));
+    for (const auto& row : rows) {
+      ledger::account_state s;
+      s.id = row[0].as<std::int64_t>();
+      s.currency = row[1].as<std::string>();
+      s.status = ledger::parse_account_status(row[2].as<std::string>()).value_or(ledger::account_status::closed);
+      s.allow_negative = row[3].as<bool>();
+      s.balance = row[4].as<std::int64_t>();
+      s.version = row[5].as<std::int64_t>();
+      s.parent_id = row[6].as<std::int64_t>();
+      states.emplace(s.id, std::move(s));
+    }
+  }
+  const ledger::account_states locked = states;
+
+  // 2. Idempotency keys already committed: their stored answer is the answer.
   std::vector<bool> committed_before(requests.size(), false);
   {
     std::vector<std::int64_t> principals;
@@ -127,32 +157,6 @@ batch_result commit_once(pqxx::connection& conn, const std::vector<posting_reque
       }
     }
   }
-
-  // 2. Lock every row the remaining postings touch, in ascending id order.
-  std::set<ledger::account_id> ids;
-  for (std::size_t i : indices) {
-    if (committed_before[i]) continue;
-    const auto& p = requests[i].posting;
-    ids.insert(p.debit_account);
-    ids.insert(p.credit_account);
-    ids.insert(p.debit_shards.begin(), p.debit_shards.end());
-  }
-  ledger::account_states states;
-  if (!ids.empty()) {
-    auto rows = txn.exec_prepared(k_lock_accounts, pg_array(std::vector<std::int64_t>(ids.begin(), ids.end())));
-    for (const auto& row : rows) {
-      ledger::account_state s;
-      s.id = row[0].as<std::int64_t>();
-      s.currency = row[1].as<std::string>();
-      s.status = ledger::parse_account_status(row[2].as<std::string>()).value_or(ledger::account_status::closed);
-      s.allow_negative = row[3].as<bool>();
-      s.balance = row[4].as<std::int64_t>();
-      s.version = row[5].as<std::int64_t>();
-      s.parent_id = row[6].as<std::int64_t>();
-      states.emplace(s.id, std::move(s));
-    }
-  }
-  const ledger::account_states locked = states;
 
   // 3. Plan, in request order, against the locked rows.
   std::vector<std::string> j_ids, j_keys, j_hashes, j_types, j_bodies, j_meta;
@@ -205,8 +209,8 @@ batch_result commit_once(pqxx::connection& conn, const std::vector<posting_reque
       result.rows.push_back({id, state.balance, state.version, state.parent_id});
     }
     auto q = [&](const auto& values) { return txn.quote(pg_array(values)); };
-    // 4. Journal rows with their receipts (a key committed by another server since step 1 is a
-    // unique violation: the attempt is redone and step 1 then finds it); 5. the entries;
+    // 4. Journal rows with their receipts (a key committed by another server since step 2 is a
+    // unique violation: the attempt is redone and step 2 then finds it); 5. the entries;
     // 6. the balance caches, one row per account at the last balance the plan reached;
     // 7. the batch's outbox row, in the same transaction as the entries it announces.
     std::string writes = bind_literals(k_insert_journal_sql, {q(j_ids), q(j_principals), q(j_keys), q(j_hashes),
@@ -304,18 +308,45 @@ batch_result commit_batch(pqxx::connection& conn, const std::vector<posting_requ
 
   // Isolation: each posting in its own transaction, so one bad posting never fails its neighbours.
   // (A batch of one is its own offender: it fails alone, and nothing of it was committed.)
+  // From here on some postings may have committed, so nothing may escape as an exception that
+  // would make the caller answer the whole batch alike: each posting is answered by what
+  // happened to it.
   batch_result result;
   result.outcomes.resize(requests.size());
   for (std::size_t i = 0; i < requests.size(); ++i) {
-    std::vector<std::size_t> one{i};
-    std::optional<batch_result> committed;
-    if (requests.size() > 1) committed = try_commit(conn, requests, one, refusal);
-    if (committed) {
-      merge(result, std::move(*committed), one);
-    } else {
+    auto& out = result.outcomes[i];
+    if (result.connection_lost) {
+      // Never sent: nothing of it committed.
+      out.outcome = ledger::error_code::database_unavailable;
+      continue;
+    }
+    if (requests.size() == 1) {
       spdlog::error("ledger posting {} refused by the database: {}", requests[i].transaction_id, refusal);
-      result.outcomes[i].outcome = ledger::error_code::internal;
+      out.outcome = ledger::error_code::internal;
       result.attempts += k_batch_attempts_max;
+      continue;
+    }
+    std::vector<std::size_t> one{i};
+    try {
+      if (auto committed = try_commit(conn, requests, one, refusal)) {
+        merge(result, std::move(*committed), one);
+      } else {
+        spdlog::error("ledger posting {} refused by the database: {}", requests[i].transaction_id, refusal);
+        out.outcome = ledger::error_code::internal;
+        result.attempts += k_batch_attempts_max;
+      }
+    } catch (const database_timeout& e) {
+      // Rolled back: nothing of this posting committed.
+      spdlog::warn("ledger posting {} timed out in the database: {}", requests[i].transaction_id, e.what());
+      out.outcome = ledger::error_code::database_unavailable;
+    } catch (const pqxx::in_doubt_error& e) {
+      spdlog::error("ledger posting {}: COMMIT outcome unknown: {}", requests[i].transaction_id, e.what());
+      out.outcome = ledger::error_code::outcome_unknown;
+      result.connection_lost = true;
+    } catch (const pqxx::broken_connection& e) {
+      spdlog::error("ledger posting {}: connection lost: {}", requests[i].transaction_id, e.what());
+      out.outcome = ledger::error_code::outcome_unknown;
+      result.connection_lost = true;
     }
   }
   return result;

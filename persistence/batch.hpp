@@ -59,6 +59,9 @@ struct batch_result {
   std::vector<posting_outcome> outcomes;  // one per request, in request order
   std::vector<row_state> rows;            // every row written, after COMMIT
   int attempts = 0;                       // database transactions used
+  // The connection broke while postings were isolated one by one: `outcomes` says what became
+  // of each (committed, not committed, or unknown), and the caller must reconnect.
+  bool connection_lost = false;
 };
 
 // The batch hit lock_timeout or statement_timeout: it was rolled back, nothing of it committed.
@@ -69,7 +72,9 @@ struct database_timeout : std::runtime_error {
 // Prepares the statements of the posting path on a connection; call once per connection.
 void prepare_posting_statements(pqxx::connection& conn);
 
-// Commits the batch. Throws pqxx::broken_connection or pqxx::in_doubt_error on connection loss.
+// Commits the batch. While nothing of it can have committed, a connection loss throws
+// pqxx::broken_connection or pqxx::in_doubt_error and a timeout throws database_timeout; once
+// postings are isolated one by one, every posting is answered in `outcomes` instead.
 batch_result commit_batch(pqxx::connection& conn, const std::vector<posting_request>& requests);
 
 }  // namespace persistence

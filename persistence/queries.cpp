@@ -53,17 +53,21 @@ entry_record read_entry(const pqxx::row& row) {
   return e;
 }
 
+// The account and its shards in ONE statement, so under READ COMMITTED they come from one
+// snapshot: with two statements a sweep committing between them (shard -> main) would be seen
+// on neither side, and a read that starts after a 201 could miss that payment.
 std::optional<account_record> load_account(pqxx::transaction_base& txn, ledger::account_id id, bool lock) {
-  auto rows = txn.exec_params(std::string("SELECT ") + k_account_columns + " FROM account WHERE id = $1" +
+  auto rows = txn.exec_params(std::string("SELECT ") + k_account_columns +
+                                  ", COALESCE(shard_no, -1) FROM account WHERE id = $1 OR parent_id = $1"
+                                  " ORDER BY parent_id NULLS FIRST, shard_no" +
                                   (lock ? " FOR UPDATE" : ""),
                               id);
-  if (rows.empty()) return std::nullopt;
+  if (rows.empty() || rows[0][0].as<std::int64_t>() != id) return std::nullopt;
   auto account = read_account(rows[0]);
-  auto shards = txn.exec_params(
-      "SELECT id, shard_no, balance, version FROM account WHERE parent_id = $1 ORDER BY shard_no", id);
-  for (const auto& row : shards) {
+  for (std::size_t i = 1; i < rows.size(); ++i) {
+    const auto& row = rows[i];
     account.shards.push_back(
-        {row[0].as<std::int64_t>(), row[1].as<int>(), row[2].as<std::int64_t>(), row[3].as<std::int64_t>()});
+        {row[0].as<std::int64_t>(), row[10].as<int>(), row[6].as<std::int64_t>(), row[7].as<std::int64_t>()});
   }
   return account;
 }

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <optional>
 #include <random>
+#include <set>
 #include <thread>
 
 namespace loadgen_test {
@@ -209,13 +210,15 @@ struct fake_wallet::impl {
       return a;
     }
     if (request.method() == http::verb::post && target == "/v1/transfers") {
-      ++transfer_attempts;
-      if (behaviour.throttle_every > 0 && transfer_attempts % behaviour.throttle_every == 0) {
+      const auto scope = std::to_string(who->second.id) + "/" + idempotency_key;
+      // The first attempt of every n-th new key is throttled, and only that attempt: whatever
+      // the clients' timing, each request meets at most one 429 and its retry goes through.
+      if (behaviour.throttle_every > 0 && throttled_keys.insert(scope).second &&
+          throttled_keys.size() % static_cast<std::size_t>(behaviour.throttle_every) == 0) {
         auto a = problem(http::status::too_many_requests, "rate_limited");
         a.retry_after_s = 0;
         return a;
       }
-      const auto scope = std::to_string(who->second.id) + "/" + idempotency_key;
       if (auto it = stored.find(scope); it != stored.end()) return it->second;
       const auto from = body["fromAccountId"].as_int64();
       const auto to = body["toAccountId"].as_int64();
@@ -280,7 +283,7 @@ struct fake_wallet::impl {
   std::map<std::string, answer> stored;
   std::int64_t next_principal = 1;
   std::int64_t next_account = 1;
-  std::int64_t transfer_attempts = 0;
+  std::set<std::string> throttled_keys;  // every transfer key seen, to throttle by count
   std::atomic<std::int64_t> transfers_answered{0};
   std::atomic<std::int64_t> transfers_recorded{0};
 };

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <iostream>
+#include <optional>
 #include <thread>
 
 #include "actors/ledger_service.hpp"
@@ -68,14 +69,20 @@ int main(int argc, char** argv) {
                    [&] { service.ensure_operator_blocking(api::sha256_hex(settings.auth.bootstrap_key)); });
     }
 
-    ratelimit::limiter limiter(settings.redis, settings.ratelimit);
+    // Shutdown order matters: a rate-limit check still pending when the HTTP threads stop calls
+    // back into the routes, and the routes into the service. So the limiter is stopped (its
+    // pending callbacks run) while the routes and the service still exist, then the service
+    // (which from then on answers "shutting down"), and only then are the routes destroyed.
+    std::optional<ratelimit::limiter> limiter(std::in_place, settings.redis, settings.ratelimit);
     api::metrics metrics;
-    api::routes routes(settings, service, &limiter, metrics);
+    api::routes routes(settings, service, &*limiter, metrics);
     api::server server(settings.http, metrics, [&routes](const api::exchange_ptr& ex) { routes.handle(ex); });
     server.start();
     spdlog::info("wallet-server listening on http://{}:{} ({} I/O threads, {} ledger writers)", settings.http.host,
                  server.port(), settings.http.io_threads, settings.writer.count);
     server.run_until_stopped();
+    routes.stop();
+    limiter.reset();
     service.stop();
     spdlog::info("wallet-server stopped");
   } catch (const std::exception& e) {

@@ -1,0 +1,50 @@
+#pragma once
+
+// Token buckets per key (a client address, a principal), kept in this process and bounded in
+// memory. They guard what must stay cheap before or beside the shared Redis limits: requests whose
+// API key needs a database read, and lookups of accounts that turn out not to exist.
+//
+// Thread-safe (one mutex: the callers are on the slow path already, never on the hot one).
+
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+namespace api {
+
+class token_buckets {
+ public:
+  using clock = std::chrono::steady_clock;
+
+  // A bucket holds at most `burst` tokens and refills at `rate_per_second`. At most `keys_max`
+  // buckets are kept; when every one of them is still in use, a new key gets no token (a flood
+  // of new addresses is refused rather than allowed to grow the table without bound).
+  token_buckets(std::int64_t rate_per_second, std::int64_t burst, std::size_t keys_max);
+
+  // Takes one token for `key`; false when its bucket is empty.
+  bool take(const std::string& key, clock::time_point now = clock::now());
+  // Whether `key` has a token left, without taking it.
+  bool has_token(const std::string& key, clock::time_point now = clock::now());
+  // Whole seconds until `key` has a token again (at least 1).
+  std::int64_t retry_after_s(const std::string& key, clock::time_point now = clock::now());
+
+  std::size_t size() const;
+
+ private:
+  struct bucket {
+    double tokens = 0;
+    clock::time_point at;
+  };
+  // The key's bucket refilled up to `now`, or nullptr when the table is full of live buckets.
+  bucket* refreshed(const std::string& key, clock::time_point now);
+
+  double rate_per_second_;
+  double burst_;
+  std::size_t keys_max_;
+  mutable std::mutex mutex_;
+  std::unordered_map<std::string, bucket> buckets_;
+};
+
+}  // namespace api
