@@ -20,6 +20,7 @@
 namespace ts = test_support;
 using test_support::transfer_body;
 using test_support::concurrently;
+using test_support::backends_blocked_by;
 namespace ht = http_test;
 using namespace std::chrono_literals;
 
@@ -497,17 +498,6 @@ TEST(Shedding, DatabaseUnreachableAnswers503WithinTheBound) {
     EXPECT_EQ(r.code, "database_unavailable");
     EXPECT_LT(r.latency_ms, bound_ms);
   }
-}
-
-// Count of backends waiting, directly or through other waiters, on the backend `blocker_pid`
-// (PostgreSQL queues a second waiter for a row behind the first one, not behind the holder).
-int backends_blocked_by(int blocker_pid) {
-  return std::stoi(ts::query_value(
-      "WITH RECURSIVE waiting(pid) AS ("
-      "  SELECT pid FROM pg_stat_activity WHERE " + std::to_string(blocker_pid) + " = ANY(pg_blocking_pids(pid))"
-      "  UNION"
-      "  SELECT a.pid FROM pg_stat_activity a JOIN waiting w ON w.pid = ANY(pg_blocking_pids(a.pid))"
-      ") SELECT count(*) FROM waiting"));
 }
 
 // Waits (bounded) until `condition()` holds; returns whether it does.

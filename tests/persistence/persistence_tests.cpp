@@ -12,6 +12,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
+#include <thread>
 #include <functional>
 #include <memory>
 #include <string>
@@ -594,6 +596,149 @@ TEST_F(ledger_db, a_refused_posting_leaves_no_trace_and_its_key_stays_free) {
   EXPECT_EQ(balance(b_), 150);
   EXPECT_EQ(keys_committed(key), 1);
   expect_caches_match_entries();
+}
+
+
+std::unique_ptr<pqxx::connection> app_connection_named(const std::string& application_name) {
+  connection_options o = options_for(test_support::database_url());
+  o.application_name = application_name;
+  auto conn = connect(o);
+  prepare_posting_statements(*conn);
+  return conn;
+}
+
+TEST_F(ledger_db, a_key_committed_while_the_batch_waits_for_its_rows_is_replayed_not_refused) {
+  // Another server commits key K (spending all of a's funds) while holding a's row lock; a batch
+  // carrying the same K and request waits for that lock. Once it has the lock it must find K
+  // committed and replay its stored answer; looking keys up before locking would plan the
+  // transfer against the spent balance and refuse a committed transfer with insufficient_funds.
+  fund(a_, 500);
+  const std::string key = unique_name("raced");
+  const posting_request mine = transfer(a_, b_, 500, key);
+  const std::string theirs = new_uuid();
+  const std::string stored_body = ledger::receipt_json(ledger::transaction_type::transfer, theirs, 0);
+
+  pqxx::work other(*owner_);
+  other.exec("SELECT id FROM account WHERE id = " + std::to_string(a_) + " FOR UPDATE");
+
+  const std::string name = unique_name("batch-waits");
+  auto waiting = app_connection_named(name);
+  batch_result r;
+  std::thread batch([&] { r = commit_batch(*waiting, {mine}); });
+  ASSERT_TRUE(test_support::eventually([&] { return test_support::backends_blocked_by(owner_->backendpid()) > 0; }));
+  other.exec("INSERT INTO journal_transaction (id, principal_id, idempotency_key, request_hash, type,"
+             " response_status, response_body) VALUES (" + quoted(theirs) + ", " + std::to_string(principal_) + ", " +
+             quoted(key) + ", " + quoted(mine.request_hash) + ", 'TRANSFER', 201, " + quoted(stored_body) + ")");
+  other.exec("INSERT INTO ledger_entry (transaction_id, account_id, currency, amount, balance_after) VALUES (" +
+             quoted(theirs) + ", " + std::to_string(a_) + ", 'XTS', -500, 0), (" + quoted(theirs) + ", " +
+             std::to_string(b_) + ", 'XTS', 500, 500)");
+  other.exec("UPDATE account SET balance = balance - 500, version = version + 1 WHERE id = " + std::to_string(a_));
+  other.exec("UPDATE account SET balance = balance + 500, version = version + 1 WHERE id = " + std::to_string(b_));
+  other.commit();
+  batch.join();
+
+  ASSERT_EQ(r.outcomes.size(), 1u);
+  EXPECT_EQ(r.outcomes[0].outcome, ledger::error_code::ok);
+  EXPECT_TRUE(r.outcomes[0].replayed);
+  EXPECT_EQ(r.outcomes[0].transaction_id, theirs);
+  EXPECT_EQ(r.outcomes[0].response_body, stored_body);
+  EXPECT_EQ(keys_committed(key), 1);
+  EXPECT_EQ(balance(a_), 0);
+  EXPECT_EQ(balance(b_), 500);
+  expect_caches_match_entries();
+}
+
+TEST_F(ledger_db, the_isolation_fallback_answers_each_posting_by_what_became_of_it) {
+  // A batch fails as a whole (a trigger refuses one posting's journal row), so its postings are
+  // committed one by one; the last of them then waits past lock_timeout on its idempotency key,
+  // which an uncommitted transaction here also inserted. The first posting committed and must
+  // say so (with its rows); the one that timed out committed nothing and says
+  // database_unavailable. Letting the timeout escape would answer the whole batch as not
+  // committed, hiding the committed transfer.
+  fund(a_, 10'000);
+  fund(d_, 10'000);
+  const std::string offender_key = unique_name("offender");
+  const std::string contended_key = unique_name("contended");
+  std::vector<posting_request> batch = {transfer(a_, b_, 100, unique_name("k")), transfer(a_, b_, 200, offender_key),
+                                        transfer(d_, b_, 300, contended_key)};
+  const std::string trigger = "wallet_test_refuse_key_" + std::to_string(::getpid());
+  run(*owner_, "CREATE FUNCTION " + trigger + "() RETURNS trigger LANGUAGE plpgsql AS $fn$ BEGIN IF NEW.idempotency_key = " +
+                   quoted(offender_key) + " THEN RAISE EXCEPTION 'test refuses this key'; END IF; RETURN NEW; END $fn$");
+  run(*owner_, "CREATE TRIGGER " + trigger + " BEFORE INSERT ON journal_transaction FOR EACH ROW EXECUTE FUNCTION " +
+                   trigger + "()");
+  pqxx::work holder(*owner_);
+  holder.exec("INSERT INTO journal_transaction (id, principal_id, idempotency_key, request_hash, type,"
+              " response_status, response_body) VALUES (gen_random_uuid(), " + std::to_string(principal_) + ", " +
+              quoted(contended_key) + ", 'held', 'TRANSFER', 201, '{}')");
+  connection_options o = options_for(test_support::database_url());
+  o.lock_timeout_ms = 200;
+  auto conn = connect(o);
+  prepare_posting_statements(*conn);
+  const batch_result r = commit_batch(*conn, batch);
+  holder.abort();
+  auto cleanup = owner_connection();
+  run(*cleanup, "DROP TRIGGER " + trigger + " ON journal_transaction");
+  run(*cleanup, "DROP FUNCTION " + trigger + "()");
+
+  ASSERT_EQ(r.outcomes.size(), 3u);
+  EXPECT_EQ(r.outcomes[0].outcome, ledger::error_code::ok);
+  EXPECT_EQ(r.outcomes[1].outcome, ledger::error_code::internal);
+  EXPECT_EQ(r.outcomes[2].outcome, ledger::error_code::database_unavailable);
+  EXPECT_FALSE(r.connection_lost);
+  EXPECT_EQ(entries_of(batch[0].transaction_id), 2);
+  EXPECT_EQ(entries_of(batch[1].transaction_id), 0);
+  EXPECT_EQ(entries_of(batch[2].transaction_id), 0);
+  EXPECT_EQ(balance(a_), 10'000 - 100);
+  EXPECT_EQ(balance(b_), 100);
+  EXPECT_EQ(balance(d_), 10'000);
+  bool a_row_reported = false;
+  for (const auto& row : r.rows) a_row_reported = a_row_reported || (row.id == a_ && row.balance == 10'000 - 100);
+  EXPECT_TRUE(a_row_reported);
+  expect_caches_match_entries();
+}
+
+TEST_F(ledger_db, an_account_read_sees_its_shards_in_one_snapshot) {
+  // Sweeps move money from a shard into its main row while another thread reads the account over
+  // and over: every read must see the same total. Reading the main row and the shards in two
+  // statements lets a sweep commit between them, and the read then misses the swept money.
+  const std::int64_t hot = new_account();
+  run(*owner_, "INSERT INTO account (owner_id, currency, kind, parent_id, shard_no) VALUES (" + std::to_string(principal_) +
+                   ", 'XTS', 'shard', " + std::to_string(hot) + ", 0)");
+  const std::int64_t shard = int_of(*owner_, "SELECT id FROM account WHERE parent_id = " + std::to_string(hot));
+  constexpr std::int64_t k_sweeps = 300;
+  fund(shard, k_sweeps);
+  std::atomic<bool> done{false};
+  std::atomic<int> wrong{0};
+  std::atomic<int> reads{0};
+  std::thread reader([&] {
+    auto conn = app_connection();
+    while (!done.load()) {
+      const auto record = find_account(*conn, hot);
+      if (!record || record->total_balance() != k_sweeps) ++wrong;
+      ++reads;
+    }
+  });
+  auto sweeper = app_connection();
+  for (std::int64_t i = 0; i < k_sweeps; ++i) {
+    posting_request sweep;
+    sweep.posting.type = ledger::transaction_type::sweep;
+    sweep.posting.debit_account = shard;
+    sweep.posting.credit_account = hot;
+    sweep.posting.credit_parent = hot;
+    sweep.posting.amount = 0;
+    sweep.posting.currency = k_currency;
+    sweep.transaction_id = new_uuid();
+    sweep.idempotency_key = "sweep:" + sweep.transaction_id;
+    sweep.request_hash = "sweep";
+    ASSERT_EQ(commit_batch(*sweeper, {sweep}).outcomes.at(0).outcome, ledger::error_code::ok);
+    // Put one unit back on the shard for the next sweep (a transfer from main to shard keeps the total).
+    ASSERT_EQ(commit_batch(*sweeper, {transfer(hot, shard, 1, unique_name("back"))}).outcomes.at(0).outcome,
+              ledger::error_code::ok);
+  }
+  done = true;
+  reader.join();
+  EXPECT_GT(reads.load(), 0);
+  EXPECT_EQ(wrong.load(), 0);
 }
 
 }  // namespace

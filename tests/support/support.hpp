@@ -132,6 +132,21 @@ void concurrently(int count, int threads, Fn fn) {
   for (auto& worker : pool) worker.join();
 }
 
+// Count of backends waiting, directly or through other waiters, on the backend `blocker_pid`
+// (PostgreSQL queues a second waiter for a row behind the first one, not behind the holder).
+int backends_blocked_by(int blocker_pid);
+
+// Waits until `condition()` holds, checking every few milliseconds, at most `bound` in all (a
+// bound on a condition, never a measure of speed); returns whether it holds.
+template <typename Condition>
+bool eventually(Condition condition, std::chrono::milliseconds bound = std::chrono::seconds(30)) {
+  const auto deadline = std::chrono::steady_clock::now() + bound;
+  while (!condition() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return condition();
+}
+
 // Runs a SQL query with the owner role and returns the first column of the first row as text.
 std::string query_value(const std::string& sql);
 void execute_sql(const std::string& sql, bool as_owner = true);
