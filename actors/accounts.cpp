@@ -36,6 +36,9 @@ struct account_actor_state {
   ledger::principal_id owner = 0;  // 0: a system account, owned by nobody
   ledger::account_kind kind = ledger::account_kind::user;
   ledger::account_status status = ledger::account_status::active;
+  // An operator's status change arrived since the current load began: the load may have read the
+  // status before that change committed, so its status must not overwrite the notice's.
+  bool status_from_notice = false;
   std::array<char, 3> currency{};  // ISO 4217 code, not a std::string: 29 bytes less per actor
   // Committed state of the main row (first) and each shard row: (balance, version).
   std::vector<persistence::row_state> rows;
@@ -99,6 +102,7 @@ void start_load(account_actor* self) {
   auto& st = self->state;
   if (st.loading) return;
   st.loading = true;
+  st.status_from_notice = false;
   caf::actor me = caf::actor_cast<caf::actor>(self);
   const auto id = st.id;
   rt->readers->submit({
@@ -274,7 +278,7 @@ caf::behavior account_actor_behavior(account_actor* self, ledger::account_id id,
           const auto& record = result.record;
           st.owner = record.owner_id.value_or(0);
           st.kind = record.kind;
-          st.status = record.status;
+          if (!st.status_from_notice) st.status = record.status;
           std::copy_n(record.currency.begin(), std::min<std::size_t>(3, record.currency.size()), st.currency.begin());
           std::vector<persistence::row_state> loaded_rows{{st.id, record.balance, record.version, 0}};
           for (const auto& s : record.shards) loaded_rows.push_back({s.id, s.balance, s.version, st.id});
@@ -299,7 +303,10 @@ caf::behavior account_actor_behavior(account_actor* self, ledger::account_id id,
       },
       [self](reserved_atom) -> ledger::amount_minor { return self->state.reserved; },
       // An operator froze or unfroze the account: later debits are decided under the new status.
-      [self](status_atom, ledger::account_status status) { self->state.status = status; },
+      [self](status_atom, ledger::account_status status) {
+        self->state.status = status;
+        self->state.status_from_notice = true;
+      },
       [self](stop_atom) { self->quit(); },
   };
 }

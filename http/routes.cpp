@@ -393,17 +393,19 @@ struct routes::impl {
     }
   }
 
-  // Readiness is answered from a health state refreshed at most every `http.readyz_refresh_ms`:
-  // one probe of the database and Redis at a time, whatever the rate of /readyz, so a flood of
-  // probes cannot take the readers that payments need. Callers that arrive while the state is
-  // stale wait for the probe in flight (at most `k_readyz_waiters_max` of them; more get the
-  // last state at once).
+  // Readiness is answered from a health state refreshed at most every `http.readyz_refresh_ms`
+  // while it is good, and by at most one probe at a time while it is not: whatever the rate of
+  // /readyz, a flood of probes cannot take the readers that payments need. Callers that arrive
+  // while the state is stale wait for the probe in flight (at most `k_readyz_waiters_max` of
+  // them; more get the last state at once).
   void readyz(const exchange_ptr& ex) {
     const auto now = std::chrono::steady_clock::now();
     bool start_probe = false;
     {
       std::lock_guard lock(health.mutex);
-      const bool fresh = health.known && now - health.at < std::chrono::milliseconds(settings.http.readyz_refresh_ms);
+      const bool ready = health.database_ok && health.redis_ok;
+      const bool fresh =
+          health.known && ready && now - health.at < std::chrono::milliseconds(settings.http.readyz_refresh_ms);
       if (fresh || (health.known && health.waiters.size() >= k_readyz_waiters_max)) {
         return ex->respond(health_reply(health, ex->request_id));
       }

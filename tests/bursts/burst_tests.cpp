@@ -30,10 +30,7 @@ using clock = std::chrono::steady_clock;
 
 // Limits no test here reaches except on purpose.
 void generous_limits(ts::server_process::options& o) {
-  o.env["WALLET_RATELIMIT_RATE_PER_SECOND"] = "100000";
-  o.env["WALLET_RATELIMIT_BURST"] = "100000";
-  o.env["WALLET_RATELIMIT_READ_RATE_PER_SECOND"] = "100000";
-  o.env["WALLET_RATELIMIT_READ_BURST"] = "100000";
+  for (const auto& [name, value] : ts::unlimited_rates()) o.env[name] = value;
 }
 
 // Money-moving requests: 5 at once, then 1 per second (a 5 s window). Reads stay generous,
@@ -654,6 +651,54 @@ TEST(Shedding, WriterQueueBoundAnswers503WriterBusy) {
   EXPECT_EQ(retried.header("Idempotent-Replayed"), "");
   EXPECT_EQ(ts::balance(c, payee.key, to), 300);
   EXPECT_TRUE(ts::reconciliation_ok(c, op.key));
+}
+
+// A refusal decided by the account actor before the database (here: insufficient funds) is only
+// final once the key is known not to be committed. When that lookup cannot run (the only reader
+// is stalled, so the read waits past database.connection_wait_ms), the answer is 503
+// outcome_unknown with Retry-After, never the refusal: the key could hide a committed transfer.
+// The retry, once the reader is free, gets the true outcome.
+TEST(Shedding, ARefusalWhoseKeyCannotBeCheckedIsNotFinal) {
+  ts::server_process::options o;
+  generous_limits(o);
+  patient_database(o);
+  o.env["WALLET_DATABASE_READERS"] = "1";
+  o.env["WALLET_DATABASE_CONNECTION_WAIT_MS"] = "100";
+  ts::server_process server(o);
+  ht::stop_servers_first stop_first;
+  ts::http_client c(server.port());
+  const auto op = fresh_operator(c, server);
+  auto alice = ts::create_principal(c, op.key);
+  auto bob = ts::create_principal(c, op.key);
+  const auto a = ts::create_account(c, op.key, alice.id);
+  const auto b = ts::create_account(c, op.key, bob.id);
+  const auto stalled_account = ts::create_account(c, op.key, bob.id);
+  ts::deposit(c, op.key, a, 1000);
+  // The payer's actor learns its committed balance from this payment's answer.
+  ASSERT_EQ(c.post("/v1/transfers", alice.key, transfer_body(a, b, 100), ts::unique_key("first")).status, 201);
+
+  pqxx::connection owner(ts::owner_database_url());
+  pqxx::work lock(owner);
+  lock.exec("SELECT id FROM account WHERE id = " + std::to_string(stalled_account) + " FOR UPDATE");
+  const int lock_pid = owner.backendpid();
+  auto freeze = std::async(std::launch::async, [&] {
+    ts::http_client client(server.port(), 60s);
+    return client.post("/v1/accounts/" + std::to_string(stalled_account) + "/freeze", op.key, "{}");
+  });
+  ASSERT_TRUE(eventually([&] { return backends_blocked_by(lock_pid) >= 1; }, 15s)) << "the reader never stalled";
+
+  const std::string key = ts::unique_key("too-much");
+  auto unknown = c.post("/v1/transfers", alice.key, transfer_body(a, b, 5000), key);
+  EXPECT_EQ(unknown.status, 503) << unknown.body;
+  EXPECT_EQ(code_of(unknown), "outcome_unknown") << unknown.body;
+  EXPECT_FALSE(unknown.header("Retry-After").empty());
+
+  lock.abort();
+  EXPECT_EQ(freeze.get().status, 200);
+  auto retried = c.post("/v1/transfers", alice.key, transfer_body(a, b, 5000), key);
+  EXPECT_EQ(retried.status, 422) << retried.body;
+  EXPECT_EQ(code_of(retried), "insufficient_funds") << retried.body;
+  EXPECT_EQ(ts::balance(c, alice.key, a), 900);
 }
 
 // The wait for a database connection is bounded even when every reader is busy: with one

@@ -2,7 +2,11 @@
 // live actors is bounded.
 
 #include <gtest/gtest.h>
+#include <pqxx/pqxx>
 
+#include <atomic>
+#include <map>
+#include <mutex>
 #include <thread>
 
 #include "tests/support/support.hpp"
@@ -10,17 +14,11 @@
 namespace ts = test_support;
 using test_support::transfer_body;
 using test_support::concurrently;
+using namespace std::chrono_literals;
 
 namespace {
 
-// A metric's value from /metrics; -1 when it is missing.
-std::int64_t metric(ts::http_client& c, const std::string& name) {
-  auto r = c.request("GET", "/metrics");
-  const std::string needle = "\n" + name + " ";
-  auto at = r.body.find(needle);
-  if (at == std::string::npos) return -1;
-  return std::stoll(r.body.substr(at + needle.size()));
-}
+std::int64_t metric(ts::http_client& c, const std::string& name) { return ts::metric_value(c, name); }
 
 std::int64_t live_actors(ts::http_client& c) { return metric(c, "wallet_account_actors_live"); }
 
@@ -123,3 +121,130 @@ TEST(AccountActors, RestartedServerServesReturningClientsWithoutReads) {
   EXPECT_EQ(ts::balance(c, bob.key, to), 300);
   EXPECT_EQ(ts::balance(c, alice.key, from), 700);
 }
+
+namespace {
+
+// Freeze and unfreeze reach a live account actor at once, with payments streaming from the
+// account on four threads. Each payment records the phase in which it was sent and answered:
+// every payment sent after a freeze was answered (and answered before the next change began) is
+// refused (422 account_inactive), every such payment after an unfreeze goes through (201);
+// payments that overlap a change may get either. The payer is hot, so its actor reads its state (status included) from the database when
+// it starts: the account is frozen then, and only the unfreeze's message can tell the actor.
+TEST(AccountActors, FreezeAndUnfreezeReachALiveActorUnderLoad) {
+  ts::server_process::options o;
+  o.env = ts::unlimited_rates();
+  o.env["WALLET_ACTORS_ACCOUNT_IDLE_MS"] = "600000";
+  ts::server_process server(o);
+  ts::http_client c(server.port());
+  const auto& op = server.operator_key();
+  auto alice = ts::create_principal(c, op);
+  auto bob = ts::create_principal(c, op);
+  const auto a = ts::create_account(c, op, alice.id, "EUR", 2);
+  const auto b = ts::create_account(c, op, bob.id);
+  ts::deposit(c, op, a, 10'000'000);
+
+  // Phases: even = settled (0 frozen, 2 active, 4 frozen, 6 active), odd = a change in flight.
+  constexpr int k_spanning = 100;
+  std::atomic<int> phase{-1};
+  std::atomic<bool> stop{false};
+  std::mutex results_mutex;
+  std::map<int, std::map<std::string, int>> results;  // phase -> "status code" -> count
+  auto finished_in = [&](int p) {
+    std::lock_guard lock(results_mutex);
+    int n = 0;
+    for (const auto& [outcome, count] : results[p]) n += count;
+    return n;
+  };
+  auto set_status = [&](const char* action, int before, int after) {
+    phase = before;
+    auto r = c.post("/v1/accounts/" + std::to_string(a) + "/" + action, op, "{}");
+    ASSERT_EQ(r.status, 200) << r.body;
+    phase = after;
+  };
+  set_status("freeze", -1, 0);
+  std::vector<std::thread> payers;
+  for (int t = 0; t < 4; ++t) {
+    payers.emplace_back([&] {
+      ts::http_client client(server.port());
+      while (!stop) {
+        const int sent_in = phase.load();
+        auto r = client.post("/v1/transfers", alice.key, transfer_body(a, b, 1), ts::unique_key("load"));
+        const int answered_in = phase.load();
+        std::string outcome = std::to_string(r.status);
+        if (r.status != 201) outcome += " " + std::string(r.json().as_object().at("code").as_string());
+        std::lock_guard lock(results_mutex);
+        // A payment still in flight when the next change began belongs to no settled phase.
+        ++results[sent_in == answered_in ? sent_in : k_spanning][outcome];
+      }
+    });
+  }
+  const auto enough = [&](int p) { return ts::eventually([&] { return finished_in(p) >= 40; }, 60s); };
+  EXPECT_TRUE(enough(0));
+  set_status("unfreeze", 1, 2);
+  EXPECT_TRUE(enough(2));
+  set_status("freeze", 3, 4);
+  EXPECT_TRUE(enough(4));
+  set_status("unfreeze", 5, 6);
+  EXPECT_TRUE(enough(6));
+  stop = true;
+  for (auto& t : payers) t.join();
+
+  for (int p : {0, 4}) EXPECT_EQ(results[p], (std::map<std::string, int>{{"422 account_inactive", finished_in(p)}})) << p;
+  for (int p : {2, 6}) EXPECT_EQ(results[p], (std::map<std::string, int>{{"201", finished_in(p)}})) << p;
+  for (int p : {1, 3, 5, k_spanning}) {
+    for (const auto& [outcome, count] : results[p]) {
+      EXPECT_TRUE(outcome == "201" || outcome == "422 account_inactive") << outcome;
+    }
+  }
+  int paid = 0;
+  for (auto& [p, outcomes] : results) paid += outcomes["201"];
+  EXPECT_EQ(ts::balance(c, bob.key, b), paid);
+  EXPECT_EQ(ts::balance(c, alice.key, a), 10'000'000 - paid);
+}
+
+// The sweeper never piles sweeps up in front of payments. With the hot account's writer stalled
+// (a row lock held here on its main row) the sweeper keeps ticking every 20 ms, yet at most one
+// sweep of the account (one posting per shard) is queued; the other ticks defer it. Two writers:
+// the payer's debits go to the other one (account id parity), so payments keep landing on the
+// shards and keep giving the sweeper something to sweep.
+TEST(AccountActors, TheSweeperKeepsOneSweepPerAccountInFlight) {
+  ts::server_process::options o;
+  o.env = ts::unlimited_rates();
+  o.env["WALLET_WRITER_COUNT"] = "2";
+  o.env["WALLET_LEDGER_SWEEP_INTERVAL_MS"] = "20";
+  o.env["WALLET_DATABASE_LOCK_TIMEOUT_MS"] = "60000";
+  o.env["WALLET_DATABASE_STATEMENT_TIMEOUT_MS"] = "60000";
+  ts::server_process server(o);
+  ts::http_client c(server.port());
+  const auto& op = server.operator_key();
+  auto payer = ts::create_principal(c, op);
+  auto merchant = ts::create_principal(c, op);
+  const int shards = 4;
+  const auto m = ts::create_account(c, op, merchant.id, "EUR", shards);
+  auto p = ts::create_account(c, op, payer.id);
+  if (p % 2 == m % 2) p = ts::create_account(c, op, payer.id);
+  ASSERT_NE(p % 2, m % 2);
+  ts::deposit(c, op, p, 1000);
+
+  pqxx::connection owner(ts::owner_database_url());
+  pqxx::work lock(owner);
+  lock.exec("SELECT id FROM account WHERE id = " + std::to_string(m) + " FOR UPDATE");
+  const int lock_pid = owner.backendpid();
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_EQ(c.post("/v1/transfers", payer.key, transfer_body(p, m, 10), ts::unique_key("pay")).status, 201);
+  }
+  ASSERT_TRUE(ts::eventually([&] { return ts::backends_blocked_by(lock_pid) >= 1; })) << "no sweep reached the lock";
+  const auto ticks = metric(c, "wallet_sweeper_ticks_total");
+  ASSERT_TRUE(ts::eventually([&] { return metric(c, "wallet_sweeper_ticks_total") >= ticks + 25; }));
+  EXPECT_LE(metric(c, "wallet_writer_postings_queued"), shards);
+  EXPECT_GE(metric(c, "wallet_sweeps_deferred_total"), 20);
+  // Payments still go through while the sweep waits.
+  EXPECT_EQ(c.post("/v1/transfers", payer.key, transfer_body(p, m, 10), ts::unique_key("pay")).status, 201);
+
+  lock.abort();
+  ASSERT_TRUE(ts::eventually([&] { return metric(c, "wallet_writer_postings_queued") == 0; }));
+  EXPECT_EQ(ts::balance(c, merchant.key, m), 210);
+  EXPECT_EQ(ts::balance(c, payer.key, p), 790);
+}
+
+}  // namespace

@@ -4,6 +4,7 @@
 #include <pqxx/pqxx>
 
 #include <future>
+#include <set>
 
 #include <atomic>
 #include <mutex>
@@ -320,6 +321,75 @@ TEST_F(LedgerE2E, ReadsShowTheLedger) {
   EXPECT_EQ(tx.json().as_object().at("entries").as_array().size(), 2u);
   auto stranger = ts::create_principal(c, op());
   EXPECT_EQ(c.get("/v1/transactions/" + last_tx, stranger.key).status, 404);
+}
+
+
+// A user names, as its payer, the id the next account will get; that account is then created
+// for another user, whose first payment from it must go through at once. (A leftover actor of
+// the id, which had found no account, used to answer 404 to the owner for as long as anything
+// touched it.)
+TEST_F(LedgerE2E, NamingAnAccountThatDoesNotExistLeavesNothingBehind) {
+  ts::http_client c(port());
+  const auto [alice, bob, a, b] = two_parties(c);
+  ts::deposit(c, op(), a, 1000);
+  const auto next = std::stoll(ts::query_value("SELECT last_value + 1 FROM account_id_seq"));
+  auto probe = c.post("/v1/transfers", alice.key, transfer_body(next, b, 10), ts::unique_key("probe"));
+  ASSERT_EQ(probe.status, 404) << probe.body;
+  const auto created = ts::create_account(c, op(), bob.id);
+  ASSERT_EQ(created, next) << "another account was created meanwhile; the test needs the predicted id";
+  ts::deposit(c, op(), created, 500);
+  auto pay = c.post("/v1/transfers", bob.key, transfer_body(created, b, 200), ts::unique_key("owner"));
+  EXPECT_EQ(pay.status, 201) << pay.body;
+  EXPECT_EQ(ts::balance(c, bob.key, created), 300);
+}
+
+// A transaction shows each party the balanceAfter of its own accounts only: the payer does not
+// learn the payee's balance, the payee not the payer's, and the owner of a deposited account not
+// the clearing account's (all the money issued in that currency). An operator sees all of them.
+TEST_F(LedgerE2E, ATransactionShowsOnlyYourOwnBalances) {
+  ts::http_client c(port());
+  const auto [alice, bob, a, b] = two_parties(c);
+  auto deposited = c.post("/v1/deposits", op(), R"({"accountId":)" + std::to_string(a) + R"(,"amount":700})",
+                          ts::unique_key("dep"));
+  ASSERT_EQ(deposited.status, 201) << deposited.body;
+  auto paid = c.post("/v1/transfers", alice.key, transfer_body(a, b, 200), ts::unique_key("pay"));
+  ASSERT_EQ(paid.status, 201) << paid.body;
+  const std::string payment(paid.json().as_object().at("transactionId").as_string());
+  const std::string deposit(deposited.json().as_object().at("transactionId").as_string());
+
+  // The accounts whose entry shows balanceAfter, as `key` reads transaction `id`.
+  auto balances_shown = [&](const std::string& id, const std::string& key) {
+    auto r = c.get("/v1/transactions/" + id, key);
+    EXPECT_EQ(r.status, 200) << r.body;
+    std::set<std::int64_t> shown;
+    for (const auto& e : r.json().as_object().at("entries").as_array()) {
+      const auto& entry = e.as_object();
+      if (entry.contains("balanceAfter")) shown.insert(entry.at("accountId").as_int64());
+    }
+    return shown;
+  };
+  EXPECT_EQ(balances_shown(payment, alice.key), std::set<std::int64_t>{a});
+  EXPECT_EQ(balances_shown(payment, bob.key), std::set<std::int64_t>{b});
+  EXPECT_EQ(balances_shown(payment, op()), (std::set<std::int64_t>{a, b}));
+  EXPECT_EQ(balances_shown(deposit, alice.key), std::set<std::int64_t>{a});
+  EXPECT_EQ(balances_shown(deposit, op()).size(), 2u);
+}
+
+// A NUL character (\u0000) in any string field answers 400 with a reason, and nothing is written:
+// PostgreSQL cannot store it, and refusing it in the database would fail the writer's whole batch.
+TEST_F(LedgerE2E, ANulCharacterInAStringIsRefused) {
+  ts::http_client c(port());
+  const auto [alice, bob, a, b] = two_parties(c);
+  const std::string key = ts::unique_key("nul");
+  auto r = c.post("/v1/deposits", op(),
+                  R"({"accountId":)" + std::to_string(a) + R"(,"amount":100,"externalRef":"ref\u0000x"})", key);
+  ASSERT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(r.json().as_object().at("code").as_string(), "invalid_request");
+  EXPECT_NE(r.body.find("NUL"), std::string::npos) << r.body;
+  EXPECT_EQ(ts::query_value("SELECT count(*) FROM journal_transaction WHERE idempotency_key = '" + key + "'"), "0");
+  EXPECT_EQ(ts::balance(c, alice.key, a), 0);
+  auto named = c.post("/v1/principals", op(), R"({"name":"x\u0000y","role":"user"})");
+  EXPECT_EQ(named.status, 400) << named.body;
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 namespace ts = test_support;
 using test_support::transfer_body;
 using test_support::concurrently;
+using test_support::backends_blocked_by;
 namespace ht = http_test;
 using namespace std::chrono_literals;
 
@@ -180,6 +181,25 @@ TEST_F(HttpServer, OversizedBodyIs413) {
     ASSERT_EQ(r.status, 400) << r.body;  // within the limit: the route refuses the empty object
     EXPECT_EQ(problem_code(r), "invalid_request");
   }
+}
+
+// A client that sends its whole body before it reads anything (Python's http.client and
+// requests do) still receives the 413: the server answers, then reads and discards the rest of
+// the body before it closes. Closing at once resets the connection under the sender, which then
+// sees a broken pipe instead of the answer.
+TEST_F(HttpServer, OversizedBodyIs413EvenForClientsThatSendAllOfItFirst) {
+  ht::raw_connection raw(port());
+  const std::size_t body_size = 8 * 1024 * 1024;
+  const std::string head = "POST /v1/transfers HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+                           "Content-Length: " + std::to_string(body_size) + "\r\nAuthorization: Bearer " + op() +
+                           "\r\n\r\n";
+  ASSERT_TRUE(raw.send(head));
+  ASSERT_TRUE(raw.send(std::string(body_size, 'x'))) << "the server reset the connection before the body was sent";
+  auto got = raw.read_until_closed(30s);
+  auto [status, body] = parse_raw_response(got.bytes);
+  EXPECT_EQ(status, 413) << got.bytes.substr(0, 200);
+  EXPECT_NE(body.find("\"code\":\"payload_too_large\""), std::string::npos) << body;
+  EXPECT_TRUE(got.closed);
 }
 
 // Garbage bytes that are not HTTP answer 400 problem+json (malformed_request) and the server
@@ -370,12 +390,6 @@ TEST(HttpReadiness, ReadyzFollowsRedis) {
   EXPECT_EQ(again.status, 200) << again.body;
 }
 
-// Count of backends waiting on a lock held by the backend `blocker_pid`.
-int backends_blocked_by(int blocker_pid) {
-  return std::stoi(ts::query_value("SELECT count(*) FROM pg_stat_activity WHERE " + std::to_string(blocker_pid) +
-                                   " = ANY(pg_blocking_pids(pid))"));
-}
-
 // A transfer in flight when SIGTERM arrives still completes: an owner transaction holds the
 // payer's row lock so the ledger writer waits; SIGTERM is sent; the server stops accepting
 // connections but keeps running; the lock is released; the transfer answers 201 and commits;
@@ -400,6 +414,9 @@ TEST(HttpShutdown, RequestInFlightAtSigtermCompletes) {
   const int lock_pid = owner.backendpid();
 
   const std::string key = ts::unique_key("shutdown");
+  // A client with a kept-alive connection, opened before SIGTERM.
+  ts::http_client kept(server->port(), 60s);
+  ASSERT_EQ(kept.request("GET", "/healthz").status, 200);
   auto transfer = std::async(std::launch::async, [&] {
     ts::http_client client(server->port(), 60s);
     return client.post("/v1/transfers", alice.key, transfer_body(a, b, 1200), key);
@@ -424,6 +441,14 @@ TEST(HttpShutdown, RequestInFlightAtSigtermCompletes) {
     }
   }
   EXPECT_TRUE(refused) << "the server still accepts connections after SIGTERM";
+  // A new money-moving request on the kept-alive connection is not started: 503 server_busy,
+  // Retry-After, and the connection closes; nothing of it is written.
+  const std::string late_key = ts::unique_key("late");
+  auto late = kept.post("/v1/transfers", alice.key, transfer_body(a, b, 100), late_key);
+  EXPECT_EQ(late.status, 503) << late.body;
+  EXPECT_EQ(problem_code(late), "server_busy");
+  EXPECT_FALSE(late.header("Retry-After").empty());
+  EXPECT_EQ(lower(late.header("Connection")), "close");
   ASSERT_EQ(transfer.wait_for(0ms), std::future_status::timeout) << "the transfer ended before the lock was released";
   ASSERT_EQ(exit_code.wait_for(0ms), std::future_status::timeout) << "the server exited with a request in flight";
 
@@ -435,6 +460,7 @@ TEST(HttpShutdown, RequestInFlightAtSigtermCompletes) {
                             std::to_string(alice.id) + " AND idempotency_key = '" + key + "'"),
             "1");
   EXPECT_EQ(ts::query_value("SELECT balance FROM account WHERE id = " + std::to_string(a)), "3800");
+  EXPECT_EQ(ts::query_value("SELECT count(*) FROM journal_transaction WHERE idempotency_key = '" + late_key + "'"), "0");
 
   // With nothing left in flight the process must exit promptly. (It once hung here for good:
   // ~actor_system waited for account actors nobody stopped.) If it hangs, end it so that the
@@ -507,6 +533,103 @@ TEST(HttpConfig, BadPortStopsStartWithExitCode2) {
   r = ht::run_program(binary, {"--http-port", "0"}, env, 30s);
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("http.port"), std::string::npos) << r.output;
+}
+
+
+// Requests that cost the server a database read without a valid key are bounded: an unknown key
+// is remembered (repeating it costs no read), requests whose key needs a read are limited per
+// client address (429 before the read), a principal that names accounts that do not exist is
+// limited (429), /readyz is answered from a health state refreshed at most every
+// http.readyz_refresh_ms, and a client whose key is known is never held back by any of this.
+class HttpFloods : public ts::shared_server_test<HttpFloods> {
+ public:
+  static ts::server_process::options options() {
+    ts::server_process::options o;
+    o.env = ts::unlimited_rates();
+    o.env["WALLET_AUTH_UNKNOWN_KEY_CACHE_MS"] = "600000";
+    o.env["WALLET_AUTH_UNAUTHENTICATED_PER_SECOND"] = "1";
+    o.env["WALLET_AUTH_UNAUTHENTICATED_BURST"] = "5";
+    o.env["WALLET_AUTH_UNKNOWN_ACCOUNTS_PER_SECOND"] = "1";
+    o.env["WALLET_AUTH_UNKNOWN_ACCOUNTS_BURST"] = "5";
+    o.env["WALLET_HTTP_READYZ_REFRESH_MS"] = "60000";
+    return o;
+  }
+
+ protected:
+  std::int64_t reads(ts::http_client& c) const { return ts::metric_value(c, "wallet_reader_jobs_total"); }
+};
+
+TEST_F(HttpFloods, AnUnknownKeyCostsOneReadHoweverOftenItIsSent) {
+  ts::http_client c(port());
+  const auto before = reads(c);
+  int unauthorized = 0;
+  for (int i = 0; i < 50; ++i) {
+    auto r = c.get("/v1/accounts/1", "not-a-key-anybody-has");
+    ASSERT_TRUE(r.status == 401 || r.status == 429) << r.body;  // 429 once the address's allowance is spent
+    if (r.status == 401) ++unauthorized;
+  }
+  EXPECT_GE(unauthorized, 5);
+  EXPECT_EQ(reads(c) - before, 1);
+  EXPECT_GE(ts::metric_value(c, "wallet_unknown_keys_cached"), 1);
+}
+
+TEST_F(HttpFloods, NewKeysFromOneAddressAreLimitedBeforeTheirRead) {
+  ts::http_client c(port());
+  const auto started = std::chrono::steady_clock::now();
+  const auto before = reads(c);
+  int unauthorized = 0, limited = 0;
+  for (int i = 0; i < 40; ++i) {
+    auto r = c.get("/v1/accounts/1", ts::unique_key("forged"));
+    if (r.status == 401) {
+      ++unauthorized;
+    } else {
+      ASSERT_EQ(r.status, 429) << r.body;
+      EXPECT_EQ(problem_code(r), "rate_limited");
+      EXPECT_FALSE(r.header("Retry-After").empty());
+      ++limited;
+    }
+  }
+  const auto elapsed_s = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started).count();
+  // At most the burst plus what refilled meanwhile (1/s) got through to a read.
+  EXPECT_LE(unauthorized, 5 + elapsed_s + 1);
+  EXPECT_EQ(unauthorized + limited, 40);
+  EXPECT_LE(reads(c) - before, unauthorized);
+  // The operator's key is known: the exhausted allowance of the address does not touch it.
+  EXPECT_EQ(c.get("/v1/transactions/00000000-0000-0000-0000-000000000000", op()).status, 404);
+}
+
+TEST_F(HttpFloods, NamingAccountsThatDoNotExistIsLimitedPerPrincipal) {
+  ts::http_client c(port());
+  auto mallory = ts::create_principal(c, op());
+  const auto started = std::chrono::steady_clock::now();
+  const auto before = reads(c);
+  int not_found = 0, limited = 0;
+  for (int i = 0; i < 40; ++i) {
+    auto r = c.get("/v1/accounts/" + std::to_string(900'000'000 + i), mallory.key);
+    if (r.status == 404) {
+      ++not_found;
+    } else {
+      ASSERT_EQ(r.status, 429) << r.body;
+      EXPECT_EQ(problem_code(r), "rate_limited");
+      ++limited;
+    }
+  }
+  const auto elapsed_s = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started).count();
+  EXPECT_LE(not_found, 5 + elapsed_s + 1);
+  EXPECT_EQ(not_found + limited, 40);
+  EXPECT_LE(reads(c) - before, not_found);
+  // Another principal is not held back by mallory's allowance.
+  auto alice = ts::create_principal(c, op());
+  const auto mine = ts::create_account(c, op(), alice.id);
+  EXPECT_EQ(c.get("/v1/accounts/" + std::to_string(mine), alice.key).status, 200);
+}
+
+TEST_F(HttpFloods, ReadyzIsAnsweredFromAHealthStateNotAProbePerCall) {
+  ts::http_client c(port());
+  ASSERT_EQ(c.request("GET", "/readyz").status, 200);
+  const auto before = reads(c);
+  for (int i = 0; i < 100; ++i) ASSERT_EQ(c.request("GET", "/readyz").status, 200);
+  EXPECT_EQ(reads(c) - before, 0);
 }
 
 }  // namespace

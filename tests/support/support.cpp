@@ -265,7 +265,11 @@ std::map<std::string, std::string> unlimited_rates() {
   return {{"WALLET_RATELIMIT_RATE_PER_SECOND", "1000000"},
           {"WALLET_RATELIMIT_BURST", "1000000"},
           {"WALLET_RATELIMIT_READ_RATE_PER_SECOND", "1000000"},
-          {"WALLET_RATELIMIT_READ_BURST", "1000000"}};
+          {"WALLET_RATELIMIT_READ_BURST", "1000000"},
+          {"WALLET_AUTH_UNAUTHENTICATED_PER_SECOND", "1000000"},
+          {"WALLET_AUTH_UNAUTHENTICATED_BURST", "1000000"},
+          {"WALLET_AUTH_UNKNOWN_ACCOUNTS_PER_SECOND", "1000000"},
+          {"WALLET_AUTH_UNKNOWN_ACCOUNTS_BURST", "1000000"}};
 }
 
 std::string transfer_body(std::int64_t from, std::int64_t to, std::int64_t amount) {
@@ -295,6 +299,14 @@ int backends_blocked_by(int blocker_pid) {
       "  UNION"
       "  SELECT a.pid FROM pg_stat_activity a JOIN waiting w ON w.pid = ANY(pg_blocking_pids(a.pid))"
       ") SELECT count(*) FROM waiting"));
+}
+
+std::int64_t metric_value(http_client& c, const std::string& name) {
+  const auto r = c.request("GET", "/metrics");
+  const std::string needle = "\n" + name + " ";
+  const auto at = r.body.find(needle);
+  if (at == std::string::npos) return -1;
+  return std::stoll(r.body.substr(at + needle.size()));
 }
 
 }  // namespace test_support

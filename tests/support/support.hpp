@@ -86,6 +86,9 @@ class server_process {
   std::string log_path_;
 };
 
+// A metric's value from /metrics (the first series of that exact name); -1 when it is missing.
+std::int64_t metric_value(http_client& c, const std::string& name);
+
 // Rate limits high enough that a suite about something else never meets them.
 std::map<std::string, std::string> unlimited_rates();
 
