@@ -53,6 +53,9 @@ if [[ -z ${WALLET_AUTH_BOOTSTRAP_KEY:-} ]]; then
       -H "Authorization: Bearer $WALLET_AUTH_BOOTSTRAP_KEY" -H 'Content-Type: application/json' \\
       -d '{"name":"alice","role":"user"}'
 
+  A first payment between two new users, from another terminal:
+    WALLET_URL=http://127.0.0.1:$port OP=$WALLET_AUTH_BOOTSTRAP_KEY docs/quickstart.sh
+
 MSG
 fi
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <pqxx/pqxx>
 
+#include <cstdio>
 #include <future>
 #include <set>
 
@@ -362,7 +363,8 @@ TEST_F(LedgerE2E, ATransactionShowsOnlyYourOwnBalances) {
     auto r = c.get("/v1/transactions/" + id, key);
     EXPECT_EQ(r.status, 200) << r.body;
     std::set<std::int64_t> shown;
-    for (const auto& e : r.json().as_object().at("entries").as_array()) {
+    const auto body = r.json();
+    for (const auto& e : body.as_object().at("entries").as_array()) {
       const auto& entry = e.as_object();
       if (entry.contains("balanceAfter")) shown.insert(entry.at("accountId").as_int64());
     }
@@ -390,6 +392,26 @@ TEST_F(LedgerE2E, ANulCharacterInAStringIsRefused) {
   EXPECT_EQ(ts::balance(c, alice.key, a), 0);
   auto named = c.post("/v1/principals", op(), R"({"name":"x\u0000y","role":"user"})");
   EXPECT_EQ(named.status, 400) << named.body;
+}
+
+}  // namespace
+
+namespace {
+
+// The README's first payment is docs/quickstart.sh; run word for word against a server, it moves
+// the money it says: two users, a deposit of 50000 to Alice, a payment of 1000 to Bob.
+TEST_F(LedgerE2E, TheQuickstartScriptMakesItsFirstPayment) {
+  const std::string command = "WALLET_URL=http://127.0.0.1:" + std::to_string(port()) + " OP='" + op() + "' bash " +
+                              ts::source_dir() + "/docs/quickstart.sh 2>&1";
+  FILE* pipe = ::popen(command.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string output;
+  char buffer[512];
+  while (std::fgets(buffer, sizeof(buffer), pipe) != nullptr) output += buffer;
+  const int status = ::pclose(pipe);
+  ASSERT_EQ(status, 0) << output;
+  EXPECT_NE(output.find("alice has 49000 left"), std::string::npos) << output;
+  EXPECT_NE(output.find("bob's balance: 1000"), std::string::npos) << output;
 }
 
 }  // namespace
