@@ -18,7 +18,6 @@
 namespace actors {
 namespace {
 
-using clock = std::chrono::steady_clock;
 
 struct waiting_debit {
   debit_request request;
@@ -98,28 +97,11 @@ void apply_rows(account_actor_state& st, const std::vector<persistence::row_stat
 }
 
 void start_load(account_actor* self) {
-  account_runtime* rt = self->state.rt;
   auto& st = self->state;
   if (st.loading) return;
   st.loading = true;
   st.status_from_notice = false;
-  caf::actor me = caf::actor_cast<caf::actor>(self);
-  const auto id = st.id;
-  rt->readers->submit({
-      [me, id](pqxx::connection& conn) -> std::function<void()> {
-        account_loaded result;
-        if (auto record = persistence::find_account(conn, id)) {
-          result.found = true;
-          result.record = std::move(*record);
-        }
-        return [me, result = std::move(result)]() mutable { caf::anon_send(me, loaded_atom::value, std::move(result)); };
-      },
-      [me](ledger::error_code, std::string) {
-        account_loaded result;
-        result.failed = true;
-        caf::anon_send(me, loaded_atom::value, std::move(result));
-      },
-  });
+  st.rt->load(st.id, caf::actor_cast<caf::actor>(self));
 }
 
 // Decides one debit. Its answer goes straight to the caller's sink, not back through the
@@ -314,7 +296,8 @@ caf::behavior account_actor_behavior(account_actor* self, ledger::account_id id,
 struct registry_entry {
   caf::actor actor;
   std::uint64_t forwarded = 0;
-  clock::time_point last_forward;
+  // The actor system's clock (steady time in the server, simulated under the test coordinator).
+  caf::actor_clock::time_point last_forward;
 };
 
 struct registry_state {
@@ -344,7 +327,7 @@ caf::behavior account_registry(registry_actor* self, std::shared_ptr<account_run
           ++rt->live_actors;
         }
         ++it->second.forwarded;
-        it->second.last_forward = clock::now();
+        it->second.last_forward = self->clock().now();
         self->send(it->second.actor, debit_atom::value, std::move(req), std::move(sink));
       },
       // The debits in flight of an account: 0 when it has no live actor.
@@ -380,7 +363,7 @@ caf::behavior account_registry(registry_actor* self, std::shared_ptr<account_run
         --rt->live_actors;
       },
       [=](tick_atom) {
-        const auto now = clock::now();
+        const auto now = self->clock().now();
         for (const auto& [id, entry] : self->state.live) {
           if (now - entry.last_forward >= idle) self->send(entry.actor, tick_atom::value);
         }
@@ -393,6 +376,28 @@ caf::behavior account_registry(registry_actor* self, std::shared_ptr<account_run
 
 caf::actor spawn_account_registry(caf::actor_system& system, std::shared_ptr<account_runtime> runtime) {
   return system.spawn(account_registry, std::move(runtime));
+}
+
+std::function<void(ledger::account_id, caf::actor)> load_from_database(std::shared_ptr<reader_pool> readers) {
+  return [readers = std::move(readers)](ledger::account_id id, caf::actor me) {
+    readers->submit({
+        [me, id](pqxx::connection& conn) -> std::function<void()> {
+          account_loaded result;
+          if (auto record = persistence::find_account(conn, id)) {
+            result.found = true;
+            result.record = std::move(*record);
+          }
+          return [me, result = std::move(result)]() mutable {
+            caf::anon_send(me, loaded_atom::value, std::move(result));
+          };
+        },
+        [me](ledger::error_code, std::string) {
+          account_loaded result;
+          result.failed = true;
+          caf::anon_send(me, loaded_atom::value, std::move(result));
+        },
+    });
+  };
 }
 
 }  // namespace actors

@@ -23,6 +23,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -30,6 +31,7 @@
 #include <caf/fwd.hpp>
 
 #include "actors/ledger_writer.hpp"
+#include "ledger/types.hpp"
 
 namespace actors {
 
@@ -38,7 +40,10 @@ class reader_pool;
 struct account_runtime {
   std::vector<caf::actor> writers;
   std::vector<std::shared_ptr<actors::writer_gauges>> writer_gauges;
-  std::shared_ptr<reader_pool> readers;
+  // How an account actor asks for its committed state: the answer must reach `actor` as
+  // (loaded_atom, account_loaded). The server reads it through the reader pool
+  // (load_from_database); the deterministic tests answer it themselves.
+  std::function<void(ledger::account_id id, caf::actor actor)> load;
   std::int64_t writer_queue_max = 10'000;
   std::int64_t inflight_max = 2'000;
   std::int64_t idle_ms = 60'000;
@@ -47,6 +52,9 @@ struct account_runtime {
 };
 
 caf::actor spawn_account_registry(caf::actor_system& system, std::shared_ptr<account_runtime> runtime);
+
+// The server's account loader: one read of the account and its shards on the reader pool.
+std::function<void(ledger::account_id, caf::actor)> load_from_database(std::shared_ptr<reader_pool> readers);
 
 // The writer that commits every debit of an account: debits of one account always go to the
 // same writer, so they commit in the order its actor decided them.

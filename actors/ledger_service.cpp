@@ -420,7 +420,7 @@ void ledger_service::start() {
                                             s.database.reconnect_backoff_ms);
 
   d.runtime = std::make_shared<account_runtime>();
-  d.runtime->readers = d.readers;
+  d.runtime->load = load_from_database(d.readers);
   d.runtime->writer_queue_max = s.writer.queue_postings_max;
   d.runtime->inflight_max = s.actors.account_inflight_max;
   d.runtime->idle_ms = s.actors.account_idle_ms;

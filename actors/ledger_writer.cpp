@@ -23,9 +23,43 @@ struct pending_posting {
   caf::typed_response_promise<persistence::posting_outcome> promise;
 };
 
+class pg_backend final : public writer_backend {
+ public:
+  explicit pg_backend(writer_config config) : config_(std::move(config)) {}
+
+  bool connect() override {
+    if (conn_ && conn_->is_open()) return true;
+    conn_.reset();
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_attempt_ < std::chrono::milliseconds(config_.reconnect_backoff_ms)) return false;
+    last_attempt_ = now;
+    try {
+      conn_ = persistence::connect(config_.database);
+      persistence::prepare_posting_statements(*conn_);
+      spdlog::info("ledger writer {} connected", config_.index);
+      return true;
+    } catch (const std::exception& e) {
+      conn_.reset();
+      spdlog::warn("ledger writer {} cannot connect: {}", config_.index, e.what());
+      return false;
+    }
+  }
+
+  persistence::batch_result commit(const std::vector<persistence::posting_request>& requests) override {
+    return persistence::commit_batch(*conn_, requests);
+  }
+
+  void disconnect() override { conn_.reset(); }
+  bool usable() const override { return conn_ && conn_->is_open(); }
+
+ private:
+  writer_config config_;
+  std::unique_ptr<pqxx::connection> conn_;
+  std::chrono::steady_clock::time_point last_attempt_{};
+};
+
 struct writer_state {
-  std::unique_ptr<pqxx::connection> conn;
-  std::chrono::steady_clock::time_point last_connect_attempt{};
+  std::shared_ptr<writer_backend> backend;
   std::vector<pending_posting> pending;
   bool flush_scheduled = false;
   std::vector<caf::actor> registry;
@@ -34,25 +68,9 @@ struct writer_state {
 
 using writer_actor = caf::stateful_actor<writer_state>;
 
-bool ensure_connected(writer_actor* self, const writer_config& config, writer_gauges& gauges) {
-  auto& st = self->state;
-  if (st.conn && st.conn->is_open()) return true;
-  st.conn.reset();
-  gauges.connected = false;
-  const auto now = std::chrono::steady_clock::now();
-  if (now - st.last_connect_attempt < std::chrono::milliseconds(config.reconnect_backoff_ms)) return false;
-  st.last_connect_attempt = now;
-  try {
-    st.conn = persistence::connect(config.database);
-    persistence::prepare_posting_statements(*st.conn);
-    gauges.connected = true;
-    spdlog::info("ledger writer {} connected", config.index);
-    return true;
-  } catch (const std::exception& e) {
-    st.conn.reset();
-    spdlog::warn("ledger writer {} cannot connect: {}", config.index, e.what());
-    return false;
-  }
+bool ensure_connected(writer_actor* self, writer_gauges& gauges) {
+  gauges.connected = self->state.backend->connect();
+  return gauges.connected.load();
 }
 
 void answer_all(std::vector<pending_posting>& batch, writer_gauges& gauges, ledger::error_code code) {
@@ -83,7 +101,7 @@ void flush(writer_actor* self, const writer_config& config, writer_gauges& gauge
   batch.swap(st.pending);
   if (batch.empty()) return;
 
-  if (!ensure_connected(self, config, gauges)) {
+  if (!ensure_connected(self, gauges)) {
     answer_all(batch, gauges, ledger::error_code::database_unavailable);
     return;
   }
@@ -95,7 +113,7 @@ void flush(writer_actor* self, const writer_config& config, writer_gauges& gauge
   const auto started = std::chrono::steady_clock::now();
   persistence::batch_result result;
   try {
-    result = persistence::commit_batch(*st.conn, requests);
+    result = st.backend->commit(requests);
   } catch (const persistence::database_timeout& e) {
     spdlog::warn("ledger writer {}: batch of {} timed out in the database: {}", config.index, batch.size(), e.what());
     ++gauges.failures;
@@ -103,7 +121,7 @@ void flush(writer_actor* self, const writer_config& config, writer_gauges& gauge
     return;
   } catch (const pqxx::in_doubt_error& e) {
     spdlog::error("ledger writer {}: COMMIT outcome unknown for {} postings: {}", config.index, batch.size(), e.what());
-    st.conn.reset();
+    st.backend->disconnect();
     ++gauges.failures;
     answer_all(batch, gauges, ledger::error_code::outcome_unknown);
     return;
@@ -111,20 +129,20 @@ void flush(writer_actor* self, const writer_config& config, writer_gauges& gauge
     // The connection broke somewhere in the batch; whether COMMIT got through cannot be known
     // here, so every client is told to retry with the same Idempotency-Key.
     spdlog::error("ledger writer {}: connection lost during a batch of {}: {}", config.index, batch.size(), e.what());
-    st.conn.reset();
+    st.backend->disconnect();
     ++gauges.failures;
     answer_all(batch, gauges, ledger::error_code::outcome_unknown);
     return;
   } catch (const std::exception& e) {
     spdlog::error("ledger writer {}: batch of {} failed: {}", config.index, batch.size(), e.what());
-    if (st.conn && !st.conn->is_open()) st.conn.reset();
+    if (!st.backend->usable()) st.backend->disconnect();
     ++gauges.failures;
     answer_all(batch, gauges, ledger::error_code::outcome_unknown);
     return;
   }
   if (result.connection_lost) {
     // Lost while postings were isolated one by one: each is answered by what became of it below.
-    st.conn.reset();
+    st.backend->disconnect();
     ++gauges.failures;
   }
   const auto elapsed = std::chrono::steady_clock::now() - started;
@@ -171,10 +189,12 @@ void flush(writer_actor* self, const writer_config& config, writer_gauges& gauge
   publish(self, others);
 }
 
-caf::behavior ledger_writer(writer_actor* self, writer_config config, std::shared_ptr<writer_gauges> gauges) {
+caf::behavior ledger_writer(writer_actor* self, writer_config config, std::shared_ptr<writer_gauges> gauges,
+                            std::shared_ptr<writer_backend> backend, bool detached) {
   // Detached: this runs on the writer's own thread, which keeps the name for its whole life.
-  pthread_setname_np(pthread_self(), "wallet-writer");
-  ensure_connected(self, config, *gauges);
+  if (detached) pthread_setname_np(pthread_self(), "wallet-writer");
+  self->state.backend = std::move(backend);
+  ensure_connected(self, *gauges);
   return {
       [=](registry_handles& handles) { self->state.registry = std::move(handles.shards); },
       [=](posting_atom, persistence::posting_request& request) -> caf::result<persistence::posting_outcome> {
@@ -203,9 +223,22 @@ caf::behavior ledger_writer(writer_actor* self, writer_config config, std::share
 
 }  // namespace
 
+std::unique_ptr<writer_backend> database_backend(writer_config config) {
+  return std::make_unique<pg_backend>(std::move(config));
+}
+
 caf::actor spawn_ledger_writer(caf::actor_system& system, writer_config config,
                                std::shared_ptr<writer_gauges> gauges) {
-  return system.spawn<caf::detached>(ledger_writer, std::move(config), std::move(gauges));
+  std::shared_ptr<writer_backend> backend = database_backend(config);
+  return spawn_ledger_writer(system, std::move(config), std::move(gauges), std::move(backend), true);
+}
+
+caf::actor spawn_ledger_writer(caf::actor_system& system, writer_config config, std::shared_ptr<writer_gauges> gauges,
+                               std::shared_ptr<writer_backend> backend, bool detached) {
+  if (detached) {
+    return system.spawn<caf::detached>(ledger_writer, std::move(config), std::move(gauges), std::move(backend), true);
+  }
+  return system.spawn(ledger_writer, std::move(config), std::move(gauges), std::move(backend), false);
 }
 
 }  // namespace actors

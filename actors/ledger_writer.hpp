@@ -25,6 +25,7 @@
 #include <caf/actor.hpp>
 #include <caf/fwd.hpp>
 
+#include "persistence/batch.hpp"
 #include "persistence/database.hpp"
 
 namespace actors {
@@ -63,8 +64,31 @@ struct registry_handles {
   std::vector<caf::actor> shards;
 };
 
+// What a writer commits batches with: PostgreSQL (database_backend) in the server; a script in
+// the deterministic actor tests. Both answer exactly like persistence::commit_batch, exceptions
+// included (connection loss, timeouts).
+class writer_backend {
+ public:
+  virtual ~writer_backend() = default;
+  // True when a connection is ready (connecting if needed, at most once per backoff interval).
+  virtual bool connect() = 0;
+  virtual persistence::batch_result commit(const std::vector<persistence::posting_request>& requests) = 0;
+  // Drops the connection after a failure; the next connect() makes a new one.
+  virtual void disconnect() = 0;
+  // Whether the connection still looks usable after a failed commit.
+  virtual bool usable() const = 0;
+};
+
+// The server's backend: one PostgreSQL connection with the posting path's prepared statements.
+std::unique_ptr<writer_backend> database_backend(writer_config config);
+
 caf::actor spawn_ledger_writer(caf::actor_system& system, writer_config config,
                                std::shared_ptr<writer_gauges> gauges);
+
+// A writer over `backend`. Detached (its own thread, as in the server) or scheduled (so a test
+// coordinator decides when it runs).
+caf::actor spawn_ledger_writer(caf::actor_system& system, writer_config config, std::shared_ptr<writer_gauges> gauges,
+                               std::shared_ptr<writer_backend> backend, bool detached);
 
 }  // namespace actors
 

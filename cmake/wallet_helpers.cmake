@@ -30,3 +30,18 @@ function(wallet_test name)
   set_tests_properties(${name} PROPERTIES LABELS ${ARG_LABEL} TIMEOUT ${ARG_TIMEOUT}
     ENVIRONMENT "WALLET_BUILD_DIR=${PROJECT_BINARY_DIR};WALLET_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
 endfunction()
+
+# wallet_caf_test(name LABEL label [TIMEOUT seconds] SOURCES ... DEPS ...): a suite written with
+# CAF's own test DSL (caf/test/dsl.hpp: deterministic scheduling), which brings its own main.
+function(wallet_caf_test name)
+  cmake_parse_arguments(ARG "" "LABEL;TIMEOUT" "SOURCES;DEPS" ${ARGN})
+  if(NOT ARG_TIMEOUT)
+    set(ARG_TIMEOUT 120)
+  endif()
+  add_executable(${name} ${ARG_SOURCES})
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS})
+  target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR})
+  wallet_warnings(${name})
+  add_test(NAME ${name} COMMAND ${name})
+  set_tests_properties(${name} PROPERTIES LABELS ${ARG_LABEL} TIMEOUT ${ARG_TIMEOUT})
+endfunction()

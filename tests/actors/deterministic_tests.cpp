@@ -1,0 +1,399 @@
+// The account actor's state machine and the ledger writer's batching, driven by CAF's test
+// coordinator: no thread, no sleep, no database. Every message is delivered when the test says
+// so, so each interleaving named below happens exactly as written, every run.
+//
+// The account registry and its actors run as in the server; the ledger writer they talk to is a
+// scripted actor whose answers the test gives, and account loads are answered by the test too.
+// The writer's own tests run the real writer behaviour over a scripted backend.
+
+#define CAF_SUITE actors_deterministic
+
+#include <caf/test/dsl.hpp>
+// This suite is its own program: CAF's test engine provides main().
+#include <caf/test/unit_test_impl.hpp>
+
+#include <pqxx/except>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "actors/accounts.hpp"
+#include "actors/ledger_writer.hpp"
+#include "actors/messages.hpp"
+#include "actors/outcomes.hpp"
+
+using namespace actors;
+using ledger::error_code;
+
+namespace {
+
+constexpr ledger::account_id k_payer = 10;
+constexpr ledger::account_id k_payee = 20;
+constexpr ledger::principal_id k_owner = 7;
+
+// A posting the account actor handed to the writer, waiting for the test's answer.
+struct held_posting {
+  persistence::posting_request request;
+  caf::response_promise promise;
+};
+
+struct writer_script {
+  std::vector<held_posting> held;
+};
+
+using answer_atom = caf::atom_constant<caf::atom("answer")>;
+
+// A ledger writer that holds every posting until the test answers it (a promise is delivered
+// from its own actor's context, so the answer goes through the writer).
+caf::behavior scripted_writer(caf::event_based_actor* self, writer_script* script) {
+  return {
+      [=](posting_atom, persistence::posting_request& request) {
+        auto promise = self->make_response_promise();
+        script->held.push_back({std::move(request), promise});
+        return promise;
+      },
+      [=](answer_atom, std::size_t i, persistence::posting_outcome& out) {
+        script->held.at(i).promise.deliver(std::move(out));
+      },
+  };
+}
+
+struct account_fixture : test_coordinator_fixture<> {
+  writer_script script;
+  caf::actor writer;
+  std::shared_ptr<account_runtime> rt = std::make_shared<account_runtime>();
+  caf::actor registry;
+  std::vector<std::pair<ledger::account_id, caf::actor>> loads;
+  std::vector<money_result> answers;
+  int keys = 0;
+
+  account_fixture() {
+    writer = sys.spawn(scripted_writer, &script);
+    rt->writers = {writer};
+    rt->writer_gauges = {std::make_shared<writer_gauges>()};
+    rt->load = [this](ledger::account_id id, caf::actor actor) { loads.emplace_back(id, std::move(actor)); };
+    rt->inflight_max = 3;
+    rt->idle_ms = 1'000;
+    rt->live_max_per_shard = 16;
+    rt->writer_queue_max = 100;
+    registry = spawn_account_registry(sys, rt);
+    consume_messages();
+  }
+
+  ~account_fixture() override {
+    // The registry re-arms its scan timer forever: stop it before the base class runs out the clock.
+    caf::anon_send_exit(registry, caf::exit_reason::user_shutdown);
+    consume_messages();
+  }
+
+  account_facts payer_facts(int shards = 0) const {
+    account_facts f{k_payer, k_owner, "EUR", ledger::account_kind::user, {}};
+    for (int i = 0; i < shards; ++i) f.shards.push_back(k_payer + 100 + i);
+    return f;
+  }
+
+  // Sends a debit of `amount` from the payer to the registry and lets every actor run.
+  void debit(ledger::amount_minor amount, std::optional<account_facts> payer) {
+    transfer_command cmd;
+    cmd.principal = k_owner;
+    cmd.from = k_payer;
+    cmd.to = k_payee;
+    cmd.amount = amount;
+    cmd.idempotency_key = "key-" + std::to_string(++keys);
+    cmd.request_hash = cmd.idempotency_key;
+    account_facts payee{k_payee, 8, "EUR", ledger::account_kind::user, {}};
+    caf::anon_send(registry, debit_atom::value, debit_request{std::move(cmd), std::move(payee), std::move(payer)},
+                   reply_sink{[this](money_result r) { answers.push_back(std::move(r)); }});
+    consume_messages();
+  }
+
+  // Answers held posting `i` as committed, with the payer's main row now at (balance, version).
+  void commit(std::size_t i, ledger::amount_minor balance, std::int64_t version) {
+    persistence::posting_outcome out;
+    out.transaction_id = "tx-" + std::to_string(i);
+    out.response_status = 201;
+    out.response_body = "{}";
+    out.rows_after.push_back({k_payer, balance, version, 0});
+    answer(i, std::move(out));
+  }
+
+  void fail(std::size_t i, error_code code) {
+    persistence::posting_outcome out;
+    out.outcome = code;
+    answer(i, std::move(out));
+  }
+
+  void answer(std::size_t i, persistence::posting_outcome out) {
+    --rt->writer_gauges[0]->queued;
+    caf::anon_send(writer, answer_atom::value, i, std::move(out));
+    consume_messages();
+  }
+
+  // Answers load `i` with the payer's record: main row at (balance, version), and `status`.
+  void loaded(std::size_t i, ledger::amount_minor balance, std::int64_t version,
+              ledger::account_status status = ledger::account_status::active, bool found = true) {
+    account_loaded result;
+    result.found = found;
+    result.record.id = k_payer;
+    result.record.owner_id = k_owner;
+    result.record.currency = "EUR";
+    result.record.status = status;
+    result.record.balance = balance;
+    result.record.version = version;
+    caf::anon_send(loads.at(i).second, loaded_atom::value, std::move(result));
+    consume_messages();
+  }
+
+  std::int64_t live() const { return rt->live_actors.load(); }
+};
+
+}  // namespace
+
+CAF_TEST_FIXTURE_SCOPE(account_actor_tests, account_fixture)
+
+// An actor that starts from the directory's facts sends its first debit to the writer without
+// knowing the balance (the writer checks it under its lock); the writer's answer teaches it the
+// committed balance, and a later debit beyond it is refused before any database work.
+CAF_TEST(the_first_answer_teaches_the_balance_and_later_refusals_need_no_writer) {
+  debit(60, payer_facts());
+  CAF_REQUIRE_EQUAL(script.held.size(), 1u);
+  CAF_CHECK(loads.empty());
+  commit(0, 40, 1);
+  CAF_REQUIRE_EQUAL(answers.size(), 1u);
+  CAF_CHECK(answers[0].outcome == error_code::ok);
+  debit(50, payer_facts());
+  CAF_CHECK_EQUAL(script.held.size(), 1u);
+  CAF_REQUIRE_EQUAL(answers.size(), 2u);
+  CAF_CHECK(answers[1].outcome == error_code::insufficient_funds);
+  CAF_CHECK(answers[1].decided_before_writer);
+}
+
+// Debits in flight are reserved: with 100 committed, a debit of 60 in flight leaves 40, so a
+// second 60 is refused at once; when the writer refuses the first, its reservation is released
+// and the same 60 goes through to the writer.
+CAF_TEST(debits_in_flight_are_reserved_until_the_writer_answers) {
+  debit(1, payer_facts());
+  commit(0, 100, 1);
+  debit(60, payer_facts());
+  CAF_REQUIRE_EQUAL(script.held.size(), 2u);
+  debit(60, payer_facts());
+  CAF_CHECK_EQUAL(script.held.size(), 2u);
+  CAF_REQUIRE_EQUAL(answers.size(), 2u);
+  CAF_CHECK(answers[1].outcome == error_code::insufficient_funds);
+  fail(1, error_code::insufficient_funds);
+  CAF_REQUIRE_EQUAL(answers.size(), 3u);
+  CAF_CHECK(answers[2].outcome == error_code::insufficient_funds);
+  debit(60, payer_facts());
+  CAF_CHECK_EQUAL(script.held.size(), 3u);
+}
+
+// An unknown commit outcome makes the actor forget what it believed and reload; debits that
+// arrive meanwhile wait, and once the load answers they are decided in arrival order against the
+// reloaded balance.
+CAF_TEST(an_unknown_outcome_reloads_and_waiting_debits_are_decided_in_order) {
+  debit(10, payer_facts());
+  fail(0, error_code::outcome_unknown);
+  CAF_REQUIRE_EQUAL(answers.size(), 1u);
+  CAF_CHECK(answers[0].outcome == error_code::outcome_unknown);
+  CAF_REQUIRE_EQUAL(loads.size(), 1u);
+  debit(30, payer_facts());
+  debit(30, payer_facts());
+  CAF_CHECK_EQUAL(script.held.size(), 1u);
+  CAF_CHECK_EQUAL(answers.size(), 1u);
+  loaded(0, 50, 4);
+  CAF_REQUIRE_EQUAL(script.held.size(), 2u);
+  CAF_CHECK_EQUAL(script.held[1].request.posting.amount, 30);
+  CAF_REQUIRE_EQUAL(answers.size(), 2u);
+  CAF_CHECK(answers[1].outcome == error_code::insufficient_funds);
+}
+
+// An operator's freeze that reaches the actor while its load is on the way wins over the load,
+// which may have read the status before the freeze committed: the next debit is refused.
+CAF_TEST(a_status_change_during_a_load_wins_over_the_load) {
+  debit(10, payer_facts(2));  // a hot payer: its actor reads its state in the background
+  CAF_REQUIRE_EQUAL(loads.size(), 1u);
+  caf::anon_send(registry, status_atom::value, k_payer, ledger::account_status::frozen);
+  consume_messages();
+  loaded(0, 500, 3, ledger::account_status::active);
+  debit(10, payer_facts(2));
+  CAF_REQUIRE_EQUAL(answers.size(), 1u);
+  CAF_CHECK(answers[0].outcome == error_code::account_inactive);
+  CAF_CHECK(answers[0].decided_before_writer);
+  CAF_CHECK_EQUAL(script.held.size(), 1u);
+  caf::anon_send(registry, status_atom::value, k_payer, ledger::account_status::active);
+  consume_messages();
+  debit(10, payer_facts(2));
+  CAF_CHECK_EQUAL(script.held.size(), 2u);
+}
+
+// At most account_inflight_max debits of one account are in flight; the next is shed with 503
+// account_busy and changes nothing.
+CAF_TEST(debits_over_the_in_flight_bound_are_shed) {
+  debit(1, payer_facts());
+  commit(0, 1000, 1);
+  for (int i = 0; i < 3; ++i) debit(1, payer_facts());
+  CAF_CHECK_EQUAL(script.held.size(), 4u);
+  debit(1, payer_facts());
+  CAF_CHECK_EQUAL(script.held.size(), 4u);
+  CAF_REQUIRE_EQUAL(answers.size(), 2u);
+  CAF_CHECK(answers[1].outcome == error_code::account_busy);
+}
+
+// An account that does not exist answers not_found, and its actor stops at once rather than
+// answering not_found to an account created later under the same id.
+CAF_TEST(an_account_that_does_not_exist_leaves_no_actor_behind) {
+  debit(10, std::nullopt);
+  CAF_CHECK_EQUAL(live(), 1);
+  CAF_REQUIRE_EQUAL(loads.size(), 1u);
+  loaded(0, 0, 0, ledger::account_status::active, false);
+  CAF_REQUIRE_EQUAL(answers.size(), 1u);
+  CAF_CHECK(answers[0].outcome == error_code::not_found);
+  CAF_CHECK_EQUAL(live(), 0);
+}
+
+// An idle actor stops only when it has seen everything forwarded to it: here a debit reaches its
+// mailbox behind the registry's idle probe, so its offer to stop is declined and the debit is
+// served; once idle again, it stops.
+CAF_TEST(an_idle_actor_stops_only_when_nothing_forwarded_is_unseen) {
+  debit(1, payer_facts());
+  commit(0, 100, 1);
+  CAF_CHECK_EQUAL(live(), 1);
+  advance_time(std::chrono::milliseconds(2'000));  // the registry's scan sends the actor a tick
+  transfer_command cmd;
+  cmd.principal = k_owner;
+  cmd.from = k_payer;
+  cmd.to = k_payee;
+  cmd.amount = 5;
+  cmd.idempotency_key = cmd.request_hash = "late";
+  account_facts payee{k_payee, 8, "EUR", ledger::account_kind::user, {}};
+  caf::anon_send(registry, debit_atom::value, debit_request{cmd, payee, payer_facts()},
+                 reply_sink{[this](money_result r) { answers.push_back(std::move(r)); }});
+  // The registry forwards the debit before the actor handles its tick.
+  sched.prioritize(registry);
+  sched.run_once();
+  consume_messages();
+  CAF_CHECK_EQUAL(live(), 1);
+  CAF_REQUIRE_EQUAL(script.held.size(), 2u);
+  commit(1, 95, 2);
+  CAF_CHECK_EQUAL(answers.size(), 2u);
+  advance_time(std::chrono::milliseconds(2'000));
+  consume_messages();
+  CAF_CHECK_EQUAL(live(), 0);
+}
+
+CAF_TEST_FIXTURE_SCOPE_END()
+
+namespace {
+
+// A writer backend that records every commit and answers from a script.
+struct scripted_backend final : writer_backend {
+  std::vector<std::size_t> commits;  // postings per commit
+  int connects = 0;
+  int disconnects = 0;
+  bool throw_broken_once = false;
+  bool connected = false;
+
+  bool connect() override {
+    if (!connected) ++connects;
+    connected = true;
+    return true;
+  }
+  persistence::batch_result commit(const std::vector<persistence::posting_request>& requests) override {
+    commits.push_back(requests.size());
+    if (throw_broken_once) {
+      throw_broken_once = false;
+      throw pqxx::broken_connection("the test cut the connection");
+    }
+    persistence::batch_result r;
+    for (const auto& q : requests) {
+      persistence::posting_outcome out;
+      out.transaction_id = q.transaction_id;
+      out.response_status = 201;
+      r.outcomes.push_back(std::move(out));
+    }
+    return r;
+  }
+  void disconnect() override {
+    ++disconnects;
+    connected = false;
+  }
+  bool usable() const override { return connected; }
+};
+
+struct writer_fixture : test_coordinator_fixture<> {
+  std::shared_ptr<scripted_backend> backend = std::make_shared<scripted_backend>();
+  std::shared_ptr<writer_gauges> gauges = std::make_shared<writer_gauges>();
+  caf::actor writer;
+  std::vector<persistence::posting_outcome> outcomes;
+
+  void start(std::size_t batch_max) {
+    writer_config config;
+    config.batch_postings_max = batch_max;
+    config.batch_wait_us = 0;
+    writer = spawn_ledger_writer(sys, config, gauges, backend, false);
+    consume_messages();
+  }
+
+  // Sends `n` postings before the writer runs, as a burst that is already in its mailbox, lets
+  // the writer run, and collects the answers.
+  void burst(int n) {
+    using handle = decltype(self->request(writer, caf::infinite, posting_atom::value, persistence::posting_request{}));
+    std::vector<handle> handles;
+    for (int i = 0; i < n; ++i) {
+      persistence::posting_request request;
+      request.transaction_id = "tx-" + std::to_string(outcomes.size()) + "-" + std::to_string(i);
+      ++gauges->queued;
+      handles.push_back(self->request(writer, caf::infinite, posting_atom::value, std::move(request)));
+    }
+    consume_messages();
+    for (auto& h : handles) {
+      h.receive([&](persistence::posting_outcome& out) { outcomes.push_back(std::move(out)); },
+                [&](caf::error& err) { CAF_FAIL("the writer failed: " << sys.render(err)); });
+    }
+  }
+};
+
+}  // namespace
+
+CAF_TEST_FIXTURE_SCOPE(ledger_writer_tests, writer_fixture)
+
+// Postings already waiting when the writer runs are committed together, in one transaction.
+CAF_TEST(a_burst_is_committed_as_one_batch) {
+  start(500);
+  burst(3);
+  CAF_REQUIRE_EQUAL(backend->commits.size(), 1u);
+  CAF_CHECK_EQUAL(backend->commits[0], 3u);
+  CAF_CHECK_EQUAL(gauges->queued.load(), 0);
+  CAF_REQUIRE_EQUAL(outcomes.size(), 3u);
+  for (const auto& out : outcomes) CAF_CHECK(out.outcome == error_code::ok);
+}
+
+// A batch never exceeds writer.batch_postings_max: five postings with a bound of two commit as
+// two, two and one.
+CAF_TEST(batches_are_bounded) {
+  start(2);
+  burst(5);
+  CAF_CHECK_EQUAL(backend->commits, (std::vector<std::size_t>{2, 2, 1}));
+  CAF_CHECK_EQUAL(gauges->queued.load(), 0);
+}
+
+// A connection lost during a commit answers every posting of the batch outcome_unknown (the
+// commit may or may not have happened), drops the connection, and the next batch reconnects.
+CAF_TEST(a_lost_connection_answers_outcome_unknown_and_reconnects) {
+  start(500);
+  backend->throw_broken_once = true;
+  burst(2);
+  CAF_REQUIRE_EQUAL(outcomes.size(), 2u);
+  for (const auto& out : outcomes) CAF_CHECK(out.outcome == error_code::outcome_unknown);
+  CAF_CHECK_EQUAL(backend->disconnects, 1);
+  CAF_CHECK_EQUAL(gauges->failures.load(), 1u);
+  CAF_CHECK_EQUAL(gauges->queued.load(), 0);
+  burst(1);
+  CAF_CHECK_EQUAL(backend->connects, 2);
+  CAF_CHECK_EQUAL(backend->commits, (std::vector<std::size_t>{2, 1}));
+  CAF_REQUIRE_EQUAL(outcomes.size(), 3u);
+  CAF_CHECK(outcomes[2].outcome == error_code::ok);
+}
+
+CAF_TEST_FIXTURE_SCOPE_END()
