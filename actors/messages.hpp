@@ -4,7 +4,7 @@
 //
 // These messages never leave the process: commands carry callbacks and shared state handles,
 // which cannot be serialized. They are therefore declared with CAF_ALLOW_UNSAFE_MESSAGE_TYPE
-// rather than given inspect() overloads; forwarding to another node (DESIGN.md §8) will send
+// rather than given inspect() overloads; forwarding to another node (docs/design.md §8) will send
 // the HTTP-level command, not these.
 
 #include <caf/allowed_unsafe_message_type.hpp>

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Side-by-side benchmark of the classic row-lock transfer (shared/BASELINE.md, under pgbench) and
+# Side-by-side benchmark of the classic row-lock transfer (docs/baseline.md, under pgbench) and
 # the wallet server (under wallet-loadgen), on this machine and the same PostgreSQL, in one go.
 # Writes bench/RESULTS.md; raw outputs go to bench/out/ (not committed).
 #

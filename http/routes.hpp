@@ -1,6 +1,6 @@
 #pragma once
 
-// The wallet's HTTP API (DESIGN.md §6): routing, authentication, rate limiting, admission,
+// The wallet's HTTP API (docs/design.md §6): routing, authentication, rate limiting, admission,
 // input validation, and the JSON shape of every answer.
 
 #include <memory>

@@ -1,4 +1,4 @@
--- The classic row-lock schema of shared/BASELINE.md, verbatim, recreated from empty on every run.
+-- The classic row-lock schema of docs/baseline.md, verbatim, recreated from empty on every run.
 DROP TABLE IF EXISTS outbox_event, ledger_entry, journal_transaction, account CASCADE;
 
 CREATE TABLE account (id BIGINT PRIMARY KEY, owner_id BIGINT NOT NULL, currency CHAR(3) NOT NULL,

@@ -1,5 +1,5 @@
 -- One classic row-lock transfer as its own database transaction, statement by statement from the
--- client (shared/BASELINE.md). The pick_*.sql header chosen by run.sh sets :payer, :payee and
+-- client (docs/baseline.md). The pick_*.sql header chosen by run.sh sets :payer, :payee and
 -- :amount; run with `pgbench -M prepared` so every statement is prepared once per connection.
 \set lo least(:payer, :payee)
 \set hi greatest(:payer, :payee)

@@ -1,5 +1,5 @@
 -- Runs once, when the postgres container initialises an empty data directory (as the superuser,
--- from /docker-entrypoint-initdb.d). The roles of DESIGN.md §1: wallet_owner owns the database
+-- from /docker-entrypoint-initdb.d). The roles of docs/design.md §1: wallet_owner owns the database
 -- and runs the migrations; wallet_app is what the server connects as, and the migrations grant
 -- it only what it needs (append to the ledger, update balance caches).
 -- Passwords come from the container's environment (psql 15 \getenv); docker-compose.yml passes them.

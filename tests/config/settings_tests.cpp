@@ -93,7 +93,7 @@ field_list fields(const settings& s) {
   };
 }
 
-// The documented defaults (config/wallet.example.toml, DESIGN.md §6), written out by hand so that
+// The documented defaults (config/wallet.example.toml, docs/design.md §6), written out by hand so that
 // a changed default is a deliberate edit here too.
 const field_list& documented_defaults() {
   static const field_list values = {
@@ -294,7 +294,7 @@ TEST(precedence, a_flag_overrides_an_invalid_environment_value_only_if_it_is_val
 }
 
 TEST(environment, names_follow_the_key_rule_of_the_design) {
-  // [section] key <-> WALLET_SECTION_KEY, as DESIGN.md §6 fixes for the named variables.
+  // [section] key <-> WALLET_SECTION_KEY, as docs/design.md §6 fixes for the named variables.
   EXPECT_EQ(env_name("http", "port"), "WALLET_HTTP_PORT");
   EXPECT_EQ(env_name("database", "url"), "WALLET_DATABASE_URL");
   EXPECT_EQ(env_name("database", "owner_url"), "WALLET_DATABASE_OWNER_URL");

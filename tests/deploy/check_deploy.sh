@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Proves, without a Docker engine, that the deployment files hold together: docker-compose.yml
 # passes `docker-compose config -q` and wires the services, health checks and WALLET_* settings
-# as DESIGN.md §6-7 require; the Dockerfile's build stage installs every -dev package of
+# as docs/design.md §6-7 require; the Dockerfile's build stage installs every -dev package of
 # scripts/install-deps.sh and its runtime stage every library the built binaries link; and
 # docker/initdb/01-roles.sql, run on a scratch PostgreSQL cluster, makes roles and a database on
 # which the migrations apply as wallet_owner and wallet_app can log in with its password.

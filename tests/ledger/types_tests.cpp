@@ -39,7 +39,7 @@ TEST(types, text_forms_round_trip) {
 }
 
 TEST(errors, codes_have_stable_names) {
-  // The problem+json `code` of each outcome is part of the API contract (DESIGN.md §6).
+  // The problem+json `code` of each outcome is part of the API contract (docs/design.md §6).
   EXPECT_EQ(to_string(error_code::ok), "ok");
   EXPECT_EQ(to_string(error_code::invalid_request), "invalid_request");
   EXPECT_EQ(to_string(error_code::not_found), "not_found");
