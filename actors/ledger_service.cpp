@@ -18,7 +18,7 @@
 #include "actors/outcomes.hpp"
 #include "actors/reader_pool.hpp"
 #include "actors/uuid.hpp"
-#include "ledger/assert.hpp"
+#include "base/assert.hpp"
 
 namespace actors {
 namespace {

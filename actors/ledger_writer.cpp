@@ -13,7 +13,7 @@
 #include <unordered_set>
 
 #include "actors/messages.hpp"
-#include "ledger/assert.hpp"
+#include "base/assert.hpp"
 
 namespace actors {
 namespace {

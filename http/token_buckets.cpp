@@ -4,7 +4,7 @@
 #include <cmath>
 #include <iterator>
 
-#include "ledger/assert.hpp"
+#include "base/assert.hpp"
 
 namespace api {
 

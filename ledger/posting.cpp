@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "ledger/assert.hpp"
+#include "base/assert.hpp"
 
 namespace ledger {
 namespace {

@@ -8,7 +8,7 @@
 #include <set>
 #include <spdlog/spdlog.h>
 
-#include "ledger/assert.hpp"
+#include "base/assert.hpp"
 #include "ledger/receipt.hpp"
 #include "persistence/database.hpp"
 

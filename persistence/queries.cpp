@@ -4,7 +4,7 @@
 
 #include <chrono>
 
-#include "ledger/assert.hpp"
+#include "base/assert.hpp"
 #include "persistence/database.hpp"
 
 namespace persistence {

@@ -18,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-#include "ratelimit/invariant.hpp"
+#include "base/assert.hpp"
 #include "ratelimit/local_limiter.hpp"
 #include "ratelimit/redis_url.hpp"
 #include "ratelimit/window.hpp"
@@ -208,7 +208,7 @@ class redis_session {
   // so the remaining budget is set before each read; most replies of a pipeline are already
   // buffered and cost no system call to read.
   std::string read_reply(steady::time_point deadline, reply_ptr& out) {
-    RATELIMIT_INVARIANT(is_open(), "read on a closed session");
+    WALLET_ASSERT(is_open(), "read on a closed session");
     const auto budget = std::chrono::duration_cast<milliseconds>(deadline - steady::now());
     if (budget < milliseconds(1)) return "timed out";
     if (redisSetTimeout(get(), to_timeval(budget)) != REDIS_OK) return context_error(*get());
@@ -261,9 +261,9 @@ class limiter::impl {
         policies_{policy_for(limits, route_class::write), policy_for(limits, route_class::read)},
         bounds_(bounds),
         local_(algorithm_, bounds.fallback_entries_max) {
-    RATELIMIT_INVARIANT(redis.connections >= 1, "redis.connections is validated to be positive");
-    RATELIMIT_INVARIANT(redis.command_timeout_ms >= 1, "command timeout is validated positive");
-    RATELIMIT_INVARIANT(bounds.queue_checks_max >= 1 && bounds.batch_checks_max >= 1 &&
+    WALLET_ASSERT(redis.connections >= 1, "redis.connections is validated to be positive");
+    WALLET_ASSERT(redis.command_timeout_ms >= 1, "command timeout is validated positive");
+    WALLET_ASSERT(bounds.queue_checks_max >= 1 && bounds.batch_checks_max >= 1 &&
                             bounds.completions_max >= 1 && bounds.pings_max >= 1,
                         "limiter bounds must be positive");
     try {

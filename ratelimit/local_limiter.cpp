@@ -2,14 +2,14 @@
 
 #include <algorithm>
 
-#include "ratelimit/invariant.hpp"
+#include "base/assert.hpp"
 
 namespace ratelimit {
 
 local_limiter::local_limiter(algorithm algo, std::int64_t entries_max)
     : algorithm_(algo),
       entries_per_shard_max_(std::max<std::int64_t>(1, entries_max / std::int64_t{shard_count_})) {
-  RATELIMIT_INVARIANT(entries_max >= 1, "fallback_entries_max must be positive");
+  WALLET_ASSERT(entries_max >= 1, "fallback_entries_max must be positive");
 }
 
 std::size_t local_limiter::key_hash::operator()(const key& k) const noexcept {
@@ -40,7 +40,7 @@ local_limiter::entry* local_limiter::find_or_insert(shard& s, const key& k, std:
 
 outcome local_limiter::take(std::int64_t principal_id, route_class cls,
                             const window_policy& policy, std::int64_t now_ms) {
-  RATELIMIT_INVARIANT(policy.window_ms >= 1 && policy.limit >= 1, "window policy not positive");
+  WALLET_ASSERT(policy.window_ms >= 1 && policy.limit >= 1, "window policy not positive");
   const std::int64_t index = now_ms / policy.window_ms;
   const std::int64_t elapsed_ms = now_ms - index * policy.window_ms;
   const key k{principal_id, cls};

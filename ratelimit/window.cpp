@@ -3,7 +3,7 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "ratelimit/invariant.hpp"
+#include "base/assert.hpp"
 
 namespace ratelimit {
 
@@ -17,15 +17,15 @@ window_policy policy_for(const config::ratelimit_settings& settings, route_class
   const std::int64_t burst = cls == route_class::write ? settings.burst : settings.read_burst;
   const std::int64_t rate =
       cls == route_class::write ? settings.rate_per_second : settings.read_rate_per_second;
-  RATELIMIT_INVARIANT(burst >= 1 && rate >= 1, "burst and rate are validated to be positive");
+  WALLET_ASSERT(burst >= 1 && rate >= 1, "burst and rate are validated to be positive");
   // config bounds both at 10^7, so burst * 1000 cannot overflow.
   return window_policy{burst, (burst * 1000 + rate - 1) / rate};
 }
 
 outcome evaluate_sliding(std::int64_t current, std::int64_t previous, std::int64_t elapsed_ms,
                          const window_policy& policy) {
-  RATELIMIT_INVARIANT(elapsed_ms >= 0 && elapsed_ms < policy.window_ms, "elapsed outside window");
-  RATELIMIT_INVARIANT(current >= 0 && previous >= 0, "negative counter");
+  WALLET_ASSERT(elapsed_ms >= 0 && elapsed_ms < policy.window_ms, "elapsed outside window");
+  WALLET_ASSERT(current >= 0 && previous >= 0, "negative counter");
   const double limit = static_cast<double>(policy.limit);
   const double window = static_cast<double>(policy.window_ms);
   const double left = static_cast<double>(policy.window_ms - elapsed_ms);
@@ -51,8 +51,8 @@ outcome evaluate_sliding(std::int64_t current, std::int64_t previous, std::int64
 }
 
 outcome evaluate_fixed(std::int64_t count, std::int64_t elapsed_ms, const window_policy& policy) {
-  RATELIMIT_INVARIANT(elapsed_ms >= 0 && elapsed_ms < policy.window_ms, "elapsed outside window");
-  RATELIMIT_INVARIANT(count >= 1, "the count includes the request being decided");
+  WALLET_ASSERT(elapsed_ms >= 0 && elapsed_ms < policy.window_ms, "elapsed outside window");
+  WALLET_ASSERT(count >= 1, "the count includes the request being decided");
   const std::int64_t left = policy.window_ms - elapsed_ms;
   if (count <= policy.limit) return outcome{true, policy.limit - count, left, 0};
   return outcome{false, 0, left, left};

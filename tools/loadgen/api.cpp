@@ -1,6 +1,6 @@
 #include "tools/loadgen/api.hpp"
 
-#include "ledger/assert.hpp"
+#include "base/assert.hpp"
 
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>

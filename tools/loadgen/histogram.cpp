@@ -1,6 +1,6 @@
 #include "tools/loadgen/histogram.hpp"
 
-#include "ledger/assert.hpp"
+#include "base/assert.hpp"
 
 #include <algorithm>
 #include <bit>

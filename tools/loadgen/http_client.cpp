@@ -1,6 +1,6 @@
 #include "tools/loadgen/http_client.hpp"
 
-#include "ledger/assert.hpp"
+#include "base/assert.hpp"
 
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/ip/tcp.hpp>

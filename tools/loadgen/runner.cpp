@@ -4,7 +4,7 @@
 #include "tools/loadgen/setup.hpp"
 #include "tools/loadgen/stats.hpp"
 
-#include "ledger/assert.hpp"
+#include "base/assert.hpp"
 
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>

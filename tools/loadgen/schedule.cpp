@@ -1,6 +1,6 @@
 #include "tools/loadgen/schedule.hpp"
 
-#include "ledger/assert.hpp"
+#include "base/assert.hpp"
 
 #include <algorithm>
 #include <cmath>
