@@ -273,16 +273,23 @@ struct ledger_service::impl {
   // Sweeps the shards of every hot account into its main row. At most one sweep of an account is
   // in flight at a time, and none is sent while the account's writer is at its queue bound: when
   // the writer is slow, sweeps wait for the next tick instead of piling up in front of payments.
-  void sweep_all(std::function<void(int)> done) {
+  // `done` gets the sweeps committed, or the reason the candidates could not be read.
+  void sweep_all(std::function<void(query_result<int>)> done) {
     ++sweeper_ticks;
     read<std::vector<persistence::sweep_candidate>>(
         [](pqxx::connection& conn) { return persistence::sweep_candidates(conn, k_sweep_candidates_max); },
         [this, done](query_result<std::vector<persistence::sweep_candidate>> r) {
-          if (r.outcome != ledger::error_code::ok || r.value.empty()) return done(0);
+          if (r.outcome != ledger::error_code::ok) {
+            query_result<int> failed;
+            failed.outcome = r.outcome;
+            failed.detail = r.detail;
+            return done(std::move(failed));
+          }
+          if (r.value.empty()) return done(query_result<int>{});
           struct progress {
             std::atomic<int> remaining{0};
             std::atomic<int> committed{0};
-            std::function<void(int)> done;
+            std::function<void(query_result<int>)> done;
           };
           auto p = std::make_shared<progress>();
           p->done = done;
@@ -302,7 +309,7 @@ struct ledger_service::impl {
           }
           int total = 0;
           for (const auto& c : chosen) total += static_cast<int>(c.shards.size());
-          if (total == 0) return done(0);
+          if (total == 0) return done(query_result<int>{});
           p->remaining = total;
           for (const auto& c : chosen) {
             for (ledger::account_id shard : c.shards) {
@@ -327,7 +334,11 @@ struct ledger_service::impl {
                   std::lock_guard lock(sweep_mutex);
                   if (auto it = sweeping.find(account); it != sweeping.end() && --it->second == 0) sweeping.erase(it);
                 }
-                if (--p->remaining == 0) p->done(p->committed.load());
+                if (--p->remaining == 0) {
+                  query_result<int> swept;
+                  swept.value = p->committed.load();
+                  p->done(std::move(swept));
+                }
               }};
               caf::anon_send(any_bridge(), call_atom::value, runtime->writers[w], std::move(request), std::move(sink));
             }
@@ -446,7 +457,7 @@ void ledger_service::start() {
   }
 
   d.warm_caches();
-  d.every(std::chrono::milliseconds(s.ledger.sweep_interval_ms), [this] { impl_->sweep_all([](int) {}); });
+  d.every(std::chrono::milliseconds(s.ledger.sweep_interval_ms), [this] { impl_->sweep_all([](query_result<int>) {}); });
   if (s.ledger.reconcile_interval_s > 0) {
     d.every(std::chrono::seconds(s.ledger.reconcile_interval_s), [this] { impl_->run_reconcile(nullptr); });
   }
@@ -720,11 +731,7 @@ void ledger_service::sweep_now(query_callback<int> done) {
     r.detail = "the server is shutting down";
     return done(std::move(r));
   }
-  impl_->sweep_all([done](int committed) {
-    query_result<int> r;
-    r.value = committed;
-    done(std::move(r));
-  });
+  impl_->sweep_all(std::move(done));
 }
 
 void ledger_service::ensure_operator_blocking(const std::string& key_hash_hex) {

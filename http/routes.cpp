@@ -805,7 +805,8 @@ struct routes::impl {
 
   void sweep(const exchange_ptr& ex, const principal& who) {
     if (!require_operator(ex, who)) return;
-    service.sweep_now([ex](actors::query_result<int> r) {
+    service.sweep_now([this, ex](actors::query_result<int> r) {
+      if (r.outcome != ledger::error_code::ok) return fail(ex, r.outcome, r.detail, 1);
       json::object o;
       o["sweeps"] = r.value;
       ex->respond(json_reply(200, o));
