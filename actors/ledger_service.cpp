@@ -17,6 +17,7 @@
 #include "actors/messages.hpp"
 #include "actors/outcomes.hpp"
 #include "actors/reader_pool.hpp"
+#include "actors/single_flight.hpp"
 #include "actors/uuid.hpp"
 #include "base/assert.hpp"
 
@@ -50,49 +51,6 @@ caf::behavior bridge(caf::event_based_actor* self) {
       },
   };
 }
-
-// Concurrent requests with one Idempotency-Key share one execution (single flight).
-class single_flight {
- public:
-  enum class join_result { leader, follower, conflict };
-
-  join_result join(const std::string& key, const std::string& request_hash, std::function<void(money_result)> done) {
-    std::lock_guard lock(mutex_);
-    auto it = flights_.find(key);
-    if (it == flights_.end()) {
-      flights_.emplace(key, flight{request_hash, {std::move(done)}});
-      return join_result::leader;
-    }
-    if (it->second.request_hash != request_hash) return join_result::conflict;
-    it->second.waiters.push_back(std::move(done));
-    return join_result::follower;
-  }
-
-  void finish(const std::string& key, const money_result& result) {
-    std::vector<std::function<void(money_result)>> waiters;
-    {
-      std::lock_guard lock(mutex_);
-      auto it = flights_.find(key);
-      WALLET_ASSERT(it != flights_.end(), "a finished flight was started");
-      waiters = std::move(it->second.waiters);
-      flights_.erase(it);
-    }
-    for (std::size_t i = 0; i < waiters.size(); ++i) {
-      money_result copy = result;
-      // The first caller made the transaction; the others receive it as a replay.
-      if (i > 0 && copy.outcome == ledger::error_code::ok) copy.replayed = true;
-      waiters[i](std::move(copy));
-    }
-  }
-
- private:
-  struct flight {
-    std::string request_hash;
-    std::vector<std::function<void(money_result)>> waiters;
-  };
-  std::mutex mutex_;
-  std::unordered_map<std::string, flight> flights_;
-};
 
 money_result shutting_down() {
   return unavailable(ledger::error_code::server_busy,
