@@ -118,7 +118,7 @@ batch_result commit_once(pqxx::connection& conn, const std::vector<posting_reque
       ledger::account_state s;
       s.id = row[0].as<std::int64_t>();
       s.currency = row[1].as<std::string>();
-      s.status = ledger::parse_account_status(row[2].as<std::string>()).value_or(ledger::account_status::closed);
+      s.status = parse_column(ledger::parse_account_status, row[2].as<std::string>(), "account.status");
       s.allow_negative = row[3].as<bool>();
       s.balance = row[4].as<std::int64_t>();
       s.version = row[5].as<std::int64_t>();

@@ -6,12 +6,27 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "persistence/pqxx_fwd.hpp"
 
 namespace persistence {
+
+// A value read from the database that the server does not know (e.g. a role or status text a
+// newer migration added): an error, never silently mapped to a default.
+struct unknown_value : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// The enum named by `text` in column `column`; throws unknown_value when `parse` does not know it.
+template <typename Parse>
+auto parse_column(Parse parse, const std::string& text, const char* column) {
+  auto value = parse(text);
+  if (!value) throw unknown_value(std::string("unknown ") + column + " '" + text + "' read from the database");
+  return *value;
+}
 
 struct connection_options {
   std::string url;

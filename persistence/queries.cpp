@@ -22,7 +22,7 @@ principal_record read_principal(const pqxx::row& row) {
   principal_record p;
   p.id = row[0].as<std::int64_t>();
   p.name = row[1].as<std::string>();
-  p.role = ledger::parse_role(row[2].as<std::string>()).value_or(ledger::role::user);
+  p.role = parse_column(ledger::parse_role, row[2].as<std::string>(), "principal.role");
   return p;
 }
 
@@ -31,8 +31,8 @@ account_record read_account(const pqxx::row& row) {
   a.id = row[0].as<std::int64_t>();
   if (!row[1].is_null()) a.owner_id = row[1].as<std::int64_t>();
   a.currency = row[2].as<std::string>();
-  a.kind = ledger::parse_account_kind(row[3].as<std::string>()).value_or(ledger::account_kind::user);
-  a.status = ledger::parse_account_status(row[4].as<std::string>()).value_or(ledger::account_status::closed);
+  a.kind = parse_column(ledger::parse_account_kind, row[3].as<std::string>(), "account.kind");
+  a.status = parse_column(ledger::parse_account_status, row[4].as<std::string>(), "account.status");
   a.allow_negative = row[5].as<bool>();
   a.balance = row[6].as<std::int64_t>();
   a.version = row[7].as<std::int64_t>();
@@ -280,7 +280,7 @@ std::vector<account_summary> recent_accounts(pqxx::connection& conn, std::int64_
     a.id = row[0].as<std::int64_t>();
     if (!row[1].is_null()) a.owner_id = row[1].as<std::int64_t>();
     a.currency = row[2].as<std::string>();
-    a.kind = ledger::parse_account_kind(row[3].as<std::string>()).value_or(ledger::account_kind::user);
+    a.kind = parse_column(ledger::parse_account_kind, row[3].as<std::string>(), "account.kind");
     a.shards = parse_id_array(row[4].c_str());
     out.push_back(std::move(a));
   }

@@ -227,6 +227,15 @@ class temporary_trigger {
   std::string name_;
 };
 
+TEST(columns, an_unknown_enum_text_is_an_error_not_a_default) {
+  // A role or status the server does not know (one a newer migration might add) must stop the
+  // read loudly, never be taken for `user` or `closed`.
+  EXPECT_EQ(parse_column(ledger::parse_role, "merchant", "principal.role"), ledger::role::merchant);
+  EXPECT_THROW(parse_column(ledger::parse_role, "superuser", "principal.role"), unknown_value);
+  EXPECT_THROW(parse_column(ledger::parse_account_status, "suspended", "account.status"), unknown_value);
+  EXPECT_THROW(parse_column(ledger::parse_account_kind, "", "account.kind"), unknown_value);
+}
+
 TEST(migrations, applying_twice_applies_nothing_the_second_time) {
   // apply_migrations records each version once: the second call finds them all and returns none,
   // and schema_migrations holds exactly one row per embedded migration.
