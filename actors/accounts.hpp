@@ -31,6 +31,7 @@
 #include <caf/fwd.hpp>
 
 #include "actors/ledger_writer.hpp"
+#include "config/settings.hpp"
 #include "ledger/types.hpp"
 
 namespace actors {
@@ -44,10 +45,12 @@ struct account_runtime {
   // (loaded_atom, account_loaded). The server reads it through the reader pool
   // (load_from_database); the deterministic tests answer it themselves.
   std::function<void(ledger::account_id id, caf::actor actor)> load;
-  std::int64_t writer_queue_max = 10'000;
-  std::int64_t inflight_max = 2'000;
-  std::int64_t idle_ms = 60'000;
-  std::size_t live_max_per_shard = 50'000;
+  // Defaults are the settings' (config/settings.hpp): one source for every bound.
+  std::int64_t writer_queue_max = config::writer_settings{}.queue_postings_max;
+  std::int64_t inflight_max = config::actor_settings{}.account_inflight_max;
+  std::int64_t idle_ms = config::actor_settings{}.account_idle_ms;
+  std::size_t live_max_per_shard =
+      static_cast<std::size_t>(config::actor_settings{}.accounts_live_max / config::actor_settings{}.registry_shards);
   std::atomic<std::int64_t> live_actors{0};
 };
 

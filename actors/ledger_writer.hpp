@@ -25,6 +25,7 @@
 #include <caf/actor.hpp>
 #include <caf/fwd.hpp>
 
+#include "config/settings.hpp"
 #include "persistence/batch.hpp"
 #include "persistence/database.hpp"
 
@@ -55,9 +56,10 @@ struct writer_gauges {
 struct writer_config {
   persistence::connection_options database;
   std::size_t index = 0;
-  std::size_t batch_postings_max = 500;
-  std::int64_t batch_wait_us = 500;
-  std::int64_t reconnect_backoff_ms = 500;
+  // Defaults are the settings' (config/settings.hpp): one source for every bound.
+  std::size_t batch_postings_max = static_cast<std::size_t>(config::writer_settings{}.batch_postings_max);
+  std::int64_t batch_wait_us = config::writer_settings{}.batch_wait_us;
+  std::int64_t reconnect_backoff_ms = config::database_settings{}.reconnect_backoff_ms;
 };
 
 struct registry_handles {
