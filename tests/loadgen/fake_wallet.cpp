@@ -47,7 +47,18 @@ struct answer {
   http::status status = http::status::ok;
   std::string body;
   std::optional<int> retry_after_s;
+  bool replayed = false;         // the stored answer of an earlier attempt
+  bool drop_connection = false;  // close the connection instead of answering
 };
+
+// The number after the last '-' of an Idempotency-Key ("lg-<run>-<thread>-<sequence>"); -1 if none.
+std::int64_t key_sequence(const std::string& key) {
+  const auto dash = key.rfind('-');
+  if (dash == std::string::npos) return -1;
+  std::int64_t n = -1;
+  const auto [end, ec] = std::from_chars(key.data() + dash + 1, key.data() + key.size(), n);
+  return ec == std::errc() && end == key.data() + key.size() ? n : -1;
+}
 
 answer problem(http::status status, const std::string& code) {
   return {status, json::serialize(json::object{{"type", "about:blank"}, {"code", code}, {"status", static_cast<int>(status)}}), {}};
@@ -112,12 +123,19 @@ struct fake_wallet::impl {
     }
     void respond() {
       const auto a = owner.handle(request);
+      if (a.drop_connection) {
+        beast::error_code ignored;
+        stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
+        stream.socket().close(ignored);
+        return;
+      }
       response = {};
       response.version(11);
       response.result(a.status);
       response.set(http::field::content_type,
                    static_cast<int>(a.status) >= 400 ? "application/problem+json" : "application/json");
       if (a.retry_after_s) response.set(http::field::retry_after, std::to_string(*a.retry_after_s));
+      if (a.replayed) response.set("Idempotent-Replayed", "true");
       response.keep_alive(request.keep_alive());
       response.body() = a.body;
       response.prepare_payload();
@@ -158,6 +176,38 @@ struct fake_wallet::impl {
             {"balance", std::to_string(a.balance)},
             {"available", std::to_string(a.balance)},
             {"hot", a.hot}};
+  }
+
+  // A transfer attempt, once past throttling: the stored answer for a known key, else applied.
+  answer transfer(const principal& who, const std::string& scope, json::object& body) {
+    if (auto it = stored.find(scope); it != stored.end()) {
+      auto again = it->second;
+      again.replayed = true;
+      return again;
+    }
+    const auto from = body["fromAccountId"].as_int64();
+    const auto to = body["toAccountId"].as_int64();
+    const auto amount = amount_of(body.if_contains("amount"));
+    const auto payer = accounts.find(from);
+    if (payer == accounts.end() || payer->second.owner_id != who.id) return problem(http::status::not_found, "not_found");
+    if (!accounts.contains(to) || !amount || *amount <= 0) return problem(http::status::bad_request, "invalid_request");
+    if (payer->second.balance < *amount) return problem(http::status::unprocessable_entity, "insufficient_funds");
+    ++transfers_answered;
+    std::string id;
+    if (behaviour.lose_transfer_number > 0 && transfers_answered == behaviour.lose_transfer_number) {
+      // The defect under test: acknowledged, never written.
+      id = new_uuid();
+    } else {
+      id = record({{from, -*amount}, {to, *amount}});
+      ++transfers_recorded;
+    }
+    answer a{http::status::created,
+             json::serialize(json::object{{"transactionId", id},
+                                          {"status", "COMPLETED"},
+                                          {"fromBalanceAfter", std::to_string(accounts[from].balance)}}),
+             {}};
+    stored[scope] = a;
+    return a;
   }
 
   answer handle(const http::request<http::string_body>& request) {
@@ -219,30 +269,15 @@ struct fake_wallet::impl {
         a.retry_after_s = 0;
         return a;
       }
-      if (auto it = stored.find(scope); it != stored.end()) return it->second;
-      const auto from = body["fromAccountId"].as_int64();
-      const auto to = body["toAccountId"].as_int64();
-      const auto amount = amount_of(body.if_contains("amount"));
-      const auto payer = accounts.find(from);
-      if (payer == accounts.end() || payer->second.owner_id != who->second.id) return problem(http::status::not_found, "not_found");
-      if (!accounts.contains(to) || !amount || *amount <= 0) return problem(http::status::bad_request, "invalid_request");
-      if (payer->second.balance < *amount) return problem(http::status::unprocessable_entity, "insufficient_funds");
-      ++transfers_answered;
-      std::string id;
-      if (behaviour.lose_transfer_number > 0 && transfers_answered == behaviour.lose_transfer_number) {
-        // The defect under test: acknowledged, never written.
-        id = new_uuid();
-      } else {
-        id = record({{from, -*amount}, {to, *amount}});
-        ++transfers_recorded;
-      }
-      answer a{http::status::created,
-               json::serialize(json::object{{"transactionId", id},
-                                            {"status", "COMPLETED"},
-                                            {"fromBalanceAfter", std::to_string(accounts[from].balance)}}),
-               {}};
-      stored[scope] = a;
-      return a;
+      const auto sequence = key_sequence(idempotency_key);
+      const bool lose = behaviour.lost_answer_every > 0 && sequence >= 0 &&
+                        sequence % behaviour.lost_answer_every == 0 &&
+                        ++attempts_by_key[scope] <= behaviour.lost_answer_attempts;
+      if (!lose) return transfer(who->second, scope, body);
+      if (behaviour.lost_answer_after_apply) transfer(who->second, scope, body);
+      answer dropped;
+      dropped.drop_connection = true;
+      return dropped;
     }
     if (request.method() == http::verb::get && target.starts_with("/v1/accounts/")) {
       std::int64_t id = 0;
@@ -284,6 +319,7 @@ struct fake_wallet::impl {
   std::int64_t next_principal = 1;
   std::int64_t next_account = 1;
   std::set<std::string> throttled_keys;  // every transfer key seen, to throttle by count
+  std::map<std::string, std::int64_t> attempts_by_key;
   std::atomic<std::int64_t> transfers_answered{0};
   std::atomic<std::int64_t> transfers_recorded{0};
 };

@@ -17,6 +17,14 @@ struct fake_behaviour {
   std::int64_t throttle_every = 0;
   // Reconciliation reports a problem.
   bool reconciliation_broken = false;
+  // A transfer whose Idempotency-Key ends in "-<n>" with n % lost_answer_every == 0 (0: none)
+  // loses its answer on its first `lost_answer_attempts` attempts: the connection is closed
+  // instead of answered, as when a server dies mid-request. With `lost_answer_after_apply` the
+  // transfer is applied first (the answer is lost, the money moved), otherwise not at all (the
+  // request was lost). Later attempts are answered normally.
+  std::int64_t lost_answer_every = 0;
+  std::int64_t lost_answer_attempts = 0;
+  bool lost_answer_after_apply = true;
 };
 
 class fake_wallet {

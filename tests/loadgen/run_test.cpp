@@ -1,5 +1,6 @@
 #include "tests/loadgen/fake_wallet.hpp"
 #include "tools/loadgen/loadgen.hpp"
+#include "tools/loadgen/stats.hpp"
 
 #include <gtest/gtest.h>
 
@@ -149,6 +150,91 @@ TEST(run, mixed_traffic_with_reads_passes_verification) {
   EXPECT_GT(outcome.total.classes.at("201").count, 150);
   EXPECT_EQ(outcome.total.classes.at("200").count + outcome.total.classes.at("201").count, 300);
   EXPECT_EQ(server.transfers_recorded(), outcome.total.classes.at("201").count);
+}
+
+// A transfer whose answer is lost after it applied (the connection closes instead, twice, as when
+// a server dies mid-request) ends the load with an unknown outcome; replayed with its own
+// Idempotency-Key it is found committed, so it is acknowledged once and the money adds up.
+// Every 50th key of 300 loses its answers: exactly 6 such transfers.
+TEST(run, answers_lost_after_commit_are_replayed_and_found_committed) {
+  fake_behaviour lossy;
+  lossy.lost_answer_every = 50;
+  lossy.lost_answer_attempts = 2;
+  lossy.lost_answer_after_apply = true;
+  fake_wallet server(k_operator_key, lossy);
+  std::ostringstream out, err;
+  const auto outcome = run_loadgen(short_run(server.port(), loadgen::workload_kind::hot_merchant), out, err);
+  ASSERT_TRUE(outcome.verdict) << err.str();
+  EXPECT_TRUE(outcome.verdict->pass) << text_of(*outcome.verdict) << err.str();
+  ASSERT_TRUE(outcome.unknown);
+  EXPECT_EQ(outcome.unknown->replayed, 6);
+  EXPECT_EQ(outcome.unknown->found_committed, 6);
+  EXPECT_EQ(outcome.unknown->applied_on_replay, 0);
+  EXPECT_EQ(outcome.unknown->unresolved, 0);
+  EXPECT_EQ(outcome.acknowledged, 300);
+  EXPECT_EQ(server.transfers_recorded(), 300);
+  EXPECT_EQ(outcome.total.classes.at("201").count, 294);
+  EXPECT_NE(out.str().find("unknown outcomes replayed with their Idempotency-Key: 6; 6 had committed"), std::string::npos)
+      << out.str();
+  show(out, err);
+}
+
+// A transfer whose connection is closed before it applied (a request lost with a crashing server)
+// is unknown too; its replay applies it then, so it is not lost: all 300 end acknowledged and in
+// the ledger, and the summary names how each unknown outcome was resolved.
+TEST(run, requests_lost_before_applying_are_replayed_and_applied) {
+  fake_behaviour lossy;
+  lossy.lost_answer_every = 50;
+  lossy.lost_answer_attempts = 2;
+  lossy.lost_answer_after_apply = false;
+  fake_wallet server(k_operator_key, lossy);
+  const auto dir = std::filesystem::path(::testing::TempDir()) / "loadgen_lost_requests";
+  std::filesystem::remove_all(dir);
+  std::ostringstream out, err;
+  auto o = short_run(server.port(), loadgen::workload_kind::hot_merchant);
+  o.out_dir = dir.string();
+  const auto outcome = run_loadgen(o, out, err);
+  ASSERT_TRUE(outcome.verdict) << err.str();
+  EXPECT_TRUE(outcome.verdict->pass) << text_of(*outcome.verdict) << err.str();
+  ASSERT_TRUE(outcome.unknown);
+  EXPECT_EQ(outcome.unknown->replayed, 6);
+  EXPECT_EQ(outcome.unknown->found_committed, 0);
+  EXPECT_EQ(outcome.unknown->applied_on_replay, 6);
+  EXPECT_EQ(outcome.acknowledged, 300);
+  EXPECT_EQ(server.transfers_recorded(), 300);
+  std::ifstream summary(dir / "summary.json");
+  std::stringstream text;
+  text << summary.rdbuf();
+  EXPECT_NE(text.str().find(R"("acknowledged":300)"), std::string::npos) << text.str();
+  EXPECT_NE(text.str().find(R"("unknown_outcomes":{"replayed":6,"found_committed":0,"applied_on_replay":6,"refused":0,"unresolved":0})"),
+            std::string::npos)
+      << text.str();
+  std::filesystem::remove_all(dir);
+}
+
+// Which answers leave a transfer's outcome unknown: any transport failure after the request may
+// have left (a refused connect counts too: the load generator cannot tell it from a reset after
+// the server read the request, and a replay is always safe) and any 5xx; never a 4xx, a 201, or a
+// request that never left the client's queue.
+TEST(outcome, transport_errors_and_5xx_are_unknown) {
+  auto with_error = [](loadgen::transport_error e) {
+    loadgen::http_response r;
+    r.error = e;
+    return r;
+  };
+  auto with_status = [](int status) {
+    loadgen::http_response r;
+    r.status = status;
+    return r;
+  };
+  EXPECT_TRUE(loadgen::is_outcome_unknown(with_error(loadgen::transport_error::connect)));
+  EXPECT_TRUE(loadgen::is_outcome_unknown(with_error(loadgen::transport_error::io)));
+  EXPECT_TRUE(loadgen::is_outcome_unknown(with_error(loadgen::transport_error::timeout)));
+  EXPECT_FALSE(loadgen::is_outcome_unknown(with_error(loadgen::transport_error::queue_full)));
+  EXPECT_TRUE(loadgen::is_outcome_unknown(with_status(503)));
+  EXPECT_TRUE(loadgen::is_outcome_unknown(with_status(500)));
+  EXPECT_FALSE(loadgen::is_outcome_unknown(with_status(422)));
+  EXPECT_FALSE(loadgen::is_outcome_unknown(with_status(201)));
 }
 
 // A search run steps the rate up, and the spike run's report files exist and name the phases: the

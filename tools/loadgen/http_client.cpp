@@ -156,6 +156,9 @@ class connection : public std::enable_shared_from_this<connection> {
     if (auto it = message.find(http::field::retry_after); it != message.end()) {
       response.retry_after_s = parse_retry_after(it->value());
     }
+    if (auto it = message.find("Idempotent-Replayed"); it != message.end()) {
+      response.idempotent_replayed = beast::iequals(it->value(), "true");
+    }
     if (!message.keep_alive()) close();
     parser_.reset();
     finish(std::move(response));

@@ -280,6 +280,13 @@ void print_table(std::ostream& out, const run_report& report) {
       out << "not back at baseline by the end of the run\n";
     }
   }
+  if (report.unknown) {
+    const auto& u = *report.unknown;
+    out << "\ntransfers acknowledged (201): " << report.acknowledged << "\n";
+    out << "unknown outcomes replayed with their Idempotency-Key: " << u.replayed << "; " << u.found_committed
+        << " had committed, " << u.applied_on_replay << " applied on replay, " << u.refused << " refused, "
+        << u.unresolved << " unresolved\n";
+  }
   if (report.verdict) {
     out << "\nverification: " << (report.verdict->pass ? "PASS" : "FAIL") << "\n";
     for (const auto& n : report.verdict->notes) out << "  ok: " << n << "\n";
@@ -320,6 +327,15 @@ std::string summary_json(const run_report& report) {
         {"wall_s", report.cpu.wall_s}}},
       {"reconnects", report.reconnects},
   };
+  if (report.unknown) {
+    const auto& u = *report.unknown;
+    summary["acknowledged"] = report.acknowledged;
+    summary["unknown_outcomes"] = {{"replayed", u.replayed},
+                                   {"found_committed", u.found_committed},
+                                   {"applied_on_replay", u.applied_on_replay},
+                                   {"refused", u.refused},
+                                   {"unresolved", u.unresolved}};
+  }
   if (report.verdict) {
     boost::json::array failures, notes;
     for (const auto& f : report.verdict->failures) failures.push_back(boost::json::string(f));

@@ -47,6 +47,17 @@ struct cpu_usage {
   double wall_s = 0;
 };
 
+// What became of the transfers whose outcome was unknown when the load ended (a transport error
+// such as a refused or reset connection, a 5xx, or no answer by the drain timeout): each was
+// replayed with its own Idempotency-Key until the server gave a definite answer.
+struct unknown_outcomes {
+  std::int64_t replayed = 0;
+  std::int64_t found_committed = 0;   // answered 201 from the stored result: it had committed
+  std::int64_t applied_on_replay = 0;  // answered 201 without it: it had not, and applied now
+  std::int64_t refused = 0;            // answered 4xx: it never applied
+  std::int64_t unresolved = 0;         // no definite answer even then
+};
+
 struct run_report {
   const options* opts = nullptr;
   std::string description;  // workload and load shape in words
@@ -55,6 +66,9 @@ struct run_report {
   std::optional<spike_result> spike;
   cpu_usage cpu;
   std::uint64_t reconnects = 0;
+  // Transfers answered 201, during the load or on replay; with the replays, set when verifying.
+  std::int64_t acknowledged = 0;
+  std::optional<unknown_outcomes> unknown;
   std::optional<verification> verdict;
 };
 

@@ -443,11 +443,13 @@ search_step evaluate_step(const options& o, const window_stats& w, double rate) 
 
 // Replays each request whose outcome is unknown with its own Idempotency-Key until the server
 // gives a definite answer: a stored 201 is an acknowledgement like any other; a 4xx means it
-// never applied. Returns the requests that stayed unknown.
-std::int64_t resolve_unknown(const options& o, http_client& client, driver& d,
-                             const std::vector<std::shared_ptr<operation>>& unknown,
-                             std::vector<committed_transfer>& committed, std::ostream& err) {
-  if (unknown.empty()) return 0;
+// never applied. Counts what became of them.
+unknown_outcomes resolve_unknown(const options& o, http_client& client, driver& d,
+                                 const std::vector<std::shared_ptr<operation>>& unknown,
+                                 std::vector<committed_transfer>& committed, std::ostream& err) {
+  unknown_outcomes counts;
+  counts.replayed = static_cast<std::int64_t>(unknown.size());
+  if (unknown.empty()) return counts;
   err << "resolve: replaying " << unknown.size() << " requests whose outcome was unknown\n";
   std::vector<http_response> answers(unknown.size());
   run_bulk(client, unknown.size(), static_cast<std::size_t>(o.verify_concurrency),
@@ -458,16 +460,23 @@ std::int64_t resolve_unknown(const options& o, http_client& client, driver& d,
                                  done();
                                });
            });
-  std::int64_t unresolved = 0;
   for (std::size_t i = 0; i < unknown.size(); ++i) {
     const auto& r = answers[i];
     if (r.status == 201) {
-      if (!driver::acknowledge(committed, *unknown[i], r.body)) ++unresolved;
+      if (!driver::acknowledge(committed, *unknown[i], r.body)) {
+        ++counts.unresolved;
+      } else if (r.idempotent_replayed) {
+        ++counts.found_committed;
+      } else {
+        ++counts.applied_on_replay;
+      }
     } else if (r.status < 400 || r.status >= 500 || r.status == 429) {
-      ++unresolved;
+      ++counts.unresolved;
+    } else {
+      ++counts.refused;
     }
   }
-  return unresolved;
+  return counts;
 }
 
 std::string make_run_id(std::uint64_t seed) {
@@ -615,14 +624,14 @@ run_outcome run_loadgen(const options& o, std::ostream& out, std::ostream& err) 
 
   if (o.verify) {
     http_client client(pool, static_cast<std::size_t>(o.io_threads));
-    std::int64_t unresolved = 0;
     {
       // A fresh driver only to build the same requests again for the replays.
       run_stats unused;
       driver d(o, client, setup, unused, run_id);
-      unresolved = resolve_unknown(o, client, d, unknown, committed, err);
+      report.unknown = resolve_unknown(o, client, d, unknown, committed, err);
     }
-    auto verdict = verify_run(o, client, setup, balances_before, committed, unresolved, err);
+    report.acknowledged = static_cast<std::int64_t>(committed.size());
+    auto verdict = verify_run(o, client, setup, balances_before, committed, report.unknown->unresolved, err);
     if (abandoned > 0) {
       verdict.notes.push_back(std::to_string(abandoned) + " requests were unanswered after the drain timeout");
     }
@@ -644,6 +653,8 @@ run_outcome run_loadgen(const options& o, std::ostream& out, std::ostream& err) 
   outcome.search = report.search;
   outcome.spike = report.spike;
   outcome.verdict = report.verdict;
+  outcome.acknowledged = report.acknowledged;
+  outcome.unknown = report.unknown;
   outcome.exit_code = report.verdict && !report.verdict->pass ? 1 : 0;
   return outcome;
 }
