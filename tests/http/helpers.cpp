@@ -209,7 +209,10 @@ std::map<std::string, std::string> current_environment() {
 
 run_result run_program(const std::string& binary, const std::vector<std::string>& args,
                        const std::map<std::string, std::string>& env, std::chrono::milliseconds timeout) {
-  const std::string out_path = "/tmp/wallet-http-test-run-" + std::to_string(::getpid()) + ".log";
+  // One file per call: a test may run several programs at once from different threads.
+  static std::atomic<int> calls{0};
+  const std::string out_path =
+      "/tmp/wallet-http-test-run-" + std::to_string(::getpid()) + "-" + std::to_string(calls++) + ".log";
   std::vector<std::string> arg_strings{binary};
   arg_strings.insert(arg_strings.end(), args.begin(), args.end());
   std::vector<char*> argv;
@@ -328,21 +331,19 @@ tcp_relay::~tcp_relay() {
   ::close(wake_fds_[1]);
 }
 
-void tcp_relay::cut() {
+void tcp_relay::cut() { set_mode(mode::cut); }
+
+void tcp_relay::blackhole() { set_mode(mode::blackhole); }
+
+void tcp_relay::restore() { set_mode(mode::pass); }
+
+void tcp_relay::set_mode(mode m) {
   const int target = generation_.load() + 1;
-  cut_ = true;
-  const char c = 'c';
+  mode_ = m;
+  const char c = 'm';
   [[maybe_unused]] auto ignored = ::write(wake_fds_[1], &c, 1);
   // The relay thread applies it within one poll round; wait for that so the caller knows the
-  // connections are gone when cut() returns.
-  while (generation_.load() < target) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-}
-
-void tcp_relay::restore() {
-  const int target = generation_.load() + 1;
-  cut_ = false;
-  const char c = 'r';
-  [[maybe_unused]] auto ignored = ::write(wake_fds_[1], &c, 1);
+  // change is in force (e.g. the connections are gone after cut()) when this returns.
   while (generation_.load() < target) std::this_thread::sleep_for(std::chrono::milliseconds(1));
 }
 
@@ -352,7 +353,7 @@ void tcp_relay::run() {
     int upstream;
   };
   std::vector<link> links;
-  bool applied_cut = false;
+  mode applied = mode::pass;
   auto close_all = [&] {
     for (auto& l : links) {
       ::close(l.client);
@@ -361,32 +362,35 @@ void tcp_relay::run() {
     links.clear();
   };
   while (!stopping_) {
-    if (cut_ != applied_cut) {
-      if (cut_) {
+    const mode wanted = mode_.load();
+    if (wanted != applied) {
+      if (wanted == mode::cut) {
         ::close(listen_fd_);
         listen_fd_ = -1;
         close_all();
-        applied_cut = true;
-        ++generation_;
-      } else {
+      } else if (listen_fd_ < 0) {
         try {
           listen_fd_ = listen_loopback(port_);
-          applied_cut = false;
-          ++generation_;
         } catch (const std::runtime_error&) {
           // The port is briefly taken (e.g. as some connection's ephemeral port): next round.
           std::this_thread::sleep_for(std::chrono::milliseconds(20));
           continue;
         }
       }
+      applied = wanted;
+      ++generation_;
     }
     std::vector<pollfd> fds;
     fds.push_back({wake_fds_[0], POLLIN, 0});
     if (listen_fd_ >= 0) fds.push_back({listen_fd_, POLLIN, 0});
     const std::size_t first_link = fds.size();
-    for (const auto& l : links) {
-      fds.push_back({l.client, POLLIN, 0});
-      fds.push_back({l.upstream, POLLIN, 0});
+    // In a blackhole nothing is read, so nothing is forwarded and the peers' bytes stay queued
+    // in their sockets until the relay passes again.
+    if (applied == mode::pass) {
+      for (const auto& l : links) {
+        fds.push_back({l.client, POLLIN, 0});
+        fds.push_back({l.upstream, POLLIN, 0});
+      }
     }
     if (::poll(fds.data(), fds.size(), 100) <= 0) continue;
     if (fds[0].revents != 0) {
@@ -404,6 +408,7 @@ void tcp_relay::run() {
         }
       }
     }
+    if (fds.size() == first_link) continue;
     std::vector<bool> dead(links.size(), false);
     for (std::size_t i = 0; i < (fds.size() - first_link) / 2; ++i) {
       for (int side = 0; side < 2; ++side) {

@@ -88,8 +88,11 @@ run_result run_program(const std::string& binary, const std::vector<std::string>
 std::map<std::string, std::string> current_environment();
 
 // A TCP relay 127.0.0.1:listen_port -> 127.0.0.1:target_port on its own thread. cut() closes
-// every relayed connection and refuses new ones (the peer sees a dead server); restore() accepts
-// again. Stops on destruction.
+// every relayed connection and refuses new ones (the peer sees a dead server). blackhole()
+// keeps every connection open and accepts new ones, but forwards nothing in either direction:
+// what the peers send waits in the socket buffers, as in a network partition where packets are
+// delayed rather than refused. restore() passes traffic again; after a blackhole, what was held
+// is delivered then, in order. Stops on destruction.
 class tcp_relay {
  public:
   explicit tcp_relay(int target_port);
@@ -98,17 +101,21 @@ class tcp_relay {
   tcp_relay& operator=(const tcp_relay&) = delete;
 
   int port() const { return port_; }
+  // Each returns once the relay thread has applied the change.
   void cut();
+  void blackhole();
   void restore();
 
  private:
+  enum class mode { pass, cut, blackhole };
+  void set_mode(mode m);
   void run();
   int target_port_;
   int port_ = 0;
   int listen_fd_ = -1;
   int wake_fds_[2] = {-1, -1};
   std::atomic<bool> stopping_{false};
-  std::atomic<bool> cut_{false};
+  std::atomic<mode> mode_{mode::pass};
   std::atomic<int> generation_{0};
   std::thread thread_;
 };

@@ -126,10 +126,15 @@ response http_client::post(const std::string& target, const std::string& key, co
 
 server_process::server_process() : server_process(options{}) {}
 
-server_process::server_process(options opts) {
+server_process::server_process(options opts) : options_(std::move(opts)) {
   port_ = free_port();
-  operator_key_ = opts.bootstrap_key;
+  operator_key_ = options_.bootstrap_key;
   log_path_ = "/tmp/wallet-test-server-" + std::to_string(::getpid()) + "-" + std::to_string(port_) + ".log";
+  spawn(true);
+  if (options_.wait_ready) wait_until_ready();
+}
+
+void server_process::spawn(bool truncate_log) {
   const std::string binary = build_dir() + "/tools/server/wallet-server";
 
   std::map<std::string, std::string> env;
@@ -139,12 +144,12 @@ server_process::server_process(options opts) {
     if (eq != std::string::npos) env[entry.substr(0, eq)] = entry.substr(eq + 1);
   }
   env["WALLET_HTTP_PORT"] = std::to_string(port_);
-  env["WALLET_AUTH_BOOTSTRAP_KEY"] = opts.bootstrap_key;
+  env["WALLET_AUTH_BOOTSTRAP_KEY"] = options_.bootstrap_key;
   env["WALLET_DATABASE_URL"] = database_url();
   env["WALLET_DATABASE_OWNER_URL"] = owner_database_url();
   env["WALLET_REDIS_URL"] = redis_url();
   if (env.find("WALLET_LEDGER_RECONCILE_INTERVAL_S") == env.end()) env["WALLET_LEDGER_RECONCILE_INTERVAL_S"] = "0";
-  for (const auto& [k, v] : opts.env) env[k] = v;
+  for (const auto& [k, v] : options_.env) env[k] = v;
 
   std::vector<std::string> env_strings;
   for (const auto& [k, v] : env) env_strings.push_back(k + "=" + v);
@@ -152,14 +157,15 @@ server_process::server_process(options opts) {
   for (auto& s : env_strings) envp.push_back(s.data());
   envp.push_back(nullptr);
   std::vector<std::string> arg_strings{binary};
-  for (const auto& a : opts.args) arg_strings.push_back(a);
+  for (const auto& a : options_.args) arg_strings.push_back(a);
   std::vector<char*> argv;
   for (auto& s : arg_strings) argv.push_back(s.data());
   argv.push_back(nullptr);
 
+  const int log_flags = O_WRONLY | O_CREAT | (truncate_log ? O_TRUNC : O_APPEND);
   pid_ = ::fork();
   if (pid_ == 0) {
-    int fd = ::open(log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int fd = ::open(log_path_.c_str(), log_flags, 0644);
     if (fd >= 0) {
       ::dup2(fd, 1);
       ::dup2(fd, 2);
@@ -167,7 +173,9 @@ server_process::server_process(options opts) {
     ::execve(binary.c_str(), argv.data(), envp.data());
     ::_exit(127);
   }
-  if (!opts.wait_ready) return;
+}
+
+void server_process::wait_until_ready() {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   while (std::chrono::steady_clock::now() < deadline) {
     int status = 0;
@@ -184,6 +192,19 @@ server_process::server_process(options opts) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   throw std::runtime_error("wallet-server did not start in 30 s:\n" + log());
+}
+
+void server_process::kill() {
+  if (pid_ <= 0) return;
+  ::kill(pid_, SIGKILL);
+  ::waitpid(pid_, nullptr, 0);
+  pid_ = -1;
+}
+
+void server_process::restart(bool wait_ready) {
+  if (pid_ > 0) throw std::runtime_error("wallet-server is still running; kill() or terminate() it first");
+  spawn(false);
+  if (wait_ready) wait_until_ready();
 }
 
 server_process::~server_process() {

@@ -76,10 +76,21 @@ class server_process {
   const std::string& operator_key() const { return operator_key_; }
   // Sends SIGTERM and waits; returns the exit status (or -1 on a signal / timeout).
   int terminate(std::chrono::milliseconds timeout = std::chrono::seconds(30));
+  // SIGKILL and reap: a crash, with no chance to finish anything in flight.
+  void kill();
+  // Starts the server again on the same port with the same options (after kill() or
+  // terminate()); its log continues in the same file. With `wait_ready`, returns once /healthz
+  // answers (at most 30 s, else throws); without, returns at once.
+  void restart(bool wait_ready = true);
+  bool running() const { return pid_ > 0; }
   const std::string& log_path() const { return log_path_; }
   std::string log() const;
 
  private:
+  void spawn(bool truncate_log);
+  void wait_until_ready();
+
+  options options_;
   int pid_ = -1;
   int port_ = 0;
   std::string operator_key_;
