@@ -275,6 +275,11 @@ struct fake_wallet::impl {
                         ++attempts_by_key[scope] <= behaviour.lost_answer_attempts;
       if (!lose) return transfer(who->second, scope, body);
       if (behaviour.lost_answer_after_apply) transfer(who->second, scope, body);
+      if (behaviour.lost_answer_as_503) {
+        auto unknown = problem(http::status::service_unavailable, "outcome_unknown");
+        unknown.retry_after_s = 0;
+        return unknown;
+      }
       answer dropped;
       dropped.drop_connection = true;
       return dropped;

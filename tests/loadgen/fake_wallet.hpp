@@ -25,6 +25,9 @@ struct fake_behaviour {
   std::int64_t lost_answer_every = 0;
   std::int64_t lost_answer_attempts = 0;
   bool lost_answer_after_apply = true;
+  // Instead of closing the connection, answer 503 `outcome_unknown` with `Retry-After: 0`, as
+  // the server does when the deadline passes before the request's COMMIT is known.
+  bool lost_answer_as_503 = false;
 };
 
 class fake_wallet {

@@ -212,6 +212,31 @@ TEST(run, requests_lost_before_applying_are_replayed_and_applied) {
   std::filesystem::remove_all(dir);
 }
 
+// A transfer that committed although its answer was 503 (a deadline passed first) is retried
+// with its own Idempotency-Key during the load and answered from the stored result: counted as
+// found committed, acknowledged once, never applied twice. Every 50th key of 300: exactly 6.
+TEST(run, retries_after_503_find_the_committed_result) {
+  fake_behaviour late;
+  late.lost_answer_every = 50;
+  late.lost_answer_attempts = 1;
+  late.lost_answer_after_apply = true;
+  late.lost_answer_as_503 = true;
+  fake_wallet server(k_operator_key, late);
+  std::ostringstream out, err;
+  auto o = short_run(server.port(), loadgen::workload_kind::hot_merchant);
+  o.retries = true;
+  const auto outcome = run_loadgen(o, out, err);
+  ASSERT_TRUE(outcome.verdict) << err.str();
+  EXPECT_TRUE(outcome.verdict->pass) << text_of(*outcome.verdict) << err.str();
+  EXPECT_EQ(outcome.total.retried_requests, 6);
+  EXPECT_EQ(outcome.retries_found_committed, 6);
+  ASSERT_TRUE(outcome.unknown);
+  EXPECT_EQ(outcome.unknown->replayed, 0);
+  EXPECT_EQ(outcome.acknowledged, 300);
+  EXPECT_EQ(server.transfers_recorded(), 300);
+  EXPECT_NE(out.str().find("6 answered from the stored result of an earlier attempt"), std::string::npos) << out.str();
+}
+
 // Which answers leave a transfer's outcome unknown: any transport failure after the request may
 // have left (a refused connect counts too: the load generator cannot tell it from a reset after
 // the server read the request, and a replay is always safe) and any 5xx; never a 4xx, a 201, or a

@@ -17,6 +17,7 @@ struct run_outcome {
   int exit_code = 0;  // 0: PASS (or verification skipped); 1: FAIL; 2: could not run
   std::optional<verification> verdict;
   std::int64_t acknowledged = 0;  // as in run_report
+  std::int64_t retries_found_committed = 0;
   std::optional<unknown_outcomes> unknown;
   window_stats total;
   std::optional<search_result> search;

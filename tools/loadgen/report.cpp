@@ -239,7 +239,7 @@ void print_table(std::ostream& out, const run_report& report) {
   if (t.retries > 0) {
     out << "retries: " << t.retries << " extra attempts for " << t.retried_requests << " requests; they ended as";
     for (const auto& [name, n] : t.retried_outcome) out << " " << name << ": " << n;
-    out << "\n";
+    out << "; " << report.retries_found_committed << " answered from the stored result of an earlier attempt\n";
   } else if (report.opts->retries) {
     out << "retries: none were needed\n";
   }
@@ -304,6 +304,7 @@ std::string summary_json(const run_report& report) {
   boost::json::object retries{{"enabled", o.retries},
                               {"retries", t.retries},
                               {"retried_requests", t.retried_requests},
+                              {"found_committed", report.retries_found_committed},
                               {"outcomes", counts_json(t.retried_outcome)}};
   boost::json::object summary{
       {"description", report.description},

@@ -66,6 +66,8 @@ struct run_report {
   std::optional<spike_result> spike;
   cpu_usage cpu;
   std::uint64_t reconnects = 0;
+  // Retried transfers answered 201 from the stored result of an earlier attempt.
+  std::int64_t retries_found_committed = 0;
   // Transfers answered 201, during the load or on replay; with the replays, set when verifying.
   std::int64_t acknowledged = 0;
   std::optional<unknown_outcomes> unknown;

@@ -183,6 +183,7 @@ class driver {
   std::int64_t senders_active() const { return senders_active_.load(); }
   std::int64_t in_flight() const { return in_flight_.load(); }
   std::int64_t malformed_acknowledgements() const { return malformed_201_.load(); }
+  std::int64_t retries_found_committed() const { return retry_found_committed_.load(); }
 
   // Only after the client has stopped.
   std::vector<committed_transfer> committed() const {
@@ -328,6 +329,9 @@ class driver {
     if (op->transfer) {
       if (r.status == 201) {
         if (!acknowledge(state.committed, *op, r.body)) ++malformed_201_;
+        // A retry answered from the stored result: an earlier attempt had committed although
+        // its answer said 503 (e.g. the deadline passed while its COMMIT was still under way).
+        if (op->attempts > 1 && r.idempotent_replayed) ++retry_found_committed_;
       } else if (is_outcome_unknown(r)) {
         state.unknown.push_back(op);
       }
@@ -361,6 +365,7 @@ class driver {
   std::atomic<std::int64_t> senders_active_{0};
   std::atomic<std::int64_t> in_flight_{0};
   std::atomic<std::int64_t> malformed_201_{0};
+  std::atomic<std::int64_t> retry_found_committed_{0};
 };
 
 std::string format_ms(std::int64_t us) {
@@ -607,6 +612,7 @@ run_outcome run_loadgen(const options& o, std::ostream& out, std::ostream& err) 
     report.cpu.io_threads_s = client.io_cpu_seconds() - io_cpu_start;
     report.cpu.wall_s = seconds_between(wall_start, steady::now());
     report.reconnects = client.reconnects();
+    report.retries_found_committed = d.retries_found_committed();
     report.description = description.str();
     client.stop();
     // The client's threads have stopped: the driver's per-thread lists are stable from here on.
@@ -654,6 +660,7 @@ run_outcome run_loadgen(const options& o, std::ostream& out, std::ostream& err) 
   outcome.spike = report.spike;
   outcome.verdict = report.verdict;
   outcome.acknowledged = report.acknowledged;
+  outcome.retries_found_committed = report.retries_found_committed;
   outcome.unknown = report.unknown;
   outcome.exit_code = report.verdict && !report.verdict->pass ? 1 : 0;
   return outcome;
