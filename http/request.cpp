@@ -8,9 +8,25 @@ namespace api {
 
 namespace bhttp = boost::beast::http;
 
+namespace {
+
+// A client's X-Request-Id is echoed in the X-Request-Id header of the answer, in its problem+json
+// body and in every log line of the request, so only 1 to 64 visible ASCII characters are taken:
+// nothing empty, no spaces or controls, no bytes that are not valid UTF-8 in a JSON body.
+bool usable_request_id(std::string_view id) {
+  if (id.empty() || id.size() > 64) return false;
+  for (char c : id) {
+    if (c < 0x21 || c > 0x7e) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 void fill_exchange(exchange& ex, bhttp::request<bhttp::string_body>& req) {
-  ex.request_id = req.count("X-Request-Id") > 0 && req["X-Request-Id"].size() <= 64 ? std::string(req["X-Request-Id"])
-                                                                                    : new_request_id();
+  const auto client_id = req.find("X-Request-Id");
+  ex.request_id = client_id != req.end() && usable_request_id(client_id->value()) ? std::string(client_id->value())
+                                                                                   : new_request_id();
   ex.method = std::string(req.method_string());
   ex.target = std::string(req.target());
   const auto q = ex.target.find('?');

@@ -12,8 +12,9 @@
 namespace api {
 
 // Fills the request fields of `ex` (request id, method, target, path and query, body,
-// Authorization, Idempotency-Key, Content-Type) from `req`. The body is moved out of `req`
-// rather than copied: it may be as large as the body limit, and the server reads it only here.
+// Authorization, Idempotency-Key, Content-Type) from `req`. The request id is the client's
+// X-Request-Id when that is 1 to 64 visible ASCII characters, else a new one. The body is moved
+// out of `req` rather than copied: it may be as large as the body limit, and is read only here.
 void fill_exchange(exchange& ex, boost::beast::http::request<boost::beast::http::string_body>& req);
 
 }  // namespace api

@@ -76,5 +76,17 @@ TEST(fill_exchange, keeps_a_client_request_id_of_1_to_64_visible_characters) {
   EXPECT_TRUE(is_generated(ex.request_id)) << ex.request_id;
 }
 
+TEST(fill_exchange, replaces_a_request_id_that_is_empty_too_long_or_not_visible_ascii) {
+  // The id is echoed in a response header, in every problem+json body and in every log line: an
+  // empty one, one with spaces or tabs, or one with bytes beyond ASCII (invalid UTF-8 in a JSON
+  // body) would reach all three, so the server makes its own instead.
+  EXPECT_TRUE(is_generated(request_id_for(""))) << request_id_for("");
+  EXPECT_TRUE(is_generated(request_id_for(std::string(65, 'r'))));
+  EXPECT_TRUE(is_generated(request_id_for("a b"))) << request_id_for("a b");
+  EXPECT_TRUE(is_generated(request_id_for("a\tb"))) << request_id_for("a\tb");
+  EXPECT_TRUE(is_generated(request_id_for("caf\xe9"))) << request_id_for("caf\xe9");
+  EXPECT_TRUE(is_generated(request_id_for("a\x7f"))) << request_id_for("a\x7f");
+}
+
 }  // namespace
 }  // namespace api
