@@ -94,11 +94,14 @@ struct flat_object_handler {
   }
   bool on_double(double, boost::json::string_view s, boost::json::error_code& ec) {
     json_scalar v;
-    v.type = json_scalar::kind::fraction;
     v.text = part + std::string(s);
     part.clear();
     // "1e3" and "10.0" are doubles to the parser; an integer written with an exponent or a
-    // fraction is refused later, by the field that reads it, with a precise message.
+    // fraction is refused later, by the field that reads it, with a precise message. So is an
+    // integer beyond the uint64 range or below the int64 one: the parser gives it as a double too,
+    // but it is an integer too large, not a fraction.
+    v.type = v.text.find_first_of(".eE") == std::string::npos ? json_scalar::kind::big_integer
+                                                                : json_scalar::kind::fraction;
     return add(ec, std::move(v));
   }
   bool on_bool(bool b, boost::json::error_code& ec) {
@@ -176,6 +179,10 @@ std::int64_t field_reader::amount(std::string_view name, std::int64_t max_minor)
       value = v->integer;
       break;
     case json_scalar::kind::big_integer:
+      if (v->text.front() == '-') {
+        fail("field " + quoted(name) + ": amount must be a positive integer number of minor units");
+        return 0;
+      }
       fail("field " + quoted(name) + " is larger than 2^53-1 as a JSON number; send it as a string of digits");
       return 0;
     case json_scalar::kind::fraction:
