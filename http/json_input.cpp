@@ -134,7 +134,22 @@ json_parse_result parse_json_object(std::string_view body) {
   boost::json::error_code ec;
   const auto consumed = parser.write_some(false, body.data(), body.size(), ec);
   if (ec || consumed != body.size()) {
-    result.error = parser.handler().error.empty() ? "the request body is not valid JSON" : parser.handler().error;
+    const auto& handler = parser.handler();
+    // The parser stops at a bound of the handler with an error of its own: the body is valid
+    // JSON then, and the client is told which bound it passed.
+    if (!handler.error.empty()) {
+      result.error = handler.error;
+    } else if (ec == boost::json::error::object_too_large) {
+      result.error =
+          "the request body has more than " + std::to_string(flat_object_handler::max_object_size) + " fields";
+    } else if (ec == boost::json::error::key_too_large) {
+      result.error = "a field name is longer than " + std::to_string(flat_object_handler::max_key_size) + " bytes";
+    } else if (ec == boost::json::error::string_too_large) {
+      result.error = "field " + quoted(handler.key) + " is longer than " +
+                     std::to_string(flat_object_handler::max_string_size) + " bytes";
+    } else {
+      result.error = "the request body is not valid JSON";
+    }
     return result;
   }
   if (parser.handler().depth != 0) {
