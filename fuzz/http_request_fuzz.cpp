@@ -1,0 +1,203 @@
+// Fuzzes the HTTP request path up to the handler: the bytes a client sends on one connection go
+// through Beast's request parser with the server's limits (as http/server.cpp sets them), then
+// through fill_exchange (http/request.hpp, the server's own code) into the exchange the routes
+// see, then through the path, query and JSON parsers the routes call first.
+//
+// The input is what the client sends on the connection; several requests may follow each other
+// (keep-alive, pipelining), and the server reads them one after the other, as here, until an
+// error or a request that closes the connection. The bytes are read twice, all at once and in
+// small pieces: where the network cuts the bytes must not change what the server sees or answers.
+//
+// Properties of every request read:
+// - the body is within body_bytes_max, and is exactly Content-Length bytes when that was sent;
+// - the exchange holds the request's method and target, the target split at its first '?',
+//   and the first Authorization, Idempotency-Key and Content-Type headers;
+// - the request id is 1 to 64 visible ASCII characters (it is echoed in a header, in every
+//   problem+json body and in every log line): the client's X-Request-Id when that is one, else a
+//   new one;
+// - the path's segments, an account id in the path and the paging query parameters parse within
+//   their bounds, and a JSON body gives at most 64 fields.
+
+#include <boost/asio/buffer.hpp>
+#include <boost/asio/error.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http/error.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <boost/system/system_error.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "config/settings.hpp"
+#include "http/json_input.hpp"
+#include "http/request.hpp"
+#include "http/url.hpp"
+#include "ledger/assert.hpp"
+#include "ledger/money.hpp"
+
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+
+// A connection's bytes as a synchronous stream that hands them out `chunk` bytes at a time,
+// then reports end of file (the client closed its side).
+class byte_stream {
+ public:
+  byte_stream(std::string_view bytes, std::size_t chunk) : rest_(bytes), chunk_(chunk) {}
+
+  template <class MutableBufferSequence>
+  std::size_t read_some(const MutableBufferSequence& buffers, boost::system::error_code& ec) {
+    if (rest_.empty()) {
+      ec = asio::error::eof;
+      return 0;
+    }
+    ec = {};
+    const auto n = asio::buffer_copy(buffers, asio::buffer(rest_.data(), std::min(chunk_, rest_.size())));
+    rest_.remove_prefix(n);
+    return n;
+  }
+
+  template <class MutableBufferSequence>
+  std::size_t read_some(const MutableBufferSequence& buffers) {
+    boost::system::error_code ec;
+    const auto n = read_some(buffers, ec);
+    if (ec) throw boost::system::system_error(ec);
+    return n;
+  }
+
+ private:
+  std::string_view rest_;
+  std::size_t chunk_;
+};
+
+bool is_visible_ascii(std::string_view s) {
+  return std::all_of(s.begin(), s.end(), [](char c) { return c >= 0x21 && c <= 0x7e; });
+}
+
+std::string first_header(const bhttp::request<bhttp::string_body>& req, std::string_view name) {
+  const auto it = req.find(name);
+  return it == req.end() ? std::string{} : std::string(it->value());
+}
+
+// Checks one parsed request and its exchange; returns what the routes would see, for comparing
+// two readings of the same bytes.
+std::string check_request(bhttp::request_parser<bhttp::string_body>& parser, const config::http_settings& limits) {
+  auto& req = parser.get();
+  const std::string body_sent = req.body();
+  WALLET_ASSERT(body_sent.size() <= static_cast<std::size_t>(limits.body_bytes_max), "a body is within the limit");
+  if (const auto length = parser.content_length()) {
+    WALLET_ASSERT(*length == body_sent.size(), "a body is exactly Content-Length bytes");
+  }
+  std::size_t header_bytes = req.method_string().size() + req.target().size();
+  for (const auto& field : req) header_bytes += field.name_string().size() + field.value().size();
+  WALLET_ASSERT(header_bytes <= static_cast<std::size_t>(limits.header_bytes_max), "headers are within the limit");
+
+  const std::string client_id = req.count("X-Request-Id") > 0 ? std::string(req["X-Request-Id"]) : std::string{};
+  const std::string method(req.method_string());
+  const std::string target(req.target());
+  const std::string authorization = first_header(req, "Authorization");
+  const std::string content_type = first_header(req, "Content-Type");
+  const bool has_key = req.count("Idempotency-Key") > 0;
+  const std::string key = first_header(req, "Idempotency-Key");
+
+  api::exchange ex;
+  api::fill_exchange(ex, req);
+  WALLET_ASSERT(ex.method == method && !ex.method.empty(), "the exchange has the request's method");
+  WALLET_ASSERT(ex.target == target, "the exchange has the request's target");
+  const auto q = target.find('?');
+  if (q == std::string::npos) {
+    WALLET_ASSERT(ex.path == target && ex.query.empty(), "a target without '?' is all path");
+  } else {
+    WALLET_ASSERT(ex.path + "?" + ex.query == target && ex.path.find('?') == std::string::npos,
+                  "the target splits at its first '?'");
+  }
+  WALLET_ASSERT(ex.body == body_sent, "the exchange has the body");
+  WALLET_ASSERT(ex.authorization == authorization, "the exchange has the first Authorization header");
+  WALLET_ASSERT(ex.content_type == content_type, "the exchange has the first Content-Type header");
+  WALLET_ASSERT(ex.has_idempotency_key == has_key && ex.idempotency_key == key,
+                "the exchange has the first Idempotency-Key header, and knows whether one was sent");
+  WALLET_ASSERT(!ex.request_id.empty() && ex.request_id.size() <= 64 && is_visible_ascii(ex.request_id),
+                "a request id is 1 to 64 visible ASCII characters");
+  if (!client_id.empty() && client_id.size() <= 64 && is_visible_ascii(client_id)) {
+    WALLET_ASSERT(ex.request_id == client_id, "a usable X-Request-Id is kept");
+  }
+
+  // What the routes read first: the path, an account id in it, the paging parameters, the body.
+  const auto parts = api::split_path(ex.path);
+  for (const auto part : parts) WALLET_ASSERT(!part.empty(), "a path segment is never empty");
+  if (parts.size() >= 3 && parts[0] == "v1" && parts[1] == "accounts") {
+    const auto id = api::parse_id(parts[2]);
+    WALLET_ASSERT(!id || *id >= 1, "an account id in the path is positive");
+  }
+  for (const std::string_view name : {"limit", "after"}) {
+    if (const auto text = api::query_param(ex.query, name)) {
+      WALLET_ASSERT(text->find('&') == std::string::npos, "a query value holds no '&'");
+      const auto v = ledger::parse_digits(*text);
+      WALLET_ASSERT(!v || *v >= 0, "a paging parameter is never negative");
+    }
+  }
+  const auto parsed = api::parse_json_object(ex.body);
+  WALLET_ASSERT(!parsed.ok || parsed.object.fields.size() <= 64, "a JSON body gives at most 64 fields");
+
+  return method + ' ' + target + '\n' + authorization + '\n' + content_type + '\n' + (has_key ? "key " + key : "") +
+         '\n' + std::to_string(req.keep_alive()) + '\n' + body_sent;
+}
+
+// How the server ends a connection whose read failed, as session::on_read in http/server.cpp
+// decides it: it closes quietly (the client went away), or refuses the request with 400, 413 or
+// 431 and then closes. Which of the three a request that is wrong in several ways gets may
+// depend on where the bytes were cut, and that is Beast's choice, not a fault: its parser checks
+// a header line by line as it arrives, but once it has had to wait for more bytes it waits for
+// the end of the header first. So a malformed header longer than header_bytes_max is a 400 when
+// read at once (the bad line is seen first) and a 431 when read piece by piece; a request with
+// bare LF line ends is a "bad version" at once and a "partial message" in pieces. What must not
+// depend on the cut is whether the server refuses, and every request it accepts.
+std::string server_answer(const beast::error_code& ec) {
+  if (ec == bhttp::error::end_of_stream) return "close";
+  if (ec == bhttp::error::body_limit || ec == bhttp::error::header_limit) return "refused";
+  if (ec.category() == beast::error_code(bhttp::error::end_of_stream).category()) return "refused";
+  return "close";
+}
+
+// What the server does with one connection's bytes: the outcome of each request it reads.
+std::vector<std::string> serve(std::string_view bytes, std::size_t chunk, const config::http_settings& limits) {
+  byte_stream stream(bytes, chunk);
+  beast::flat_buffer buffer;
+  std::vector<std::string> outcomes;
+  // A bound on requests per input keeps each run short; real connections have no such bound.
+  for (int i = 0; i < 16; ++i) {
+    bhttp::request_parser<bhttp::string_body> parser;
+    parser.body_limit(static_cast<std::uint64_t>(limits.body_bytes_max));
+    parser.header_limit(static_cast<std::uint32_t>(limits.header_bytes_max));
+    beast::error_code ec;
+    bhttp::read(stream, buffer, parser, ec);
+    if (ec) {
+      outcomes.push_back(server_answer(ec));
+      break;
+    }
+    WALLET_ASSERT(parser.is_done(), "a request read without error is complete");
+    const bool keep_alive = parser.get().keep_alive();
+    outcomes.push_back(check_request(parser, limits));
+    if (!keep_alive) break;
+  }
+  return outcomes;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  const std::string_view bytes(reinterpret_cast<const char*>(data), size);
+  const config::http_settings limits{};
+  const auto at_once = serve(bytes, std::max<std::size_t>(size, 1), limits);
+  const auto in_pieces = serve(bytes, 1 + size % 13, limits);
+  WALLET_ASSERT(at_once == in_pieces, "where the bytes are cut does not change what the server reads");
+  return 0;
+}
