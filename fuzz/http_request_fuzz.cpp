@@ -1,18 +1,21 @@
 // Fuzzes the HTTP request path up to the handler: the bytes a client sends on one connection go
-// through Beast's request parser with the server's limits (as http/server.cpp sets them), then
-// through fill_exchange (http/request.hpp, the server's own code) into the exchange the routes
-// see, then through the path, query and JSON parsers the routes call first.
+// through Beast's request parser with the server's limits and read buffer (apply_limits and
+// read_buffer_bytes_max, which http/server.cpp uses too), then through fill_exchange (the
+// server's own code, http/request.hpp) into the exchange the routes see, then through the path,
+// query and JSON parsers the routes call first.
 //
 // The input is what the client sends on the connection; several requests may follow each other
 // (keep-alive, pipelining), and the server reads them one after the other, as here, until an
-// error or a request that closes the connection. The bytes are read three times: all at once, as
-// the server reads them (4096 bytes, then what Beast asks for), and in small pieces: where the
+// error or a request that closes the connection. The bytes are read three times: at once (as
+// many as the read buffer holds), as the server reads them (4096 bytes, then what Beast asks
+// for), and in small pieces: where the
 // network cuts the bytes must not change what the server sees or answers (with one exception of
 // Beast's, for headers longer than the limit: see check_same_reading).
 //
 // Properties of every request read:
 // - the body is within body_bytes_max, and is exactly Content-Length bytes when that was sent;
-//   the request line and the header fields are each within header_bytes_max;
+//   the header is at most header_bytes_max plus the read buffer (Beast's bound, see
+//   check_same_reading), and a trailer at most the read buffer (read_buffer_bytes_max);
 // - the exchange holds the request's method and target, the target split at its first '?',
 //   and the first Authorization, Idempotency-Key and Content-Type headers;
 // - the request id is 1 to 64 visible ASCII characters (it is echoed in a header, in every
@@ -92,20 +95,24 @@ std::string first_header(const bhttp::request<bhttp::string_body>& req, std::str
 
 // Checks one parsed request and its exchange; returns what the routes would see, for comparing
 // two readings of the same bytes.
-std::string check_request(bhttp::request_parser<bhttp::string_body>& parser, const config::http_settings& limits) {
+std::string check_request(api::request_parser& parser, std::size_t header_bytes_read,
+                          const config::http_settings& limits) {
   auto& req = parser.get();
   const std::string body_sent = req.body();
   WALLET_ASSERT(body_sent.size() <= static_cast<std::size_t>(limits.body_bytes_max), "a body is within the limit");
   if (const auto length = parser.content_length()) {
     WALLET_ASSERT(*length == body_sent.size(), "a body is exactly Content-Length bytes");
   }
-  // Beast bounds the request line and the header fields each by header_bytes_max when the request
-  // line arrives whole (see check_same_reading), so a header may reach twice the limit, not more.
+  // Beast's header_limit bounds each step of its header parsing, not the header (see
+  // check_same_reading): a header may reach the limit plus what the first step had at hand,
+  // which the read buffer bounds. A chunked request's trailer adds header fields too, bounded by
+  // the read buffer alone.
+  const auto header_max = static_cast<std::size_t>(limits.header_bytes_max) + api::read_buffer_bytes_max(limits);
+  WALLET_ASSERT(header_bytes_read <= header_max, "a header read is at most the header limit plus the read buffer");
   std::size_t field_bytes = 0;
   for (const auto& field : req) field_bytes += field.name_string().size() + field.value().size();
-  const auto header_limit = static_cast<std::size_t>(limits.header_bytes_max);
-  WALLET_ASSERT(req.method_string().size() + req.target().size() <= header_limit && field_bytes <= header_limit,
-                "the request line and the header fields are each within the header limit");
+  WALLET_ASSERT(field_bytes <= header_max + api::read_buffer_bytes_max(limits),
+                "header fields and trailer fields are bounded by the header limit and the read buffer");
 
   const std::string client_id = req.count("X-Request-Id") > 0 ? std::string(req["X-Request-Id"]) : std::string{};
   const std::string method(req.method_string());
@@ -174,6 +181,12 @@ std::string server_answer(const beast::error_code& ec) {
   return "close";
 }
 
+// The size of the header that starts at `start`: up to its blank line, or to the end of the bytes.
+std::size_t header_size_at(std::string_view bytes, std::size_t start) {
+  const auto end = bytes.find("\r\n\r\n", start);
+  return end == std::string_view::npos ? bytes.size() - start : end + 4 - start;
+}
+
 // What the server reads of one connection's bytes: the outcome of each request, and where in the
 // bytes each request starts.
 struct reading {
@@ -184,19 +197,19 @@ struct reading {
 // `first` bytes are in the buffer before the first read (the server reads up to 4096 bytes of a
 // new request itself, before Beast reads the rest); the stream gives the others `chunk` at a time.
 reading serve(std::string_view bytes, std::size_t first, std::size_t chunk, const config::http_settings& limits) {
-  first = std::min(first, bytes.size());
-  beast::flat_buffer buffer;
+  beast::flat_buffer buffer(api::read_buffer_bytes_max(limits));
+  first = std::min({first, bytes.size(), buffer.max_size()});
   buffer.commit(asio::buffer_copy(buffer.prepare(first), asio::buffer(bytes.data(), first)));
   byte_stream stream(bytes.substr(first), chunk);
   reading r;
   std::size_t consumed = 0;
   // A bound on requests per input keeps each run short; real connections have no such bound.
   for (int i = 0; i < 16; ++i) {
-    bhttp::request_parser<bhttp::string_body> parser;
-    parser.body_limit(static_cast<std::uint64_t>(limits.body_bytes_max));
-    parser.header_limit(static_cast<std::uint32_t>(limits.header_bytes_max));
+    api::request_parser parser;
+    api::apply_limits(parser, limits);
     beast::error_code ec;
-    r.starts.push_back(consumed);
+    const auto start = consumed;
+    r.starts.push_back(start);
     consumed += bhttp::read(stream, buffer, parser, ec);
     if (ec) {
       r.outcomes.push_back(server_answer(ec));
@@ -204,25 +217,21 @@ reading serve(std::string_view bytes, std::size_t first, std::size_t chunk, cons
     }
     WALLET_ASSERT(parser.is_done(), "a request read without error is complete");
     const bool keep_alive = parser.get().keep_alive();
-    r.outcomes.push_back(check_request(parser, limits));
+    r.outcomes.push_back(check_request(parser, header_size_at(bytes, start), limits));
     if (!keep_alive) break;
   }
   return r;
 }
 
-// The size of the header that starts at `start`: up to its blank line, or to the end of the bytes.
-std::size_t header_size_at(std::string_view bytes, std::size_t start) {
-  const auto end = bytes.find("\r\n\r\n", start);
-  return end == std::string_view::npos ? bytes.size() - start : end + 4 - start;
-}
-
-// Two readings of the same bytes must agree, with one exception, Beast's: header_limit bounds the
-// whole header when the request line arrives in pieces, but only the header fields when the
-// request line arrives whole (Beast consumes it before it reads the fields). So a header longer
-// than header_bytes_max whose fields alone are not is read in one case and refused (431) in the
-// other; no header longer than twice the limit is ever read. Where two readings differ, one of
-// them must refuse the request, that request's header must be past the limit, and the requests
-// before it must agree.
+// Two readings of the same bytes must agree, with one exception, Beast's (1.81): header_limit
+// bounds each step of the header parsing, not the header. The first step parses the request
+// line and every complete header line of the bytes at hand (up to the limit each) and consumes
+// them; if the header is not complete, each later step waits for its end within the limit from
+// where the first stopped. So a header longer than header_bytes_max is read when enough of it
+// arrives in the first read, and refused (431) when the first read holds less; none longer than
+// the limit plus the read buffer is ever read. Where two readings differ, one of them must
+// refuse the request, that request's header must be past the limit, and the requests before it
+// must agree.
 void check_same_reading(std::string_view bytes, const reading& one, const reading& other, std::size_t header_limit) {
   const auto& a = one.outcomes;
   const auto& b = other.outcomes;

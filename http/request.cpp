@@ -23,6 +23,17 @@ bool usable_request_id(std::string_view id) {
 
 }  // namespace
 
+void apply_limits(request_parser& parser, const config::http_settings& settings) {
+  parser.body_limit(static_cast<std::uint64_t>(settings.body_bytes_max));
+  parser.header_limit(static_cast<std::uint32_t>(settings.header_bytes_max));
+}
+
+std::size_t read_buffer_bytes_max(const config::http_settings& settings) {
+  // The server's first read of a request asks for 4096 bytes, so the buffer must hold at least
+  // that; a header (up to header_bytes_max) must fit whole, for Beast to find its end.
+  return static_cast<std::size_t>(settings.header_bytes_max) + 4096;
+}
+
 void fill_exchange(exchange& ex, bhttp::request<bhttp::string_body>& req) {
   const auto client_id = req.find("X-Request-Id");
   ex.request_id = client_id != req.end() && usable_request_id(client_id->value()) ? std::string(client_id->value())

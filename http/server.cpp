@@ -80,7 +80,8 @@ namespace {
 class session : public std::enable_shared_from_this<session> {
  public:
   session(tcp::socket&& socket, server::impl& srv)
-      : stream_(std::move(socket)), deadline_(stream_.get_executor()), srv_(srv) {
+      : stream_(std::move(socket)), deadline_(stream_.get_executor()), buffer_(read_buffer_bytes_max(srv.settings)),
+        srv_(srv) {
     ++srv_.stats.open_connections;
   }
   ~session() { --srv_.stats.open_connections; }
@@ -107,8 +108,7 @@ class session : public std::enable_shared_from_this<session> {
   // Phase 2: once a request has started, all of it must arrive within read_timeout_ms.
   void read_request() {
     parser_.emplace();
-    parser_->body_limit(static_cast<std::uint64_t>(srv_.settings.body_bytes_max));
-    parser_->header_limit(static_cast<std::uint32_t>(srv_.settings.header_bytes_max));
+    apply_limits(*parser_, srv_.settings);
     stream_.expires_after(std::chrono::milliseconds(srv_.settings.read_timeout_ms));
     bhttp::async_read(stream_, buffer_, *parser_, beast::bind_front_handler(&session::on_read, shared_from_this()));
   }
