@@ -2,11 +2,20 @@
 find_package(Threads REQUIRED)
 set(Boost_NO_WARN_NEW_VERSIONS ON)
 find_package(Boost 1.81 EXACT REQUIRED COMPONENTS json)
+find_package(OpenSSL REQUIRED)
+add_library(wallet_boost INTERFACE)
+target_link_libraries(wallet_boost INTERFACE Boost::headers Boost::json Threads::Threads)
+target_compile_definitions(wallet_boost INTERFACE BOOST_ASIO_NO_DEPRECATED BOOST_BEAST_USE_STD_STRING_VIEW)
+
+# The fuzz build (scripts/fuzz.sh) compiles only ledger/ and http/'s input code: nothing below.
+if(WALLET_FUZZ)
+  return()
+endif()
+
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(PQXX REQUIRED IMPORTED_TARGET libpqxx)
 pkg_check_modules(HIREDIS REQUIRED IMPORTED_TARGET hiredis)
 find_package(spdlog REQUIRED)
-find_package(OpenSSL REQUIRED)
 find_package(GTest REQUIRED)
 
 # CAF 0.17 ships no CMake config.
@@ -24,6 +33,3 @@ target_include_directories(wallet_tomlpp SYSTEM INTERFACE ${TOMLPP_INCLUDE_DIR})
 add_library(wallet_cli11 INTERFACE)
 target_include_directories(wallet_cli11 SYSTEM INTERFACE ${CLI11_INCLUDE_DIR})
 
-add_library(wallet_boost INTERFACE)
-target_link_libraries(wallet_boost INTERFACE Boost::headers Boost::json Threads::Threads)
-target_compile_definitions(wallet_boost INTERFACE BOOST_ASIO_NO_DEPRECATED BOOST_BEAST_USE_STD_STRING_VIEW)

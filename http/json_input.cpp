@@ -102,11 +102,14 @@ struct flat_object_handler {
   }
   bool on_double(double, boost::json::string_view s, boost::json::error_code& ec) {
     json_scalar v;
-    v.type = json_scalar::kind::fraction;
     v.text = part + std::string(s);
     part.clear();
     // "1e3" and "10.0" are doubles to the parser; an integer written with an exponent or a
-    // fraction is refused later, by the field that reads it, with a precise message.
+    // fraction is refused later, by the field that reads it, with a precise message. So is an
+    // integer beyond the uint64 range or below the int64 one: the parser gives it as a double too,
+    // but it is an integer too large, not a fraction.
+    v.type = v.text.find_first_of(".eE") == std::string::npos ? json_scalar::kind::big_integer
+                                                                : json_scalar::kind::fraction;
     return add(ec, std::move(v));
   }
   bool on_bool(bool b, boost::json::error_code& ec) {
@@ -139,7 +142,22 @@ json_parse_result parse_json_object(std::string_view body) {
   boost::json::error_code ec;
   const auto consumed = parser.write_some(false, body.data(), body.size(), ec);
   if (ec || consumed != body.size()) {
-    result.error = parser.handler().error.empty() ? "the request body is not valid JSON" : parser.handler().error;
+    const auto& handler = parser.handler();
+    // The parser stops at a bound of the handler with an error of its own: the body is valid
+    // JSON then, and the client is told which bound it passed.
+    if (!handler.error.empty()) {
+      result.error = handler.error;
+    } else if (ec == boost::json::error::object_too_large) {
+      result.error =
+          "the request body has more than " + std::to_string(flat_object_handler::max_object_size) + " fields";
+    } else if (ec == boost::json::error::key_too_large) {
+      result.error = "a field name is longer than " + std::to_string(flat_object_handler::max_key_size) + " bytes";
+    } else if (ec == boost::json::error::string_too_large) {
+      result.error = "field " + quoted(handler.key) + " is longer than " +
+                     std::to_string(flat_object_handler::max_string_size) + " bytes";
+    } else {
+      result.error = "the request body is not valid JSON";
+    }
     return result;
   }
   if (parser.handler().depth != 0) {
@@ -184,6 +202,10 @@ std::int64_t field_reader::amount(std::string_view name, std::int64_t max_minor)
       value = v->integer;
       break;
     case json_scalar::kind::big_integer:
+      if (v->text.front() == '-') {
+        fail("field " + quoted(name) + ": amount must be a positive integer number of minor units");
+        return 0;
+      }
       fail("field " + quoted(name) + " is larger than 2^53-1 as a JSON number; send it as a string of digits");
       return 0;
     case json_scalar::kind::fraction:

@@ -13,6 +13,7 @@
 #include "http/crypto.hpp"
 #include "http/json_input.hpp"
 #include "http/token_buckets.hpp"
+#include "http/url.hpp"
 #include "ratelimit/limiter.hpp"
 
 namespace api {
@@ -20,58 +21,6 @@ namespace {
 
 using principal = persistence::principal_record;
 namespace json = boost::json;
-
-std::vector<std::string_view> split_path(std::string_view path) {
-  std::vector<std::string_view> parts;
-  std::size_t start = 1;
-  while (start <= path.size()) {
-    auto end = path.find('/', start);
-    if (end == std::string_view::npos) end = path.size();
-    if (end > start) parts.push_back(path.substr(start, end - start));
-    start = end + 1;
-  }
-  return parts;
-}
-
-std::optional<std::int64_t> parse_id(std::string_view text) {
-  auto v = ledger::parse_digits(text);
-  if (!v || *v <= 0) return std::nullopt;
-  return v;
-}
-
-std::optional<std::string> query_param(std::string_view query, std::string_view name) {
-  std::size_t start = 0;
-  while (start <= query.size()) {
-    auto end = query.find('&', start);
-    if (end == std::string_view::npos) end = query.size();
-    auto pair = query.substr(start, end - start);
-    auto eq = pair.find('=');
-    if (pair.substr(0, eq) == name) return std::string(eq == std::string_view::npos ? "" : pair.substr(eq + 1));
-    start = end + 1;
-  }
-  return std::nullopt;
-}
-
-bool is_valid_uuid(std::string_view s) {
-  if (s.size() != 36) return false;
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    const char c = s[i];
-    if (i == 8 || i == 13 || i == 18 || i == 23) {
-      if (c != '-') return false;
-    } else if (!std::isxdigit(static_cast<unsigned char>(c))) {
-      return false;
-    }
-  }
-  return true;
-}
-
-bool is_valid_idempotency_key(std::string_view key) {
-  if (key.empty() || key.size() > 255) return false;
-  for (char c : key) {
-    if (c < 0x21 || c > 0x7e) return false;
-  }
-  return true;
-}
 
 json::object account_json(const persistence::account_record& a, ledger::amount_minor reserved = 0) {
   json::object o;

@@ -14,9 +14,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <memory>
 #include <thread>
 
 #include "http/crypto.hpp"
+#include "http/request.hpp"
 
 namespace api {
 
@@ -79,7 +81,8 @@ namespace {
 class session : public std::enable_shared_from_this<session> {
  public:
   session(tcp::socket&& socket, server::impl& srv)
-      : stream_(std::move(socket)), deadline_(stream_.get_executor()), srv_(srv) {
+      : stream_(std::move(socket)), deadline_(stream_.get_executor()), buffer_(read_buffer_bytes_max(srv.settings)),
+        srv_(srv) {
     ++srv_.stats.open_connections;
   }
   ~session() { --srv_.stats.open_connections; }
@@ -106,8 +109,7 @@ class session : public std::enable_shared_from_this<session> {
   // Phase 2: once a request has started, all of it must arrive within read_timeout_ms.
   void read_request() {
     parser_.emplace();
-    parser_->body_limit(static_cast<std::uint64_t>(srv_.settings.body_bytes_max));
-    parser_->header_limit(static_cast<std::uint32_t>(srv_.settings.header_bytes_max));
+    apply_limits(*parser_, srv_.settings);
     stream_.expires_after(std::chrono::milliseconds(srv_.settings.read_timeout_ms));
     bhttp::async_read(stream_, buffer_, *parser_, beast::bind_front_handler(&session::on_read, shared_from_this()));
   }
@@ -139,21 +141,7 @@ class session : public std::enable_shared_from_this<session> {
 
     auto& req = parser_->get();
     auto ex = std::make_shared<exchange>();
-    ex->request_id = req.count("X-Request-Id") > 0 && req["X-Request-Id"].size() <= 64
-                         ? std::string(req["X-Request-Id"])
-                         : new_request_id();
-    ex->method = std::string(req.method_string());
-    ex->target = std::string(req.target());
-    const auto q = ex->target.find('?');
-    ex->path = ex->target.substr(0, q);
-    ex->query = q == std::string::npos ? "" : ex->target.substr(q + 1);
-    ex->body = std::move(req.body());
-    if (auto it = req.find(bhttp::field::authorization); it != req.end()) ex->authorization = std::string(it->value());
-    if (auto it = req.find("Idempotency-Key"); it != req.end()) {
-      ex->has_idempotency_key = true;
-      ex->idempotency_key = std::string(it->value());
-    }
-    if (auto it = req.find(bhttp::field::content_type); it != req.end()) ex->content_type = std::string(it->value());
+    fill_exchange(*ex, req);
     keep_alive_ = req.keep_alive();
     version_ = req.version();
     ex->client_address = client_address_;
@@ -261,9 +249,10 @@ class session : public std::enable_shared_from_this<session> {
     read_and_discard();
   }
 
+  // Into a scratch chunk of its own: the request buffer is bounded by the header limit.
   void read_and_discard() {
-    buffer_.consume(buffer_.size());
-    stream_.async_read_some(buffer_.prepare(k_linger_chunk_bytes),
+    if (!discard_chunk_) discard_chunk_ = std::make_unique<char[]>(k_linger_chunk_bytes);
+    stream_.async_read_some(asio::buffer(discard_chunk_.get(), k_linger_chunk_bytes),
                             beast::bind_front_handler(&session::on_discarded, shared_from_this()));
   }
 
@@ -287,6 +276,7 @@ class session : public std::enable_shared_from_this<session> {
   bool keep_alive_ = true;
   bool linger_ = false;
   std::int64_t lingered_bytes_ = 0;
+  std::unique_ptr<char[]> discard_chunk_;  // only while lingering
   unsigned version_ = 11;
   exchange_ptr current_;
   std::string client_address_ = peer_address(stream_.socket());

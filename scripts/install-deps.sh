@@ -12,6 +12,7 @@ packages=(
   libspdlog-dev libfmt-dev libtomlplusplus-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libssl-dev
+  clang-14 libfuzzer-14-dev
   wrk docker-compose
 )
 

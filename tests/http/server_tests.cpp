@@ -236,6 +236,38 @@ TEST_F(HttpServer, OversizedHeadersAre431) {
   EXPECT_NE(body.find("\"code\":\"headers_too_large\""), std::string::npos) << body;
 }
 
+// A chunked request's trailer is a header block that Beast does not bound (it only waits for
+// its end), and neither are chunk extensions: the connection's read buffer is bounded instead
+// (header_bytes_max + 4 KiB), so a long trailer, a long chunk extension and a trailer that never
+// ends are each refused with 400 problem+json once it is full, not buffered until the read
+// deadline (on a fast link, gigabytes per connection).
+TEST_F(HttpServer, TrailersAndChunkExtensionsAreBoundedByTheReadBuffer) {
+  const std::string head = "GET /healthz HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n";
+  const std::string long_trailer = head + "0\r\nX-Trailer: " + std::string(20 * 1024, 't') + "\r\n\r\n";
+  const std::string long_extension = head + "1;ext=" + std::string(20 * 1024, 'e') + "\r\nx\r\n0\r\n\r\n";
+  for (const std::string& request : {long_trailer, long_extension}) {
+    ht::raw_connection raw(port());
+    // The server may close before it has read everything: what counts is its answer.
+    raw.send(request);
+    auto got = raw.read_until_closed(10s);
+    EXPECT_TRUE(got.closed);
+    auto [status, body] = parse_raw_response(got.bytes);
+    ASSERT_EQ(status, 400) << request.substr(0, 120) << " -> " << got.bytes;
+    EXPECT_NE(body.find("\"code\":\"malformed_request\""), std::string::npos) << body;
+  }
+  // A trailer that never ends: the client keeps sending (up to 1 MiB) until the server answers.
+  ht::raw_connection endless(port());
+  ASSERT_TRUE(endless.send(head + "0\r\nX-Trailer: "));
+  const std::string piece(4096, 't');
+  for (int sent = 0; sent < 256 && !endless.peer_closed() && endless.send(piece); ++sent) {
+  }
+  auto got = endless.read_until_closed(10s);
+  EXPECT_TRUE(got.closed);
+  auto [status, body] = parse_raw_response(got.bytes);
+  ASSERT_EQ(status, 400) << got.bytes;
+  EXPECT_NE(body.find("\"code\":\"malformed_request\""), std::string::npos) << body;
+}
+
 // An idle keep-alive connection is closed once http.keep_alive_timeout_ms (1.5 s here) passes
 // without a new request, while one that keeps sending requests stays open.
 TEST_F(HttpServer, IdleKeepAliveConnectionIsClosedAfterItsTimeout) {

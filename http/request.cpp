@@ -1,0 +1,55 @@
+#include "http/request.hpp"
+
+#include <boost/beast/http/field.hpp>
+
+#include "http/crypto.hpp"
+
+namespace api {
+
+namespace bhttp = boost::beast::http;
+
+namespace {
+
+// A client's X-Request-Id is echoed in the X-Request-Id header of the answer, in its problem+json
+// body and in every log line of the request, so only 1 to 64 visible ASCII characters are taken:
+// nothing empty, no spaces or controls, no bytes that are not valid UTF-8 in a JSON body.
+bool usable_request_id(std::string_view id) {
+  if (id.empty() || id.size() > 64) return false;
+  for (char c : id) {
+    if (c < 0x21 || c > 0x7e) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+void apply_limits(request_parser& parser, const config::http_settings& settings) {
+  parser.body_limit(static_cast<std::uint64_t>(settings.body_bytes_max));
+  parser.header_limit(static_cast<std::uint32_t>(settings.header_bytes_max));
+}
+
+std::size_t read_buffer_bytes_max(const config::http_settings& settings) {
+  // The server's first read of a request asks for 4096 bytes, so the buffer must hold at least
+  // that; a header (up to header_bytes_max) must fit whole, for Beast to find its end.
+  return static_cast<std::size_t>(settings.header_bytes_max) + 4096;
+}
+
+void fill_exchange(exchange& ex, bhttp::request<bhttp::string_body>& req) {
+  const auto client_id = req.find("X-Request-Id");
+  ex.request_id = client_id != req.end() && usable_request_id(client_id->value()) ? std::string(client_id->value())
+                                                                                   : new_request_id();
+  ex.method = std::string(req.method_string());
+  ex.target = std::string(req.target());
+  const auto q = ex.target.find('?');
+  ex.path = ex.target.substr(0, q);
+  ex.query = q == std::string::npos ? "" : ex.target.substr(q + 1);
+  ex.body = std::move(req.body());
+  if (auto it = req.find(bhttp::field::authorization); it != req.end()) ex.authorization = std::string(it->value());
+  if (auto it = req.find("Idempotency-Key"); it != req.end()) {
+    ex.has_idempotency_key = true;
+    ex.idempotency_key = std::string(it->value());
+  }
+  if (auto it = req.find(bhttp::field::content_type); it != req.end()) ex.content_type = std::string(it->value());
+}
+
+}  // namespace api

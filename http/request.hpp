@@ -1,0 +1,36 @@
+#pragma once
+
+// Reading a request, the part that needs no connection: the limits it is read under, and the
+// exchange the routes see, built from the parsed request. Shared by the server
+// (http/server.cpp) and the request fuzzer (fuzz/http_request_fuzz.cpp), so that the fuzzer
+// reads as the server does. Included only where Beast's HTTP headers are already needed.
+
+#include <boost/beast/http/message.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/string_body.hpp>
+
+#include <cstddef>
+
+#include "config/settings.hpp"
+#include "http/exchange.hpp"
+
+namespace api {
+
+using request_parser = boost::beast::http::request_parser<boost::beast::http::string_body>;
+
+// Sets the body and header limits a request is read under (413 and 431 beyond them).
+void apply_limits(request_parser& parser, const config::http_settings& settings);
+
+// The most a connection's read buffer may hold. Beast bounds a request's header and its body,
+// but not a chunked body's trailer nor its chunk extensions: it waits for their end, holding
+// everything before it. So the buffer is bounded too, at a header's worth plus one 4 KiB read;
+// past that, reading fails (400) instead of buffering until the read deadline.
+std::size_t read_buffer_bytes_max(const config::http_settings& settings);
+
+// Fills the request fields of `ex` (request id, method, target, path and query, body,
+// Authorization, Idempotency-Key, Content-Type) from `req`. The request id is the client's
+// X-Request-Id when that is 1 to 64 visible ASCII characters, else a new one. The body is moved
+// out of `req` rather than copied: it may be as large as the body limit, and is read only here.
+void fill_exchange(exchange& ex, boost::beast::http::request<boost::beast::http::string_body>& req);
+
+}  // namespace api
