@@ -19,7 +19,7 @@
 
 #include "config/settings.hpp"
 #include "http/json_input.hpp"
-#include "ledger/assert.hpp"
+#include "base/assert.hpp"
 #include "ledger/money.hpp"
 
 namespace {

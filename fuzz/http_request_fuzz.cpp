@@ -44,7 +44,7 @@
 #include "http/json_input.hpp"
 #include "http/request.hpp"
 #include "http/url.hpp"
-#include "ledger/assert.hpp"
+#include "base/assert.hpp"
 #include "ledger/money.hpp"
 
 namespace {

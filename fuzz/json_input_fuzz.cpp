@@ -26,7 +26,7 @@
 
 #include "config/settings.hpp"
 #include "http/json_input.hpp"
-#include "ledger/assert.hpp"
+#include "base/assert.hpp"
 
 namespace {
 

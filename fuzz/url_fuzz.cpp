@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "http/url.hpp"
-#include "ledger/assert.hpp"
+#include "base/assert.hpp"
 
 namespace {
 
