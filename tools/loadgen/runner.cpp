@@ -3,6 +3,7 @@
 #include "tools/loadgen/schedule.hpp"
 #include "tools/loadgen/setup.hpp"
 #include "tools/loadgen/stats.hpp"
+#include "tools/loadgen/workload.hpp"
 
 #include "base/assert.hpp"
 
@@ -20,7 +21,6 @@
 #include <iomanip>
 #include <memory>
 #include <ostream>
-#include <random>
 #include <sstream>
 #include <thread>
 #include <unordered_set>
@@ -62,87 +62,6 @@ cpu_usage cpu_now() {
   c.system_s = static_cast<double>(usage.ru_stime.tv_sec) + static_cast<double>(usage.ru_stime.tv_usec) / 1e6;
   return c;
 }
-
-struct operation {
-  bool transfer = true;
-  std::uint32_t from = 0;
-  std::uint32_t to = 0;
-  std::int64_t amount_minor = 0;
-  std::string key;
-  steady::time_point scheduled;
-  int attempts = 0;
-  int closed_user = -1;  // closed loop: the virtual user that sends the next request
-};
-
-// Chooses payer, payee and amount for each request of a workload, from its own seeded stream.
-class workload_generator {
- public:
-  workload_generator(const options& o, const setup_data& setup, std::uint64_t stream)
-      : options_(o),
-        rng_(o.seed * 0x9E3779B97F4A7C15ULL + stream),
-        parties_(static_cast<std::uint32_t>(setup.parties.size())),
-        hub_(static_cast<std::uint32_t>(setup.hub_index())),
-        employer_(static_cast<std::uint32_t>(setup.employer_index())),
-        mix_p2p_from_(o.mix_payments),
-        mix_salary_from_(o.mix_payments + o.mix_p2p),
-        mix_total_(o.mix_payments + o.mix_p2p + o.mix_salaries),
-        party_(0, parties_ - 1),
-        other_party_(0, parties_ > 1 ? parties_ - 2 : 0),
-        amount_(o.amount_min_minor, o.amount_max_minor) {}
-
-  operation next() {
-    operation op;
-    op.transfer = !(options_.read_fraction > 0 && unit_(rng_) < options_.read_fraction);
-    switch (options_.workload) {
-      case workload_kind::hot_merchant:
-        op.from = party_(rng_);
-        op.to = hub_;
-        break;
-      case workload_kind::payday:
-        op.from = hub_;
-        op.to = party_(rng_);
-        break;
-      case workload_kind::p2p:
-        pick_pair(op);
-        break;
-      case workload_kind::mix: {
-        const double draw = unit_(rng_) * mix_total_;
-        if (draw < mix_p2p_from_) {
-          op.from = party_(rng_);
-          op.to = hub_;
-        } else if (draw < mix_salary_from_) {
-          pick_pair(op);
-        } else {
-          op.from = employer_;
-          op.to = party_(rng_);
-        }
-        break;
-      }
-    }
-    op.amount_minor = amount_(rng_);
-    return op;
-  }
-
- private:
-  void pick_pair(operation& op) {
-    op.from = party_(rng_);
-    op.to = other_party_(rng_);
-    if (op.to >= op.from) ++op.to;
-  }
-
-  const options& options_;
-  std::mt19937_64 rng_;
-  std::uint32_t parties_;
-  std::uint32_t hub_;
-  std::uint32_t employer_;
-  double mix_p2p_from_;
-  double mix_salary_from_;
-  double mix_total_;
-  std::uniform_int_distribution<std::uint32_t> party_;
-  std::uniform_int_distribution<std::uint32_t> other_party_;
-  std::uniform_int_distribution<std::int64_t> amount_;
-  std::uniform_real_distribution<double> unit_{0.0, 1.0};
-};
 
 // Sends the load and records every answer. Each I/O thread has its own generator and result
 // lists, touched only on that thread; they are read after the client's threads have stopped.
