@@ -1,6 +1,6 @@
-#include "tools/loadgen/api.hpp"
 #include "tools/loadgen/driver.hpp"
 #include "tools/loadgen/loadgen.hpp"
+#include "tools/loadgen/resolve.hpp"
 #include "tools/loadgen/schedule.hpp"
 #include "tools/loadgen/setup.hpp"
 #include "tools/loadgen/stats.hpp"
@@ -20,9 +20,6 @@ namespace loadgen {
 using steady = std::chrono::steady_clock;
 
 namespace {
-
-// Replays of one request whose outcome is unknown, at the end of the run.
-constexpr int k_resolve_attempts_max = 10;
 
 cpu_usage cpu_now() {
   rusage usage{};
@@ -47,44 +44,6 @@ search_step evaluate_step(const options& o, const window_stats& w, double rate) 
   s.ok = accepted > 0 && static_cast<double>(s.p99_us) <= o.p99_target_ms * 1000.0 &&
          static_cast<double>(s.not_accepted) <= 0.01 * static_cast<double>(w.scheduled) && s.achieved >= 0.9 * rate;
   return s;
-}
-
-// Replays each request whose outcome is unknown with its own Idempotency-Key until the server
-// gives a definite answer: a stored 201 is an acknowledgement like any other; a 4xx means it
-// never applied. Counts what became of them.
-unknown_outcomes resolve_unknown(const options& o, http_client& client, driver& d,
-                                 const std::vector<std::shared_ptr<operation>>& unknown,
-                                 std::vector<committed_transfer>& committed, std::ostream& err) {
-  unknown_outcomes counts;
-  counts.replayed = static_cast<std::int64_t>(unknown.size());
-  if (unknown.empty()) return counts;
-  err << "resolve: replaying " << unknown.size() << " requests whose outcome was unknown\n";
-  std::vector<http_response> answers(unknown.size());
-  run_bulk(client, unknown.size(), static_cast<std::size_t>(o.verify_concurrency),
-           [&](std::size_t i, std::size_t thread, std::function<void()> done) {
-             call_with_retries(client, thread, d.request_for(*unknown[i]), k_resolve_attempts_max,
-                               [&, i, done](http_response&& r) {
-                                 answers[i] = std::move(r);
-                                 done();
-                               });
-           });
-  for (std::size_t i = 0; i < unknown.size(); ++i) {
-    const auto& r = answers[i];
-    if (r.status == 201) {
-      if (!driver::acknowledge(committed, *unknown[i], r.body)) {
-        ++counts.unresolved;
-      } else if (r.idempotent_replayed) {
-        ++counts.found_committed;
-      } else {
-        ++counts.applied_on_replay;
-      }
-    } else if (r.status < 400 || r.status >= 500 || r.status == 429) {
-      ++counts.unresolved;
-    } else {
-      ++counts.refused;
-    }
-  }
-  return counts;
 }
 
 std::string make_run_id(std::uint64_t seed) {
