@@ -86,51 +86,30 @@ run_outcome run_loadgen(const options& o, std::ostream& out, std::ostream& err) 
                         ? ", hot account with " + std::to_string(o.hot_shards) + " shards"
                         : std::string());
     if (o.mode == run_mode::search) {
-      // Steps up the rate until a step misses the target, then bisects between the last good
-      // and the first bad rate. Bounded: rates grow geometrically up to search_max_rate.
-      search_result search;
-      std::optional<double> last_ok, first_bad;
-      auto run_step = [&](double rate) {
+      bool first_step = true;
+      report.search = search_highest_rate(o, [&](double rate) {
         // The previous step may have left the server with a backlog (queues, dirty pages, a
         // checkpoint); a pause keeps it from being charged to this step.
-        if (!search.steps.empty()) {
+        if (!first_step) {
           std::this_thread::sleep_for(std::chrono::microseconds(static_cast<std::int64_t>(o.search_pause_seconds * 1e6)));
         }
+        first_step = false;
         const auto start = steady::now();
         const auto end = start + std::chrono::microseconds(static_cast<std::int64_t>(o.search_step_seconds * 1e6));
         stats.begin_window("step " + std::to_string(static_cast<long long>(rate)) + "/s", d.now_s(),
                            d.now_s() + o.search_step_seconds);
         d.start_open(rate_profile::constant(rate, o.search_step_seconds), start);
-        abandoned += wait_phase(o, d, stats, progress, end, std::to_string(static_cast<long long>(rate)) + "/s");
-        auto step = evaluate_step(o, stats.windows().back(), rate);
+        const auto unanswered = wait_phase(o, d, stats, progress, end, std::to_string(static_cast<long long>(rate)) + "/s");
+        abandoned += unanswered;
+        step_outcome outcome{evaluate_step(o, stats.windows().back(), rate), unanswered > 0};
+        const auto& step = outcome.step;
         err << "search: " << rate << "/s -> " << std::fixed << std::setprecision(1) << step.achieved
             << "/s accepted, p99 " << format_ms(step.p99_us) << " ms, " << step.not_accepted << " not accepted: "
             << (step.ok ? "within target" : "missed") << "\n";
-        search.steps.push_back(step);
-        if (step.ok && (!search.best || step.achieved > search.best->achieved)) search.best = step;
-        return step.ok;
-      };
-      for (double rate = o.search_start_rate; rate <= o.search_max_rate && abandoned == 0; rate *= o.search_step_factor) {
-        // A missed step is tried once more before the climb stops: on a machine shared with
-        // other work one bad step is often noise, and stopping there understates the server.
-        if (run_step(rate) || (abandoned == 0 && run_step(rate))) {
-          last_ok = rate;
-        } else {
-          first_bad = rate;
-          break;
-        }
-      }
-      for (std::int64_t i = 0; i < o.search_refine && last_ok && first_bad && abandoned == 0; ++i) {
-        const double mid = (*last_ok + *first_bad) / 2;
-        if (run_step(mid)) {
-          last_ok = mid;
-        } else {
-          first_bad = mid;
-        }
-      }
+        return outcome;
+      });
       description << ", search from " << o.search_start_rate << "/s, steps of " << o.search_step_seconds
                   << " s, p99 target " << o.p99_target_ms << " ms";
-      report.search = search;
     } else if (o.mode == run_mode::closed) {
       const auto end = wall_start + std::chrono::microseconds(static_cast<std::int64_t>(o.duration_s * 1e6));
       stats.begin_window("closed loop", 0, o.duration_s);
