@@ -378,6 +378,7 @@ void ledger_service::start() {
   rc.incremental_interval_s = s.ledger.reconcile_interval_s;
   rc.full_interval_s = s.ledger.reconcile_full_interval_s;
   rc.reconnect_backoff_ms = s.database.reconnect_backoff_ms;
+  rc.work_mem_mb = s.ledger.reconcile_work_mem_mb;
   d.reconciler = std::make_unique<actors::reconciler>(std::move(rc));
   d.reconciler->start();
   d.started = true;

@@ -200,6 +200,7 @@ void reconciler::run_once(persistence::reconcile_kind kind, const std::string& r
 
   persistence::run_options options;
   options.statement_timeout_ms = config_.database.statement_timeout_ms;
+  options.work_mem_mb = config_.work_mem_mb;
   options.stopping = [this] {
     std::lock_guard lock(mutex_);
     return stopping_;

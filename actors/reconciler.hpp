@@ -36,6 +36,7 @@ struct reconciler_config {
   std::int64_t incremental_interval_s = 300;  // 0: no timer-driven incremental runs
   std::int64_t full_interval_s = 86'400;      // 0: no timer-driven full runs
   std::int64_t reconnect_backoff_ms = 500;
+  std::int64_t work_mem_mb = 64;  // ledger.reconcile_work_mem_mb
 };
 
 struct reconciler_stats {

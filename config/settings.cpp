@@ -118,6 +118,9 @@ std::vector<descriptor> describe(settings& s) {
       {"ledger", "reconcile_statement_timeout_ms",
        "Longest statement of a reconciliation run, and longest wait for older writers before it.",
        int_rule{&s.ledger.reconcile_statement_timeout_ms, 1'000, 86'400'000}},
+      {"ledger", "reconcile_work_mem_mb",
+       "PostgreSQL work_mem of a reconciliation run (its aggregates hold one group per account).",
+       int_rule{&s.ledger.reconcile_work_mem_mb, 1, 65'536}},
       {"ledger", "entries_page_max", "Largest page of account entries.",
        int_rule{&s.ledger.entries_page_max, 1, 100'000}},
 

@@ -104,6 +104,8 @@ run_claim claim_run_waiting(pqxx::connection& conn, reconcile_kind kind, const s
 struct run_options {
   // Every statement of the run, and the wait for older writers, is bounded by this.
   std::int64_t statement_timeout_ms = 600'000;
+  // work_mem of the run's transaction (the aggregates of a full run).
+  std::int64_t work_mem_mb = 64;
   // Asked while waiting for older writers; true stops the run (it fails as "stopped").
   std::function<bool()> stopping;
 };

@@ -107,6 +107,7 @@ int main(int argc, char** argv) {
           persistence::claim_run_waiting(*conn, kind, "wallet-admin", settings.ledger.reconcile_statement_timeout_ms);
       persistence::run_options run_options;
       run_options.statement_timeout_ms = settings.ledger.reconcile_statement_timeout_ms;
+      run_options.work_mem_mb = settings.ledger.reconcile_work_mem_mb;
       return report(persistence::execute_run(*conn, claim.run_id, kind, run_options));
     }
     if (create_operator->parsed()) {
