@@ -167,8 +167,9 @@ void reconciler::run_thread() {
       }
       run_once(full ? persistence::reconcile_kind::full : persistence::reconcile_kind::incremental, requested_by);
     } catch (const std::exception& e) {
-      // The connection was lost: a run in progress stays 'running' until the next claim closes it.
-      spdlog::warn("reconciler lost its database connection: {}", e.what());
+      // The connection was lost (or a claim failed): the connection is opened anew, and a run in
+      // progress stays 'running' until the next claim closes it.
+      spdlog::warn("reconciler: database error, reconnecting: {}", e.what());
       ++errors_;
       {
         std::lock_guard lock(mutex_);

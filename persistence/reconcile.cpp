@@ -426,9 +426,9 @@ struct run_state {
   }
 };
 
-// Reads the watermark and waits, bounded, until every transaction that could still add an entry
-// id at or below it has ended. Returns the watermark.
-std::int64_t settle_watermark(pqxx::connection& conn, std::int64_t run_id, run_state& state,
+// Reads the watermark into `state` and waits, bounded, until every transaction that could still
+// add an entry id at or below it has ended.
+void settle_watermark(pqxx::connection& conn, std::int64_t run_id, run_state& state,
                               const run_options& options) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(options.statement_timeout_ms);
   std::string writers;
@@ -469,7 +469,6 @@ std::int64_t settle_watermark(pqxx::connection& conn, std::int64_t run_id, run_s
   pqxx::nontransaction txn(conn);
   txn.exec_prepared(k_set_phase, run_id, "checking", std::string(to_string(state.kind)), state.from_entry_id,
                     state.through_entry_id);
-  return state.through_entry_id;
 }
 
 void check_transactions(pqxx::transaction_base& txn, run_state& state) {
