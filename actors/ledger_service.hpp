@@ -16,6 +16,7 @@
 #include "actors/commands.hpp"
 #include "config/settings.hpp"
 #include "persistence/queries.hpp"
+#include "persistence/reconcile.hpp"
 
 namespace actors {
 
@@ -46,8 +47,17 @@ struct service_stats {
   std::uint64_t unknown_keys_cached = 0;
   std::uint64_t reconcile_runs = 0;
   std::uint64_t reconcile_failures = 0;
+  std::uint64_t reconcile_errors = 0;
   bool reconcile_last_ok = true;
   double reconcile_last_ms = 0;
+  std::int64_t reconcile_watermark = 0;
+};
+
+// What GET /v1/admin/reconciliation answers from: the latest run with a verdict, and the run in
+// progress if there is one.
+struct reconciliation_status {
+  std::optional<persistence::reconcile_run> latest;
+  std::optional<std::int64_t> running_run_id;
 };
 
 class ledger_service {
@@ -85,7 +95,11 @@ class ledger_service {
   void list_entries(ledger::account_id id, std::int64_t after, int limit,
                     query_callback<persistence::entries_page> done);
   void find_transaction(std::string id, query_callback<std::optional<persistence::transaction_record>> done);
-  void reconcile(query_callback<persistence::reconciliation_report> done);
+  // Starts a reconciliation run on the reconciler's own connection, or names the one in progress
+  // (here or in another process). Answers once the run is claimed, never after the run.
+  void start_reconciliation(bool full, std::string requested_by, query_callback<persistence::run_claim> done);
+  void find_reconciliation_run(std::int64_t id, query_callback<std::optional<persistence::reconcile_run>> done);
+  void latest_reconciliation(query_callback<actors::reconciliation_status> done);
   void ping_database(query_callback<bool> done);
   // Sweeps every hot account's shards into its main row now; the value is the sweeps committed.
   void sweep_now(query_callback<int> done);

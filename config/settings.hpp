@@ -69,6 +69,9 @@ struct ledger_settings {
   std::int64_t hot_shards_default = 16;
   std::int64_t sweep_interval_ms = 1'000;
   std::int64_t reconcile_interval_s = 300;
+  std::int64_t reconcile_full_interval_s = 86'400;
+  std::int64_t reconcile_statement_timeout_ms = 600'000;
+  std::int64_t reconcile_work_mem_mb = 64;
   std::int64_t entries_page_max = 500;
 };
 

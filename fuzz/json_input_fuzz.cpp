@@ -126,7 +126,17 @@ void check_refused(const api::json_parse_result& result, const json::value& dom,
     WALLET_ASSERT(dom_object.contains(*key), "a body refused for a repeated key has that key");
     return;
   }
-  WALLET_ASSERT(false, "a flat JSON object is refused only for a bound or a repeated key, and says which");
+  if (error.find("must not contain the NUL character") != std::string_view::npos) {
+    // PostgreSQL stores no NUL in text or jsonb: such a key or string is refused up front.
+    bool has_nul = false;
+    for (const auto& [key, value] : dom_object) {
+      has_nul = has_nul || std::string_view(key).find('\0') != std::string_view::npos ||
+                (value.is_string() && std::string_view(value.get_string()).find('\0') != std::string_view::npos);
+    }
+    WALLET_ASSERT(has_nul, "a body refused for a NUL character has one");
+    return;
+  }
+  WALLET_ASSERT(false, "a flat JSON object is refused only for a bound, a repeated key or a NUL, and says which");
 }
 
 void check_reader(const api::json_fields& object) {

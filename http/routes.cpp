@@ -79,9 +79,64 @@ reply json_reply(int status, const json::object& body) {
 // Client addresses and principals tracked by the in-process guards at most.
 constexpr std::size_t k_guarded_keys_max = 100'000;
 
+// The name of a reconciliation check in answers: the flag that says it passed.
+std::string_view check_json_name(persistence::reconcile_check check) {
+  switch (check) {
+    case persistence::reconcile_check::currency_zero_sum: return "zeroSumPerCurrency";
+    case persistence::reconcile_check::transaction_zero_sum: return "transactionsBalanced";
+    case persistence::reconcile_check::account_cache: return "cachesMatchEntries";
+    case persistence::reconcile_check::balance_after: return "balanceAfterMatchesEntries";
+    case persistence::reconcile_check::negative_balance: return "noDisallowedNegatives";
+    case persistence::reconcile_check::entry_account: return "entriesReferenceAccounts";
+    case persistence::reconcile_check::checkpoint: return "checkpointsMatchEntries";
+  }
+  return "unknown";
+}
+
+// A reconciliation run: what it covered, each check's flag (null when not made), what it found.
+json::object reconciliation_run_json(const persistence::reconcile_run& run) {
+  auto text_or_null = [](const std::string& s) -> json::value { return s.empty() ? json::value(nullptr) : json::value(s); };
+  auto int_or_null = [](const std::optional<std::int64_t>& v) -> json::value {
+    return v ? json::value(*v) : json::value(nullptr);
+  };
+  json::object o;
+  o["runId"] = run.id;
+  o["kind"] = std::string(persistence::to_string(run.kind));
+  o["status"] = run.status;
+  o["phase"] = text_or_null(run.phase);
+  o["requestedBy"] = run.requested_by;
+  o["startedAt"] = run.started_at;
+  o["finishedAt"] = text_or_null(run.finished_at);
+  o["fromEntryId"] = int_or_null(run.from_entry_id);
+  o["throughEntryId"] = int_or_null(run.through_entry_id);
+  o["ok"] = run.ok ? json::value(*run.ok) : json::value(nullptr);
+  for (auto check : persistence::k_reconcile_checks) {
+    const auto passed = run.passed(check);
+    o[check_json_name(check)] = passed ? json::value(*passed) : json::value(nullptr);
+  }
+  json::array findings;
+  for (const auto& f : run.findings) {
+    json::object fo;
+    fo["check"] = check_json_name(f.check);
+    if (f.account_id) fo["accountId"] = *f.account_id;
+    if (!f.transaction_id.empty()) fo["transactionId"] = f.transaction_id;
+    if (!f.currency.empty()) fo["currency"] = f.currency;
+    if (f.entry_id) fo["entryId"] = *f.entry_id;
+    fo["detail"] = f.detail;
+    findings.push_back(std::move(fo));
+  }
+  o["findings"] = std::move(findings);
+  o["accountsChecked"] = run.accounts_checked;
+  o["entriesChecked"] = run.entries_checked;
+  o["transactionsChecked"] = run.transactions_checked;
+  o["durationMs"] = run.duration_ms;
+  o["error"] = text_or_null(run.error);
+  return o;
+}
+
 enum class route_id {
   healthz, readyz, metrics_page, create_principal, create_account, get_account, list_entries, make_hot, freeze,
-  unfreeze, deposit, transfer, get_transaction, reconciliation, sweep
+  unfreeze, deposit, transfer, get_transaction, reconciliation, start_reconciliation, reconciliation_run, sweep
 };
 
 struct match {
@@ -144,7 +199,14 @@ struct routes::impl {
     if (parts.size() == 2 && parts[1] == "deposits") return want("POST", route_id::deposit, "/v1/deposits");
     if (parts.size() == 2 && parts[1] == "transfers") return want("POST", route_id::transfer, "/v1/transfers");
     if (parts.size() == 3 && parts[1] == "admin" && parts[2] == "reconciliation") {
-      return want("GET", route_id::reconciliation, "/v1/admin/reconciliation");
+      auto found = m == "POST" ? want("POST", route_id::start_reconciliation, "/v1/admin/reconciliation")
+                               : want("GET", route_id::reconciliation, "/v1/admin/reconciliation");
+      allowed = "GET, POST";
+      return found;
+    }
+    if (parts.size() == 5 && parts[1] == "admin" && parts[2] == "reconciliation" && parts[3] == "runs") {
+      return want("GET", route_id::reconciliation_run, "/v1/admin/reconciliation/runs/{id}",
+                  parse_id(parts[4]).value_or(0));
     }
     if (parts.size() == 3 && parts[1] == "admin" && parts[2] == "sweeps") {
       return want("POST", route_id::sweep, "/v1/admin/sweeps");
@@ -337,6 +399,8 @@ struct routes::impl {
       case route_id::transfer: return transfer(ex, who);
       case route_id::get_transaction: return get_transaction(ex, who, m.path_text);
       case route_id::reconciliation: return reconciliation(ex, who);
+      case route_id::start_reconciliation: return start_reconciliation(ex, who);
+      case route_id::reconciliation_run: return reconciliation_run(ex, who, m.path_id);
       case route_id::sweep: return sweep(ex, who);
       default: return fail(ex, ledger::error_code::internal, "unrouted request");
     }
@@ -479,6 +543,12 @@ struct routes::impl {
     gauge("wallet_reconciliation_failures_total", "Reconciliation runs that found a broken invariant.", "counter",
           s.reconcile_failures);
     gauge("wallet_reconciliation_ok", "1 when the last reconciliation was clean.", "gauge", s.reconcile_last_ok ? 1 : 0);
+    gauge("wallet_reconciliation_errors_total", "Reconciliation runs that ended without a verdict.", "counter",
+          s.reconcile_errors);
+    gauge("wallet_reconciliation_last_duration_ms", "How long the last reconciliation run took.", "gauge",
+          s.reconcile_last_ms);
+    gauge("wallet_reconciliation_watermark_entry_id", "The entry id the last reconciliation covers.", "gauge",
+          s.reconcile_watermark);
     std::shared_lock lock(limiter_mutex);
     if (limiter != nullptr) {
       const auto l = limiter->snapshot();
@@ -722,33 +792,61 @@ struct routes::impl {
     });
   }
 
+  // The latest run with a verdict (no request scans the ledger: runs happen on the reconciler).
   void reconciliation(const exchange_ptr& ex, const principal& who) {
     if (!require_operator(ex, who)) return;
-    service.reconcile([this, ex](actors::query_result<persistence::reconciliation_report> r) {
+    service.latest_reconciliation([this, ex](actors::query_result<actors::reconciliation_status> r) {
       if (r.outcome != ledger::error_code::ok) return fail(ex, r.outcome, r.detail, 1);
-      const auto& rep = r.value;
-      auto list = [](const std::vector<std::string>& items) {
-        json::array a;
-        for (const auto& i : items) a.push_back(json::string(i));
-        return a;
-      };
-      json::object o;
-      o["ok"] = rep.ok;
-      o["zeroSumPerCurrency"] = rep.currencies_not_zero.empty();
-      o["transactionsBalanced"] = rep.transactions_not_zero.empty();
-      o["cachesMatchEntries"] = rep.caches_mismatched.empty();
-      o["noDisallowedNegatives"] = rep.negative_balances.empty();
-      o["entriesReferenceAccounts"] = rep.entries_orphaned.empty();
-      o["currenciesNotZero"] = list(rep.currencies_not_zero);
-      o["transactionsNotZero"] = list(rep.transactions_not_zero);
-      o["cachesMismatched"] = list(rep.caches_mismatched);
-      o["negativeBalances"] = list(rep.negative_balances);
-      o["entriesOrphaned"] = list(rep.entries_orphaned);
-      o["accountsChecked"] = rep.accounts_checked;
-      o["entriesChecked"] = rep.entries_checked;
-      o["transactionsChecked"] = rep.transactions_checked;
-      o["durationMs"] = rep.duration_ms;
+      if (!r.value.latest) {
+        return fail(ex, ledger::error_code::not_found,
+                    "no reconciliation run has finished yet; start one with POST /v1/admin/reconciliation");
+      }
+      auto o = reconciliation_run_json(*r.value.latest);
+      o["runningRunId"] = r.value.running_run_id ? json::value(*r.value.running_run_id) : json::value(nullptr);
       ex->respond(json_reply(200, o));
+    });
+  }
+
+  // Starts a run ({"full": true} for a full one; an empty body is an incremental one), or names
+  // the run in progress: 202 either way, with the run to poll.
+  void start_reconciliation(const exchange_ptr& ex, const principal& who) {
+    if (!require_operator(ex, who)) return;
+    bool full = false;
+    if (!ex->body.empty()) {
+      auto object = body(ex);
+      if (!object) return;
+      field_reader f(*object);
+      f.allow_only({"full"});
+      const auto requested = f.optional_bool("full");
+      if (!f.ok()) return invalid(ex, f.error());
+      full = requested.value_or(false);
+    }
+    service.start_reconciliation(full, "operator " + std::to_string(who.id),
+                                 [this, ex](actors::query_result<persistence::run_claim> r) {
+                                   if (r.outcome != ledger::error_code::ok) return fail(ex, r.outcome, r.detail, 1);
+                                   const auto& claim = r.value;
+                                   json::object o;
+                                   o["runId"] = claim.run_id;
+                                   o["status"] = "running";
+                                   o["kind"] = std::string(persistence::to_string(claim.kind));
+                                   o["started"] = claim.started;
+                                   const auto location = "/v1/admin/reconciliation/runs/" + std::to_string(claim.run_id);
+                                   o["location"] = location;
+                                   auto reply = json_reply(202, o);
+                                   reply.headers.emplace_back("Location", location);
+                                   ex->respond(std::move(reply));
+                                 });
+  }
+
+  void reconciliation_run(const exchange_ptr& ex, const principal& who, std::int64_t id) {
+    if (!require_operator(ex, who)) return;
+    const std::string not_found = "reconciliation run " + ex->path.substr(ex->path.rfind('/') + 1) + " was not found";
+    if (id <= 0) return fail(ex, ledger::error_code::not_found, not_found);
+    service.find_reconciliation_run(id, [this, ex, not_found](
+                                            actors::query_result<std::optional<persistence::reconcile_run>> r) {
+      if (r.outcome != ledger::error_code::ok) return fail(ex, r.outcome, r.detail, 1);
+      if (!r.value) return fail(ex, ledger::error_code::not_found, not_found);
+      ex->respond(json_reply(200, reconciliation_run_json(*r.value)));
     });
   }
 

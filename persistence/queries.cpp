@@ -2,8 +2,6 @@
 
 #include <pqxx/pqxx>
 
-#include <chrono>
-
 #include "base/assert.hpp"
 #include "persistence/database.hpp"
 
@@ -302,54 +300,6 @@ std::vector<sweep_candidate> sweep_candidates(pqxx::connection& conn, int limit)
     out.push_back(std::move(c));
   }
   return out;
-}
-
-reconciliation_report reconcile(pqxx::connection& conn) {
-  const auto started = std::chrono::steady_clock::now();
-  reconciliation_report report;
-  // One REPEATABLE READ snapshot: every check sees the same committed state.
-  pqxx::transaction<pqxx::isolation_level::repeatable_read, pqxx::readwrite_policy::read_only> txn(conn);
-  txn.exec("SET LOCAL statement_timeout = 0");
-
-  for (const auto& row : txn.exec("SELECT currency, sum(amount) FROM ledger_entry GROUP BY currency"
-                                  " HAVING sum(amount) <> 0 ORDER BY currency")) {
-    report.currencies_not_zero.push_back(row[0].as<std::string>() + ": " + row[1].as<std::string>());
-  }
-  for (const auto& row : txn.exec("SELECT transaction_id::text FROM ledger_entry GROUP BY transaction_id, currency"
-                                  " HAVING sum(amount) <> 0 LIMIT 100")) {
-    report.transactions_not_zero.push_back(row[0].as<std::string>());
-  }
-  for (const auto& row :
-       txn.exec("SELECT a.id, a.balance, COALESCE(e.total, 0), a.version, COALESCE(e.n, 0) FROM account a"
-                " LEFT JOIN (SELECT account_id, sum(amount) AS total, count(*) AS n FROM ledger_entry"
-                "            GROUP BY account_id) e ON e.account_id = a.id"
-                " WHERE a.balance <> COALESCE(e.total, 0) OR a.version <> COALESCE(e.n, 0) LIMIT 100")) {
-    report.caches_mismatched.push_back("account " + row[0].as<std::string>() + ": cache " + row[1].as<std::string>() +
-                                       ", entries " + row[2].as<std::string>() + ", version " +
-                                       row[3].as<std::string>() + ", entry count " + row[4].as<std::string>());
-  }
-  for (const auto& row :
-       txn.exec("SELECT id, balance FROM account WHERE balance < 0 AND NOT allow_negative LIMIT 100")) {
-    report.negative_balances.push_back("account " + row[0].as<std::string>() + ": " + row[1].as<std::string>());
-  }
-  for (const auto& row : txn.exec("SELECT e.id, e.account_id FROM ledger_entry e LEFT JOIN account a ON a.id = e.account_id"
-                                  " WHERE a.id IS NULL OR a.currency <> e.currency LIMIT 100")) {
-    report.entries_orphaned.push_back("entry " + row[0].as<std::string>() + " (account " + row[1].as<std::string>() +
-                                      ")");
-  }
-  auto counts = txn.exec1(
-      "SELECT (SELECT count(*) FROM account), (SELECT count(*) FROM ledger_entry),"
-      " (SELECT count(*) FROM journal_transaction)");
-  report.accounts_checked = counts[0].as<std::int64_t>();
-  report.entries_checked = counts[1].as<std::int64_t>();
-  report.transactions_checked = counts[2].as<std::int64_t>();
-  txn.commit();
-
-  report.ok = report.currencies_not_zero.empty() && report.transactions_not_zero.empty() &&
-              report.caches_mismatched.empty() && report.negative_balances.empty() && report.entries_orphaned.empty();
-  report.duration_ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
-  return report;
 }
 
 bool ping(pqxx::connection& conn) {

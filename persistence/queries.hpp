@@ -135,21 +135,6 @@ struct sweep_candidate {
 };
 std::vector<sweep_candidate> sweep_candidates(pqxx::connection& conn, int limit);
 
-// Reconciliation: the invariants of the ledger, checked against the database.
-struct reconciliation_report {
-  bool ok = true;
-  std::vector<std::string> currencies_not_zero;      // "EUR: 12" where the entries do not sum to 0
-  std::vector<std::string> transactions_not_zero;    // transaction ids whose entries do not sum to 0
-  std::vector<std::string> caches_mismatched;        // "account 7: cache 10, entries 12"
-  std::vector<std::string> negative_balances;        // "account 7: -5"
-  std::vector<std::string> entries_orphaned;         // entries whose account or currency is wrong
-  std::int64_t accounts_checked = 0;
-  std::int64_t entries_checked = 0;
-  std::int64_t transactions_checked = 0;
-  double duration_ms = 0;
-};
-reconciliation_report reconcile(pqxx::connection& conn);
-
 // True when the database answers a trivial query.
 bool ping(pqxx::connection& conn);
 

@@ -40,6 +40,8 @@ write_env() {
   cat > "$var_dir/services.env" <<ENV
 WALLET_DATABASE_URL=postgresql://wallet_app@127.0.0.1:${pg_port}/wallet
 WALLET_DATABASE_OWNER_URL=postgresql://wallet_owner@127.0.0.1:${pg_port}/wallet
+WALLET_SCRATCH_DATABASE_URL=postgresql://wallet_app@127.0.0.1:${pg_port}/wallet_scratch
+WALLET_SCRATCH_DATABASE_OWNER_URL=postgresql://wallet_owner@127.0.0.1:${pg_port}/wallet_scratch
 WALLET_REDIS_URL=redis://127.0.0.1:${redis_port}
 WALLET_SERVICES_PG_PORT=${pg_port}
 WALLET_SERVICES_REDIS_PORT=${redis_port}
@@ -148,11 +150,15 @@ case $command in
     ;;
   reset-db)
     # Drops and recreates the wallet database: the test command starts every run from empty.
+    # Also an empty wallet_scratch database with the same owner, for the tests that break a
+    # ledger on purpose (they migrate and empty it themselves; the shared one stays whole).
     # shellcheck disable=SC1091
     source "$var_dir/services.env"
     as_postgres psql -q -h 127.0.0.1 -p "$WALLET_SERVICES_PG_PORT" -U postgres -d postgres \
       -v ON_ERROR_STOP=1 -c "DROP DATABASE IF EXISTS wallet WITH (FORCE)" \
-      -c "CREATE DATABASE wallet OWNER wallet_owner" >/dev/null
+      -c "CREATE DATABASE wallet OWNER wallet_owner" \
+      -c "DROP DATABASE IF EXISTS wallet_scratch WITH (FORCE)" \
+      -c "CREATE DATABASE wallet_scratch OWNER wallet_owner" >/dev/null
     ;;
   *)
     echo "usage: services.sh start|stop|env|reset-db VAR_DIR ..." >&2

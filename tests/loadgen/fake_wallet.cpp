@@ -43,6 +43,12 @@ struct entry {
   std::int64_t amount = 0;
 };
 
+// A reconciliation run: its verdict is fixed when it starts; it has ended once it was polled.
+struct reconciliation_run {
+  bool ok = false;
+  bool ended = false;
+};
+
 struct answer {
   http::status status = http::status::ok;
   std::string body;
@@ -210,6 +216,12 @@ struct fake_wallet::impl {
     return a;
   }
 
+  static std::string run_json(std::int64_t id, const reconciliation_run& run) {
+    json::object o{{"runId", id}, {"status", run.ended ? "finished" : "running"}};
+    o["ok"] = run.ended ? json::value(run.ok) : json::value(nullptr);
+    return json::serialize(o);
+  }
+
   answer handle(const http::request<http::string_body>& request) {
     std::lock_guard lock(mutex);
     const std::string target(request.target());
@@ -300,12 +312,35 @@ struct fake_wallet::impl {
       for (const auto& e : it->second) entries.push_back({{"accountId", e.account_id}, {"amount", std::to_string(e.amount)}});
       return {http::status::ok, json::serialize(json::object{{"id", it->first}, {"entries", entries}}), {}};
     }
-    if (request.method() == http::verb::get && target == "/v1/admin/reconciliation") {
-      if (!is_operator) return problem(http::status::not_found, "not_found");
+    // Reconciliation as the real server does it: POST starts a run (202 with its id), the run's
+    // own resource answers "running" to its first poll and its verdict after that, and GET
+    // /v1/admin/reconciliation answers from the latest run that has ended.
+    if (request.method() == http::verb::post && target == "/v1/admin/reconciliation") {
+      if (!is_operator) return problem(http::status::forbidden, "forbidden");
       std::int64_t sum = 0;
       for (const auto& [id, a] : accounts) sum += a.balance;
-      const bool ok = sum == 0 && !behaviour.reconciliation_broken;
-      return {http::status::ok, json::serialize(json::object{{"ok", ok}, {"zeroSum", sum == 0}}), {}};
+      runs.push_back({sum == 0 && !behaviour.reconciliation_broken, false});
+      const auto id = static_cast<std::int64_t>(runs.size());
+      return {http::status::accepted,
+              json::serialize(json::object{{"runId", id}, {"status", "running"}, {"started", true}}), {}};
+    }
+    if (request.method() == http::verb::get && target.starts_with("/v1/admin/reconciliation/runs/")) {
+      if (!is_operator) return problem(http::status::forbidden, "forbidden");
+      std::int64_t id = 0;
+      const auto digits = target.substr(30);
+      std::from_chars(digits.data(), digits.data() + digits.size(), id);
+      if (id < 1 || id > static_cast<std::int64_t>(runs.size())) return problem(http::status::not_found, "not_found");
+      auto& run = runs[static_cast<std::size_t>(id - 1)];
+      const std::string body = run_json(id, run);
+      run.ended = true;
+      return {http::status::ok, body, {}};
+    }
+    if (request.method() == http::verb::get && target == "/v1/admin/reconciliation") {
+      if (!is_operator) return problem(http::status::forbidden, "forbidden");
+      for (std::size_t i = runs.size(); i > 0; --i) {
+        if (runs[i - 1].ended) return {http::status::ok, run_json(static_cast<std::int64_t>(i), runs[i - 1]), {}};
+      }
+      return problem(http::status::not_found, "not_found");
     }
     return problem(http::status::not_found, "not_found");
   }
@@ -321,6 +356,7 @@ struct fake_wallet::impl {
   std::map<std::int64_t, account> accounts;
   std::map<std::string, std::vector<entry>> transactions;
   std::map<std::string, answer> stored;
+  std::vector<reconciliation_run> runs;
   std::int64_t next_principal = 1;
   std::int64_t next_account = 1;
   std::set<std::string> throttled_keys;  // every transfer key seen, to throttle by count

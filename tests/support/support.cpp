@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <pqxx/pqxx>
 
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <fstream>
@@ -35,6 +36,22 @@ std::string env_or(const char* name, const std::string& fallback) {
 std::string database_url() { return env_or("WALLET_DATABASE_URL", "postgresql://wallet_app@127.0.0.1:55433/wallet"); }
 std::string owner_database_url() {
   return env_or("WALLET_DATABASE_OWNER_URL", "postgresql://wallet_owner@127.0.0.1:55433/wallet");
+}
+namespace {
+// The same server, another database: the URL with its path (the database name) replaced.
+std::string with_database(const std::string& url, const std::string& database) {
+  const auto scheme = url.find("://");
+  const auto slash = url.find('/', scheme == std::string::npos ? 0 : scheme + 3);
+  if (slash == std::string::npos) return url + "/" + database;
+  const auto query = url.find('?', slash);
+  return url.substr(0, slash + 1) + database + (query == std::string::npos ? "" : url.substr(query));
+}
+}  // namespace
+std::string scratch_database_url() {
+  return env_or("WALLET_SCRATCH_DATABASE_URL", with_database(database_url(), "wallet_scratch"));
+}
+std::string scratch_owner_database_url() {
+  return env_or("WALLET_SCRATCH_DATABASE_OWNER_URL", with_database(owner_database_url(), "wallet_scratch"));
 }
 std::string redis_url() { return env_or("WALLET_REDIS_URL", "redis://127.0.0.1:56380"); }
 std::string build_dir() { return env_or("WALLET_BUILD_DIR", "build"); }
@@ -148,7 +165,11 @@ void server_process::spawn(bool truncate_log) {
   env["WALLET_DATABASE_URL"] = database_url();
   env["WALLET_DATABASE_OWNER_URL"] = owner_database_url();
   env["WALLET_REDIS_URL"] = redis_url();
+  // No timer-driven reconciliation unless a test asks for it: runs start when a test POSTs.
   if (env.find("WALLET_LEDGER_RECONCILE_INTERVAL_S") == env.end()) env["WALLET_LEDGER_RECONCILE_INTERVAL_S"] = "0";
+  if (env.find("WALLET_LEDGER_RECONCILE_FULL_INTERVAL_S") == env.end()) {
+    env["WALLET_LEDGER_RECONCILE_FULL_INTERVAL_S"] = "0";
+  }
   for (const auto& [k, v] : options_.env) env[k] = v;
 
   std::vector<std::string> env_strings;
@@ -268,12 +289,56 @@ std::int64_t balance(http_client& c, const std::string& key, std::int64_t accoun
   return std::stoll(std::string(r.json().as_object().at("balance").as_string()));
 }
 
-bool reconciliation_ok(http_client& c, const std::string& operator_key) {
-  auto r = c.get("/v1/admin/reconciliation", operator_key);
-  EXPECT_EQ(r.status, 200) << r.body;
-  const bool ok = r.json().as_object().at("ok").as_bool();
-  EXPECT_TRUE(ok) << r.body;
-  return ok;
+namespace {
+// Polls of a reconciliation run, and the pause between them (growing to the maximum): a run over
+// the test database takes well under a second; the bound is generous for a loaded machine.
+constexpr int k_run_polls_max = 1'200;
+constexpr std::chrono::milliseconds k_run_poll_first{5};
+constexpr std::chrono::milliseconds k_run_poll_max{100};
+// POSTs that may each find another caller's run in progress before one starts a run of its own.
+constexpr int k_run_starts_max = 20;
+}  // namespace
+
+boost::json::object wait_for_reconciliation_run(http_client& c, const std::string& operator_key, std::int64_t run_id) {
+  auto pause = k_run_poll_first;
+  for (int poll = 0; poll < k_run_polls_max; ++poll) {
+    auto r = c.get("/v1/admin/reconciliation/runs/" + std::to_string(run_id), operator_key);
+    if (r.status != 200) {
+      ADD_FAILURE() << "GET reconciliation run " << run_id << ": " << r.status << " " << r.body;
+      return {};
+    }
+    auto run = r.json().as_object();
+    if (run.at("status").as_string() != "running") return run;
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, k_run_poll_max);
+  }
+  ADD_FAILURE() << "reconciliation run " << run_id << " was still running after " << k_run_polls_max << " polls";
+  return {};
+}
+
+boost::json::object fresh_reconciliation(http_client& c, const std::string& operator_key, bool full) {
+  const std::string body = full ? R"({"full":true})" : "{}";
+  for (int start = 0; start < k_run_starts_max; ++start) {
+    auto r = c.post("/v1/admin/reconciliation", operator_key, body);
+    if (r.status != 202) {
+      ADD_FAILURE() << "POST /v1/admin/reconciliation: " << r.status << " " << r.body;
+      return {};
+    }
+    const auto claim = r.json().as_object();
+    const auto run = wait_for_reconciliation_run(c, operator_key, claim.at("runId").as_int64());
+    if (run.empty() || claim.at("started").as_bool()) return run;
+  }
+  ADD_FAILURE() << "no reconciliation run of this caller started in " << k_run_starts_max << " attempts";
+  return {};
+}
+
+bool reconciliation_ok(http_client& c, const std::string& operator_key, bool full) {
+  const auto run = fresh_reconciliation(c, operator_key, full);
+  const auto* ok = run.if_contains("ok");
+  const bool clean = run.if_contains("status") && run.at("status").as_string() == "finished" && ok != nullptr &&
+                     ok->is_bool() && ok->as_bool();
+  EXPECT_TRUE(clean) << boost::json::serialize(run);
+  return clean;
 }
 
 std::string unique_key(const std::string& prefix) {

@@ -23,6 +23,11 @@ namespace test_support {
 std::string env_or(const char* name, const std::string& fallback);
 std::string database_url();
 std::string owner_database_url();
+// The scratch database (scripts/services.sh reset-db makes it empty next to the shared one): for
+// tests that break a ledger on purpose. WALLET_SCRATCH_DATABASE_[OWNER_]URL, or the shared URLs
+// with the database name replaced by wallet_scratch.
+std::string scratch_database_url();
+std::string scratch_owner_database_url();
 std::string redis_url();
 std::string build_dir();
 std::string source_dir();
@@ -128,7 +133,15 @@ std::int64_t create_account(http_client& c, const std::string& operator_key, std
 void deposit(http_client& c, const std::string& operator_key, std::int64_t account, std::int64_t amount);
 // Balance (main + shards) as the API reports it.
 std::int64_t balance(http_client& c, const std::string& key, std::int64_t account);
-bool reconciliation_ok(http_client& c, const std::string& operator_key);
+// Starts a reconciliation run that begins after this call (POST /v1/admin/reconciliation; a run
+// already in progress may have begun before the caller's writes, so it is waited out and the POST
+// repeated) and polls it until it has ended. Returns the ended run (GET .../runs/{id}); a run that
+// does not end within the polls is a test failure.
+boost::json::object fresh_reconciliation(http_client& c, const std::string& operator_key, bool full = false);
+// Polls GET /v1/admin/reconciliation/runs/{id} until the run is no longer running.
+boost::json::object wait_for_reconciliation_run(http_client& c, const std::string& operator_key, std::int64_t run_id);
+// fresh_reconciliation(...) ended with a verdict and it is clean (the run is printed when not).
+bool reconciliation_ok(http_client& c, const std::string& operator_key, bool full = false);
 std::string unique_key(const std::string& prefix);
 // The body of POST /v1/transfers.
 std::string transfer_body(std::int64_t from, std::int64_t to, std::int64_t amount);

@@ -1,13 +1,15 @@
 // wallet-admin: operations on the ledger database outside the server.
 //
 //   wallet-admin migrate             apply pending migrations (owner role)
-//   wallet-admin reconcile           check the ledger's invariants; exit 0 if clean, 1 if not
+//   wallet-admin reconcile           a full reconciliation run, now; exit 0 if clean, 1 if not
+//                                    (--incremental: only what changed since the last run)
 //   wallet-admin create-operator     make an operator principal and print its API key once
 
 #include <CLI/CLI.hpp>
 #include <pqxx/pqxx>
 
 #include <fstream>
+#include <iomanip>
 #include <iostream>
 #include <sstream>
 
@@ -15,6 +17,7 @@
 #include "http/crypto.hpp"
 #include "persistence/migrations.hpp"
 #include "persistence/queries.hpp"
+#include "persistence/reconcile.hpp"
 
 namespace {
 
@@ -28,10 +31,34 @@ persistence::connection_options options_for(const std::string& url, const config
   return o;
 }
 
-void print_list(const char* title, const std::vector<std::string>& items) {
-  if (items.empty()) return;
-  std::cout << "  " << title << ":\n";
-  for (const auto& i : items) std::cout << "    " << i << "\n";
+// Prints a finished or failed run the way an operator reads it; returns the exit code.
+int report(const persistence::reconcile_run& run) {
+  if (!run.finished()) {
+    std::cout << "reconciliation run " << run.id << " (" << persistence::to_string(run.kind)
+              << ") ended without a verdict: " << run.error << "\n";
+    return 2;
+  }
+  std::cout << "reconciliation run " << run.id << " (" << persistence::to_string(run.kind)
+            << "): " << (run.ok.value_or(false) ? "CLEAN" : "BROKEN") << "\n"
+            << "  entries after " << run.from_entry_id.value_or(0) << " through " << run.through_entry_id.value_or(0)
+            << "\n"
+            << "  accounts checked:      " << run.accounts_checked << "\n"
+            << "  entries checked:       " << run.entries_checked << "\n"
+            << "  transactions checked:  " << run.transactions_checked << "\n";
+  for (auto check : persistence::k_reconcile_checks) {
+    const auto passed = run.passed(check);
+    std::cout << "  " << persistence::to_string(check) << ": " << (!passed ? "not checked" : *passed ? "ok" : "BROKEN")
+              << "\n";
+  }
+  for (const auto& f : run.findings) {
+    std::cout << "    " << persistence::to_string(f.check);
+    if (f.account_id) std::cout << " account " << *f.account_id;
+    if (!f.transaction_id.empty()) std::cout << " transaction " << f.transaction_id;
+    if (!f.currency.empty()) std::cout << " currency " << f.currency;
+    std::cout << ": " << f.detail << "\n";
+  }
+  std::cout << "  took " << std::fixed << std::setprecision(1) << run.duration_ms << " ms\n";
+  return run.ok.value_or(false) ? 0 : 1;
 }
 
 }  // namespace
@@ -42,7 +69,10 @@ int main(int argc, char** argv) {
   app.add_option("--config", config_path, "TOML configuration file (the environment overrides it)");
   app.require_subcommand(1);
   auto* migrate = app.add_subcommand("migrate", "Apply pending migrations as the owner role (database.owner_url)");
-  auto* reconcile = app.add_subcommand("reconcile", "Check the ledger's invariants; exit 0 if clean, 1 if not");
+  auto* reconcile = app.add_subcommand(
+      "reconcile", "Reconcile the ledger now (a full run); exit 0 if clean, 1 if not, 2 if the run could not finish");
+  bool incremental = false;
+  reconcile->add_flag("--incremental", incremental, "Check only what changed since the last run");
   auto* create_operator = app.add_subcommand("create-operator", "Make an operator and print its API key once");
   std::string operator_name = "operator";
   create_operator->add_option("--name", operator_name, "Name of the operator");
@@ -67,24 +97,18 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (reconcile->parsed()) {
-      auto conn = persistence::connect(options_for(settings.database.url, settings));
-      const auto r = persistence::reconcile(*conn);
-      std::cout << "reconciliation: " << (r.ok ? "CLEAN" : "BROKEN") << "\n"
-                << "  accounts checked:      " << r.accounts_checked << "\n"
-                << "  entries checked:       " << r.entries_checked << "\n"
-                << "  transactions checked:  " << r.transactions_checked << "\n"
-                << "  zero sum per currency: " << (r.currencies_not_zero.empty() ? "yes" : "NO") << "\n"
-                << "  transactions balanced: " << (r.transactions_not_zero.empty() ? "yes" : "NO") << "\n"
-                << "  caches match entries:  " << (r.caches_mismatched.empty() ? "yes" : "NO") << "\n"
-                << "  no bad negatives:      " << (r.negative_balances.empty() ? "yes" : "NO") << "\n"
-                << "  entries reference accounts: " << (r.entries_orphaned.empty() ? "yes" : "NO") << "\n";
-      print_list("currencies not summing to zero", r.currencies_not_zero);
-      print_list("transactions not summing to zero", r.transactions_not_zero);
-      print_list("balance caches that differ from their entries", r.caches_mismatched);
-      print_list("disallowed negative balances", r.negative_balances);
-      print_list("entries with a missing account or another currency", r.entries_orphaned);
-      std::cout << "  took " << r.duration_ms << " ms\n";
-      return r.ok ? 0 : 1;
+      auto options = options_for(settings.database.url, settings);
+      options.statement_timeout_ms = settings.ledger.reconcile_statement_timeout_ms;
+      auto conn = persistence::connect(options);
+      persistence::prepare_reconcile_statements(*conn);
+      const auto kind = incremental ? persistence::reconcile_kind::incremental : persistence::reconcile_kind::full;
+      // A run in progress elsewhere (a server's) is waited out, within the runs' own bound.
+      const auto claim =
+          persistence::claim_run_waiting(*conn, kind, "wallet-admin", settings.ledger.reconcile_statement_timeout_ms);
+      persistence::run_options run_options;
+      run_options.statement_timeout_ms = settings.ledger.reconcile_statement_timeout_ms;
+      run_options.work_mem_mb = settings.ledger.reconcile_work_mem_mb;
+      return report(persistence::execute_run(*conn, claim.run_id, kind, run_options));
     }
     if (create_operator->parsed()) {
       auto conn = persistence::connect(options_for(settings.database.url, settings));

@@ -6,9 +6,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <map>
 #include <mutex>
 #include <ostream>
+#include <thread>
 #include <unordered_map>
 
 namespace loadgen {
@@ -20,6 +22,14 @@ constexpr int k_verify_attempts_max = 30;
 constexpr std::size_t k_query_batch_ids_max = 2'000;
 // Failures listed one by one before the rest are only counted.
 constexpr std::size_t k_listed_failures_max = 5;
+// The server's reconciliation run: POSTs that may each find a run begun before the last transfer
+// was answered (waited out, then a new one started), and polls of a run, with a pause growing
+// from the first to the last value (an incremental run reads what the run wrote, in seconds;
+// a first run on a large ledger is a full one, in minutes).
+constexpr int k_reconcile_starts_max = 10;
+constexpr int k_reconcile_polls_max = 1'200;
+constexpr std::chrono::milliseconds k_reconcile_poll_first{50};
+constexpr std::chrono::milliseconds k_reconcile_poll_max{1'000};
 
 http_request operator_get(const options& o, std::string target) {
   http_request r;
@@ -27,6 +37,72 @@ http_request operator_get(const options& o, std::string target) {
   r.target = std::move(target);
   r.api_key = o.operator_key;
   return r;
+}
+
+// One call with retries of transient failures, waited for; nothing when there was no answer.
+std::optional<http_response> call_blocking(http_client& client, const http_request& request) {
+  std::mutex m;
+  std::optional<http_response> answer;
+  run_bulk(client, 1, 1, [&](std::size_t, std::size_t thread, std::function<void()> done) {
+    call_with_retries(client, thread, request, k_verify_attempts_max, [&, done](http_response&& r) {
+      {
+        std::lock_guard lock(m);
+        answer = std::move(r);
+      }
+      done();
+    });
+  });
+  return answer;
+}
+
+// Starts a reconciliation run that begins after every transfer was answered, waits for its end
+// and returns the failure to report, or nothing when the run is clean.
+std::optional<std::string> reconciliation_failure(const options& o, http_client& client) {
+  http_request post;
+  post.method = http_method::post;
+  post.target = "/v1/admin/reconciliation";
+  post.body = "{}";
+  post.api_key = o.operator_key;
+  for (int start = 0; start < k_reconcile_starts_max; ++start) {
+    const auto posted = call_blocking(client, post);
+    const auto claim = posted && posted->status == 202 ? parse_object(posted->body) : std::nullopt;
+    const auto run_id = claim ? int_field(*claim, "runId") : std::nullopt;
+    const auto* started = claim ? claim->if_contains("started") : nullptr;
+    if (!run_id || started == nullptr || !started->is_bool()) {
+      return "reconciliation did not start: " + (posted ? describe(*posted) : std::string("no answer"));
+    }
+    const std::string target = "/v1/admin/reconciliation/runs/" + std::to_string(*run_id);
+    std::optional<boost::json::object> ended;
+    std::optional<http_response> last;
+    auto pause = k_reconcile_poll_first;
+    for (int poll = 0; poll < k_reconcile_polls_max && !ended; ++poll) {
+      last = call_blocking(client, operator_get(o, target));
+      auto run = last && last->status == 200 ? parse_object(last->body) : std::nullopt;
+      const auto status = run ? string_field(*run, "status") : std::nullopt;
+      if (!status) return "reconciliation run " + std::to_string(*run_id) + " could not be read: " +
+                          (last ? describe(*last) : std::string("no answer"));
+      if (*status != "running") {
+        ended = std::move(run);
+      } else {
+        std::this_thread::sleep_for(pause);
+        pause = std::min(pause * 2, k_reconcile_poll_max);
+      }
+    }
+    if (!ended) {
+      return "reconciliation run " + std::to_string(*run_id) + " did not end within " +
+             std::to_string(k_reconcile_polls_max) + " polls";
+    }
+    // A run that was already in progress may have begun before the last transfer: start another.
+    if (!started->as_bool()) continue;
+    const auto* ok = ended->if_contains("ok");
+    if (string_field(*ended, "status") != "finished" || ok == nullptr || !ok->is_bool()) {
+      return "reconciliation run " + std::to_string(*run_id) + " ended without a verdict: " + last->body.substr(0, 500);
+    }
+    if (!ok->as_bool()) return "reconciliation reports a problem: " + last->body.substr(0, 500);
+    return std::nullopt;
+  }
+  return "reconciliation: no run of this verification started in " + std::to_string(k_reconcile_starts_max) +
+         " attempts (other runs kept being in progress)";
 }
 
 // What GET /v1/transactions/{id} said about one id.
@@ -159,28 +235,10 @@ verification verify_run(const options& o, http_client& client, const setup_data&
   }
 
   // 1. The server's own reconciliation.
-  {
-    std::mutex m;
-    std::optional<http_response> answer;
-    run_bulk(client, 1, 1, [&](std::size_t, std::size_t thread, std::function<void()> done) {
-      call_with_retries(client, thread, operator_get(o, "/v1/admin/reconciliation"), k_verify_attempts_max,
-                        [&, done](http_response&& r) {
-                          {
-                            std::lock_guard lock(m);
-                            answer = std::move(r);
-                          }
-                          done();
-                        });
-    });
-    const auto body = answer && answer->status == 200 ? parse_object(answer->body) : std::nullopt;
-    const auto* ok = body ? body->if_contains("ok") : nullptr;
-    if (!ok || !ok->is_bool()) {
-      v.fail("reconciliation did not answer: " + (answer ? describe(*answer) : std::string("no answer")));
-    } else if (!ok->as_bool()) {
-      v.fail("reconciliation reports a problem: " + answer->body.substr(0, 500));
-    } else {
-      v.notes.push_back("reconciliation ok");
-    }
+  if (auto failure = reconciliation_failure(o, client)) {
+    v.fail(*failure);
+  } else {
+    v.notes.push_back("reconciliation ok");
   }
 
   // 2. Each acknowledged transaction once.

@@ -2,7 +2,8 @@
 
 // The end-of-run verdict. A load test that only measures speed cannot tell a fast server from one
 // that loses money, so every run ends by checking the ledger against what the server answered:
-//   1. the server's own reconciliation is clean;
+//   1. the server's own reconciliation is clean (a run started after the last answer, polled to
+//      its end);
 //   2. every transfer answered 201 exists in the ledger exactly once (through the API, or with a
 //      direct query when a database URL is given), and no two answers share a transaction id;
 //   3. the closed system holds the same money as before, and each account's balance moved by
