@@ -19,7 +19,7 @@ shift || true
 harnesses=("$@")
 if ((${#harnesses[@]} == 0)); then harnesses=(json_input amount url http_request); fi
 
-bash scripts/install-deps.sh
+bash scripts/install-deps.sh clang-14 libfuzzer-14-dev
 build=build-fuzz
 CC=clang-14 CXX=clang++-14 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWALLET_FUZZ=ON >/dev/null
 nice ninja -C "$build" -j2 "${harnesses[@]/%/_fuzz}"

@@ -3,6 +3,9 @@
 # Idempotent: when every package is present it only runs dpkg-query and exits.
 set -euo pipefail
 
+# Extra packages a caller needs on top (e.g. scripts/fuzz.sh: clang-14 libfuzzer-14-dev); the
+# server, its tests and its container image need none of them.
+extra=("$@")
 packages=(
   build-essential cmake ninja-build ccache pkg-config git curl procps
   libcaf-dev
@@ -12,12 +15,11 @@ packages=(
   libspdlog-dev libfmt-dev libtomlplusplus-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libssl-dev
-  clang-14 libfuzzer-14-dev
   wrk docker-compose
 )
 
 missing=()
-for p in "${packages[@]}"; do
+for p in "${packages[@]}" "${extra[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
     missing+=("$p")
   fi
