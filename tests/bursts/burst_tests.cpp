@@ -653,6 +653,35 @@ TEST(Shedding, WriterQueueBoundAnswers503WriterBusy) {
   EXPECT_TRUE(ts::reconciliation_ok(c, op.key));
 }
 
+// The server's only reader, stalled: an operator's freeze of `account` waits on that row's lock,
+// held here. The lock is held from construction until release() (or destruction); the freeze
+// then completes.
+class stalled_reader {
+ public:
+  stalled_reader(const ts::server_process& server, const std::string& operator_key, std::int64_t account)
+      : owner_(ts::owner_database_url()), lock_(owner_) {
+    lock_.exec("SELECT id FROM account WHERE id = " + std::to_string(account) + " FOR UPDATE");
+    const int lock_pid = owner_.backendpid();
+    freeze_ = std::async(std::launch::async, [port = server.port(), operator_key, account] {
+      ts::http_client client(port, 60s);
+      return client.post("/v1/accounts/" + std::to_string(account) + "/freeze", operator_key, "{}");
+    });
+    stalled_ = eventually([&] { return backends_blocked_by(lock_pid) >= 1; }, 15s);
+  }
+  bool stalled() const { return stalled_; }
+  // Releases the lock and returns the freeze's answer.
+  ts::response release() {
+    lock_.abort();
+    return freeze_.get();
+  }
+
+ private:
+  pqxx::connection owner_;
+  pqxx::work lock_;
+  std::future<ts::response> freeze_;
+  bool stalled_ = false;
+};
+
 // A refusal decided by the account actor before the database (here: insufficient funds) is only
 // final once the key is known not to be committed. When that lookup cannot run (the only reader
 // is stalled, so the read waits past database.connection_wait_ms), the answer is 503
@@ -677,15 +706,8 @@ TEST(Shedding, ARefusalWhoseKeyCannotBeCheckedIsNotFinal) {
   // The payer's actor learns its committed balance from this payment's answer.
   ASSERT_EQ(c.post("/v1/transfers", alice.key, transfer_body(a, b, 100), ts::unique_key("first")).status, 201);
 
-  pqxx::connection owner(ts::owner_database_url());
-  pqxx::work lock(owner);
-  lock.exec("SELECT id FROM account WHERE id = " + std::to_string(stalled_account) + " FOR UPDATE");
-  const int lock_pid = owner.backendpid();
-  auto freeze = std::async(std::launch::async, [&] {
-    ts::http_client client(server.port(), 60s);
-    return client.post("/v1/accounts/" + std::to_string(stalled_account) + "/freeze", op.key, "{}");
-  });
-  ASSERT_TRUE(eventually([&] { return backends_blocked_by(lock_pid) >= 1; }, 15s)) << "the reader never stalled";
+  stalled_reader reader(server, op.key, stalled_account);
+  ASSERT_TRUE(reader.stalled()) << "the reader never stalled";
 
   const std::string key = ts::unique_key("too-much");
   auto unknown = c.post("/v1/transfers", alice.key, transfer_body(a, b, 5000), key);
@@ -693,8 +715,7 @@ TEST(Shedding, ARefusalWhoseKeyCannotBeCheckedIsNotFinal) {
   EXPECT_EQ(code_of(unknown), "outcome_unknown") << unknown.body;
   EXPECT_FALSE(unknown.header("Retry-After").empty());
 
-  lock.abort();
-  EXPECT_EQ(freeze.get().status, 200);
+  EXPECT_EQ(reader.release().status, 200);
   auto retried = c.post("/v1/transfers", alice.key, transfer_body(a, b, 5000), key);
   EXPECT_EQ(retried.status, 422) << retried.body;
   EXPECT_EQ(code_of(retried), "insufficient_funds") << retried.body;
@@ -720,15 +741,8 @@ TEST(Shedding, ReadQueuedBehindBusyReadersAnswers503WithinConnectionWait) {
   const auto other_account = ts::create_account(c, op.key, user.id);
   ASSERT_EQ(c.get("/v1/accounts/" + std::to_string(other_account), user.key).status, 200);  // key now cached
 
-  pqxx::connection owner(ts::owner_database_url());
-  pqxx::work lock(owner);
-  lock.exec("SELECT id FROM account WHERE id = " + std::to_string(stalled_account) + " FOR UPDATE");
-  const int lock_pid = owner.backendpid();
-  auto freeze = std::async(std::launch::async, [&] {
-    ts::http_client client(server.port(), 60s);
-    return client.post("/v1/accounts/" + std::to_string(stalled_account) + "/freeze", op.key, "{}");
-  });
-  ASSERT_TRUE(eventually([&] { return backends_blocked_by(lock_pid) >= 1; }, 15s)) << "the reader never stalled";
+  stalled_reader reader(server, op.key, stalled_account);
+  ASSERT_TRUE(reader.stalled()) << "the reader never stalled";
 
   auto read = std::async(std::launch::async, [&] {
     ts::http_client client(server.port(), 60s);
@@ -739,9 +753,9 @@ TEST(Shedding, ReadQueuedBehindBusyReadersAnswers503WithinConnectionWait) {
   // Hold the lock for 3 s at most: far past the 300 ms bound, so a read that only fails once
   // the reader is free shows up as late.
   read.wait_for(3s);
-  lock.abort();
+  const auto frozen = reader.release();
   auto [r, ms] = read.get();
-  EXPECT_EQ(freeze.get().status, 200);
+  EXPECT_EQ(frozen.status, 200);
   EXPECT_EQ(r.status, 503) << r.body;
   EXPECT_EQ(code_of(r), "database_unavailable") << r.body;
   EXPECT_FALSE(r.header("Retry-After").empty());

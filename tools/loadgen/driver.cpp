@@ -1,5 +1,7 @@
 #include "tools/loadgen/driver.hpp"
 
+#include "http/url.hpp"
+
 #include "tools/loadgen/api.hpp"
 
 #include <boost/asio/post.hpp>
@@ -26,19 +28,6 @@ namespace {
 
 // Arrivals dispatched in one go before the sender yields to answers waiting on the same thread.
 constexpr int k_dispatch_batch_max = 256;
-
-bool looks_like_uuid(const std::string& s) {
-  if (s.size() != 36) return false;
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    const char c = s[i];
-    if (i == 8 || i == 13 || i == 18 || i == 23) {
-      if (c != '-') return false;
-    } else if (!std::isxdigit(static_cast<unsigned char>(c))) {
-      return false;
-    }
-  }
-  return true;
-}
 
 }  // namespace
 
@@ -160,7 +149,7 @@ http_request driver::request_for(const operation& op) const {
 bool driver::acknowledge(std::vector<committed_transfer>& into, const operation& op, const std::string& body) {
   const auto o = parse_object(body);
   const auto id = o ? string_field(*o, "transactionId") : std::nullopt;
-  if (!id || !looks_like_uuid(*id)) return false;
+  if (!id || !api::is_valid_uuid(*id)) return false;
   into.push_back({*id, op.from, op.to, op.amount_minor});
   return true;
 }
