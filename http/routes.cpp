@@ -255,7 +255,8 @@ struct routes::impl {
       default: break;
     }
     if (stats.inflight_requests.load() > settings.admission.inflight_requests_max) {
-      return fail(ex, ledger::error_code::server_busy, "the server is at its limit of requests in flight", 1);
+      return fail(ex, ledger::error_code::server_busy, "the server is at its limit of requests in flight",
+                  ledger::k_retry_after_default_s);
     }
     authenticate(ex, [this, ex, m = *found](const principal& who) {
       const bool write = m.id == route_id::deposit || m.id == route_id::transfer;
@@ -292,7 +293,7 @@ struct routes::impl {
     }
     service.authenticate(key_hash, [this, ex, next = std::move(next)](
                                        actors::query_result<std::optional<principal>> r) {
-      if (r.outcome != ledger::error_code::ok) return fail(ex, r.outcome, r.detail, 1);
+      if (r.outcome != ledger::error_code::ok) return fail(ex, r.outcome, r.detail, ledger::k_retry_after_default_s);
       if (!r.value) {
         auto reply = problem_reply(problem_for(ledger::error_code::unauthorized, "the API key is not known"),
                                    ex->request_id);
@@ -322,7 +323,8 @@ struct routes::impl {
 
   void rate_limit(const exchange_ptr& ex, const principal& who, bool write, std::function<void()> next) {
     std::shared_lock lock(limiter_mutex);
-    if (stopped) return fail(ex, ledger::error_code::server_busy, "the server is shutting down; retry later", 1);
+    if (stopped) return fail(ex, ledger::error_code::server_busy, "the server is shutting down; retry later",
+                  ledger::k_retry_after_default_s);
     if (limiter == nullptr) return next();
     limiter->check(who.id, write ? ratelimit::route_class::write : ratelimit::route_class::read,
                    [this, ex, next = std::move(next)](ratelimit::decision d) {
@@ -330,7 +332,8 @@ struct routes::impl {
                      ex->extra_headers.emplace_back("RateLimit", d.header);
                      // A check still pending at shutdown must not start work nobody can answer.
                      if (stopped) {
-                       return fail(ex, ledger::error_code::server_busy, "the server is shutting down; retry later", 1);
+                       return fail(ex, ledger::error_code::server_busy, "the server is shutting down; retry later",
+                  ledger::k_retry_after_default_s);
                      }
                      if (d.allowed) return next();
                      auto p = http_problem(429, "rate_limited", "Too many requests",
@@ -454,7 +457,7 @@ struct routes::impl {
     if (!h.database_ok) failed = "database (PostgreSQL): " + h.database_detail;
     if (!h.redis_ok) failed += std::string(failed.empty() ? "" : "; ") + "redis: " + h.redis_detail;
     problem pr = http_problem(503, h.database_ok ? "redis_unavailable" : "database_unavailable", "Not ready",
-                              "not ready: " + failed, 1);
+                              "not ready: " + failed, ledger::k_retry_after_default_s);
     return problem_reply(pr, request_id);
   }
 
@@ -581,7 +584,7 @@ struct routes::impl {
     if (!role) return invalid(ex, "field \"role\" must be one of: user, merchant, operator");
     auto key = new_api_key();
     service.create_principal(name, *role, sha256_hex(key), [this, ex, key](actors::query_result<principal> r) {
-      if (r.outcome != ledger::error_code::ok) return fail(ex, r.outcome, r.detail, 1);
+      if (r.outcome != ledger::error_code::ok) return fail(ex, r.outcome, r.detail, ledger::k_retry_after_default_s);
       json::object o;
       o["id"] = r.value.id;
       o["name"] = r.value.name;
@@ -616,7 +619,7 @@ struct routes::impl {
         hot.value_or(false) ? static_cast<int>(shards.value_or(settings.ledger.hot_shards_default)) : 0;
     service.create_account(owner, currency, shard_count,
                            [this, ex, owner](actors::query_result<std::optional<persistence::account_record>> r) {
-                             if (r.outcome != ledger::error_code::ok) return fail(ex, r.outcome, r.detail, 1);
+                             if (r.outcome != ledger::error_code::ok) return fail(ex, r.outcome, r.detail, ledger::k_retry_after_default_s);
                              if (!r.value) {
                                return fail(ex, ledger::error_code::not_found,
                                            "principal " + std::to_string(owner) + " (ownerId) was not found");
@@ -630,7 +633,7 @@ struct routes::impl {
                        std::function<void(const persistence::account_record&)> next) {
     service.find_account(id, [this, ex, who, id, next = std::move(next)](
                                  actors::query_result<std::optional<persistence::account_record>> r) {
-      if (r.outcome != ledger::error_code::ok) return fail(ex, r.outcome, r.detail, 1);
+      if (r.outcome != ledger::error_code::ok) return fail(ex, r.outcome, r.detail, ledger::k_retry_after_default_s);
       const bool visible = r.value && (who.role == ledger::role::operator_role ||
                                        (r.value->owner_id && *r.value->owner_id == who.id &&
                                         r.value->kind == ledger::account_kind::user));
@@ -666,7 +669,7 @@ struct routes::impl {
     }
     visible_account(ex, who, id, [this, ex, id, after, limit](const persistence::account_record&) {
       service.list_entries(id, after, static_cast<int>(limit), [this, ex](actors::query_result<persistence::entries_page> r) {
-        if (r.outcome != ledger::error_code::ok) return fail(ex, r.outcome, r.detail, 1);
+        if (r.outcome != ledger::error_code::ok) return fail(ex, r.outcome, r.detail, ledger::k_retry_after_default_s);
         json::array entries;
         for (const auto& e : r.value.entries) entries.push_back(entry_json(e));
         json::object o;
@@ -691,7 +694,7 @@ struct routes::impl {
     if (!f.ok()) return invalid(ex, f.error());
     const int count = static_cast<int>(shards.value_or(settings.ledger.hot_shards_default));
     service.make_hot(id, count, [this, ex, id](actors::query_result<std::optional<persistence::account_record>> r) {
-      if (r.outcome != ledger::error_code::ok) return fail(ex, r.outcome, r.detail, 1);
+      if (r.outcome != ledger::error_code::ok) return fail(ex, r.outcome, r.detail, ledger::k_retry_after_default_s);
       if (!r.value) return fail(ex, ledger::error_code::not_found, "account " + std::to_string(id) + " was not found");
       ex->respond(json_reply(200, account_json(*r.value)));
     });
@@ -700,7 +703,7 @@ struct routes::impl {
   void set_status(const exchange_ptr& ex, const principal& who, std::int64_t id, ledger::account_status status) {
     if (!require_operator(ex, who)) return;
     service.set_status(id, status, [this, ex, id](actors::query_result<std::optional<persistence::account_record>> r) {
-      if (r.outcome != ledger::error_code::ok) return fail(ex, r.outcome, r.detail, 1);
+      if (r.outcome != ledger::error_code::ok) return fail(ex, r.outcome, r.detail, ledger::k_retry_after_default_s);
       if (!r.value) return fail(ex, ledger::error_code::not_found, "account " + std::to_string(id) + " was not found");
       ex->respond(json_reply(200, account_json(*r.value)));
     });
@@ -768,7 +771,7 @@ struct routes::impl {
       return fail(ex, ledger::error_code::not_found, "transaction " + id + " was not found");
     }
     service.find_transaction(id, [this, ex, who, id](actors::query_result<std::optional<persistence::transaction_record>> r) {
-      if (r.outcome != ledger::error_code::ok) return fail(ex, r.outcome, r.detail, 1);
+      if (r.outcome != ledger::error_code::ok) return fail(ex, r.outcome, r.detail, ledger::k_retry_after_default_s);
       bool visible = r.value && who.role == ledger::role::operator_role;
       if (r.value && !visible) {
         visible = r.value->principal_id && *r.value->principal_id == who.id;
@@ -796,7 +799,7 @@ struct routes::impl {
   void reconciliation(const exchange_ptr& ex, const principal& who) {
     if (!require_operator(ex, who)) return;
     service.latest_reconciliation([this, ex](actors::query_result<actors::reconciliation_status> r) {
-      if (r.outcome != ledger::error_code::ok) return fail(ex, r.outcome, r.detail, 1);
+      if (r.outcome != ledger::error_code::ok) return fail(ex, r.outcome, r.detail, ledger::k_retry_after_default_s);
       if (!r.value.latest) {
         return fail(ex, ledger::error_code::not_found,
                     "no reconciliation run has finished yet; start one with POST /v1/admin/reconciliation");
@@ -823,7 +826,7 @@ struct routes::impl {
     }
     service.start_reconciliation(full, "operator " + std::to_string(who.id),
                                  [this, ex](actors::query_result<persistence::run_claim> r) {
-                                   if (r.outcome != ledger::error_code::ok) return fail(ex, r.outcome, r.detail, 1);
+                                   if (r.outcome != ledger::error_code::ok) return fail(ex, r.outcome, r.detail, ledger::k_retry_after_default_s);
                                    const auto& claim = r.value;
                                    json::object o;
                                    o["runId"] = claim.run_id;
@@ -844,7 +847,7 @@ struct routes::impl {
     if (id <= 0) return fail(ex, ledger::error_code::not_found, not_found);
     service.find_reconciliation_run(id, [this, ex, not_found](
                                             actors::query_result<std::optional<persistence::reconcile_run>> r) {
-      if (r.outcome != ledger::error_code::ok) return fail(ex, r.outcome, r.detail, 1);
+      if (r.outcome != ledger::error_code::ok) return fail(ex, r.outcome, r.detail, ledger::k_retry_after_default_s);
       if (!r.value) return fail(ex, ledger::error_code::not_found, not_found);
       ex->respond(json_reply(200, reconciliation_run_json(*r.value)));
     });
@@ -853,7 +856,7 @@ struct routes::impl {
   void sweep(const exchange_ptr& ex, const principal& who) {
     if (!require_operator(ex, who)) return;
     service.sweep_now([this, ex](actors::query_result<int> r) {
-      if (r.outcome != ledger::error_code::ok) return fail(ex, r.outcome, r.detail, 1);
+      if (r.outcome != ledger::error_code::ok) return fail(ex, r.outcome, r.detail, ledger::k_retry_after_default_s);
       json::object o;
       o["sweeps"] = r.value;
       ex->respond(json_reply(200, o));

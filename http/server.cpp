@@ -135,7 +135,7 @@ class session : public std::enable_shared_from_this<session> {
       // to go elsewhere (or come back) and the connection closes after the answer.
       return refuse(problem_for(ledger::error_code::server_busy,
                                 "the server is shutting down; retry (with the same Idempotency-Key) later",
-                                1),
+                                ledger::k_retry_after_default_s),
                     false);
     }
 
@@ -177,7 +177,7 @@ class session : public std::enable_shared_from_this<session> {
       auto p = problem_for(ledger::error_code::deadline_exceeded,
                            "the server did not finish this request in time; its outcome is unknown: retry with the "
                            "same Idempotency-Key to learn it",
-                           1);
+                           ledger::k_retry_after_default_s);
       self->write(problem_reply(p, ex->request_id), ex);
     });
   }

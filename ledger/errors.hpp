@@ -8,6 +8,11 @@
 
 namespace ledger {
 
+// Retry-After, in seconds, of an answer that the client may retry when nothing better is known
+// (a dependency failed, the server is shutting down); answers caused by a queue estimate their
+// own from its drain rate.
+constexpr std::int64_t k_retry_after_default_s = 1;
+
 enum class error_code : std::uint8_t {
   ok = 0,
   // 400: the request itself is wrong.
