@@ -245,6 +245,7 @@ struct ledger_service::impl {
           struct progress {
             std::atomic<int> remaining{0};
             std::atomic<int> committed{0};
+            std::atomic<int> failed{0};
             std::function<void(query_result<int>)> done;
           };
           auto p = std::make_shared<progress>();
@@ -285,6 +286,9 @@ struct ledger_service::impl {
                 if (result.outcome == ledger::error_code::ok && !result.body.empty()) {
                   ++p->committed;
                   ++sweeps_committed;
+                } else if (result.outcome != ledger::error_code::ok) {
+                  ++p->failed;
+                  spdlog::warn("a sweep into account {} failed: {}", account, result.detail);
                 }
                 {
                   std::lock_guard lock(sweep_mutex);
@@ -293,6 +297,13 @@ struct ledger_service::impl {
                 if (--p->remaining == 0) {
                   query_result<int> swept;
                   swept.value = p->committed.load();
+                  if (const int failed = p->failed.load(); failed > 0) {
+                    // Sweeping again is harmless (an emptied shard moves nothing): the caller may
+                    // simply ask again.
+                    swept.outcome = ledger::error_code::database_unavailable;
+                    swept.detail = std::to_string(failed) + " sweeps could not be committed (" +
+                                   std::to_string(swept.value) + " were); sweep again later";
+                  }
                   p->done(std::move(swept));
                 }
               }};
