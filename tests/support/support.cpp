@@ -17,6 +17,7 @@
 #include <thread>
 
 #include <fcntl.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -186,6 +187,11 @@ void server_process::spawn(bool truncate_log) {
   const int log_flags = O_WRONLY | O_CREAT | (truncate_log ? O_TRUNC : O_APPEND);
   pid_ = ::fork();
   if (pid_ == 0) {
+    // A test process that dies (a crash, a timeout's SIGKILL) takes its server with it: a server
+    // left behind keeps sweeping and reconciling the shared test database under later suites.
+    // (The signal follows the forking thread; every test spawns from its own main thread.)
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() == 1) ::_exit(127);
     int fd = ::open(log_path_.c_str(), log_flags, 0644);
     if (fd >= 0) {
       ::dup2(fd, 1);
