@@ -24,7 +24,7 @@
 
 #include <utility>
 
-#include "ledger/assert.hpp"
+#include "base/assert.hpp"
 
 // ThreadSanitizer's dynamic annotations (part of its runtime).
 extern "C" void AnnotateHappensBefore(const char* file, int line, const volatile void* address);

@@ -4,11 +4,13 @@
 #   scripts/sanitize.sh [asan|tsan|all]      (default all)
 #
 # asan: builds every target in build-asan/ with AddressSanitizer + UndefinedBehaviorSanitizer
-#       (-DWALLET_SANITIZE=address) and runs every CTest suite but deploy_checks (it compares what
-#       the binaries link with the Dockerfile, and sanitized binaries carry the sanitizer runtimes).
+#       (-DWALLET_SANITIZE=address) and runs every CTest suite, the fuzz corpus replays included,
+#       but deploy_checks (it compares what the binaries link with the Dockerfile, and sanitized
+#       binaries carry the sanitizer runtimes).
 # tsan: builds in build-tsan/ with ThreadSanitizer (-DWALLET_SANITIZE=thread) and runs every suite
-#       that has more than one thread (all but ledger_tests and config_tests), with
-#       scripts/tsan.supp for what libcaf_core does with its own memory.
+#       that has more than one thread (all but the pure unit suites of ledger/, config/ and the
+#       input code, and the fuzz replays), with scripts/tsan.supp for what libcaf_core does with
+#       its own memory.
 # Both then put a sanitized wallet-server under wallet-loadgen load and send it SIGTERM mid-load,
 # three times: it must exit 0 and the ledger must reconcile.
 #
@@ -38,10 +40,13 @@ var_dir=${WALLET_SANITIZE_VAR_DIR:-var/sanitize}
 pg_port=${WALLET_SANITIZE_PG_PORT:-55483}
 redis_port=${WALLET_SANITIZE_REDIS_PORT:-56420}
 
-read -r -a asan_suites <<<"${WALLET_SANITIZE_ASAN_SUITES:-ledger_tests config_tests persistence_tests actors_tests \
-ratelimit_tests http_server_tests burst_tests ledger_e2e_tests hot_e2e_tests actor_e2e_tests loadgen_tests}"
-read -r -a tsan_suites <<<"${WALLET_SANITIZE_TSAN_SUITES:-persistence_tests actors_tests ratelimit_tests \
-http_server_tests burst_tests ledger_e2e_tests hot_e2e_tests actor_e2e_tests loadgen_tests}"
+read -r -a asan_suites <<<"${WALLET_SANITIZE_ASAN_SUITES:-ledger_tests config_tests persistence_tests reconcile_tests \
+actors_tests actors_deterministic_tests ratelimit_tests http_input_tests http_server_tests burst_tests ledger_e2e_tests \
+hot_e2e_tests actor_e2e_tests reconcile_e2e_tests loadgen_tests chaos_tests fuzz_json_input_replay fuzz_amount_replay \
+fuzz_url_replay fuzz_http_request_replay}"
+read -r -a tsan_suites <<<"${WALLET_SANITIZE_TSAN_SUITES:-persistence_tests reconcile_tests actors_tests \
+actors_deterministic_tests ratelimit_tests http_server_tests burst_tests ledger_e2e_tests hot_e2e_tests actor_e2e_tests \
+reconcile_e2e_tests loadgen_tests chaos_tests}"
 tools=(wallet-server wallet-admin wallet-loadgen)
 
 summary=()
@@ -180,7 +185,12 @@ start_services() {
 run_kind() {
   local kind=$1 dir=$2 flag=$3
   shift 3
-  local suites=("$@") targets=("${tools[@]}" "$@")
+  local suites=("$@") targets=("${tools[@]}") suite
+  # A suite's executable has its name, but for the fuzz corpus replays (fuzz_<name>_replay runs
+  # <name>_replay).
+  for suite in "${suites[@]}"; do
+    if [[ $suite == fuzz_*_replay ]]; then targets+=("${suite#fuzz_}"); else targets+=("$suite"); fi
+  done
   if ! build "$kind" "$dir" "$flag" "${targets[@]}"; then
     failed=1
     return
