@@ -33,7 +33,12 @@ namespace {
 // database bounds every statement), and the single flight of its Idempotency-Key stays open
 // until then, so a retry waits for that outcome instead of racing it. The client is answered
 // on time by the HTTP layer's own deadline ("outcome unknown, retry with the same key").
-caf::behavior bridge(caf::event_based_actor* self) {
+//
+// `reserved_wait` is an argument rather than a constant inside on purpose: CAF 0.17 spawns an
+// actor function without arguments through a null argument tuple it then dereferences (UBSan:
+// reference binding to null pointer, caf/detail/init_fun_factory.hpp), so every actor we spawn
+// takes at least one.
+caf::behavior bridge(caf::event_based_actor* self, std::chrono::milliseconds reserved_wait) {
   auto failed = [](caf::error&) {
     return unavailable(ledger::error_code::outcome_unknown,
                        "the server stopped before this request finished; retry with the same Idempotency-Key");
@@ -41,7 +46,7 @@ caf::behavior bridge(caf::event_based_actor* self) {
   return {
       [=](call_atom, caf::actor& registry, ledger::account_id id, amount_sink& sink) {
         // A read for display: bounded, and 0 (nothing known in flight) if the answer is late.
-        self->request(registry, std::chrono::milliseconds(200), reserved_atom::value, id)
+        self->request(registry, reserved_wait, reserved_atom::value, id)
             .then([sink](ledger::amount_minor reserved) { sink.deliver(reserved); },
                   [sink](caf::error&) { sink.deliver(0); });
       },
@@ -67,6 +72,9 @@ account_facts facts_of(const persistence::account_record& record) {
   for (const auto& s : record.shards) f.shards.push_back(s.id);
   return f;
 }
+
+// How long a display read waits for an account actor's reserved amount (0 when it is late).
+constexpr std::chrono::milliseconds k_reserved_wait{200};
 
 // Hot accounts swept per tick at most.
 constexpr int k_sweep_candidates_max = 1'000;
@@ -396,7 +404,7 @@ void ledger_service::start() {
   }
   for (const auto& w : d.runtime->writers) caf::anon_send(w, registry_handles{d.registry});
   for (std::int64_t i = 0; i < std::max<std::int64_t>(2, s.actors.scheduler_threads); ++i) {
-    d.bridges.push_back(d.system->spawn(bridge));
+    d.bridges.push_back(d.system->spawn(bridge, k_reserved_wait));
   }
 
   d.warm_caches();

@@ -146,11 +146,16 @@ class session : public std::enable_shared_from_this<session> {
     version_ = req.version();
     ex->client_address = client_address_;
 
-    auto self = shared_from_this();
+    // The answer holds the session weakly: the session holds the exchange (`current_`) until the
+    // answer is written, so a strong reference here would make a cycle that nothing breaks when
+    // the I/O threads stop before the answer (LeakSanitizer found it at shutdown). While a
+    // request is in flight its deadline's wait keeps the session alive.
+    std::weak_ptr<session> weak_self = shared_from_this();
     std::weak_ptr<exchange> weak_ex = ex;
-    ex->respond = [self, weak_ex](reply r) {
+    ex->respond = [weak_self, weak_ex](reply r) {
+      auto self = weak_self.lock();
       auto ex = weak_ex.lock();
-      if (!ex || ex->answered.exchange(true)) return;
+      if (!self || !ex || ex->answered.exchange(true)) return;
       // On the answering thread, which is the one that added them (see exchange.hpp).
       r.headers.insert(r.headers.begin(), ex->extra_headers.begin(), ex->extra_headers.end());
       asio::post(self->stream_.get_executor(),

@@ -120,7 +120,9 @@ TEST_F(ReconcileE2E, PostsWhileARunIsInProgressNameThatRun) {
   for (int poll = 0; poll < k_polls_max && phase != "waiting"; ++poll) {
     auto r = c.get("/v1/admin/reconciliation/runs/" + std::to_string(id), op());
     ASSERT_EQ(r.status, 200) << r.body;
-    const auto& p = r.json().as_object().at("phase");
+    // The parsed answer is kept: a reference into r.json()'s temporary would dangle.
+    const auto run = r.json();
+    const auto& p = run.as_object().at("phase");
     phase = p.is_string() ? std::string(p.as_string()) : std::string();
     if (phase != "waiting") std::this_thread::sleep_for(k_poll);
   }

@@ -234,12 +234,19 @@ void server_process::restart(bool wait_ready) {
   if (wait_ready) wait_until_ready();
 }
 
+// A server that does not stop cleanly fails the test that owned it: a crash, a sanitizer's
+// abort or a leak report at exit would otherwise go unnoticed once the test's checks passed.
+// SIGKILL is the exception: only a test sends it (e.g. http_test::stop_child_servers), on purpose.
 server_process::~server_process() {
+  if (pid_ <= 0) return;
+  const int code = terminate(std::chrono::seconds(30));
   if (pid_ > 0) {
-    if (terminate(std::chrono::seconds(10)) < 0 && pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+    ADD_FAILURE() << "wallet-server did not exit within 30 s of SIGTERM; killed. Log:\n" << log();
+  } else if (code != 0 && exit_signal_ != SIGKILL) {
+    ADD_FAILURE() << "wallet-server exited with " << exit_description_ << " after SIGTERM. Log:\n" << log();
   }
 }
 
@@ -251,7 +258,14 @@ int server_process::terminate(std::chrono::milliseconds timeout) {
     int status = 0;
     if (::waitpid(pid_, &status, WNOHANG) == pid_) {
       pid_ = -1;
-      return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+      if (WIFEXITED(status)) {
+        exit_signal_ = 0;
+        exit_description_ = "status " + std::to_string(WEXITSTATUS(status));
+        return WEXITSTATUS(status);
+      }
+      exit_signal_ = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+      exit_description_ = WIFSIGNALED(status) ? "signal " + std::to_string(exit_signal_) : "an unknown status";
+      return -1;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }

@@ -79,7 +79,8 @@ class server_process {
 
   int port() const { return port_; }
   const std::string& operator_key() const { return operator_key_; }
-  // Sends SIGTERM and waits; returns the exit status (or -1 on a signal / timeout).
+  // Sends SIGTERM and waits; returns the exit status (or -1 on a signal / timeout). When the
+  // destructor does this, anything but exit status 0 (or a test's own SIGKILL) fails the test.
   int terminate(std::chrono::milliseconds timeout = std::chrono::seconds(30));
   // SIGKILL and reap: a crash, with no chance to finish anything in flight.
   void kill();
@@ -100,6 +101,8 @@ class server_process {
   int port_ = 0;
   std::string operator_key_;
   std::string log_path_;
+  std::string exit_description_;
+  int exit_signal_ = 0;
 };
 
 // A metric's value from /metrics (the first series of that exact name); -1 when it is missing.

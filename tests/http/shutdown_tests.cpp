@@ -1,0 +1,185 @@
+// SIGTERM under load: whatever is in flight when it arrives (requests waiting for their
+// rate-limit check, at the actors, at the database, being answered), the server exits 0 and the
+// ledger stays exact. Run under the sanitizers (scripts/sanitize.sh), these tests are what proves
+// that nothing of a request runs on the routes, the limiter or the service after they are gone.
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/http/helpers.hpp"
+#include "tests/support/support.hpp"
+
+namespace ts = test_support;
+namespace ht = http_test;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr std::int64_t funds = 1'000'000;
+constexpr int load_threads = 8;
+
+// What the load threads saw, across every server of a test.
+struct load_record {
+  std::mutex mutex;
+  std::set<int> statuses;
+  std::vector<std::string> committed_keys;  // transfers answered 201
+  std::atomic<int> answers{0};
+};
+
+// Two funded users paying each other 1 (and reading their balances) from `load_threads` threads
+// until stopped; connection errors (the server stopping) are expected and not recorded.
+class load {
+ public:
+  load(int port, const ts::principal& alice, std::int64_t a, const ts::principal& bob, std::int64_t b,
+       load_record& record) {
+    for (int t = 0; t < load_threads; ++t) {
+      threads_.emplace_back([=, this, &record] {
+        ts::http_client c(port, 30s);
+        for (int i = 0; !stop_.load(); ++i) {
+          const bool from_alice = (i + t) % 2 == 0;
+          const auto& payer = from_alice ? alice : bob;
+          try {
+            if (i % 4 == 3) {
+              const auto r = c.get("/v1/accounts/" + std::to_string(from_alice ? a : b), payer.key);
+              std::lock_guard lock(record.mutex);
+              record.statuses.insert(r.status);
+            } else {
+              const auto key = ts::unique_key("sigterm-load");
+              const auto r = c.post("/v1/transfers", payer.key,
+                                    ts::transfer_body(from_alice ? a : b, from_alice ? b : a, 1), key);
+              std::lock_guard lock(record.mutex);
+              record.statuses.insert(r.status);
+              if (r.status == 201) record.committed_keys.push_back(key);
+            }
+            ++record.answers;
+          } catch (const std::exception&) {
+            // Refused or closed: the server is stopping. Do not spin on a closed port.
+            std::this_thread::sleep_for(5ms);
+          }
+        }
+      });
+    }
+  }
+  ~load() { stop(); }
+  void stop() {
+    stop_ = true;
+    for (auto& t : threads_) {
+      if (t.joinable()) t.join();
+    }
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::vector<std::thread> threads_;
+};
+
+class HttpShutdownUnderLoad : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ts::server_process server(options());
+    ts::http_client c(server.port());
+    alice_ = ts::create_principal(c, server.operator_key());
+    bob_ = ts::create_principal(c, server.operator_key());
+    a_ = ts::create_account(c, server.operator_key(), alice_.id);
+    b_ = ts::create_account(c, server.operator_key(), bob_.id);
+    ts::deposit(c, server.operator_key(), a_, funds);
+    ts::deposit(c, server.operator_key(), b_, funds);
+  }
+
+  // Writes limited enough that some requests meet 429; reads and setup are not limited.
+  static ts::server_process::options options() {
+    ts::server_process::options o;
+    o.env = ts::unlimited_rates();
+    o.env["WALLET_RATELIMIT_RATE_PER_SECOND"] = "100";
+    o.env["WALLET_RATELIMIT_BURST"] = "20";
+    return o;
+  }
+
+  // On a fresh server: the reconciliation is clean, every transfer answered 201 is in the journal
+  // exactly once, and the two balances still add up to what was deposited.
+  void expect_ledger_exact() {
+    ts::server_process server(options());
+    ts::http_client c(server.port());
+    EXPECT_TRUE(ts::reconciliation_ok(c, server.operator_key()));
+    EXPECT_EQ(ts::balance(c, alice_.key, a_) + ts::balance(c, bob_.key, b_), 2 * funds);
+    std::lock_guard lock(record_.mutex);
+    ASSERT_FALSE(record_.committed_keys.empty());
+    std::string keys = "ARRAY[";
+    for (std::size_t i = 0; i < record_.committed_keys.size(); ++i) {
+      keys += (i == 0 ? "'" : ",'") + record_.committed_keys[i] + "'";
+    }
+    keys += "]";
+    EXPECT_EQ(ts::query_value("SELECT count(*) FROM journal_transaction WHERE principal_id IN (" +
+                              std::to_string(alice_.id) + "," + std::to_string(bob_.id) +
+                              ") AND idempotency_key = ANY(" + keys + ")"),
+              std::to_string(record_.committed_keys.size()));
+  }
+
+  void expect_only_known_statuses() {
+    std::lock_guard lock(record_.mutex);
+    for (int status : record_.statuses) {
+      EXPECT_TRUE(status == 200 || status == 201 || status == 429 || status == 503) << status;
+    }
+  }
+
+  ts::principal alice_, bob_;
+  std::int64_t a_ = 0, b_ = 0;
+  load_record record_;
+};
+
+// SIGTERM while eight clients keep paying and reading (some of them over their rate limit): the
+// server drains and exits 0, three times in a row, and the ledger is exact afterwards.
+TEST_F(HttpShutdownUnderLoad, SigtermWhileRequestsFlowExitsZero) {
+  for (int round = 0; round < 3; ++round) {
+    ts::server_process server(options());
+    load clients(server.port(), alice_, a_, bob_, b_, record_);
+    const int before = record_.answers.load();
+    ASSERT_TRUE(ts::eventually([&] { return record_.answers.load() >= before + 200; }, 120s))
+        << "the load was not served:\n" << server.log();
+    EXPECT_EQ(server.terminate(120s), 0) << "round " << round << ":\n" << server.log();
+    clients.stop();
+  }
+  expect_only_known_statuses();
+  expect_ledger_exact();
+}
+
+// SIGTERM while every client waits for its rate-limit check (Redis paused, a long command
+// timeout, no shutdown grace): the HTTP threads stop with those checks pending, the limiter
+// delivers them while the routes and the service still exist, and the process exits 0.
+TEST_F(HttpShutdownUnderLoad, SigtermWithRateLimitChecksPendingExitsZero) {
+  ht::redis_child redis(ts::free_port());
+  redis.start();
+  auto o = options();
+  o.env["WALLET_REDIS_URL"] = redis.url();
+  o.env["WALLET_REDIS_COMMAND_TIMEOUT_MS"] = "10000";
+  o.env["WALLET_HTTP_SHUTDOWN_GRACE_MS"] = "0";
+  o.env["WALLET_HTTP_REQUEST_DEADLINE_MS"] = "60000";
+  ts::server_process server(o);
+  ts::http_client probe(server.port());
+  load clients(server.port(), alice_, a_, bob_, b_, record_);
+  ASSERT_TRUE(ts::eventually([&] { return record_.answers.load() >= 100; }, 120s))
+      << "the load was not served:\n" << server.log();
+
+  redis.pause();
+  // Every client's request is now stuck in its rate-limit check (the probe's own request to
+  // /metrics is in flight too, and passes no check).
+  ASSERT_TRUE(ts::eventually(
+      [&] { return ts::metric_value(probe, "wallet_http_inflight_requests") >= load_threads + 1; }, 60s))
+      << "the clients' checks did not pile up behind the paused Redis";
+  EXPECT_EQ(server.terminate(120s), 0) << server.log();
+  // The HTTP threads did stop with the checks still pending (no grace to wait for them).
+  EXPECT_NE(server.log().find("requests still in flight"), std::string::npos) << server.log();
+  clients.stop();
+  redis.resume();
+
+  expect_only_known_statuses();
+  expect_ledger_exact();
+}
+
+}  // namespace
