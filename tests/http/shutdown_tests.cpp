@@ -167,11 +167,13 @@ TEST_F(HttpShutdownUnderLoad, SigtermWithRateLimitChecksPendingExitsZero) {
       << "the load was not served:\n" << server.log();
 
   redis.pause();
-  // Every client's request is now stuck in its rate-limit check (the probe's own request to
-  // /metrics is in flight too, and passes no check).
+  // Clients' requests now get stuck in their rate-limit checks (the probe's own request to
+  // /metrics is in flight too, and passes no check). One stuck check is enough for what this
+  // test proves; waiting for all of them at once raced the checks' own command timeout, after
+  // which the limiter fails open and the clients flow again.
   ASSERT_TRUE(ts::eventually(
-      [&] { return ts::metric_value(probe, "wallet_http_inflight_requests") >= load_threads + 1; }, 60s))
-      << "the clients' checks did not pile up behind the paused Redis";
+      [&] { return ts::metric_value(probe, "wallet_http_inflight_requests") >= 2; }, 60s))
+      << "no client's check got stuck behind the paused Redis";
   EXPECT_EQ(server.terminate(120s), 0) << server.log();
   // The HTTP threads did stop with the checks still pending (no grace to wait for them).
   EXPECT_NE(server.log().find("requests still in flight"), std::string::npos) << server.log();
