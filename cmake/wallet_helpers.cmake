@@ -50,35 +50,26 @@ function(wallet_library name)
   wallet_warnings(${name})
 endfunction()
 
-# wallet_test(name LABEL label [TIMEOUT seconds] SOURCES ... DEPS ...):
-# one GoogleTest executable, registered with CTest as a single test with a label and a timeout.
+# wallet_test(name LABEL label [TIMEOUT seconds] [CAF_DSL] SOURCES ... DEPS ...):
+# one test executable, registered with CTest as a single test with a label and a timeout. A
+# GoogleTest suite by default; CAF_DSL: a suite written with CAF's own test DSL
+# (caf/test/dsl.hpp: deterministic scheduling), which brings its own main.
 function(wallet_test name)
-  cmake_parse_arguments(ARG "" "LABEL;TIMEOUT" "SOURCES;DEPS" ${ARGN})
+  cmake_parse_arguments(ARG "CAF_DSL" "LABEL;TIMEOUT" "SOURCES;DEPS" ${ARGN})
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 120)
   endif()
   math(EXPR ARG_TIMEOUT "${ARG_TIMEOUT} * ${WALLET_TEST_TIMEOUT_SCALE}")
   add_executable(${name} ${ARG_SOURCES})
-  target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gmock GTest::gtest_main)
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR})
   wallet_warnings(${name})
-  add_test(NAME ${name} COMMAND ${name} --gtest_color=no)
+  if(ARG_CAF_DSL)
+    target_link_libraries(${name} PRIVATE ${ARG_DEPS})
+    add_test(NAME ${name} COMMAND ${name})
+  else()
+    target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gmock GTest::gtest_main)
+    add_test(NAME ${name} COMMAND ${name} --gtest_color=no)
+  endif()
   set_tests_properties(${name} PROPERTIES LABELS ${ARG_LABEL} TIMEOUT ${ARG_TIMEOUT}
     ENVIRONMENT "WALLET_BUILD_DIR=${PROJECT_BINARY_DIR};WALLET_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
-endfunction()
-
-# wallet_caf_test(name LABEL label [TIMEOUT seconds] SOURCES ... DEPS ...): a suite written with
-# CAF's own test DSL (caf/test/dsl.hpp: deterministic scheduling), which brings its own main.
-function(wallet_caf_test name)
-  cmake_parse_arguments(ARG "" "LABEL;TIMEOUT" "SOURCES;DEPS" ${ARGN})
-  if(NOT ARG_TIMEOUT)
-    set(ARG_TIMEOUT 120)
-  endif()
-  math(EXPR ARG_TIMEOUT "${ARG_TIMEOUT} * ${WALLET_TEST_TIMEOUT_SCALE}")
-  add_executable(${name} ${ARG_SOURCES})
-  target_link_libraries(${name} PRIVATE ${ARG_DEPS})
-  target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR})
-  wallet_warnings(${name})
-  add_test(NAME ${name} COMMAND ${name})
-  set_tests_properties(${name} PROPERTIES LABELS ${ARG_LABEL} TIMEOUT ${ARG_TIMEOUT})
 endfunction()
