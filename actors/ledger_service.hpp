@@ -14,21 +14,11 @@
 #include <string>
 
 #include "actors/commands.hpp"
+#include "actors/query_result.hpp"
+#include "actors/views.hpp"
 #include "config/settings.hpp"
-#include "persistence/queries.hpp"
-#include "persistence/reconcile.hpp"
 
 namespace actors {
-
-template <typename T>
-struct query_result {
-  ledger::error_code outcome = ledger::error_code::ok;
-  std::string detail;
-  T value{};
-};
-
-template <typename T>
-using query_callback = std::function<void(query_result<T>)>;
 
 struct service_stats {
   std::int64_t live_account_actors = 0;
@@ -53,13 +43,6 @@ struct service_stats {
   std::int64_t reconcile_watermark = 0;
 };
 
-// What GET /v1/admin/reconciliation answers from: the latest run with a verdict, and the run in
-// progress if there is one.
-struct reconciliation_status {
-  std::optional<persistence::reconcile_run> latest;
-  std::optional<std::int64_t> running_run_id;
-};
-
 class ledger_service {
  public:
   explicit ledger_service(const config::settings& settings);
@@ -78,28 +61,28 @@ class ledger_service {
 
   // The principal of a key, or nullopt when it is unknown; unknown keys are remembered for
   // `auth.unknown_key_cache_ms`, so repeating one costs no database read.
-  void authenticate(std::string key_hash_hex, query_callback<std::optional<persistence::principal_record>> done);
+  void authenticate(std::string key_hash_hex, query_callback<std::optional<principal_view>> done);
   // The principal of a key already in the cache, without any database work.
-  std::optional<persistence::principal_record> cached_principal(const std::string& key_hash_hex);
+  std::optional<principal_view> cached_principal(const std::string& key_hash_hex);
   void create_principal(std::string name, ledger::role role, std::string key_hash_hex,
-                        query_callback<persistence::principal_record> done);
+                        query_callback<principal_view> done);
   // nullopt: the owner does not exist.
   void create_account(ledger::principal_id owner, std::string currency, int shards,
-                      query_callback<std::optional<persistence::account_record>> done);
-  void find_account(ledger::account_id id, query_callback<std::optional<persistence::account_record>> done);
+                      query_callback<std::optional<account_view>> done);
+  void find_account(ledger::account_id id, query_callback<std::optional<account_view>> done);
   // The amount of the account's debits in flight (reserved by its actor, not yet committed).
   void reserved(ledger::account_id id, std::function<void(ledger::amount_minor)> done);
-  void make_hot(ledger::account_id id, int shards, query_callback<std::optional<persistence::account_record>> done);
+  void make_hot(ledger::account_id id, int shards, query_callback<std::optional<account_view>> done);
   void set_status(ledger::account_id id, ledger::account_status status,
-                  query_callback<std::optional<persistence::account_record>> done);
+                  query_callback<std::optional<account_view>> done);
   void list_entries(ledger::account_id id, std::int64_t after, int limit,
-                    query_callback<persistence::entries_page> done);
-  void find_transaction(std::string id, query_callback<std::optional<persistence::transaction_record>> done);
+                    query_callback<entries_view> done);
+  void find_transaction(std::string id, query_callback<std::optional<transaction_view>> done);
   // Starts a reconciliation run on the reconciler's own connection, or names the one in progress
   // (here or in another process). Answers once the run is claimed, never after the run.
-  void start_reconciliation(bool full, std::string requested_by, query_callback<persistence::run_claim> done);
-  void find_reconciliation_run(std::int64_t id, query_callback<std::optional<persistence::reconcile_run>> done);
-  void latest_reconciliation(query_callback<actors::reconciliation_status> done);
+  void start_reconciliation(bool full, std::string requested_by, query_callback<reconciliation_claim_view> done);
+  void find_reconciliation_run(std::int64_t id, query_callback<std::optional<reconciliation_run_view>> done);
+  void latest_reconciliation(query_callback<reconciliation_status> done);
   void ping_database(query_callback<bool> done);
   // Sweeps every hot account's shards into its main row now; the value is the sweeps committed.
   void sweep_now(query_callback<int> done);

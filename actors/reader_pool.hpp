@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "actors/query_result.hpp"
 #include "ledger/errors.hpp"
 #include "persistence/database.hpp"
 
@@ -41,6 +42,23 @@ class reader_pool {
 
   // Never blocks; calls `fail` at once when the queue is full.
   void submit(job j);
+  // A job whose answer is `run`'s value, or the reason it could not run, delivered to `done`.
+  template <typename T>
+  void read(std::function<T(pqxx::connection&)> run, query_callback<T> done) {
+    submit({
+        [run = std::move(run), done](pqxx::connection& conn) -> std::function<void()> {
+          query_result<T> result;
+          result.value = run(conn);
+          return [done, result = std::move(result)]() mutable { done(std::move(result)); };
+        },
+        [done](ledger::error_code code, std::string detail) {
+          query_result<T> result;
+          result.outcome = code;
+          result.detail = std::move(detail);
+          done(std::move(result));
+        },
+    });
+  }
   void stop();
 
   std::int64_t queued() const;

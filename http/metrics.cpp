@@ -62,4 +62,54 @@ std::string metrics::render(const std::string& extra) const {
   return out.str();
 }
 
+std::string metrics::render_page(const actors::service_stats& s,
+                                 const std::optional<ratelimit::limiter::stats>& limiter) const {
+  std::ostringstream out;
+  auto gauge = [&](const char* name, const char* help, const char* type, auto value) {
+    out << "# HELP " << name << ' ' << help << "\n# TYPE " << name << ' ' << type << '\n' << name << ' ' << value
+        << '\n';
+  };
+  gauge("wallet_account_actors_live", "Live account actors.", "gauge", s.live_account_actors);
+  gauge("wallet_writer_postings_queued", "Postings queued at ledger writers.", "gauge", s.writer_queued);
+  gauge("wallet_writer_batches_total", "Batches committed by ledger writers.", "counter", s.batches);
+  gauge("wallet_writer_postings_total", "Postings processed by ledger writers.", "counter", s.postings);
+  gauge("wallet_writer_failures_total", "Batches that failed as a whole.", "counter", s.writer_failures);
+  gauge("wallet_writers_connected", "1 when every ledger writer has a database connection.", "gauge",
+        s.writers_connected ? 1 : 0);
+  gauge("wallet_reader_jobs_queued", "Database reads waiting for a connection.", "gauge", s.reader_queued);
+  gauge("wallet_reader_jobs_total", "Database reads asked for since the start.", "counter", s.reader_jobs);
+  gauge("wallet_preloaded_api_keys", "API keys loaded into the key cache at start.", "gauge", s.preloaded_keys);
+  gauge("wallet_preloaded_accounts", "Accounts loaded into the account directory at start.", "gauge",
+        s.preloaded_accounts);
+  gauge("wallet_sweeps_total", "Sweep transactions committed.", "counter", s.sweeps_committed);
+  gauge("wallet_sweeps_deferred_total",
+        "Hot accounts a sweeper tick skipped: a sweep of it in flight, or its writer at the queue bound.", "counter",
+        s.sweeps_deferred);
+  gauge("wallet_sweeper_ticks_total", "Sweeper ticks.", "counter", s.sweeper_ticks);
+  gauge("wallet_unknown_keys_cached", "Unknown API keys answered 401 without a database read.", "gauge",
+        s.unknown_keys_cached);
+  gauge("wallet_reconciliation_runs_total", "Reconciliation runs.", "counter", s.reconcile_runs);
+  gauge("wallet_reconciliation_failures_total", "Reconciliation runs that found a broken invariant.", "counter",
+        s.reconcile_failures);
+  gauge("wallet_reconciliation_ok", "1 when the last reconciliation was clean.", "gauge", s.reconcile_last_ok ? 1 : 0);
+  gauge("wallet_reconciliation_errors_total", "Reconciliation runs that ended without a verdict.", "counter",
+        s.reconcile_errors);
+  gauge("wallet_reconciliation_last_duration_ms", "How long the last reconciliation run took.", "gauge",
+        s.reconcile_last_ms);
+  gauge("wallet_reconciliation_watermark_entry_id", "The entry id the last reconciliation covers.", "gauge",
+        s.reconcile_watermark);
+  if (limiter) {
+    const auto& l = *limiter;
+    gauge("wallet_ratelimit_redis_decisions_total", "Rate-limit decisions made in Redis.", "counter", l.redis_decisions);
+    gauge("wallet_ratelimit_fallback_decisions_total", "Rate-limit decisions made in process (Redis unusable).",
+          "counter", l.fallback_decisions);
+    gauge("wallet_ratelimit_redis_failures_total", "Failed Redis calls.", "counter", l.redis_failures);
+    gauge("wallet_ratelimit_fallback_transitions_total", "Switches to the in-process limiter.", "counter",
+          l.transitions_to_fallback);
+    gauge("wallet_ratelimit_fallback_active", "1 while the in-process limiter decides.", "gauge",
+          l.using_fallback ? 1 : 0);
+  }
+  return render(out.str());
+}
+
 }  // namespace api

@@ -8,7 +8,11 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
+
+#include "actors/ledger_service.hpp"
+#include "ratelimit/limiter.hpp"
 
 namespace api {
 
@@ -24,6 +28,10 @@ class metrics {
 
   // The text exposition of everything observed so far, followed by `extra`.
   std::string render(const std::string& extra) const;
+  // The page GET /metrics answers: the HTTP layer's metrics, the service's gauges and counters,
+  // and the rate limiter's when there is one.
+  std::string render_page(const actors::service_stats& service,
+                          const std::optional<ratelimit::limiter::stats>& limiter) const;
 
  private:
   static constexpr std::array<double, 14> bounds_s{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,

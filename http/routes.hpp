@@ -1,7 +1,7 @@
 #pragma once
 
-// The wallet's HTTP API (docs/design.md §6): routing, authentication, rate limiting, admission,
-// input validation, and the JSON shape of every answer.
+// The wallet's HTTP API (docs/design.md §6, docs/openapi.json): the route table of every
+// resource's handlers (http/handlers/), behind the request pipeline (http/pipeline.hpp).
 
 #include <memory>
 #include <string>
@@ -10,6 +10,7 @@
 #include "config/settings.hpp"
 #include "http/exchange.hpp"
 #include "http/metrics.hpp"
+#include "http/router.hpp"
 
 namespace ratelimit {
 class limiter;
@@ -27,6 +28,9 @@ class routes {
   // Stops using the rate limiter (which the caller may then destroy); requests still on their way
   // through the routes answer 503 "shutting down" from here on.
   void stop();
+
+  // The route table, as dispatch uses it (tests check it against docs/openapi.json).
+  const router& table() const;
 
  private:
   struct impl;

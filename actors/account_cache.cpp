@@ -1,0 +1,51 @@
+#include "actors/account_cache.hpp"
+
+#include "persistence/queries.hpp"
+
+namespace actors {
+
+account_facts facts_of(const persistence::account_record& record) {
+  account_facts f;
+  f.id = record.id;
+  f.owner_id = record.owner_id;
+  f.currency = record.currency;
+  f.kind = record.kind;
+  for (const auto& s : record.shards) f.shards.push_back(s.id);
+  return f;
+}
+
+account_cache::account_cache(std::size_t capacity, std::shared_ptr<reader_pool> readers)
+    : directory_(capacity), readers_(std::move(readers)) {}
+
+void account_cache::facts(ledger::account_id id,
+                          std::function<void(ledger::error_code, std::optional<account_facts>)> done) {
+  if (auto known = directory_.find(id)) return done(ledger::error_code::ok, std::move(known));
+  readers_->read<std::optional<persistence::account_record>>(
+      [id](pqxx::connection& conn) { return persistence::find_account(conn, id); },
+      [this, done](query_result<std::optional<persistence::account_record>> r) {
+        if (r.outcome != ledger::error_code::ok) return done(r.outcome, std::nullopt);
+        if (!r.value) return done(ledger::error_code::ok, std::nullopt);
+        auto f = facts_of(*r.value);
+        directory_.put(f);
+        done(ledger::error_code::ok, std::move(f));
+      });
+}
+
+void account_cache::clearing_account(const std::string& currency,
+                                     std::function<void(ledger::error_code, ledger::account_id)> done) {
+  {
+    std::lock_guard lock(clearing_mutex_);
+    if (auto it = clearing_.find(currency); it != clearing_.end()) return done(ledger::error_code::ok, it->second);
+  }
+  readers_->read<ledger::account_id>(
+      [currency](pqxx::connection& conn) { return persistence::ensure_clearing_account(conn, currency); },
+      [this, currency, done](query_result<ledger::account_id> r) {
+        if (r.outcome == ledger::error_code::ok) {
+          std::lock_guard lock(clearing_mutex_);
+          clearing_[currency] = r.value;
+        }
+        done(r.outcome, r.value);
+      });
+}
+
+}  // namespace actors

@@ -1,0 +1,66 @@
+#pragma once
+
+// The sweeper: moves what the credit shards of each hot account hold into its main row, every
+// `interval` on a timer thread of its own and on an operator's request (POST /v1/admin/sweeps).
+//
+// At most one sweep of an account is in flight at a time, and none is sent while the account's
+// writer is at its queue bound: when the writer is slow, sweeps wait for the next tick instead of
+// piling up in front of payments.
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include "actors/query_result.hpp"
+#include "ledger/types.hpp"
+
+namespace actors {
+
+struct service_core;
+
+struct sweeper_stats {
+  std::uint64_t committed = 0;  // sweep transactions committed
+  std::uint64_t deferred = 0;   // accounts a tick skipped: a sweep in flight, or the writer at its bound
+  std::uint64_t ticks = 0;
+};
+
+class sweeper {
+ public:
+  // Hot accounts swept per tick at most.
+  static constexpr int k_candidates_max = 1'000;
+
+  explicit sweeper(service_core& core);
+  ~sweeper();
+  sweeper(const sweeper&) = delete;
+  sweeper& operator=(const sweeper&) = delete;
+
+  void start(std::chrono::milliseconds interval);
+  void stop();
+
+  // Sweeps every hot account's shards now; `done` gets the sweeps committed, or why the
+  // candidates could not be read or some sweeps not committed.
+  void sweep_all(std::function<void(query_result<int>)> done);
+
+  sweeper_stats stats() const;
+
+ private:
+  service_core& core_;
+  std::atomic<std::uint64_t> committed_{0};
+  std::atomic<std::uint64_t> deferred_{0};
+  std::atomic<std::uint64_t> ticks_{0};
+  // Hot accounts with a sweep in flight, and how many of its shard postings are still out.
+  std::mutex sweeping_mutex_;
+  std::unordered_map<ledger::account_id, int> sweeping_;
+
+  std::mutex timer_mutex_;
+  std::condition_variable timer_wake_;
+  bool stopping_ = false;
+  std::thread timer_;
+};
+
+}  // namespace actors

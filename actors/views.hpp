@@ -1,0 +1,123 @@
+#pragma once
+
+// What the service facade answers to reads: the facts a client may be shown, shaped for the API
+// and free of how they are stored. http/ sees these and never the persistence records, so a
+// change of schema or query stays below the facade.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ledger/types.hpp"
+
+namespace actors {
+
+struct principal_view {
+  ledger::principal_id id = 0;
+  std::string name;
+  ledger::role role = ledger::role::user;
+};
+
+struct shard_view {
+  ledger::account_id id = 0;
+  int shard_no = 0;
+  ledger::amount_minor balance = 0;
+};
+
+struct account_view {
+  ledger::account_id id = 0;
+  std::optional<ledger::principal_id> owner_id;
+  std::string currency;
+  ledger::account_kind kind = ledger::account_kind::user;
+  ledger::account_status status = ledger::account_status::active;
+  ledger::amount_minor main_balance = 0;   // the main row only
+  ledger::amount_minor total_balance = 0;  // main row plus shards
+  ledger::account_id parent_id = 0;        // 0: not a shard
+  std::vector<shard_view> shards;          // a hot account's credit shards, by shard number
+  std::string created_at;
+
+  bool hot() const { return !shards.empty(); }
+  // Whether `who` may see this account: an operator sees every account, a principal its own
+  // user accounts (never a system account or a shard).
+  bool visible_to(ledger::principal_id who, ledger::role role) const;
+};
+
+struct entry_view {
+  std::int64_t id = 0;
+  std::string transaction_id;
+  ledger::account_id account_id = 0;
+  std::string currency;
+  ledger::amount_minor amount = 0;
+  ledger::amount_minor balance_after = 0;
+  std::string created_at;
+  std::optional<ledger::principal_id> account_owner;  // set in a transaction's entries
+};
+
+struct entries_view {
+  std::vector<entry_view> entries;
+  std::optional<std::int64_t> next_after;  // the `after` of the next page
+};
+
+struct transaction_view {
+  std::string id;
+  std::optional<ledger::principal_id> principal_id;
+  std::string type;
+  std::string status;
+  std::string created_at;
+  std::vector<entry_view> entries;
+
+  // An operator sees every transaction; a principal the ones it made or that touch its accounts.
+  bool visible_to(ledger::principal_id who, ledger::role role) const;
+};
+
+// A reconciliation run as the API shows it: each check under its answer name, with its verdict
+// (nullopt when the run did not make it).
+struct reconciliation_check_view {
+  std::string name;
+  std::optional<bool> passed;
+};
+
+struct reconciliation_finding_view {
+  std::string check;
+  std::optional<std::int64_t> account_id;
+  std::string transaction_id;  // empty when none
+  std::string currency;        // empty when none
+  std::optional<std::int64_t> entry_id;
+  std::string detail;
+};
+
+struct reconciliation_run_view {
+  std::int64_t id = 0;
+  std::string kind;    // incremental, full
+  std::string status;  // running, finished, failed
+  std::string phase;   // empty when none
+  std::string requested_by;
+  std::string started_at;
+  std::string finished_at;  // empty while running
+  std::optional<std::int64_t> from_entry_id;
+  std::optional<std::int64_t> through_entry_id;
+  std::optional<bool> ok;
+  std::vector<reconciliation_check_view> checks;
+  std::vector<reconciliation_finding_view> findings;
+  std::int64_t accounts_checked = 0;
+  std::int64_t entries_checked = 0;
+  std::int64_t transactions_checked = 0;
+  double duration_ms = 0;
+  std::string error;  // empty unless failed
+};
+
+// The latest run with a verdict, and the run in progress if there is one.
+struct reconciliation_status {
+  std::optional<reconciliation_run_view> latest;
+  std::optional<std::int64_t> running_run_id;
+};
+
+// The answer to a request for a run: the run that now runs (`started`: this request began it).
+struct reconciliation_claim_view {
+  std::int64_t run_id = 0;
+  bool started = false;
+  std::string kind;
+};
+
+}  // namespace actors

@@ -1,0 +1,96 @@
+#include "http/handler_support.hpp"
+
+#include "http/url.hpp"
+
+namespace api {
+
+handler_support::handler_support(const config::settings& s, actors::ledger_service& svc, metrics& m)
+    : settings(s),
+      service(svc),
+      stats(m),
+      unknown_accounts_(s.auth.unknown_accounts_per_second, s.auth.unknown_accounts_burst, k_guarded_keys_max) {}
+
+void handler_support::fail(const exchange_ptr& ex, const problem& p) const {
+  ex->respond(problem_reply(p, ex->request_id));
+}
+
+void handler_support::fail(const exchange_ptr& ex, ledger::error_code code, std::string detail,
+                           std::int64_t retry_after_s) const {
+  fail(ex, problem_for(code, std::move(detail), retry_after_s));
+}
+
+void handler_support::invalid(const exchange_ptr& ex, std::string detail) const {
+  fail(ex, ledger::error_code::invalid_request, std::move(detail));
+}
+
+void handler_support::unavailable(const exchange_ptr& ex, ledger::error_code code, std::string detail) const {
+  fail(ex, code, std::move(detail), ledger::k_retry_after_default_s);
+}
+
+std::optional<json_fields> handler_support::body(const exchange_ptr& ex) const {
+  std::string_view type = ex->content_type;
+  type = type.substr(0, type.find(';'));
+  while (!type.empty() && type.back() == ' ') type.remove_suffix(1);
+  if (type != "application/json") {
+    fail(ex, http_problem(415, "unsupported_media_type", "Unsupported media type",
+                          "send the body as Content-Type: application/json"));
+    return std::nullopt;
+  }
+  auto parsed = parse_json_object(ex->body);
+  if (!parsed.ok) {
+    invalid(ex, parsed.error);
+    return std::nullopt;
+  }
+  return std::move(parsed.object);
+}
+
+std::optional<std::string> handler_support::idempotency_key(const exchange_ptr& ex) const {
+  if (!ex->has_idempotency_key) {
+    invalid(ex, "the Idempotency-Key header is required on this request (1 to 255 printable ASCII characters)");
+    return std::nullopt;
+  }
+  if (!is_valid_idempotency_key(ex->idempotency_key)) {
+    invalid(ex, "the Idempotency-Key header must be 1 to 255 printable ASCII characters without spaces");
+    return std::nullopt;
+  }
+  return ex->idempotency_key;
+}
+
+bool handler_support::within_lookup_allowance(const exchange_ptr& ex, const principal& who) {
+  const std::string key = std::to_string(who.id);
+  if (unknown_accounts_.has_token(key)) return true;
+  ++stats.unknown_account_refused;
+  const auto retry = unknown_accounts_.retry_after_s(key);
+  fail(ex, http_problem(429, "rate_limited", "Too many requests",
+                        "too many requests named accounts that do not exist or are not yours; retry after " +
+                            std::to_string(retry) + " s",
+                        retry));
+  return false;
+}
+
+void handler_support::count_unknown_account(const principal& who) { unknown_accounts_.take(std::to_string(who.id)); }
+
+void handler_support::visible_account(const exchange_ptr& ex, const principal& who, ledger::account_id id,
+                                      std::function<void(const actors::account_view&)> next) {
+  service.find_account(id, [this, ex, who, id, next = std::move(next)](
+                               actors::query_result<std::optional<actors::account_view>> r) {
+    if (r.outcome != ledger::error_code::ok) return unavailable(ex, r.outcome, r.detail);
+    if (!r.value || !r.value->visible_to(who.id, who.role)) {
+      count_unknown_account(who);
+      return fail(ex, ledger::error_code::not_found, "account " + std::to_string(id) + " was not found");
+    }
+    next(*r.value);
+  });
+}
+
+void handler_support::answer_money(const exchange_ptr& ex, const principal& who, const actors::money_result& r) {
+  if (r.outcome == ledger::error_code::not_found) count_unknown_account(who);
+  if (r.outcome != ledger::error_code::ok) return fail(ex, r.outcome, r.detail, r.retry_after_s);
+  reply out;
+  out.status = r.status;
+  out.body = r.body;
+  if (r.replayed) out.headers.emplace_back("Idempotent-Replayed", "true");
+  ex->respond(std::move(out));
+}
+
+}  // namespace api

@@ -1,0 +1,61 @@
+#pragma once
+
+// What every handler uses: the settings and the service, the problem answers, the checked body
+// and Idempotency-Key of a request, and the principal's allowance of lookups of accounts that do
+// not exist. One object per server, shared by the handlers of every resource.
+
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "actors/ledger_service.hpp"
+#include "config/settings.hpp"
+#include "http/exchange.hpp"
+#include "http/json_input.hpp"
+#include "http/metrics.hpp"
+#include "http/token_buckets.hpp"
+
+namespace api {
+
+using principal = actors::principal_view;
+
+class handler_support {
+ public:
+  handler_support(const config::settings& settings, actors::ledger_service& service, metrics& stats);
+
+  const config::settings& settings;
+  actors::ledger_service& service;
+  metrics& stats;
+
+  void fail(const exchange_ptr& ex, const problem& p) const;
+  void fail(const exchange_ptr& ex, ledger::error_code code, std::string detail, std::int64_t retry_after_s = 0) const;
+  void invalid(const exchange_ptr& ex, std::string detail) const;
+  // A read or administrative call that failed (the database, a bound): 503 and when to retry.
+  void unavailable(const exchange_ptr& ex, ledger::error_code code, std::string detail) const;
+
+  // The JSON body of a POST: the media type and a strict parse. nullopt: answered already.
+  std::optional<json_fields> body(const exchange_ptr& ex) const;
+  // The request's Idempotency-Key, required and checked. nullopt: answered already.
+  std::optional<std::string> idempotency_key(const exchange_ptr& ex) const;
+
+  // Whether the principal may still name accounts this server has to look up; a principal that
+  // named too many accounts that do not exist (or are not its own) waits (429, answered here).
+  bool within_lookup_allowance(const exchange_ptr& ex, const principal& who);
+  void count_unknown_account(const principal& who);
+
+  // Loads an account the principal may see: its own, or any for an operator; otherwise 404.
+  void visible_account(const exchange_ptr& ex, const principal& who, ledger::account_id id,
+                       std::function<void(const actors::account_view&)> next);
+
+  // The answer to a money-moving request: its stored receipt, or its problem.
+  void answer_money(const exchange_ptr& ex, const principal& who, const actors::money_result& r);
+
+ private:
+  // Lookups of accounts that turned out not to exist (or not to be the caller's), per principal.
+  token_buckets unknown_accounts_;
+};
+
+// Client addresses and principals tracked by the in-process guards at most.
+inline constexpr std::size_t k_guarded_keys_max = 100'000;
+
+}  // namespace api

@@ -1,0 +1,121 @@
+// Accounts: create one, read one with its balance and what is available, page through its
+// entries, and (operators) make it hot, freeze it, unfreeze it.
+
+#include "http/handlers/handlers.hpp"
+#include "http/presenters.hpp"
+#include "http/url.hpp"
+
+namespace api::handlers {
+namespace {
+
+// The entries page size when the request names none.
+constexpr std::int64_t k_entries_page_default = 100;
+
+void create_account(handler_support& s, const exchange_ptr& ex, const principal& who) {
+  auto object = s.body(ex);
+  if (!object) return;
+  field_reader f(*object);
+  f.allow_only({"ownerId", "currency", "hot", "shards"});
+  const auto owner = f.id("ownerId");
+  const auto currency = f.string("currency", 3);
+  const auto hot = f.optional_bool("hot");
+  const auto shards = f.optional_int("shards", 1, s.settings.ledger.hot_shards_max);
+  if (!f.ok()) return s.invalid(ex, f.error());
+  if (!ledger::is_valid_currency(currency)) {
+    return s.invalid(ex, "field \"currency\" must be three upper-case letters (ISO 4217), e.g. EUR");
+  }
+  if (shards && !hot.value_or(false)) return s.invalid(ex, "field \"shards\" needs \"hot\": true");
+  const bool is_operator = who.role == ledger::role::operator_role;
+  if (!is_operator && owner != who.id) {
+    return s.fail(ex, ledger::error_code::not_found, "principal " + std::to_string(owner) + " was not found");
+  }
+  if (hot.value_or(false) && !is_operator) {
+    return s.fail(ex, ledger::error_code::forbidden, "only an operator makes an account hot");
+  }
+  const int shard_count = hot.value_or(false) ? static_cast<int>(shards.value_or(s.settings.ledger.hot_shards_default)) : 0;
+  s.service.create_account(owner, currency, shard_count,
+                           [&s, ex, owner](actors::query_result<std::optional<actors::account_view>> r) {
+                             if (r.outcome != ledger::error_code::ok) return s.unavailable(ex, r.outcome, r.detail);
+                             if (!r.value) {
+                               return s.fail(ex, ledger::error_code::not_found,
+                                             "principal " + std::to_string(owner) + " (ownerId) was not found");
+                             }
+                             ex->respond(json_reply(201, account_json(*r.value)));
+                           });
+}
+
+void get_account(handler_support& s, const exchange_ptr& ex, const principal& who, ledger::account_id id) {
+  s.visible_account(ex, who, id, [&s, ex, id](const actors::account_view& a) {
+    s.service.reserved(id, [ex, a](ledger::amount_minor reserved) {
+      ex->respond(json_reply(200, account_json(a, reserved)));
+    });
+  });
+}
+
+void list_entries(handler_support& s, const exchange_ptr& ex, const principal& who, ledger::account_id id) {
+  std::int64_t limit = k_entries_page_default;
+  std::int64_t after = 0;
+  if (auto text = query_param(ex->query, "limit")) {
+    auto v = ledger::parse_digits(*text);
+    if (!v || *v < 1 || *v > s.settings.ledger.entries_page_max) {
+      return s.invalid(ex, "query parameter \"limit\" must be an integer from 1 to " +
+                               std::to_string(s.settings.ledger.entries_page_max));
+    }
+    limit = *v;
+  }
+  if (auto text = query_param(ex->query, "after")) {
+    auto v = ledger::parse_digits(*text);
+    if (!v) return s.invalid(ex, "query parameter \"after\" must be an entry id (the \"next\" of the previous page)");
+    after = *v;
+  }
+  s.visible_account(ex, who, id, [&s, ex, id, after, limit](const actors::account_view&) {
+    s.service.list_entries(id, after, static_cast<int>(limit), [&s, ex](actors::query_result<actors::entries_view> r) {
+      if (r.outcome != ledger::error_code::ok) return s.unavailable(ex, r.outcome, r.detail);
+      ex->respond(json_reply(200, entries_page_json(r.value)));
+    });
+  });
+}
+
+// The answer of an operator's change to an account: the account as it is now, or 404.
+actors::query_callback<std::optional<actors::account_view>> changed_account(handler_support& s, const exchange_ptr& ex,
+                                                                            ledger::account_id id) {
+  return [&s, ex, id](actors::query_result<std::optional<actors::account_view>> r) {
+    if (r.outcome != ledger::error_code::ok) return s.unavailable(ex, r.outcome, r.detail);
+    if (!r.value) return s.fail(ex, ledger::error_code::not_found, "account " + std::to_string(id) + " was not found");
+    ex->respond(json_reply(200, account_json(*r.value)));
+  };
+}
+
+void make_hot(handler_support& s, const exchange_ptr& ex, ledger::account_id id) {
+  auto object = s.body(ex);
+  if (!object) return;
+  field_reader f(*object);
+  f.allow_only({"shards"});
+  auto shards = f.optional_int("shards", 1, s.settings.ledger.hot_shards_max);
+  if (!f.ok()) return s.invalid(ex, f.error());
+  const int count = static_cast<int>(shards.value_or(s.settings.ledger.hot_shards_default));
+  s.service.make_hot(id, count, changed_account(s, ex, id));
+}
+
+}  // namespace
+
+void add_account_routes(router& r, handler_support& s) {
+  r.add({"POST", "/v1/accounts", access::principal, rate_class::read, param_kind::integer, false,
+         [&s](const exchange_ptr& ex, const principal& who, const path_params&) { create_account(s, ex, who); }});
+  r.add({"GET", "/v1/accounts/{id}", access::principal, rate_class::read, param_kind::integer, true,
+         [&s](const exchange_ptr& ex, const principal& who, const path_params& p) { get_account(s, ex, who, p.id); }});
+  r.add({"GET", "/v1/accounts/{id}/entries", access::principal, rate_class::read, param_kind::integer, true,
+         [&s](const exchange_ptr& ex, const principal& who, const path_params& p) { list_entries(s, ex, who, p.id); }});
+  r.add({"POST", "/v1/accounts/{id}/hot", access::operator_, rate_class::read, param_kind::integer, false,
+         [&s](const exchange_ptr& ex, const principal&, const path_params& p) { make_hot(s, ex, p.id); }});
+  r.add({"POST", "/v1/accounts/{id}/freeze", access::operator_, rate_class::read, param_kind::integer, false,
+         [&s](const exchange_ptr& ex, const principal&, const path_params& p) {
+           s.service.set_status(p.id, ledger::account_status::frozen, changed_account(s, ex, p.id));
+         }});
+  r.add({"POST", "/v1/accounts/{id}/unfreeze", access::operator_, rate_class::read, param_kind::integer, false,
+         [&s](const exchange_ptr& ex, const principal&, const path_params& p) {
+           s.service.set_status(p.id, ledger::account_status::active, changed_account(s, ex, p.id));
+         }});
+}
+
+}  // namespace api::handlers

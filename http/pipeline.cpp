@@ -1,0 +1,116 @@
+#include "http/pipeline.hpp"
+
+#include "http/crypto.hpp"
+
+namespace api {
+
+pipeline::pipeline(handler_support& support, ratelimit::limiter* limiter)
+    : support_(support),
+      limiter_(limiter),
+      unauthenticated_(support.settings.auth.unauthenticated_per_second, support.settings.auth.unauthenticated_burst,
+                       k_guarded_keys_max) {}
+
+void pipeline::run(const exchange_ptr& ex, const route& r, std::function<void(const principal&)> next) {
+  if (r.who == access::open) return next(principal{});
+  if (support_.stats.inflight_requests.load() > support_.settings.admission.inflight_requests_max) {
+    return support_.fail(ex, ledger::error_code::server_busy, "the server is at its limit of requests in flight",
+                         ledger::k_retry_after_default_s);
+  }
+  authenticate(ex, [this, ex, &r, next = std::move(next)](const principal& who) {
+    rate_limit(ex, who, r.rate, [this, ex, &r, who, next] {
+      if (r.who == access::operator_ && who.role != ledger::role::operator_role) {
+        return support_.fail(ex, ledger::error_code::forbidden, "this operation needs an operator key");
+      }
+      if (r.names_accounts && !support_.within_lookup_allowance(ex, who)) return;
+      next(who);
+    });
+  });
+}
+
+void pipeline::authenticate(const exchange_ptr& ex, std::function<void(const principal&)> next) {
+  constexpr std::string_view scheme = "Bearer ";
+  const std::string& h = ex->authorization;
+  const bool has_key = h.size() > scheme.size() && h.compare(0, scheme.size(), scheme) == 0;
+  const std::string key_hash = has_key ? sha256_hex(h.substr(scheme.size())) : std::string();
+  if (has_key) {
+    if (auto known = support_.service.cached_principal(key_hash)) {
+      ex->principal_id = known->id;
+      return next(*known);
+    }
+  }
+  // Not a key this server knows: it costs a database read at most, and only within the
+  // client address's allowance.
+  if (!unauthenticated_.take(ex->client_address)) {
+    ++support_.stats.unauthenticated_refused;
+    const auto retry = unauthenticated_.retry_after_s(ex->client_address);
+    return support_.fail(ex, http_problem(429, "rate_limited", "Too many requests",
+                                          "too many requests without a valid API key from this address; retry after " +
+                                              std::to_string(retry) + " s",
+                                          retry));
+  }
+  if (!has_key) {
+    auto r = problem_reply(
+        problem_for(ledger::error_code::unauthorized, "send an API key as \"Authorization: Bearer <key>\""),
+        ex->request_id);
+    r.headers.emplace_back("WWW-Authenticate", "Bearer");
+    return ex->respond(std::move(r));
+  }
+  support_.service.authenticate(
+      key_hash, [this, ex, next = std::move(next)](actors::query_result<std::optional<principal>> r) {
+        if (r.outcome != ledger::error_code::ok) return support_.unavailable(ex, r.outcome, r.detail);
+        if (!r.value) {
+          auto reply = problem_reply(problem_for(ledger::error_code::unauthorized, "the API key is not known"),
+                                     ex->request_id);
+          reply.headers.emplace_back("WWW-Authenticate", "Bearer error=\"invalid_token\"");
+          return ex->respond(std::move(reply));
+        }
+        ex->principal_id = r.value->id;
+        next(*r.value);
+      });
+}
+
+void pipeline::shutting_down(const exchange_ptr& ex) const {
+  support_.fail(ex, ledger::error_code::server_busy, "the server is shutting down; retry later",
+                ledger::k_retry_after_default_s);
+}
+
+void pipeline::rate_limit(const exchange_ptr& ex, const principal& who, rate_class rate, std::function<void()> next) {
+  std::shared_lock lock(limiter_mutex_);
+  if (stopped_) return shutting_down(ex);
+  if (limiter_ == nullptr || rate == rate_class::none) return next();
+  limiter_->check(who.id, rate == rate_class::write ? ratelimit::route_class::write : ratelimit::route_class::read,
+                  [this, ex, next = std::move(next)](ratelimit::decision d) {
+                    ex->extra_headers.emplace_back("RateLimit-Policy", d.policy);
+                    ex->extra_headers.emplace_back("RateLimit", d.header);
+                    // A check still pending at shutdown must not start work nobody can answer.
+                    if (stopped_) return shutting_down(ex);
+                    if (d.allowed) return next();
+                    support_.fail(ex, http_problem(429, "rate_limited", "Too many requests",
+                                                   "this API key sent more requests than its limit; retry after " +
+                                                       std::to_string(d.retry_after_s) + " s",
+                                                   std::max<std::int64_t>(1, d.retry_after_s)));
+                  });
+}
+
+void pipeline::stop() {
+  std::unique_lock lock(limiter_mutex_);
+  stopped_ = true;
+  limiter_ = nullptr;
+}
+
+void pipeline::ping_redis(std::function<void(bool ok, std::string detail)> done) {
+  std::shared_lock lock(limiter_mutex_);
+  if (limiter_ == nullptr) {
+    lock.unlock();
+    return done(true, {});
+  }
+  limiter_->ping(std::move(done));
+}
+
+std::optional<ratelimit::limiter::stats> pipeline::limiter_stats() {
+  std::shared_lock lock(limiter_mutex_);
+  if (limiter_ == nullptr) return std::nullopt;
+  return limiter_->snapshot();
+}
+
+}  // namespace api
