@@ -1,0 +1,14 @@
+# Writes a C++ source that defines api::openapi_document() (http/openapi.hpp) as the bytes of the
+# OpenAPI document, in a raw string literal.
+# Inputs: INPUT (docs/openapi.json), OUTPUT (the .cpp to write).
+file(READ ${INPUT} document)
+set(delimiter "wallet_openapi")
+string(FIND "${document}" ")${delimiter}\"" clash)
+if(NOT clash EQUAL -1)
+  message(FATAL_ERROR "${INPUT} contains )${delimiter}\", which would end the raw string literal early")
+endif()
+set(body "#include \"http/openapi.hpp\"\n\nnamespace api {\n\nstd::string_view openapi_document() {\n")
+string(APPEND body "  static constexpr std::string_view document = R\"${delimiter}(${document})${delimiter}\";\n")
+string(APPEND body "  return document;\n}\n\n}  // namespace api\n")
+file(WRITE ${OUTPUT}.tmp "${body}")
+file(COPY_FILE ${OUTPUT}.tmp ${OUTPUT} ONLY_IF_DIFFERENT)
