@@ -23,6 +23,12 @@ std::unique_ptr<pqxx::connection> connect(const connection_options& options) {
   return conn;
 }
 
+bool ping(pqxx::connection& conn) {
+  pqxx::nontransaction txn(conn);
+  txn.exec("SELECT 1");
+  return true;
+}
+
 std::string pg_array(const std::vector<std::int64_t>& values) {
   std::string out = "{";
   for (std::size_t i = 0; i < values.size(); ++i) {
