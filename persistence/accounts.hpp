@@ -61,6 +61,11 @@ struct sweep_candidate {
   std::string currency;
   std::vector<ledger::account_id> shards;
 };
+// At most `limit` (> 0) of them, by account id.
 std::vector<sweep_candidate> sweep_candidates(pqxx::connection& conn, int limit);
+
+// Defines this file's prepared statements on a connection. connect() calls it for every
+// connection it opens; libpqxx registers each statement with the server on its first use.
+void prepare_account_statements(pqxx::connection& conn);
 
 }  // namespace persistence

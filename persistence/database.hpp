@@ -37,8 +37,10 @@ struct connection_options {
   std::string application_name = "wallet-server";
 };
 
-// Opens a connection and sets statement_timeout and lock_timeout on it.
-// Throws pqxx::broken_connection when the database cannot be reached.
+// Opens a connection, sets statement_timeout and lock_timeout on it, and defines on it the
+// prepared statements of principals, accounts, history, preload and ping (the posting path and
+// reconciliation prepare their own). Throws pqxx::broken_connection when the database cannot be
+// reached.
 std::unique_ptr<pqxx::connection> connect(const connection_options& options);
 
 // True when the database answers a trivial query.

@@ -2,13 +2,44 @@
 
 #include <pqxx/pqxx>
 
+#include "base/assert.hpp"
 #include "persistence/rows.hpp"
 
 namespace persistence {
 namespace {
 
-const std::string k_entry_columns =
+// The columns read_entry reads, in its order.
+const std::string k_entry_columns_sql =
     std::string("id, transaction_id::text, account_id, currency, amount, balance_after, ") + k_created_at_utc_sql;
+
+// The entries of an account and of its shards after the entry id $2, at most $3 of them
+// (ledger_entry_account serves each account's range).
+constexpr const char* k_list_entries = "history_list_entries";
+const std::string k_list_entries_sql =
+    "SELECT " + k_entry_columns_sql +
+    " FROM ledger_entry"
+    " WHERE account_id IN (SELECT $1::bigint UNION ALL SELECT id FROM account WHERE parent_id = $1)"
+    "   AND id > $2 ORDER BY id LIMIT $3";
+
+constexpr const char* k_find_transaction = "history_find_transaction";
+const std::string k_find_transaction_sql =
+    std::string("SELECT id::text, principal_id, type, status, COALESCE(metadata::text, '{}'), ") +
+    k_created_at_utc_sql + " FROM journal_transaction WHERE id = $1::uuid";
+
+// A transaction's entries with the owner of each entry's account (who may see the transaction).
+constexpr const char* k_transaction_entries = "history_transaction_entries";
+const std::string k_transaction_entries_sql =
+    "SELECT " + k_entry_columns_sql +
+    ", (SELECT a.owner_id FROM account a WHERE a.id = ledger_entry.account_id)"
+    " FROM ledger_entry WHERE transaction_id = $1::uuid ORDER BY id";
+
+constexpr const char* k_find_committed = "history_find_committed";
+constexpr const char* k_find_committed_sql =
+    "SELECT id::text, request_hash, response_status, response_body FROM journal_transaction"
+    " WHERE principal_id = $1 AND idempotency_key = $2";
+
+// One row more than a page holds is read: when it is there, the page has a successor.
+constexpr int k_next_page_probe_rows = 1;
 
 entry_record read_entry(const pqxx::row& row) {
   entry_record e;
@@ -24,13 +55,17 @@ entry_record read_entry(const pqxx::row& row) {
 
 }  // namespace
 
+void prepare_history_statements(pqxx::connection& conn) {
+  conn.prepare(k_list_entries, k_list_entries_sql);
+  conn.prepare(k_find_transaction, k_find_transaction_sql);
+  conn.prepare(k_transaction_entries, k_transaction_entries_sql);
+  conn.prepare(k_find_committed, k_find_committed_sql);
+}
+
 entries_page list_entries(pqxx::connection& conn, ledger::account_id id, std::int64_t after, int limit) {
+  WALLET_ASSERT(limit > 0, "a page holds one entry at least");
   pqxx::read_transaction txn(conn);
-  auto rows = txn.exec_params("SELECT " + k_entry_columns +
-                                  " FROM ledger_entry"
-                                  " WHERE account_id IN (SELECT $1::bigint UNION ALL SELECT id FROM account WHERE parent_id = $1)"
-                                  "   AND id > $2 ORDER BY id LIMIT $3",
-                              id, after, limit + 1);
+  auto rows = txn.exec_prepared(k_list_entries, id, after, limit + k_next_page_probe_rows);
   entries_page page;
   for (const auto& row : rows) {
     if (static_cast<int>(page.entries.size()) == limit) {
@@ -44,9 +79,7 @@ entries_page list_entries(pqxx::connection& conn, ledger::account_id id, std::in
 
 std::optional<transaction_record> find_transaction(pqxx::connection& conn, const std::string& transaction_id) {
   pqxx::read_transaction txn(conn);
-  auto rows = txn.exec_params(std::string("SELECT id::text, principal_id, type, status, COALESCE(metadata::text, '{}'), ") +
-                                  k_created_at_utc_sql + " FROM journal_transaction WHERE id = $1::uuid",
-                              transaction_id);
+  auto rows = txn.exec_prepared(k_find_transaction, transaction_id);
   if (rows.empty()) return std::nullopt;
   transaction_record t;
   t.id = rows[0][0].as<std::string>();
@@ -55,11 +88,7 @@ std::optional<transaction_record> find_transaction(pqxx::connection& conn, const
   t.status = rows[0][3].as<std::string>();
   t.metadata_json = rows[0][4].as<std::string>();
   t.created_at = rows[0][5].as<std::string>();
-  auto entries = txn.exec_params("SELECT " + k_entry_columns +
-                                     ", (SELECT a.owner_id FROM account a WHERE a.id = ledger_entry.account_id)"
-                                     " FROM ledger_entry WHERE transaction_id = $1::uuid ORDER BY id",
-                                 transaction_id);
-  for (const auto& row : entries) {
+  for (const auto& row : txn.exec_prepared(k_transaction_entries, transaction_id)) {
     auto e = read_entry(row);
     if (!row[7].is_null()) e.account_owner = row[7].as<std::int64_t>();
     t.entries.push_back(std::move(e));
@@ -70,10 +99,7 @@ std::optional<transaction_record> find_transaction(pqxx::connection& conn, const
 std::optional<stored_response> find_committed(pqxx::connection& conn, ledger::principal_id principal,
                                               const std::string& idempotency_key) {
   pqxx::read_transaction txn(conn);
-  auto rows = txn.exec_params(
-      "SELECT id::text, request_hash, response_status, response_body FROM journal_transaction"
-      " WHERE principal_id = $1 AND idempotency_key = $2",
-      principal, idempotency_key);
+  auto rows = txn.exec_prepared(k_find_committed, principal, idempotency_key);
   if (rows.empty()) return std::nullopt;
   return stored_response{rows[0][0].as<std::string>(), rows[0][1].as<std::string>(), rows[0][2].as<int>(),
                          rows[0][3].as<std::string>()};

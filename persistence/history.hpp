@@ -49,12 +49,17 @@ struct stored_response {
   std::string body;
 };
 
-// Entries of an account and its shards, in entry order, after the entry id `after`.
+// Entries of an account and its shards, in entry order, after the entry id `after`; at most
+// `limit` (> 0) of them.
 entries_page list_entries(pqxx::connection& conn, ledger::account_id id, std::int64_t after, int limit);
 
 std::optional<transaction_record> find_transaction(pqxx::connection& conn, const std::string& transaction_id);
 
 std::optional<stored_response> find_committed(pqxx::connection& conn, ledger::principal_id principal,
                                               const std::string& idempotency_key);
+
+// Defines this file's prepared statements on a connection. connect() calls it for every
+// connection it opens; libpqxx registers each statement with the server on its first use.
+void prepare_history_statements(pqxx::connection& conn);
 
 }  // namespace persistence

@@ -31,4 +31,8 @@ struct account_summary {
 };
 std::vector<account_summary> recent_accounts(pqxx::connection& conn, std::int64_t limit);
 
+// Defines this file's prepared statements on a connection. connect() calls it for every
+// connection it opens; libpqxx registers each statement with the server on its first use.
+void prepare_preload_statements(pqxx::connection& conn);
+
 }  // namespace persistence

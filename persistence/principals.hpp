@@ -27,4 +27,8 @@ principal_record create_principal(pqxx::connection& conn, const std::string& nam
 // Makes sure an operator with this key exists (the bootstrap key); returns it.
 principal_record ensure_operator(pqxx::connection& conn, const std::string& name, const std::string& key_hash_hex);
 
+// Defines this file's prepared statements on a connection. connect() calls it for every
+// connection it opens; libpqxx registers each statement with the server on its first use.
+void prepare_principal_statements(pqxx::connection& conn);
+
 }  // namespace persistence
