@@ -35,8 +35,8 @@ struct entries_page {
 struct transaction_record {
   std::string id;
   std::optional<ledger::principal_id> principal_id;
-  std::string type;
-  std::string status;
+  std::string type;    // a ledger::transaction_type's text (DEPOSIT, TRANSFER, SWEEP)
+  std::string status;  // COMPLETED, the only status a committed transaction has
   std::string metadata_json;
   std::string created_at;
   std::vector<entry_record> entries;
@@ -53,6 +53,7 @@ struct stored_response {
 // `limit` (> 0) of them.
 entries_page list_entries(pqxx::connection& conn, ledger::account_id id, std::int64_t after, int limit);
 
+// A type or status the server does not know throws unknown_value.
 std::optional<transaction_record> find_transaction(pqxx::connection& conn, const std::string& transaction_id);
 
 std::optional<stored_response> find_committed(pqxx::connection& conn, ledger::principal_id principal,
