@@ -1,7 +1,8 @@
 #pragma once
 
-// Row readers shared by the query files of this folder (principals, accounts, preload). Only
-// persistence/*.cpp include this header: it pulls in libpqxx, which the public headers keep out.
+// What the topic files of this folder (principals, accounts, history, preload) share: row readers
+// and a column expression. Only persistence/*.cpp include this header: it pulls in libpqxx,
+// which the public headers keep out.
 
 #include <pqxx/row>
 
