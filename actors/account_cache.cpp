@@ -1,6 +1,6 @@
 #include "actors/account_cache.hpp"
 
-#include "persistence/queries.hpp"
+#include "persistence/accounts.hpp"
 
 namespace actors {
 

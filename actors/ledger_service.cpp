@@ -12,7 +12,11 @@
 #include "actors/service_core.hpp"
 #include "actors/sweeper.hpp"
 #include "actors/view_conversions.hpp"
-#include "persistence/queries.hpp"
+#include "persistence/accounts.hpp"
+#include "persistence/database.hpp"
+#include "persistence/history.hpp"
+#include "persistence/preload.hpp"
+#include "persistence/principals.hpp"
 #include "persistence/reconcile.hpp"
 
 namespace actors {

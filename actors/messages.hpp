@@ -18,8 +18,8 @@
 
 #include "actors/commands.hpp"
 #include "actors/directory.hpp"
+#include "persistence/accounts.hpp"
 #include "persistence/batch.hpp"
-#include "persistence/queries.hpp"
 
 namespace actors {
 

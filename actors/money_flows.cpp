@@ -6,7 +6,7 @@
 #include "actors/outcomes.hpp"
 #include "actors/service_core.hpp"
 #include "actors/uuid.hpp"
-#include "persistence/queries.hpp"
+#include "persistence/history.hpp"
 
 namespace actors {
 namespace {

@@ -5,7 +5,7 @@
 
 #include "actors/service_core.hpp"
 #include "actors/uuid.hpp"
-#include "persistence/queries.hpp"
+#include "persistence/accounts.hpp"
 
 namespace actors {
 

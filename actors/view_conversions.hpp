@@ -3,7 +3,9 @@
 // From the persistence records to the views the facade answers with (actors/views.hpp).
 
 #include "actors/views.hpp"
-#include "persistence/queries.hpp"
+#include "persistence/accounts.hpp"
+#include "persistence/history.hpp"
+#include "persistence/principals.hpp"
 #include "persistence/reconcile.hpp"
 
 namespace actors {

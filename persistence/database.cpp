@@ -2,7 +2,18 @@
 
 #include <pqxx/pqxx>
 
+#include "persistence/accounts.hpp"
+#include "persistence/history.hpp"
+#include "persistence/preload.hpp"
+#include "persistence/principals.hpp"
+
 namespace persistence {
+namespace {
+
+constexpr const char* k_ping = "database_ping";
+constexpr const char* k_ping_sql = "SELECT 1";
+
+}  // namespace
 
 std::unique_ptr<pqxx::connection> connect(const connection_options& options) {
   std::string conninfo = options.url;
@@ -16,11 +27,26 @@ std::unique_ptr<pqxx::connection> connect(const connection_options& options) {
     conninfo += " connect_timeout=" + std::to_string(connect_timeout_s) + " application_name=" + options.application_name;
   }
   auto conn = std::make_unique<pqxx::connection>(conninfo);
+  // Every connection gets the statements of the reads and administrative writes: whoever opened
+  // it (reader pool, preload, bootstrap, wallet-admin, tests) may run any of them. Defining one
+  // costs no round trip: libpqxx registers it with the server on its first use, so a connection
+  // prepares only what it runs, once.
+  conn->prepare(k_ping, k_ping_sql);
+  prepare_principal_statements(*conn);
+  prepare_account_statements(*conn);
+  prepare_history_statements(*conn);
+  prepare_preload_statements(*conn);
   pqxx::nontransaction setup(*conn);
   setup.exec("SET statement_timeout = " + std::to_string(options.statement_timeout_ms));
   setup.exec("SET lock_timeout = " + std::to_string(options.lock_timeout_ms));
   setup.exec("SET idle_in_transaction_session_timeout = " + std::to_string(options.statement_timeout_ms * 2));
   return conn;
+}
+
+bool ping(pqxx::connection& conn) {
+  pqxx::nontransaction txn(conn);
+  txn.exec_prepared(k_ping);
+  return true;
 }
 
 std::string pg_array(const std::vector<std::int64_t>& values) {

@@ -1,7 +1,8 @@
 #pragma once
 
-// Opening PostgreSQL connections with the server's timeouts, and the text forms of the array
-// parameters that let one statement carry a whole batch (`unnest($1::bigint[], ...)`).
+// Opening PostgreSQL connections with the server's timeouts, asking one whether the database
+// answers, and the text forms of the array parameters that let one statement carry a whole batch
+// (`unnest($1::bigint[], ...)`).
 
 #include <cstdint>
 #include <memory>
@@ -36,9 +37,14 @@ struct connection_options {
   std::string application_name = "wallet-server";
 };
 
-// Opens a connection and sets statement_timeout and lock_timeout on it.
-// Throws pqxx::broken_connection when the database cannot be reached.
+// Opens a connection, sets statement_timeout and lock_timeout on it, and defines on it the
+// prepared statements of principals, accounts, history, preload and ping (the posting path and
+// reconciliation prepare their own). Throws pqxx::broken_connection when the database cannot be
+// reached.
 std::unique_ptr<pqxx::connection> connect(const connection_options& options);
+
+// True when the database answers a trivial query.
+bool ping(pqxx::connection& conn);
 
 // Array literals for parameters. Text elements are always quoted and escaped, so any string
 // (including JSON and idempotency keys with commas, quotes or backslashes) is carried exactly.

@@ -21,10 +21,10 @@
 #include <vector>
 
 #include "ledger/receipt.hpp"
+#include "persistence/accounts.hpp"
 #include "persistence/batch.hpp"
 #include "persistence/database.hpp"
 #include "persistence/migrations.hpp"
-#include "persistence/queries.hpp"
 #include "tests/support/support.hpp"
 
 namespace persistence {

@@ -18,10 +18,10 @@
 #include <tuple>
 #include <vector>
 
+#include "persistence/accounts.hpp"
 #include "persistence/batch.hpp"
 #include "persistence/database.hpp"
 #include "persistence/migrations.hpp"
-#include "persistence/queries.hpp"
 #include "persistence/reconcile.hpp"
 #include "tests/support/support.hpp"
 

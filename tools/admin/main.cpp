@@ -16,7 +16,7 @@
 #include "config/settings.hpp"
 #include "http/crypto.hpp"
 #include "persistence/migrations.hpp"
-#include "persistence/queries.hpp"
+#include "persistence/principals.hpp"
 #include "persistence/reconcile.hpp"
 
 namespace {

@@ -1,0 +1,201 @@
+#include "persistence/accounts.hpp"
+
+#include <pqxx/pqxx>
+
+#include "base/assert.hpp"
+#include "persistence/database.hpp"
+#include "persistence/rows.hpp"
+
+namespace persistence {
+namespace {
+
+// The columns of an account row, in the order of k_account_columns_sql.
+enum account_column : int {
+  col_id,
+  col_owner_id,
+  col_currency,
+  col_kind,
+  col_status,
+  col_allow_negative,
+  col_balance,
+  col_version,
+  col_parent_id,
+  col_created_at,
+  col_shard_no,  // only where a statement selects it after the others (k_load_sql)
+};
+
+const std::string k_account_columns_sql =
+    std::string("id, owner_id, currency, kind, status, allow_negative, balance, version, COALESCE(parent_id, 0), ") +
+    k_created_at_utc_sql;
+
+// The account and its shards in ONE statement, so under READ COMMITTED they come from one
+// snapshot: with two statements a sweep committing between them (shard -> main) would be seen
+// on neither side, and a read that starts after a 201 could miss that payment. The main row
+// comes first (its parent_id is NULL), then the shards by number.
+constexpr const char* k_load = "account_load";
+const std::string k_load_sql = "SELECT " + k_account_columns_sql +
+                               ", shard_no FROM account WHERE id = $1 OR parent_id = $1"
+                               " ORDER BY parent_id NULLS FIRST, shard_no";
+
+// The same rows, locked: adding shards must not race another writer that adds them.
+constexpr const char* k_load_for_update = "account_load_for_update";
+const std::string k_load_for_update_sql = k_load_sql + " FOR UPDATE";
+
+constexpr const char* k_insert = "account_insert";
+const std::string k_insert_sql =
+    "INSERT INTO account (owner_id, currency, kind) VALUES ($1, $2, 'user') RETURNING " + k_account_columns_sql;
+
+// Shards $4 to $5 (inclusive) of the account $3, owned by $1, in currency $2.
+constexpr const char* k_insert_shards = "account_insert_shards";
+constexpr const char* k_insert_shards_sql =
+    "INSERT INTO account (owner_id, currency, kind, parent_id, shard_no)"
+    " SELECT $1, $2, 'shard', $3, n FROM generate_series($4::int, $5::int) AS n";
+
+constexpr const char* k_set_shard_count = "account_set_shard_count";
+constexpr const char* k_set_shard_count_sql = "UPDATE account SET shard_count = $2 WHERE id = $1";
+
+// An account and its shards change status together; system accounts never do.
+constexpr const char* k_set_status = "account_set_status";
+constexpr const char* k_set_status_sql =
+    "UPDATE account SET status = $2 WHERE (id = $1 OR parent_id = $1) AND kind <> 'system'";
+
+// The system_role of the clearing account of a currency (where deposits come from).
+constexpr const char* k_clearing_role = "clearing";
+
+constexpr const char* k_insert_system = "account_insert_system";
+constexpr const char* k_insert_system_sql =
+    "INSERT INTO account (currency, kind, allow_negative, system_role) VALUES ($1, 'system', TRUE, $2)"
+    " ON CONFLICT (currency, system_role) WHERE system_role IS NOT NULL DO NOTHING";
+
+constexpr const char* k_find_system = "account_find_system";
+constexpr const char* k_find_system_sql = "SELECT id FROM account WHERE currency = $1 AND system_role = $2";
+
+constexpr const char* k_sweep_candidates = "account_sweep_candidates";
+constexpr const char* k_sweep_candidates_sql =
+    "SELECT s.parent_id, s.currency, array_agg(s.id ORDER BY s.shard_no)::text FROM account s"
+    " WHERE s.kind = 'shard' AND s.balance > 0 GROUP BY s.parent_id, s.currency ORDER BY s.parent_id LIMIT $1";
+
+// The shard numbers of a hot account start here.
+constexpr int k_first_shard_no = 0;
+
+account_record read_account(const pqxx::row& row) {
+  account_record a;
+  a.id = row[col_id].as<std::int64_t>();
+  if (!row[col_owner_id].is_null()) a.owner_id = row[col_owner_id].as<std::int64_t>();
+  a.currency = row[col_currency].as<std::string>();
+  a.kind = parse_column(ledger::parse_account_kind, row[col_kind].as<std::string>(), "account.kind");
+  a.status = parse_column(ledger::parse_account_status, row[col_status].as<std::string>(), "account.status");
+  a.allow_negative = row[col_allow_negative].as<bool>();
+  a.balance = row[col_balance].as<std::int64_t>();
+  a.version = row[col_version].as<std::int64_t>();
+  a.parent_id = row[col_parent_id].as<std::int64_t>();
+  a.created_at = row[col_created_at].as<std::string>();
+  return a;
+}
+
+std::optional<account_record> load_account(pqxx::transaction_base& txn, ledger::account_id id, bool lock) {
+  auto rows = txn.exec_prepared(lock ? k_load_for_update : k_load, id);
+  if (rows.empty() || rows[0][col_id].as<std::int64_t>() != id) return std::nullopt;
+  auto account = read_account(rows[0]);
+  for (std::size_t i = 1; i < rows.size(); ++i) {
+    const auto& row = rows[i];
+    WALLET_ASSERT(row[col_parent_id].as<std::int64_t>() == id, "every row after the main one is its shard");
+    account.shards.push_back({row[col_id].as<std::int64_t>(), row[col_shard_no].as<int>(),
+                              row[col_balance].as<std::int64_t>(), row[col_version].as<std::int64_t>()});
+  }
+  return account;
+}
+
+void add_shards(pqxx::transaction_base& txn, const account_record& parent, int first_shard_no, int count) {
+  WALLET_ASSERT(count > 0, "at least one shard is added");
+  const int last_shard_no = first_shard_no + count - 1;
+  txn.exec_prepared0(k_insert_shards, parent.owner_id, parent.currency, parent.id, first_shard_no, last_shard_no);
+  txn.exec_prepared0(k_set_shard_count, parent.id, last_shard_no + 1);
+}
+
+}  // namespace
+
+void prepare_account_statements(pqxx::connection& conn) {
+  conn.prepare(k_load, k_load_sql);
+  conn.prepare(k_load_for_update, k_load_for_update_sql);
+  conn.prepare(k_insert, k_insert_sql);
+  conn.prepare(k_insert_shards, k_insert_shards_sql);
+  conn.prepare(k_set_shard_count, k_set_shard_count_sql);
+  conn.prepare(k_set_status, k_set_status_sql);
+  conn.prepare(k_insert_system, k_insert_system_sql);
+  conn.prepare(k_find_system, k_find_system_sql);
+  conn.prepare(k_sweep_candidates, k_sweep_candidates_sql);
+}
+
+ledger::amount_minor account_record::total_balance() const {
+  ledger::amount_minor total = balance;
+  for (const auto& s : shards) {
+    auto next = ledger::checked_add(total, s.balance);
+    WALLET_ASSERT(next.has_value(), "an account's total balance fits in int64");
+    total = *next;
+  }
+  return total;
+}
+
+account_record create_account(pqxx::connection& conn, ledger::principal_id owner, const std::string& currency,
+                              int shard_count) {
+  pqxx::work txn(conn);
+  auto account = read_account(txn.exec_prepared1(k_insert, owner, currency));
+  if (shard_count > 0) add_shards(txn, account, k_first_shard_no, shard_count);
+  auto loaded = load_account(txn, account.id, false);
+  WALLET_ASSERT(loaded.has_value(), "an account created in this transaction is found in it");
+  txn.commit();
+  return *loaded;
+}
+
+std::optional<account_record> find_account(pqxx::connection& conn, ledger::account_id id) {
+  pqxx::read_transaction txn(conn);
+  return load_account(txn, id, false);
+}
+
+std::optional<account_record> make_hot(pqxx::connection& conn, ledger::account_id id, int shard_count) {
+  pqxx::work txn(conn);
+  auto account = load_account(txn, id, true);
+  if (!account || account->kind != ledger::account_kind::user) return std::nullopt;
+  const int existing = static_cast<int>(account->shards.size());
+  if (shard_count > existing) add_shards(txn, *account, k_first_shard_no + existing, shard_count - existing);
+  auto loaded = load_account(txn, id, false);
+  txn.commit();
+  return loaded;
+}
+
+std::optional<account_record> set_status(pqxx::connection& conn, ledger::account_id id,
+                                         ledger::account_status status) {
+  pqxx::work txn(conn);
+  auto updated = txn.exec_prepared(k_set_status, id, std::string(ledger::to_string(status)));
+  if (updated.affected_rows() == 0) return std::nullopt;
+  auto loaded = load_account(txn, id, false);
+  txn.commit();
+  return loaded;
+}
+
+ledger::account_id ensure_clearing_account(pqxx::connection& conn, const std::string& currency) {
+  pqxx::work txn(conn);
+  txn.exec_prepared0(k_insert_system, currency, k_clearing_role);
+  auto row = txn.exec_prepared1(k_find_system, currency, k_clearing_role);
+  txn.commit();
+  return row[0].as<std::int64_t>();
+}
+
+std::vector<sweep_candidate> sweep_candidates(pqxx::connection& conn, int limit) {
+  WALLET_ASSERT(limit > 0, "a sweep looks at one candidate at least");
+  pqxx::read_transaction txn(conn);
+  auto rows = txn.exec_prepared(k_sweep_candidates, limit);
+  std::vector<sweep_candidate> out;
+  out.reserve(rows.size());
+  for (const auto& row : rows) {
+    sweep_candidate c;
+    c.account = row[0].as<std::int64_t>();
+    c.currency = row[1].as<std::string>();
+    c.shards = parse_id_array(row[2].c_str());
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+}  // namespace persistence

@@ -1,0 +1,71 @@
+#pragma once
+
+// Accounts: creation (with the credit shards of a hot account), reads of an account with its
+// shards, status changes, the clearing account of a currency, and the hot accounts the sweeper
+// has to empty. Money moves only through persistence/batch.hpp; these writes move none. Each
+// function runs its own short transaction on the connection it is given.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ledger/money.hpp"
+#include "ledger/types.hpp"
+
+#include "persistence/pqxx_fwd.hpp"
+
+namespace persistence {
+
+struct shard_record {
+  ledger::account_id id = 0;
+  int shard_no = 0;
+  ledger::amount_minor balance = 0;
+  std::int64_t version = 0;
+};
+
+struct account_record {
+  ledger::account_id id = 0;
+  std::optional<ledger::principal_id> owner_id;
+  std::string currency;
+  ledger::account_kind kind = ledger::account_kind::user;
+  ledger::account_status status = ledger::account_status::active;
+  bool allow_negative = false;
+  ledger::amount_minor balance = 0;  // the main row only
+  std::int64_t version = 0;
+  ledger::account_id parent_id = 0;
+  std::vector<shard_record> shards;  // a hot account's credit shards, by shard number
+  std::string created_at;
+
+  bool hot() const { return !shards.empty(); }
+  // Main row plus shards, with checked arithmetic (asserts on overflow: it cannot be stored).
+  ledger::amount_minor total_balance() const;
+};
+
+// Creates an account (and, when shard_count > 0, its credit shards) in one transaction.
+account_record create_account(pqxx::connection& conn, ledger::principal_id owner, const std::string& currency,
+                              int shard_count);
+std::optional<account_record> find_account(pqxx::connection& conn, ledger::account_id id);
+// Adds credit shards to an existing account (numbers continue after the existing ones).
+// Returns nullopt if the account does not exist or is itself a shard.
+std::optional<account_record> make_hot(pqxx::connection& conn, ledger::account_id id, int shard_count);
+// Sets the status of an account and of its shards.
+std::optional<account_record> set_status(pqxx::connection& conn, ledger::account_id id, ledger::account_status status);
+
+// The clearing account of a currency (system, may go negative), made on first use.
+ledger::account_id ensure_clearing_account(pqxx::connection& conn, const std::string& currency);
+
+// Hot accounts and their shards with a positive balance: what the sweeper has to move.
+struct sweep_candidate {
+  ledger::account_id account = 0;
+  std::string currency;
+  std::vector<ledger::account_id> shards;
+};
+// At most `limit` (> 0) of them, by account id.
+std::vector<sweep_candidate> sweep_candidates(pqxx::connection& conn, int limit);
+
+// Defines this file's prepared statements on a connection. connect() calls it for every
+// connection it opens; libpqxx registers each statement with the server on its first use.
+void prepare_account_statements(pqxx::connection& conn);
+
+}  // namespace persistence

@@ -1,0 +1,130 @@
+#include "persistence/history.hpp"
+
+#include <pqxx/pqxx>
+
+#include <string_view>
+
+#include "base/assert.hpp"
+#include "persistence/database.hpp"
+#include "persistence/rows.hpp"
+
+namespace persistence {
+namespace {
+
+// The columns read_entry reads, in its order.
+const std::string k_entry_columns_sql =
+    std::string("id, transaction_id::text, account_id, currency, amount, balance_after, ") + k_created_at_utc_sql;
+
+// The entries of an account and of its shards after the entry id $2, at most $3 of them
+// (ledger_entry_account serves each account's range).
+constexpr const char* k_list_entries = "history_list_entries";
+const std::string k_list_entries_sql =
+    "SELECT " + k_entry_columns_sql +
+    " FROM ledger_entry"
+    " WHERE account_id IN (SELECT $1::bigint UNION ALL SELECT id FROM account WHERE parent_id = $1)"
+    "   AND id > $2 ORDER BY id LIMIT $3";
+
+constexpr const char* k_find_transaction = "history_find_transaction";
+const std::string k_find_transaction_sql =
+    std::string("SELECT id::text, principal_id, type, status, COALESCE(metadata::text, '{}'), ") +
+    k_created_at_utc_sql + " FROM journal_transaction WHERE id = $1::uuid";
+
+// A transaction's entries with the owner of each entry's account (who may see the transaction).
+constexpr const char* k_transaction_entries = "history_transaction_entries";
+const std::string k_transaction_entries_sql =
+    "SELECT " + k_entry_columns_sql +
+    ", (SELECT a.owner_id FROM account a WHERE a.id = ledger_entry.account_id)"
+    " FROM ledger_entry WHERE transaction_id = $1::uuid ORDER BY id";
+
+constexpr const char* k_find_committed = "history_find_committed";
+constexpr const char* k_find_committed_sql =
+    "SELECT id::text, request_hash, response_status, response_body FROM journal_transaction"
+    " WHERE principal_id = $1 AND idempotency_key = $2";
+
+// One row more than a page holds is read: when it is there, the page has a successor.
+constexpr int k_next_page_probe_rows = 1;
+
+// journal_transaction.type and .status reach the API as text. A text the server does not know is
+// an error (unknown_value) like any other enum text read from the database, never passed on.
+std::optional<ledger::transaction_type> parse_transaction_type(std::string_view text) {
+  for (auto type : {ledger::transaction_type::deposit, ledger::transaction_type::transfer,
+                    ledger::transaction_type::sweep}) {
+    if (ledger::to_string(type) == text) return type;
+  }
+  return std::nullopt;
+}
+
+// The only status a committed transaction has (migration 001 allows no other).
+constexpr std::string_view k_status_completed = "COMPLETED";
+
+std::optional<std::string_view> parse_transaction_status(std::string_view text) {
+  if (text == k_status_completed) return k_status_completed;
+  return std::nullopt;
+}
+
+entry_record read_entry(const pqxx::row& row) {
+  entry_record e;
+  e.id = row[0].as<std::int64_t>();
+  e.transaction_id = row[1].as<std::string>();
+  e.account_id = row[2].as<std::int64_t>();
+  e.currency = row[3].as<std::string>();
+  e.amount = row[4].as<std::int64_t>();
+  e.balance_after = row[5].as<std::int64_t>();
+  e.created_at = row[6].as<std::string>();
+  return e;
+}
+
+}  // namespace
+
+void prepare_history_statements(pqxx::connection& conn) {
+  conn.prepare(k_list_entries, k_list_entries_sql);
+  conn.prepare(k_find_transaction, k_find_transaction_sql);
+  conn.prepare(k_transaction_entries, k_transaction_entries_sql);
+  conn.prepare(k_find_committed, k_find_committed_sql);
+}
+
+entries_page list_entries(pqxx::connection& conn, ledger::account_id id, std::int64_t after, int limit) {
+  WALLET_ASSERT(limit > 0, "a page holds one entry at least");
+  pqxx::read_transaction txn(conn);
+  auto rows = txn.exec_prepared(k_list_entries, id, after, limit + k_next_page_probe_rows);
+  entries_page page;
+  for (const auto& row : rows) {
+    if (static_cast<int>(page.entries.size()) == limit) {
+      page.next_after = page.entries.back().id;
+      break;
+    }
+    page.entries.push_back(read_entry(row));
+  }
+  return page;
+}
+
+std::optional<transaction_record> find_transaction(pqxx::connection& conn, const std::string& transaction_id) {
+  pqxx::read_transaction txn(conn);
+  auto rows = txn.exec_prepared(k_find_transaction, transaction_id);
+  if (rows.empty()) return std::nullopt;
+  transaction_record t;
+  t.id = rows[0][0].as<std::string>();
+  if (!rows[0][1].is_null()) t.principal_id = rows[0][1].as<std::int64_t>();
+  t.type = ledger::to_string(
+      parse_column(parse_transaction_type, rows[0][2].as<std::string>(), "journal_transaction.type"));
+  t.status = parse_column(parse_transaction_status, rows[0][3].as<std::string>(), "journal_transaction.status");
+  t.metadata_json = rows[0][4].as<std::string>();
+  t.created_at = rows[0][5].as<std::string>();
+  for (const auto& row : txn.exec_prepared(k_transaction_entries, transaction_id)) {
+    auto e = read_entry(row);
+    if (!row[7].is_null()) e.account_owner = row[7].as<std::int64_t>();
+    t.entries.push_back(std::move(e));
+  }
+  return t;
+}
+
+std::optional<stored_response> find_committed(pqxx::connection& conn, ledger::principal_id principal,
+                                              const std::string& idempotency_key) {
+  pqxx::read_transaction txn(conn);
+  auto rows = txn.exec_prepared(k_find_committed, principal, idempotency_key);
+  if (rows.empty()) return std::nullopt;
+  return stored_response{rows[0][0].as<std::string>(), rows[0][1].as<std::string>(), rows[0][2].as<int>(),
+                         rows[0][3].as<std::string>()};
+}
+
+}  // namespace persistence

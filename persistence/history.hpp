@@ -1,0 +1,66 @@
+#pragma once
+
+// What has happened: the entries of an account (keyset-paged), a transaction with its entries,
+// and the stored answer of a committed idempotency key. Read-only; each function runs its own
+// short read transaction on the connection it is given.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ledger/money.hpp"
+#include "ledger/types.hpp"
+
+#include "persistence/pqxx_fwd.hpp"
+
+namespace persistence {
+
+struct entry_record {
+  std::int64_t id = 0;
+  std::string transaction_id;
+  ledger::account_id account_id = 0;
+  std::string currency;
+  ledger::amount_minor amount = 0;
+  ledger::amount_minor balance_after = 0;
+  std::string created_at;
+  std::optional<ledger::principal_id> account_owner;  // filled by find_transaction
+};
+
+struct entries_page {
+  std::vector<entry_record> entries;
+  std::optional<std::int64_t> next_after;  // pass as `after` for the next page
+};
+
+struct transaction_record {
+  std::string id;
+  std::optional<ledger::principal_id> principal_id;
+  std::string type;    // a ledger::transaction_type's text (DEPOSIT, TRANSFER, SWEEP)
+  std::string status;  // COMPLETED, the only status a committed transaction has
+  std::string metadata_json;
+  std::string created_at;
+  std::vector<entry_record> entries;
+};
+
+struct stored_response {
+  std::string transaction_id;
+  std::string request_hash;
+  int status = 0;
+  std::string body;
+};
+
+// Entries of an account and its shards, in entry order, after the entry id `after`; at most
+// `limit` (> 0) of them.
+entries_page list_entries(pqxx::connection& conn, ledger::account_id id, std::int64_t after, int limit);
+
+// A type or status the server does not know throws unknown_value.
+std::optional<transaction_record> find_transaction(pqxx::connection& conn, const std::string& transaction_id);
+
+std::optional<stored_response> find_committed(pqxx::connection& conn, ledger::principal_id principal,
+                                              const std::string& idempotency_key);
+
+// Defines this file's prepared statements on a connection. connect() calls it for every
+// connection it opens; libpqxx registers each statement with the server on its first use.
+void prepare_history_statements(pqxx::connection& conn);
+
+}  // namespace persistence

@@ -1,0 +1,71 @@
+#include "persistence/principals.hpp"
+
+#include <pqxx/pqxx>
+
+#include "base/assert.hpp"
+#include "persistence/rows.hpp"
+
+namespace persistence {
+namespace {
+
+// Every statement selects (id, name, role) first: read_principal reads those columns.
+constexpr const char* k_find_by_key = "principal_find_by_key";
+constexpr const char* k_find_by_key_sql =
+    "SELECT p.id, p.name, p.role FROM api_key k JOIN principal p ON p.id = k.principal_id"
+    " WHERE k.key_hash = decode($1, 'hex')";
+
+constexpr const char* k_find = "principal_find";
+constexpr const char* k_find_sql = "SELECT id, name, role FROM principal WHERE id = $1";
+
+constexpr const char* k_insert = "principal_insert";
+constexpr const char* k_insert_sql = "INSERT INTO principal (name, role) VALUES ($1, $2) RETURNING id, name, role";
+
+constexpr const char* k_insert_key = "principal_insert_key";
+constexpr const char* k_insert_key_sql =
+    "INSERT INTO api_key (key_hash, principal_id) VALUES (decode($1, 'hex'), $2)";
+
+}  // namespace
+
+void prepare_principal_statements(pqxx::connection& conn) {
+  conn.prepare(k_find_by_key, k_find_by_key_sql);
+  conn.prepare(k_find, k_find_sql);
+  conn.prepare(k_insert, k_insert_sql);
+  conn.prepare(k_insert_key, k_insert_key_sql);
+}
+
+std::optional<principal_record> find_principal_by_key(pqxx::connection& conn, const std::string& key_hash_hex) {
+  pqxx::read_transaction txn(conn);
+  auto rows = txn.exec_prepared(k_find_by_key, key_hash_hex);
+  if (rows.empty()) return std::nullopt;
+  return read_principal(rows[0]);
+}
+
+std::optional<principal_record> find_principal(pqxx::connection& conn, ledger::principal_id id) {
+  pqxx::read_transaction txn(conn);
+  auto rows = txn.exec_prepared(k_find, id);
+  if (rows.empty()) return std::nullopt;
+  return read_principal(rows[0]);
+}
+
+principal_record create_principal(pqxx::connection& conn, const std::string& name, ledger::role role,
+                                  const std::string& key_hash_hex) {
+  pqxx::work txn(conn);
+  auto principal = read_principal(txn.exec_prepared1(k_insert, name, std::string(ledger::to_string(role))));
+  txn.exec_prepared0(k_insert_key, key_hash_hex, principal.id);
+  txn.commit();
+  return principal;
+}
+
+principal_record ensure_operator(pqxx::connection& conn, const std::string& name, const std::string& key_hash_hex) {
+  if (auto existing = find_principal_by_key(conn, key_hash_hex)) return *existing;
+  try {
+    return create_principal(conn, name, ledger::role::operator_role, key_hash_hex);
+  } catch (const pqxx::unique_violation&) {
+    // Another server made it first.
+    auto existing = find_principal_by_key(conn, key_hash_hex);
+    WALLET_ASSERT(existing.has_value(), "a key that violated uniqueness exists");
+    return *existing;
+  }
+}
+
+}  // namespace persistence

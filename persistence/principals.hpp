@@ -1,0 +1,34 @@
+#pragma once
+
+// Principals (who may call) and their API keys: lookups by key or id, and the administrative
+// writes that create them. Each function runs its own short transaction on the connection it is
+// given.
+
+#include <optional>
+#include <string>
+
+#include "ledger/types.hpp"
+
+#include "persistence/pqxx_fwd.hpp"
+
+namespace persistence {
+
+struct principal_record {
+  ledger::principal_id id = 0;
+  std::string name;
+  ledger::role role = ledger::role::user;
+};
+
+// The SHA-256 of an API key, as 64 lower-case hex digits.
+std::optional<principal_record> find_principal_by_key(pqxx::connection& conn, const std::string& key_hash_hex);
+std::optional<principal_record> find_principal(pqxx::connection& conn, ledger::principal_id id);
+principal_record create_principal(pqxx::connection& conn, const std::string& name, ledger::role role,
+                                  const std::string& key_hash_hex);
+// Makes sure an operator with this key exists (the bootstrap key); returns it.
+principal_record ensure_operator(pqxx::connection& conn, const std::string& name, const std::string& key_hash_hex);
+
+// Defines this file's prepared statements on a connection. connect() calls it for every
+// connection it opens; libpqxx registers each statement with the server on its first use.
+void prepare_principal_statements(pqxx::connection& conn);
+
+}  // namespace persistence

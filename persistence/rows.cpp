@@ -1,0 +1,26 @@
+#include "persistence/rows.hpp"
+
+#include <pqxx/pqxx>
+
+#include "persistence/database.hpp"
+
+namespace persistence {
+
+principal_record read_principal(const pqxx::row& row) {
+  principal_record p;
+  p.id = row[0].as<std::int64_t>();
+  p.name = row[1].as<std::string>();
+  p.role = parse_column(ledger::parse_role, row[2].as<std::string>(), "principal.role");
+  return p;
+}
+
+std::vector<ledger::account_id> parse_id_array(const char* text) {
+  std::vector<ledger::account_id> out;
+  pqxx::array_parser parser(text);
+  for (auto item = parser.get_next(); item.first != pqxx::array_parser::done; item = parser.get_next()) {
+    if (item.first == pqxx::array_parser::string_value) out.push_back(std::stoll(item.second));
+  }
+  return out;
+}
+
+}  // namespace persistence
