@@ -1,6 +1,7 @@
 #include "actors/account_cache.hpp"
 
 #include "persistence/accounts.hpp"
+#include "persistence/flows.hpp"
 
 namespace actors {
 
@@ -31,18 +32,21 @@ void account_cache::facts(ledger::account_id id,
       });
 }
 
-void account_cache::clearing_account(const std::string& currency,
-                                     std::function<void(ledger::error_code, ledger::account_id)> done) {
+void account_cache::system_account(const std::string& currency, const std::string& role, bool allow_negative,
+                                   std::function<void(ledger::error_code, ledger::account_id)> done) {
+  const std::string key = role + "/" + currency;
   {
-    std::lock_guard lock(clearing_mutex_);
-    if (auto it = clearing_.find(currency); it != clearing_.end()) return done(ledger::error_code::ok, it->second);
+    std::lock_guard lock(system_mutex_);
+    if (auto it = system_.find(key); it != system_.end()) return done(ledger::error_code::ok, it->second);
   }
   readers_->read<ledger::account_id>(
-      [currency](pqxx::connection& conn) { return persistence::ensure_clearing_account(conn, currency); },
-      [this, currency, done](query_result<ledger::account_id> r) {
+      [currency, role, allow_negative](pqxx::connection& conn) {
+        return persistence::ensure_system_account(conn, currency, role, allow_negative);
+      },
+      [this, key, done](query_result<ledger::account_id> r) {
         if (r.outcome == ledger::error_code::ok) {
-          std::lock_guard lock(clearing_mutex_);
-          clearing_[currency] = r.value;
+          std::lock_guard lock(system_mutex_);
+          system_[key] = r.value;
         }
         done(r.outcome, r.value);
       });

@@ -30,8 +30,10 @@ class account_cache {
   // The facts of an account, or nullopt when it does not exist; not ok when the database could
   // not be asked.
   void facts(ledger::account_id id, std::function<void(ledger::error_code, std::optional<account_facts>)> done);
-  // The clearing account of a currency, made on first use.
-  void clearing_account(const std::string& currency, std::function<void(ledger::error_code, ledger::account_id)> done);
+  // The system account with `role` in `currency` (e.g. "clearing:manual", "fee_revenue"), made on
+  // first use; `allow_negative` for the accounts that may go negative (clearing, losses).
+  void system_account(const std::string& currency, const std::string& role, bool allow_negative,
+                      std::function<void(ledger::error_code, ledger::account_id)> done);
 
   void remember(account_facts facts) { directory_.put(std::move(facts)); }
   void remember(const persistence::account_record& record) { remember(facts_of(record)); }
@@ -39,8 +41,8 @@ class account_cache {
  private:
   account_directory directory_;
   std::shared_ptr<reader_pool> readers_;
-  std::mutex clearing_mutex_;
-  std::unordered_map<std::string, ledger::account_id> clearing_;
+  std::mutex system_mutex_;
+  std::unordered_map<std::string, ledger::account_id> system_;  // by "role/currency"
 };
 
 }  // namespace actors

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
-#include <random>
 #include <unordered_map>
 
 #include "actors/messages.hpp"
@@ -109,12 +108,16 @@ void start_load(account_actor* self) {
 void process(account_actor* self, debit_request& req, const reply_sink& sink) {
   auto& st = self->state;
   account_runtime* rt = st.rt;
-  const auto& cmd = req.command;
-  if (st.missing || st.owner == 0 || st.owner != cmd.principal || st.kind != ledger::account_kind::user) {
-    sink.deliver(refusal(ledger::error_code::not_found, "account " + std::to_string(cmd.from) + " was not found"));
+  if (st.missing || st.owner == 0 || (req.owner != 0 && st.owner != req.owner) ||
+      st.kind != ledger::account_kind::user) {
+    sink.deliver(refusal(ledger::error_code::not_found, "account " + std::to_string(st.id) + " was not found"));
     return;
   }
-  if (st.status != ledger::account_status::active) {
+  auto& posting = req.posting;
+  // A posting with a shortfall account (a chargeback) takes what the account holds, whatever its
+  // status, and is never refused for funds.
+  const bool takes_what_is_there = posting.posting.shortfall_account != 0;
+  if (st.status != ledger::account_status::active && !takes_what_is_there) {
     money_result r = refusal(ledger::error_code::account_inactive, "the debited account is not active");
     r.decided_before_writer = true;
     sink.deliver(std::move(r));
@@ -133,44 +136,34 @@ void process(account_actor* self, debit_request& req, const reply_sink& sink) {
     return;
   }
   const ledger::amount_minor available = committed_total(st) - st.reserved;
-  if (balances_known(st) && available < cmd.amount) {
+  const ledger::amount_minor amount = posting.posting.amount;
+  if (balances_known(st) && available < amount && !takes_what_is_there) {
     money_result r = refusal(ledger::error_code::insufficient_funds, "the debited account holds too little for this amount");
     r.decided_before_writer = true;
     sink.deliver(std::move(r));
     return;
   }
+  // Held until the writer answers: the whole amount, or what a taking posting can take.
+  const ledger::amount_minor reserve =
+      takes_what_is_there ? std::clamp<ledger::amount_minor>(available, 0, amount) : amount;
 
-  persistence::posting_request posting;
-  posting.posting.type = ledger::transaction_type::transfer;
-  posting.posting.debit_account = st.id;
   // Every shard known now, including one added after this actor loaded (learnt from a notice).
+  posting.posting.debit_shards.clear();
   for (const auto& row : st.rows) {
     if (row.id != st.id) posting.posting.debit_shards.push_back(row.id);
   }
   std::sort(posting.posting.debit_shards.begin(), posting.posting.debit_shards.end());
-  // Spread credits over the payee's shards of this writer at random: payers paying once each
-  // must not all land on one shard.
-  thread_local std::mt19937_64 spread{std::random_device{}()};
-  posting.posting.credit_account =
-      account_directory::credit_row(req.payee, writer_index, rt->writers.size(), spread());
-  posting.posting.credit_parent = req.payee.id;
-  posting.posting.amount = cmd.amount;
-  posting.posting.currency.assign(st.currency.begin(), st.currency.end());
-  posting.transaction_id = make_transaction_id();
-  posting.principal = cmd.principal;
-  posting.idempotency_key = cmd.idempotency_key;
-  posting.request_hash = cmd.request_hash;
+  if (posting.posting.currency.empty()) posting.posting.currency.assign(st.currency.begin(), st.currency.end());
 
-  st.reserved += cmd.amount;
+  st.reserved += reserve;
   ++st.inflight;
   ++gauges.queued;
-  const auto amount = cmd.amount;
   self->request(rt->writers[writer_index], caf::infinite, posting_atom::value, std::move(posting))
       .then(
-          [self, sink, amount](persistence::posting_outcome& outcome) {
+          [self, sink, reserve](persistence::posting_outcome& outcome) {
             auto& s = self->state;
             apply_rows(s, outcome.rows_after);
-            s.reserved -= amount;
+            s.reserved -= reserve;
             --s.inflight;
             WALLET_ASSERT(s.reserved >= 0 && s.inflight >= 0, "reservations balance");
             if (outcome.outcome == ledger::error_code::outcome_unknown ||
@@ -181,9 +174,9 @@ void process(account_actor* self, debit_request& req, const reply_sink& sink) {
             }
             sink.deliver(to_money_result(outcome));
           },
-          [self, sink, amount](caf::error& err) {
+          [self, sink, reserve](caf::error& err) {
             auto& s = self->state;
-            s.reserved -= amount;
+            s.reserved -= reserve;
             --s.inflight;
             s.loaded = false;
             start_load(self);
@@ -314,16 +307,17 @@ caf::behavior account_registry(registry_actor* self, std::shared_ptr<account_run
   return {
       [=](debit_atom, debit_request& req, reply_sink& sink) {
         auto& live = self->state.live;
-        auto it = live.find(req.command.from);
+        const auto account = req.account();
+        auto it = live.find(account);
         if (it == live.end()) {
           if (live.size() >= rt->live_max_per_shard) {
             sink.deliver(unavailable(ledger::error_code::server_busy, "too many accounts are active; retry shortly"));
             return;
           }
           // Linked: when the registry shard stops, its account actors stop with it.
-          auto actor = self->spawn<caf::linked>(account_actor_behavior, req.command.from,
-                                                caf::actor_cast<caf::actor>(self), rt.get());
-          it = live.emplace(req.command.from, registry_entry{actor, 0, {}}).first;
+          auto actor = self->spawn<caf::linked>(account_actor_behavior, account, caf::actor_cast<caf::actor>(self),
+                                                rt.get());
+          it = live.emplace(account, registry_entry{actor, 0, {}}).first;
           ++rt->live_actors;
         }
         ++it->second.forwarded;

@@ -4,6 +4,7 @@
 // free of CAF, so that http/ compiles without the actor headers.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "ledger/errors.hpp"
@@ -25,9 +26,62 @@ struct deposit_command {
   ledger::principal_id principal = 0;
   ledger::account_id account = 0;
   ledger::amount_minor amount = 0;
+  std::string provider = "manual";  // whose clearing account the money comes from
+  std::string provider_payment_id;  // empty: none
+  std::string external_ref;         // empty: none
   std::string idempotency_key;
   std::string request_hash;
-  std::string metadata_json = "{}";
+  std::string request_id;
+};
+
+// A request to pay money out of a wallet: its amount and the currency's fee leave at once, and the
+// withdrawal is PENDING until it settles.
+struct withdrawal_command {
+  ledger::principal_id principal = 0;
+  ledger::account_id account = 0;
+  ledger::amount_minor amount = 0;
+  std::string provider = "manual";
+  std::string destination;  // empty: none
+  std::string idempotency_key;
+  std::string request_hash;
+  std::string request_id;
+};
+
+// A withdrawal's settlement, by an operator or by its provider's event.
+struct settle_command {
+  ledger::principal_id principal = 0;
+  std::string withdrawal_id;
+  bool paid = false;
+  std::string provider_payment_id;  // empty: none
+  std::string idempotency_key;
+  std::string request_hash;
+  std::string request_id;
+};
+
+// A refund (partial or full) or the chargeback of a deposit.
+struct deposit_claim_command {
+  ledger::principal_id principal = 0;
+  std::string deposit_transaction_id;
+  std::optional<ledger::amount_minor> amount;  // none: all that is left of the deposit
+  bool chargeback = false;
+  std::string reason;  // empty: none
+  std::string idempotency_key;
+  std::string request_hash;
+  std::string request_id;
+};
+
+// A provider's event whose signature verified: what it says, and its body as received.
+struct provider_event_command {
+  std::string provider;
+  std::string event_id;
+  std::string type;  // payment.succeeded, payment.refunded, payout.paid, payout.failed, chargeback.created
+  std::string payment_id;
+  std::optional<ledger::account_id> account;
+  std::string withdrawal_id;
+  std::optional<ledger::amount_minor> amount;
+  std::string currency;
+  std::string payload_json;
+  std::string request_hash;
   std::string request_id;
 };
 

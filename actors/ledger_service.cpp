@@ -14,6 +14,7 @@
 #include "actors/view_conversions.hpp"
 #include "persistence/accounts.hpp"
 #include "persistence/database.hpp"
+#include "persistence/flows.hpp"
 #include "persistence/history.hpp"
 #include "persistence/preload.hpp"
 #include "persistence/principals.hpp"
@@ -154,7 +155,7 @@ void ledger_service::start() {
   d.start_actors();
   d.accounts = std::make_unique<account_cache>(static_cast<std::size_t>(d.settings.actors.accounts_live_max),
                                                d.core.readers);
-  d.flows = std::make_unique<money_flows>(d.core, *d.accounts);
+  d.flows = std::make_unique<money_flows>(d.settings, d.core, *d.accounts);
   d.warm_caches();
   d.sweeps = std::make_unique<sweeper>(d.core);
   d.sweeps->start(std::chrono::milliseconds(d.settings.ledger.sweep_interval_ms));
@@ -187,6 +188,47 @@ void ledger_service::transfer(transfer_command command, std::function<void(money
 
 void ledger_service::deposit(deposit_command command, std::function<void(money_result)> done) {
   impl_->flows->deposit(std::move(command), std::move(done));
+}
+
+void ledger_service::withdraw(withdrawal_command command, std::function<void(money_result)> done) {
+  impl_->flows->withdraw(std::move(command), std::move(done));
+}
+
+void ledger_service::settle_withdrawal(settle_command command, std::function<void(money_result)> done) {
+  impl_->flows->settle_withdrawal(std::move(command), std::move(done));
+}
+
+void ledger_service::claim_deposit(deposit_claim_command command, std::function<void(money_result)> done) {
+  impl_->flows->claim_deposit(std::move(command), std::move(done));
+}
+
+void ledger_service::provider_event(provider_event_command command, std::function<void(money_result)> done) {
+  impl_->flows->provider_event(std::move(command), std::move(done));
+}
+
+void ledger_service::create_provider(std::string name, std::string signing_secret,
+                                     query_callback<std::optional<provider_view>> done) {
+  read_view<std::optional<persistence::provider_record>>(
+      *impl_->core.readers,
+      [this, name = std::move(name), secret = std::move(signing_secret)](pqxx::connection& conn) {
+        auto created = persistence::create_provider(conn, name, secret);
+        if (created) impl_->flows->remember_provider(*created);
+        return created;
+      },
+      std::move(done));
+}
+
+void ledger_service::find_provider(std::string name, query_callback<std::optional<provider_view>> done) {
+  impl_->flows->provider(name, [done = std::move(done)](ledger::error_code code,
+                                                        std::optional<persistence::provider_record> p) {
+    done({code, {}, to_view(p)});
+  });
+}
+
+void ledger_service::find_withdrawal(std::string id, query_callback<std::optional<withdrawal_view>> done) {
+  read_view<std::optional<persistence::withdrawal_record>>(
+      *impl_->core.readers, [id = std::move(id)](pqxx::connection& conn) { return persistence::find_withdrawal(conn, id); },
+      std::move(done));
 }
 
 std::optional<principal_view> ledger_service::cached_principal(const std::string& key_hash_hex) {

@@ -56,8 +56,21 @@ class ledger_service {
   // Stops timers, lets the actors finish what they hold, and stops the actor system.
   void stop();
 
+  // The money flows (docs/money-flows.md): each answers after COMMIT with its stored receipt.
   void transfer(transfer_command command, std::function<void(money_result)> done);
   void deposit(deposit_command command, std::function<void(money_result)> done);
+  void withdraw(withdrawal_command command, std::function<void(money_result)> done);
+  void settle_withdrawal(settle_command command, std::function<void(money_result)> done);
+  void claim_deposit(deposit_claim_command command, std::function<void(money_result)> done);
+  // An event whose signature the caller verified with the provider's secret (find_provider).
+  void provider_event(provider_event_command command, std::function<void(money_result)> done);
+
+  // nullopt: a provider with this name exists already.
+  void create_provider(std::string name, std::string signing_secret,
+                       query_callback<std::optional<provider_view>> done);
+  // A provider with its signing secret (cached once read); nullopt when there is none.
+  void find_provider(std::string name, query_callback<std::optional<provider_view>> done);
+  void find_withdrawal(std::string id, query_callback<std::optional<withdrawal_view>> done);
 
   // The principal of a key, or nullopt when it is unknown; unknown keys are remembered for
   // `auth.unknown_key_cache_ms`, so repeating one costs no database read.

@@ -35,14 +35,20 @@ using call_atom = caf::atom_constant<caf::atom("call")>;
 using reserved_atom = caf::atom_constant<caf::atom("reserved")>;
 using status_atom = caf::atom_constant<caf::atom("status")>;
 
-// A transfer as it reaches the debited account's actor: the command plus the resolved credit
-// side (the payee's facts, so a hot payee's credit lands on one of its shards).
+// A debit of a user account as it reaches that account's actor: the posting its money flow
+// prepared (a transfer, a withdrawal, a refund, a chargeback). The actor adds the account's
+// shards, checks its status and funds against what it holds, reserves, and hands the posting to
+// the account's writer.
 struct debit_request {
-  transfer_command command;
-  account_facts payee;
-  // The payer's facts when the directory has them: an account actor that starts with them
+  // The principal that must own the account; 0 when an operator or a provider acts on it.
+  ledger::principal_id owner = 0;
+  // posting.posting.debit_account is the account; its amount is what leaves it.
+  persistence::posting_request posting;
+  // The account's facts when the directory has them: an account actor that starts with them
   // needs no database read before its first debit (the writer checks funds under its lock).
   std::optional<account_facts> payer;
+
+  ledger::account_id account() const { return posting.posting.debit_account; }
 };
 
 // The committed state of account rows, from a ledger writer after COMMIT.

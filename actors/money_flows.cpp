@@ -1,19 +1,16 @@
 #include "actors/money_flows.hpp"
 
+#include <boost/json/object.hpp>
+#include <boost/json/serialize.hpp>
 #include <caf/send.hpp>
 
 #include "actors/account_cache.hpp"
 #include "actors/outcomes.hpp"
 #include "actors/service_core.hpp"
-#include "actors/uuid.hpp"
 #include "persistence/history.hpp"
 
 namespace actors {
 namespace {
-
-money_result database_unavailable(ledger::error_code code) {
-  return unavailable(code, "the database is unavailable; retry with the same Idempotency-Key");
-}
 
 std::string flight_key(ledger::principal_id principal, const std::string& idempotency_key) {
   return std::to_string(principal) + '\n' + idempotency_key;
@@ -21,22 +18,40 @@ std::string flight_key(ledger::principal_id principal, const std::string& idempo
 
 }  // namespace
 
-money_flows::money_flows(service_core& core, account_cache& accounts) : core_(core), accounts_(accounts) {}
+money_result database_unavailable(ledger::error_code code) {
+  return unavailable(code, "the database is unavailable; retry with the same Idempotency-Key");
+}
 
-bool money_flows::begin_flight(const std::string& key, const std::string& hash,
-                               std::function<void(money_result)>& done) {
-  switch (flights_.join(key, hash, done)) {
-    case single_flight::join_result::leader: return true;
-    case single_flight::join_result::follower: return false;
-    case single_flight::join_result::conflict:
-      done(refusal(ledger::error_code::idempotency_key_reused, "this Idempotency-Key is in use by a different request"));
-      return false;
+std::string json_members(std::initializer_list<std::pair<const char*, std::string>> fields, bool members_only) {
+  boost::json::object o;
+  for (const auto& [name, text] : fields) {
+    if (!text.empty()) o[name] = text;
   }
-  return false;
+  auto out = boost::json::serialize(o);
+  return members_only ? out.substr(1, out.size() - 2) : out;
+}
+
+money_flows::money_flows(const config::settings& settings, service_core& core, account_cache& accounts)
+    : settings_(settings), core_(core), accounts_(accounts) {}
+
+void money_flows::in_flight(ledger::principal_id principal, const std::string& key, const std::string& hash,
+                            finish_fn done, std::function<void(finish_fn)> execute) {
+  if (core_.stopped.load()) return done(shutting_down());
+  const auto fk = flight_key(principal, key);
+  switch (flights_.join(fk, hash, done)) {
+    case single_flight::join_result::leader: break;
+    case single_flight::join_result::follower: return;
+    case single_flight::join_result::conflict:
+      return done(
+          refusal(ledger::error_code::idempotency_key_reused, "this Idempotency-Key is in use by a different request"));
+  }
+  execute([this, fk, principal, key, hash](money_result result) {
+    settle(principal, key, hash, std::move(result), [this, fk](money_result settled) { flights_.finish(fk, settled); });
+  });
 }
 
 void money_flows::settle(ledger::principal_id principal, std::string key, std::string hash, money_result result,
-                         std::function<void(money_result)> done) {
+                         finish_fn done) {
   if (!result.decided_before_writer) return done(std::move(result));
   core_.readers->read<std::optional<persistence::stored_response>>(
       [principal, key](pqxx::connection& conn) { return persistence::find_committed(conn, principal, key); },
@@ -61,82 +76,71 @@ void money_flows::settle(ledger::principal_id principal, std::string key, std::s
       });
 }
 
-void money_flows::transfer(transfer_command command, std::function<void(money_result)> done) {
-  if (core_.stopped.load()) return done(shutting_down());
-  const auto key = flight_key(command.principal, command.idempotency_key);
-  if (!begin_flight(key, command.request_hash, done)) return;
-  auto finish = [this, key, principal = command.principal, idempotency_key = command.idempotency_key,
-                 hash = command.request_hash](money_result result) {
-    settle(principal, idempotency_key, hash, std::move(result),
-           [this, key](money_result settled) { flights_.finish(key, settled); });
-  };
-  // Both accounts must exist before an actor is asked: an actor is only ever started for an
-  // account that exists, so naming one that does not leaves nothing behind (an account created
-  // later under that id works at once).
-  accounts_.facts(command.from, [this, command = std::move(command), finish](
-                                    ledger::error_code code, std::optional<account_facts> payer) mutable {
+void money_flows::debit(ledger::principal_id owner, persistence::posting_request posting,
+                        std::optional<account_facts> payer, finish_fn finish) {
+  if (core_.stopped.load()) return finish(shutting_down());
+  const auto& shard = core_.registry_for(posting.posting.debit_account);
+  // Straight to the registry shard, which forwards to the account's actor; the actor answers the
+  // sink itself when the writer has committed (no response travels back through here).
+  caf::anon_send(shard, debit_atom::value, debit_request{owner, std::move(posting), std::move(payer)},
+                 reply_sink{std::move(finish)});
+}
+
+void money_flows::post(persistence::posting_request posting, finish_fn finish) {
+  if (core_.stopped.load()) return finish(shutting_down());
+  const auto w = core_.writer_index(posting.posting.debit_account);
+  auto& gauges = *core_.runtime->writer_gauges[w];
+  if (const auto queued = gauges.queued.load(); queued >= core_.runtime->writer_queue_max) {
+    return finish(
+        unavailable(ledger::error_code::writer_busy, "the ledger writer is saturated", gauges.drain_seconds(queued)));
+  }
+  core_.post(w, std::move(posting), reply_sink{std::move(finish)});
+}
+
+void money_flows::system_accounts(const std::string& currency, std::vector<std::pair<std::string, bool>> roles,
+                                  std::function<void(ledger::error_code, std::vector<ledger::account_id>)> done) {
+  resolve(std::make_shared<resolving>(resolving{currency, std::move(roles), {}, std::move(done)}));
+}
+
+void money_flows::resolve(std::shared_ptr<resolving> state) {
+  // One at a time: each is a cache hit after its first use.
+  if (state->ids.size() == state->roles.size()) return state->done(ledger::error_code::ok, std::move(state->ids));
+  const auto& [role, allow_negative] = state->roles[state->ids.size()];
+  accounts_.system_account(state->currency, role, allow_negative,
+                           [this, state](ledger::error_code code, ledger::account_id id) {
+                             if (code != ledger::error_code::ok) return state->done(code, {});
+                             state->ids.push_back(id);
+                             resolve(state);
+                           });
+}
+
+void money_flows::user_account(ledger::account_id id, money_result missing, finish_fn finish,
+                               std::function<void(account_facts)> next) {
+  accounts_.facts(id, [missing = std::move(missing), finish = std::move(finish), next = std::move(next)](
+                          ledger::error_code code, std::optional<account_facts> facts) mutable {
     if (code != ledger::error_code::ok) return finish(database_unavailable(code));
-    if (!payer || payer->kind != ledger::account_kind::user || payer->owner_id != command.principal) {
-      return finish(refusal(ledger::error_code::not_found,
-                            "account " + std::to_string(command.from) + " (fromAccountId) was not found"));
-    }
-    const auto to = command.to;
-    accounts_.facts(to, [this, command = std::move(command), payer = std::move(payer), finish](
-                            ledger::error_code code, std::optional<account_facts> payee) mutable {
-      if (code != ledger::error_code::ok) return finish(database_unavailable(code));
-      if (!payee || payee->kind != ledger::account_kind::user) {
-        return finish(refusal(ledger::error_code::not_found,
-                              "account " + std::to_string(command.to) + " (toAccountId) was not found"));
-      }
-      if (core_.stopped.load()) return finish(shutting_down());
-      const auto& shard = core_.registry_for(command.from);
-      debit_request request{std::move(command), std::move(*payee), std::move(payer)};
-      // Straight to the registry shard, which forwards to the account's actor; the actor answers
-      // the sink itself when the writer has committed (no response travels back through here).
-      caf::anon_send(shard, debit_atom::value, std::move(request), reply_sink{finish});
-    });
+    if (!facts || facts->kind != ledger::account_kind::user) return finish(std::move(missing));
+    next(std::move(*facts));
   });
 }
 
-void money_flows::deposit(deposit_command command, std::function<void(money_result)> done) {
-  if (core_.stopped.load()) return done(shutting_down());
-  const auto key = flight_key(command.principal, command.idempotency_key);
-  if (!begin_flight(key, command.request_hash, done)) return;
-  auto finish = [this, key](money_result result) { flights_.finish(key, result); };
-  accounts_.facts(command.account, [this, command = std::move(command), finish](
-                                       ledger::error_code code, std::optional<account_facts> target) mutable {
-    if (code != ledger::error_code::ok) return finish(database_unavailable(code));
-    if (!target || target->kind != ledger::account_kind::user) {
-      return finish(refusal(ledger::error_code::not_found,
-                            "account " + std::to_string(command.account) + " (accountId) was not found"));
-    }
-    const std::string currency = target->currency;
-    accounts_.clearing_account(currency, [this, command = std::move(command), target = std::move(*target), finish](
-                                             ledger::error_code code, ledger::account_id clearing) mutable {
-      if (code != ledger::error_code::ok) return finish(database_unavailable(code));
-      if (core_.stopped.load()) return finish(shutting_down());
-      const auto w = core_.writer_index(clearing);
-      auto& gauges = *core_.runtime->writer_gauges[w];
-      if (const auto queued = gauges.queued.load(); queued >= core_.runtime->writer_queue_max) {
-        return finish(
-            unavailable(ledger::error_code::writer_busy, "the ledger writer is saturated", gauges.drain_seconds(queued)));
-      }
-      persistence::posting_request request;
-      request.posting.type = ledger::transaction_type::deposit;
-      request.posting.debit_account = clearing;
-      request.posting.credit_account = account_directory::credit_row(
-          target, w, core_.runtime->writers.size(), std::hash<std::string>{}(command.idempotency_key));
-      request.posting.credit_parent = target.id;
-      request.posting.amount = command.amount;
-      request.posting.currency = target.currency;
-      request.transaction_id = make_transaction_id();
-      request.principal = command.principal;
-      request.idempotency_key = std::move(command.idempotency_key);
-      request.request_hash = std::move(command.request_hash);
-      request.metadata_json = std::move(command.metadata_json);
-      core_.post(w, std::move(request), reply_sink{finish});
-    });
-  });
+void money_flows::provider(const std::string& name,
+                           std::function<void(ledger::error_code, std::optional<persistence::provider_record>)> done) {
+  {
+    std::lock_guard lock(providers_mutex_);
+    if (auto it = providers_.find(name); it != providers_.end()) return done(ledger::error_code::ok, it->second);
+  }
+  core_.readers->read<std::optional<persistence::provider_record>>(
+      [name](pqxx::connection& conn) { return persistence::find_provider(conn, name); },
+      [this, done](query_result<std::optional<persistence::provider_record>> r) {
+        if (r.outcome == ledger::error_code::ok && r.value) remember_provider(*r.value);
+        done(r.outcome, std::move(r.value));
+      });
+}
+
+void money_flows::remember_provider(const persistence::provider_record& p) {
+  std::lock_guard lock(providers_mutex_);
+  providers_[p.name] = p;
 }
 
 }  // namespace actors

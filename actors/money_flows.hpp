@@ -1,15 +1,28 @@
 #pragma once
 
-// The money-moving requests: each resolves the accounts it names, runs in the single flight of its
-// Idempotency-Key, and is answered only after its writer committed (or with the refusal and the
-// stored receipt that decide it). A debit of a user account always goes through that account's
-// actor, so two requests can never spend the same money.
+// The money-moving requests (docs/money-flows.md). Each runs in the single flight of its
+// Idempotency-Key (or its provider event id), resolves the accounts it names, and is answered
+// only after its writer committed, or with the refusal and the stored receipt that decide it.
+// Every debit of a user account goes through that account's actor, so a transfer, a withdrawal
+// and a refund can never spend the same money; postings that debit only system accounts go
+// straight to the writer of the debited account.
+//
+// The flows share the machinery of money_flows.cpp; each flow is a file of its own:
+// flow_transfer.cpp, flow_deposit.cpp, flow_withdrawal.cpp, flow_deposit_claim.cpp,
+// flow_provider_event.cpp.
 
 #include <functional>
+#include <mutex>
+#include <optional>
 #include <string>
+#include <unordered_map>
 
 #include "actors/commands.hpp"
+#include "actors/directory.hpp"
 #include "actors/single_flight.hpp"
+#include "config/settings.hpp"
+#include "persistence/batch.hpp"
+#include "persistence/flows.hpp"
 
 namespace actors {
 
@@ -18,28 +31,79 @@ class account_cache;
 
 class money_flows {
  public:
-  money_flows(service_core& core, account_cache& accounts);
+  using finish_fn = std::function<void(money_result)>;
+
+  money_flows(const config::settings& settings, service_core& core, account_cache& accounts);
 
   // payer → payee, through the payer's actor.
-  void transfer(transfer_command command, std::function<void(money_result)> done);
-  // clearing:<currency> → the account, straight to a writer (a credit needs no actor).
-  void deposit(deposit_command command, std::function<void(money_result)> done);
+  void transfer(transfer_command command, finish_fn done);
+  // clearing:<provider> → the account, straight to a writer (a credit needs no actor).
+  void deposit(deposit_command command, finish_fn done);
+  // wallet → pending_withdrawal (amount) and fee_revenue (fee), through the wallet's actor.
+  void withdraw(withdrawal_command command, finish_fn done);
+  // pending_withdrawal → clearing:<provider> (paid) or back to the wallet (failed), once.
+  void settle_withdrawal(settle_command command, finish_fn done);
+  // wallet → clearing:<provider>: a refund, or a chargeback that books what the wallet lacks to
+  // chargeback_loss. Never more than the deposit, less what was already refunded or charged back.
+  void claim_deposit(deposit_claim_command command, finish_fn done);
+  // A verified provider event, posted once per (provider, event id).
+  void provider_event(provider_event_command command, finish_fn done);
+
+  // A provider by name (cached once read); nullopt when there is none.
+  void provider(const std::string& name,
+                std::function<void(ledger::error_code, std::optional<persistence::provider_record>)> done);
+  void remember_provider(const persistence::provider_record& p);
 
   std::size_t flights_in_progress() const { return flights_.size(); }
 
  private:
-  // Joins the single flight of an Idempotency-Key. True for the caller that must execute the
-  // request; a duplicate waits for its answer, and a different request under the same key is
-  // refused at once.
-  bool begin_flight(const std::string& key, const std::string& hash, std::function<void(money_result)>& done);
-  // A refusal decided before the database was asked may hide a committed replay of the same
-  // key (the funds were spent by the original): look the key up before answering.
+  // Runs `execute` in the single flight of (principal, key): a duplicate waits for the first
+  // one's answer, and a different request under the same key is refused at once. A refusal
+  // decided before the writer is settled against the stored receipt before anyone is answered.
+  void in_flight(ledger::principal_id principal, const std::string& key, const std::string& hash, finish_fn done,
+                 std::function<void(finish_fn)> execute);
   void settle(ledger::principal_id principal, std::string key, std::string hash, money_result result,
-              std::function<void(money_result)> done);
+              finish_fn done);
+  // A debit of a user account, through its actor; `owner` 0 when an operator or provider acts.
+  void debit(ledger::principal_id owner, persistence::posting_request posting, std::optional<account_facts> payer,
+             finish_fn finish);
+  // A posting that debits no user account, to the writer of its debited account.
+  void post(persistence::posting_request posting, finish_fn finish);
+  // The system accounts named by `roles` in `currency`, in that order.
+  void system_accounts(const std::string& currency, std::vector<std::pair<std::string, bool>> roles,
+                       std::function<void(ledger::error_code, std::vector<ledger::account_id>)> done);
+  struct resolving {
+    std::string currency;
+    std::vector<std::pair<std::string, bool>> roles;
+    std::vector<ledger::account_id> ids;
+    std::function<void(ledger::error_code, std::vector<ledger::account_id>)> done;
+  };
+  void resolve(std::shared_ptr<resolving> state);
+  // A user account's facts; answers `finish` itself when it cannot continue (database down, or
+  // no such user account: `missing` is the answer then).
+  void user_account(ledger::account_id id, money_result missing, finish_fn finish,
+                    std::function<void(account_facts)> next);
 
+  // The flows' steps that run after their lookups.
+  void deposit_to(deposit_command command, persistence::provider_record provider, account_facts target,
+                  std::shared_ptr<persistence::flow_rows> rows, finish_fn finish);
+  void claim(deposit_claim_command command, persistence::deposit_record deposit,
+             std::shared_ptr<persistence::flow_rows> rows, finish_fn finish);
+  void settle_to(settle_command command, persistence::withdrawal_record withdrawal,
+                 std::shared_ptr<persistence::flow_rows> rows, finish_fn finish);
+
+  const config::settings& settings_;
   service_core& core_;
   account_cache& accounts_;
   single_flight flights_;
+  std::mutex providers_mutex_;
+  std::unordered_map<std::string, persistence::provider_record> providers_;
 };
+
+money_result database_unavailable(ledger::error_code code);
+
+// A JSON object of the non-empty (name, text) pairs: a journal transaction's metadata, or the
+// members of a receipt when `members_only` (without the braces).
+std::string json_members(std::initializer_list<std::pair<const char*, std::string>> fields, bool members_only = false);
 
 }  // namespace actors

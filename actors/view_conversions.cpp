@@ -87,4 +87,15 @@ reconciliation_claim_view to_view(const persistence::run_claim& claim) {
   return reconciliation_claim_view{claim.run_id, claim.started, std::string(persistence::to_string(claim.kind))};
 }
 
+provider_view to_view(const persistence::provider_record& p) {
+  return provider_view{p.id, p.name, p.principal_id, p.signing_secret, p.created_at};
+}
+
+withdrawal_view to_view(const persistence::withdrawal_record& w) {
+  return withdrawal_view{w.id,     w.account_id,  w.principal_id,   w.provider,
+                         w.currency, w.amount,   w.fee,            w.destination,
+                         w.status, w.transaction_id, w.settled_transaction_id, w.provider_payment_id,
+                         w.created_at, w.settled_at};
+}
+
 }  // namespace actors

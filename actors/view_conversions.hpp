@@ -4,6 +4,7 @@
 
 #include "actors/views.hpp"
 #include "persistence/accounts.hpp"
+#include "persistence/flows.hpp"
 #include "persistence/history.hpp"
 #include "persistence/principals.hpp"
 #include "persistence/reconcile.hpp"
@@ -17,6 +18,8 @@ entries_view to_view(const persistence::entries_page& page);
 transaction_view to_view(const persistence::transaction_record& t);
 reconciliation_run_view to_view(const persistence::reconcile_run& run);
 reconciliation_claim_view to_view(const persistence::run_claim& claim);
+provider_view to_view(const persistence::provider_record& p);
+withdrawal_view to_view(const persistence::withdrawal_record& w);
 
 template <typename Record>
 auto to_view(const std::optional<Record>& r) -> std::optional<decltype(to_view(*r))> {

@@ -120,4 +120,36 @@ struct reconciliation_claim_view {
   std::string kind;
 };
 
+// A payment provider. The signing secret is for verifying its events; answers show it once, when
+// the provider is created.
+struct provider_view {
+  std::int64_t id = 0;
+  std::string name;
+  ledger::principal_id principal_id = 0;
+  std::string signing_secret;  // empty: the provider sends no events
+  std::string created_at;
+};
+
+struct withdrawal_view {
+  std::string id;
+  ledger::account_id account_id = 0;
+  ledger::principal_id principal_id = 0;
+  std::string provider;
+  std::string currency;
+  ledger::amount_minor amount = 0;
+  ledger::amount_minor fee = 0;
+  std::string destination;             // empty: none
+  std::string status;                  // PENDING, PAID, FAILED
+  std::string transaction_id;          // the WITHDRAWAL
+  std::string settled_transaction_id;  // the PAYOUT or PAYOUT_FAILED; empty while PENDING
+  std::string provider_payment_id;     // empty: none
+  std::string created_at;
+  std::string settled_at;  // empty while PENDING
+
+  // The owner of the account it came from, or an operator.
+  bool visible_to(ledger::principal_id who, ledger::role role) const {
+    return role == ledger::role::operator_role || principal_id == who;
+  }
+};
+
 }  // namespace actors

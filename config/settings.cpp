@@ -130,6 +130,10 @@ std::vector<descriptor> describe(settings& s) {
        int_rule{&s.ledger.reconcile_work_mem_mb, 1, 65'536}},
       {"ledger", "entries_page_max", "Largest page of account entries.",
        int_rule{&s.ledger.entries_page_max, 1, 100'000}},
+      {"ledger", "withdrawal_fees", "Withdrawal fee per currency in minor units, e.g. \"EUR:50,USD:30\".",
+       string_rule{&s.ledger.withdrawal_fees, {}, true}},
+      {"ledger", "withdrawal_fee_default", "Withdrawal fee of a currency withdrawal_fees does not name.",
+       int_rule{&s.ledger.withdrawal_fee_default, 0, 1'000'000'000'000'000}},
 
       {"redis", "url", "Redis URL for rate-limit counters.", string_rule{&s.redis.url, {}, false}},
       {"redis", "command_timeout_ms", "Timeout of one Redis command before failing open.",
@@ -361,10 +365,52 @@ void validate(const settings& s) {
         },
         d.rule);
   }
+  if (!parse_fee_table(s.ledger.withdrawal_fees)) {
+    throw config_error("invalid setting ledger.withdrawal_fees = \"" + s.ledger.withdrawal_fees +
+                       "\": write CURRENCY:FEE pairs separated by commas, e.g. \"EUR:50,USD:30\"");
+  }
   if (s.ledger.hot_shards_default > s.ledger.hot_shards_max) {
     throw config_error("invalid setting ledger.hot_shards_default = \"" + std::to_string(s.ledger.hot_shards_default) +
                        "\": must not exceed ledger.hot_shards_max (" + std::to_string(s.ledger.hot_shards_max) + ")");
   }
+}
+
+std::optional<std::vector<std::pair<std::string, std::int64_t>>> parse_fee_table(std::string_view text) {
+  std::vector<std::pair<std::string, std::int64_t>> out;
+  while (!text.empty()) {
+    const auto comma = text.find(',');
+    const auto item = text.substr(0, comma);
+    text = comma == std::string_view::npos ? std::string_view{} : text.substr(comma + 1);
+    const auto colon = item.find(':');
+    if (colon != 3) return std::nullopt;
+    const std::string currency(item.substr(0, 3));
+    for (char c : currency) {
+      if (c < 'A' || c > 'Z') return std::nullopt;
+    }
+    const auto digits = item.substr(4);
+    if (digits.empty() || digits.size() > 16) return std::nullopt;
+    std::int64_t fee = 0;
+    for (char c : digits) {
+      if (c < '0' || c > '9') return std::nullopt;
+      fee = fee * 10 + (c - '0');
+    }
+    if (fee > 1'000'000'000'000'000) return std::nullopt;
+    for (const auto& [known, _] : out) {
+      if (known == currency) return std::nullopt;
+    }
+    out.emplace_back(currency, fee);
+    if (comma != std::string_view::npos && text.empty()) return std::nullopt;  // a trailing comma
+  }
+  return out;
+}
+
+std::int64_t ledger_settings::withdrawal_fee(std::string_view currency) const {
+  if (auto table = parse_fee_table(withdrawal_fees)) {
+    for (const auto& [c, fee] : *table) {
+      if (c == currency) return fee;
+    }
+  }
+  return withdrawal_fee_default;
 }
 
 settings load_from(const std::string& toml_text, const environment& env) {

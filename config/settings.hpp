@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <map>
 #include <stdexcept>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -73,7 +74,18 @@ struct ledger_settings {
   std::int64_t reconcile_statement_timeout_ms = 600'000;
   std::int64_t reconcile_work_mem_mb = 64;
   std::int64_t entries_page_max = 500;
+  // The fee of a withdrawal, in minor units of its currency: "EUR:50,USD:30"; a currency not
+  // named pays `withdrawal_fee_default`.
+  std::string withdrawal_fees;
+  std::int64_t withdrawal_fee_default = 0;
+
+  // The withdrawal fee of `currency` (withdrawal_fees must have passed validate()).
+  std::int64_t withdrawal_fee(std::string_view currency) const;
 };
+
+// "EUR:50,USD:30" as (currency, fee) pairs; nullopt when it is not of that shape (three upper-case
+// letters, a colon, 0 to 10^15 minor units; no currency twice).
+std::optional<std::vector<std::pair<std::string, std::int64_t>>> parse_fee_table(std::string_view text);
 
 struct redis_settings {
   std::string url = "redis://127.0.0.1:6379";

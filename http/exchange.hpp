@@ -42,6 +42,7 @@ struct exchange {
   std::string idempotency_key;
   bool has_idempotency_key = false;
   std::string content_type;
+  std::string wallet_signature;  // a provider event's Wallet-Signature header
   std::string client_address;  // the peer's IP address, for per-address limits
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
   std::string route = "unmatched";  // the route label for metrics

@@ -276,6 +276,12 @@ std::string field_reader::string(std::string_view name, std::size_t max_length) 
   return v->text;
 }
 
+std::optional<std::int64_t> field_reader::optional_amount(std::string_view name, std::int64_t max_minor) {
+  const json_scalar* v = object_.find(name);
+  if (v == nullptr || v->type == json_scalar::kind::null) return std::nullopt;
+  return amount(name, max_minor);
+}
+
 std::optional<std::string> field_reader::optional_string(std::string_view name, std::size_t max_length) {
   const json_scalar* v = object_.find(name);
   if (v == nullptr || v->type == json_scalar::kind::null) return std::nullopt;

@@ -45,6 +45,8 @@ class field_reader {
   // A positive amount in minor units: a JSON integer up to 2^53-1, or a string of digits;
   // never zero, negative, fractional, in exponent form, or above `max_minor`.
   std::int64_t amount(std::string_view name, std::int64_t max_minor);
+  // The same, or nullopt when the field is absent or null.
+  std::optional<std::int64_t> optional_amount(std::string_view name, std::int64_t max_minor);
   // A positive integer id (JSON integer, or a string of digits).
   std::int64_t id(std::string_view name);
   std::optional<std::int64_t> optional_int(std::string_view name, std::int64_t min, std::int64_t max);

@@ -132,4 +132,31 @@ json::object reconciliation_run_json(const actors::reconciliation_run_view& run)
   return o;
 }
 
+json::object provider_json(const actors::provider_view& p, bool with_secret) {
+  json::object o;
+  o["id"] = p.id;
+  o["name"] = p.name;
+  if (with_secret) o["signingSecret"] = p.signing_secret;
+  o["createdAt"] = p.created_at;
+  return o;
+}
+
+json::object withdrawal_json(const actors::withdrawal_view& w) {
+  json::object o;
+  o["id"] = w.id;
+  o["accountId"] = w.account_id;
+  o["provider"] = w.provider;
+  o["currency"] = w.currency;
+  o["amount"] = std::to_string(w.amount);
+  o["fee"] = std::to_string(w.fee);
+  o["destination"] = text_or_null(w.destination);
+  o["status"] = w.status;
+  o["transactionId"] = w.transaction_id;
+  o["settledTransactionId"] = text_or_null(w.settled_transaction_id);
+  o["providerPaymentId"] = text_or_null(w.provider_payment_id);
+  o["createdAt"] = w.created_at;
+  o["settledAt"] = text_or_null(w.settled_at);
+  return o;
+}
+
 }  // namespace api

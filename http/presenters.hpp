@@ -26,4 +26,8 @@ boost::json::object new_principal_json(const actors::principal_view& p, const st
 // A run: what it covered, each check's flag (null when not made), what it found.
 boost::json::object reconciliation_run_json(const actors::reconciliation_run_view& run);
 
+// A provider; with its signing secret only when it was just created (shown once).
+boost::json::object provider_json(const actors::provider_view& p, bool with_secret);
+boost::json::object withdrawal_json(const actors::withdrawal_view& w);
+
 }  // namespace api

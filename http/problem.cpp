@@ -22,6 +22,13 @@ problem problem_for(ledger::error_code code, std::string detail, std::int64_t re
     case error_code::currency_mismatch: p.status = 422; p.title = "Currency mismatch"; break;
     case error_code::same_account: p.status = 422; p.title = "Same account"; break;
     case error_code::idempotency_key_reused: p.status = 422; p.title = "Idempotency key reused"; break;
+    case error_code::refund_exceeds_payment: p.status = 422; p.title = "Refund exceeds payment"; break;
+    case error_code::unknown_account: p.status = 422; p.title = "Unknown account"; break;
+    case error_code::unknown_withdrawal: p.status = 422; p.title = "Unknown withdrawal"; break;
+    case error_code::unknown_payment: p.status = 422; p.title = "Unknown payment"; break;
+    case error_code::bad_signature: p.status = 401; p.title = "Bad signature"; break;
+    case error_code::already_settled: p.status = 409; p.title = "Already settled"; break;
+    case error_code::already_charged_back: p.status = 409; p.title = "Already charged back"; break;
     case error_code::server_busy: p.status = 503; p.title = "Server busy"; break;
     case error_code::account_busy: p.status = 503; p.title = "Account busy"; break;
     case error_code::writer_busy: p.status = 503; p.title = "Ledger writer busy"; break;

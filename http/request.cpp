@@ -50,6 +50,7 @@ void fill_exchange(exchange& ex, bhttp::request<bhttp::string_body>& req) {
     ex.idempotency_key = std::string(it->value());
   }
   if (auto it = req.find(bhttp::field::content_type); it != req.end()) ex.content_type = std::string(it->value());
+  if (auto it = req.find("Wallet-Signature"); it != req.end()) ex.wallet_signature = std::string(it->value());
 }
 
 }  // namespace api

@@ -40,6 +40,7 @@ std::string_view to_string(access a) {
     case access::open: return "none";
     case access::principal: return "any";
     case access::operator_: return "operator";
+    case access::provider: return "provider";
   }
   return "unknown";
 }
@@ -55,7 +56,8 @@ std::string_view to_string(rate_class c) {
 
 void router::add(route r) {
   WALLET_ASSERT(r.run, "a route needs a handler");
-  WALLET_ASSERT(r.who != access::open || r.rate == rate_class::none, "an open route has no principal to rate-limit");
+  WALLET_ASSERT((r.who != access::open && r.who != access::provider) || r.rate == rate_class::none,
+                "a route without an API key has no principal to rate-limit");
   for (const auto& existing : routes_) {
     WALLET_ASSERT(existing.method != r.method || existing.pattern != r.pattern, "a route is added once");
   }

@@ -20,6 +20,7 @@ enum class access : std::uint8_t {
   open,       // anyone, without an API key (health, metrics, the API document)
   principal,  // any principal with a valid API key
   operator_,  // an operator's key only (403 forbidden for others)
+  provider,   // a payment provider: no API key; the handler verifies the Wallet-Signature
 };
 std::string_view to_string(access a);
 

@@ -21,6 +21,8 @@ struct routes::impl {
     handlers::add_account_routes(table, support);
     handlers::add_deposit_routes(table, support);
     handlers::add_transfer_routes(table, support);
+    handlers::add_withdrawal_routes(table, support);
+    handlers::add_provider_routes(table, support);
     handlers::add_transaction_routes(table, support);
     handlers::add_admin_routes(table, support);
   }

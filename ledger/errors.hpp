@@ -27,8 +27,16 @@ enum class error_code : std::uint8_t {
   currency_mismatch,
   same_account,
   idempotency_key_reused,
+  refund_exceeds_payment,  // refunds and a chargeback of a deposit would exceed it
+  unknown_account,         // a provider event names an account that does not exist
+  unknown_withdrawal,      // ... a withdrawal that does not exist
+  unknown_payment,         // ... a payment (deposit) that does not exist
+  // 401: a provider event whose signature does not verify.
+  bad_signature,
   // 409: a conflicting state change (e.g. an account that is already hot).
   conflict,
+  already_settled,       // a withdrawal settles once
+  already_charged_back,  // a deposit is charged back once
   // 503: saturation or a dependency; the client may retry with the same Idempotency-Key.
   server_busy,
   account_busy,
@@ -53,7 +61,14 @@ constexpr std::string_view to_string(error_code code) {
     case error_code::currency_mismatch: return "currency_mismatch";
     case error_code::same_account: return "same_account";
     case error_code::idempotency_key_reused: return "idempotency_key_reused";
+    case error_code::refund_exceeds_payment: return "refund_exceeds_payment";
+    case error_code::unknown_account: return "unknown_account";
+    case error_code::unknown_withdrawal: return "unknown_withdrawal";
+    case error_code::unknown_payment: return "unknown_payment";
+    case error_code::bad_signature: return "bad_signature";
     case error_code::conflict: return "conflict";
+    case error_code::already_settled: return "already_settled";
+    case error_code::already_charged_back: return "already_charged_back";
     case error_code::server_busy: return "server_busy";
     case error_code::account_busy: return "account_busy";
     case error_code::writer_busy: return "writer_busy";

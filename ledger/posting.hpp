@@ -17,6 +17,12 @@
 
 namespace ledger {
 
+// A further credit of a posting, paid out of its amount (e.g. a fee to fee_revenue).
+struct credit_leg {
+  account_id account = 0;
+  amount_minor amount = 0;  // zero: no entry
+};
+
 struct posting {
   transaction_type type = transaction_type::transfer;
   // The account money leaves. For a hot account this is its main row.
@@ -28,9 +34,17 @@ struct posting {
   account_id credit_account = 0;
   // The account the payee sees: the hot parent of a shard, otherwise credit_account.
   account_id credit_parent = 0;
-  // Positive. For a sweep, zero means "the whole balance of the debited shard".
+  // Positive: what leaves the debited account. For a sweep, zero means "the whole balance of the
+  // debited shard".
   amount_minor amount = 0;
   std::string currency;
+  // Further credits paid out of `amount`; the main credit gets what they leave (which may be 0:
+  // then it has no entry).
+  std::vector<credit_leg> extra_credits;
+  // When set, what the debited account (main row and shards) cannot cover is debited from this
+  // account instead of refusing the posting, and the debited account's status does not stop it:
+  // a chargeback takes what the wallet holds and books the rest to chargeback_loss.
+  account_id shortfall_account = 0;
 };
 
 struct entry_line {
@@ -46,6 +60,8 @@ struct posting_plan {
   std::vector<entry_line> entries;
   // Balance of the debited account (main row plus its shards) right after this posting.
   amount_minor debit_balance_after = 0;
+  // What the shortfall account paid (0 unless the debited account held too little).
+  amount_minor shortfall = 0;
 };
 
 using account_states = std::unordered_map<account_id, account_state>;

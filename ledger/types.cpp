@@ -7,6 +7,7 @@ std::string_view to_string(role r) {
     case role::user: return "user";
     case role::merchant: return "merchant";
     case role::operator_role: return "operator";
+    case role::provider: return "provider";
   }
   return "user";
 }
@@ -34,6 +35,11 @@ std::string_view to_string(transaction_type t) {
     case transaction_type::deposit: return "DEPOSIT";
     case transaction_type::transfer: return "TRANSFER";
     case transaction_type::sweep: return "SWEEP";
+    case transaction_type::withdrawal: return "WITHDRAWAL";
+    case transaction_type::payout: return "PAYOUT";
+    case transaction_type::payout_failed: return "PAYOUT_FAILED";
+    case transaction_type::deposit_refund: return "DEPOSIT_REFUND";
+    case transaction_type::chargeback: return "CHARGEBACK";
   }
   return "TRANSFER";
 }
@@ -42,6 +48,16 @@ std::optional<role> parse_role(std::string_view text) {
   if (text == "user") return role::user;
   if (text == "merchant") return role::merchant;
   if (text == "operator") return role::operator_role;
+  if (text == "provider") return role::provider;
+  return std::nullopt;
+}
+
+std::optional<transaction_type> parse_transaction_type(std::string_view text) {
+  for (auto t : {transaction_type::deposit, transaction_type::transfer, transaction_type::sweep,
+                 transaction_type::withdrawal, transaction_type::payout, transaction_type::payout_failed,
+                 transaction_type::deposit_refund, transaction_type::chargeback}) {
+    if (to_string(t) == text) return t;
+  }
   return std::nullopt;
 }
 

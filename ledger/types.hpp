@@ -14,10 +14,21 @@ namespace ledger {
 using account_id = std::int64_t;
 using principal_id = std::int64_t;
 
-enum class role : std::uint8_t { user, merchant, operator_role };
+// A provider is a payment provider acting through its signed events (it has no API key).
+enum class role : std::uint8_t { user, merchant, operator_role, provider };
 enum class account_status : std::uint8_t { active, frozen, closed };
 enum class account_kind : std::uint8_t { user, system, shard };
-enum class transaction_type : std::uint8_t { deposit, transfer, sweep };
+// docs/money-flows.md lists the entries each type makes.
+enum class transaction_type : std::uint8_t {
+  deposit,
+  transfer,
+  sweep,
+  withdrawal,
+  payout,
+  payout_failed,
+  deposit_refund,
+  chargeback,
+};
 
 std::string_view to_string(role r);
 std::string_view to_string(account_status s);
@@ -25,6 +36,7 @@ std::string_view to_string(account_kind k);
 std::string_view to_string(transaction_type t);
 
 std::optional<role> parse_role(std::string_view text);
+std::optional<transaction_type> parse_transaction_type(std::string_view text);
 std::optional<account_status> parse_account_status(std::string_view text);
 std::optional<account_kind> parse_account_kind(std::string_view text);
 

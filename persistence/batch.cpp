@@ -27,6 +27,20 @@ constexpr const char* k_lock_accounts_sql =
     "SELECT id, currency, status, allow_negative, balance, version, COALESCE(parent_id, 0)"
     "  FROM account WHERE id = ANY($1::bigint[]) ORDER BY id FOR UPDATE";
 
+// The rows of the money flows (migration 005) that a posting checks under their lock.
+constexpr const char* k_lock_deposits = "posting_lock_deposits";
+constexpr const char* k_lock_deposits_sql =
+    "SELECT transaction_id::text, account_id, amount, refunded, charged_back"
+    "  FROM deposit_payment WHERE transaction_id = ANY($1::uuid[]) ORDER BY transaction_id FOR UPDATE";
+constexpr const char* k_lock_withdrawals = "posting_lock_withdrawals";
+constexpr const char* k_lock_withdrawals_sql =
+    "SELECT id::text, status FROM withdrawal WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE";
+constexpr const char* k_find_payments = "posting_find_payments";
+constexpr const char* k_find_payments_sql =
+    "SELECT p.provider_id, p.payment_id FROM deposit_payment p"
+    "  JOIN unnest($1::bigint[], $2::text[]) AS k(provider_id, payment_id)"
+    "    ON p.provider_id = k.provider_id AND p.payment_id = k.payment_id";
+
 // The four writes of a batch are sent as ONE multi-statement query: one round trip instead of
 // four (measured: COMMIT's WAL flush and the round trips dominate a batch on this machine).
 // They are therefore not prepared; the array parameters are passed as quoted literals, and
@@ -89,6 +103,133 @@ void append_outbox_event(std::string& p, const posting_request& r, const ledger:
   p += "]}";
 }
 
+// A deposit's refundable remainder and a withdrawal's status, as locked by the batch and as the
+// postings planned so far leave them.
+struct deposit_state {
+  ledger::account_id account = 0;
+  ledger::amount_minor amount = 0;
+  ledger::amount_minor refunded = 0;
+  ledger::amount_minor charged_back = 0;
+};
+
+struct flow_states {
+  std::map<std::string, deposit_state> deposits;
+  std::map<std::string, std::string> withdrawals;  // id → status
+  std::set<std::pair<std::int64_t, std::string>> payments;  // (provider, payment id) deposited
+};
+
+// Locks the flow rows the postings check, and finds the provider payments already deposited.
+flow_states lock_flow_rows(pqxx::work& txn, const std::vector<posting_request>& requests,
+                           const std::vector<std::size_t>& indices) {
+  std::vector<std::string> deposits, withdrawals, payment_ids;
+  std::vector<std::int64_t> payment_providers;
+  for (std::size_t i : indices) {
+    const auto& rows = requests[i].rows;
+    if (!rows) continue;
+    if (rows->claim) deposits.push_back(rows->claim->deposit_transaction_id);
+    if (rows->settle) withdrawals.push_back(rows->settle->withdrawal_id);
+    if (rows->deposit_payment && !rows->deposit_payment->payment_id.empty()) {
+      payment_providers.push_back(rows->deposit_payment->provider_id);
+      payment_ids.push_back(rows->deposit_payment->payment_id);
+    }
+  }
+  flow_states states;
+  if (!deposits.empty()) {
+    for (const auto& row : txn.exec_prepared(k_lock_deposits, pg_array(deposits))) {
+      states.deposits[row[0].as<std::string>()] = {row[1].as<std::int64_t>(), row[2].as<std::int64_t>(),
+                                                   row[3].as<std::int64_t>(), row[4].as<std::int64_t>()};
+    }
+  }
+  if (!withdrawals.empty()) {
+    for (const auto& row : txn.exec_prepared(k_lock_withdrawals, pg_array(withdrawals))) {
+      states.withdrawals[row[0].as<std::string>()] = row[1].as<std::string>();
+    }
+  }
+  if (!payment_ids.empty()) {
+    for (const auto& row : txn.exec_prepared(k_find_payments, pg_array(payment_providers), pg_array(payment_ids))) {
+      states.payments.emplace(row[0].as<std::int64_t>(), row[1].as<std::string>());
+    }
+  }
+  return states;
+}
+
+// Whether a posting's flow rows allow it, against the states the batch has locked; ok or the
+// refusal. Checked before the posting is planned, so a refused posting changes nothing.
+ledger::error_code check_flow_rows(const posting_request& r, const flow_states& states) {
+  const auto& rows = *r.rows;
+  if (rows.claim) {
+    auto it = states.deposits.find(rows.claim->deposit_transaction_id);
+    if (it == states.deposits.end()) return ledger::error_code::unknown_payment;
+    const auto& d = it->second;
+    if (d.account != r.posting.debit_account) return ledger::error_code::unknown_payment;
+    if (rows.claim->chargeback && d.charged_back > 0) return ledger::error_code::already_charged_back;
+    if (r.posting.amount > d.amount - d.refunded - d.charged_back) return ledger::error_code::refund_exceeds_payment;
+  }
+  if (rows.settle) {
+    auto it = states.withdrawals.find(rows.settle->withdrawal_id);
+    if (it == states.withdrawals.end()) return ledger::error_code::unknown_withdrawal;
+    if (it->second != "PENDING") return ledger::error_code::already_settled;
+  }
+  if (rows.deposit_payment && !rows.deposit_payment->payment_id.empty() &&
+      states.payments.count({rows.deposit_payment->provider_id, rows.deposit_payment->payment_id}) != 0) {
+    return ledger::error_code::conflict;
+  }
+  return ledger::error_code::ok;
+}
+
+// Records what an accepted posting did to the flow states, and appends its row writes.
+void apply_flow_rows(pqxx::work& txn, const posting_request& r, const ledger::posting_plan& plan, flow_states& states,
+                     std::string& writes) {
+  const auto& rows = *r.rows;
+  auto q = [&](const std::string& text) { return txn.quote(text); };
+  auto q_or_null = [&](const std::string& text) { return text.empty() ? std::string("NULL") : txn.quote(text); };
+  const std::string tx = q(r.transaction_id) + "::uuid";
+  if (rows.event) {
+    const auto& e = *rows.event;
+    writes += "INSERT INTO provider_event (provider_id, event_id, type, payment_id, payload, transaction_id) VALUES (" +
+              std::to_string(e.provider_id) + ", " + q(e.event_id) + ", " + q(e.type) + ", " + q_or_null(e.payment_id) +
+              ", " + q(e.payload_json) + "::jsonb, " + tx + ");\n";
+  }
+  if (rows.deposit_payment) {
+    const auto& d = *rows.deposit_payment;
+    writes += "INSERT INTO deposit_payment (transaction_id, account_id, provider_id, payment_id, currency, amount)"
+              " VALUES (" + tx + ", " + std::to_string(r.posting.credit_parent != 0 ? r.posting.credit_parent
+                                                                                  : r.posting.credit_account) +
+              ", " + std::to_string(d.provider_id) + ", " + q_or_null(d.payment_id) + ", " + q(r.posting.currency) +
+              ", " + std::to_string(plan.amount) + ");\n";
+    if (!d.payment_id.empty()) states.payments.emplace(d.provider_id, d.payment_id);
+  }
+  if (rows.claim) {
+    auto& d = states.deposits.at(rows.claim->deposit_transaction_id);
+    const std::string id = q(rows.claim->deposit_transaction_id) + "::uuid";
+    if (rows.claim->chargeback) {
+      d.charged_back += plan.amount;
+      writes += "UPDATE deposit_payment SET charged_back = charged_back + " + std::to_string(plan.amount) +
+                ", chargeback_transaction_id = " + tx + " WHERE transaction_id = " + id + ";\n";
+    } else {
+      d.refunded += plan.amount;
+      writes += "UPDATE deposit_payment SET refunded = refunded + " + std::to_string(plan.amount) +
+                " WHERE transaction_id = " + id + ";\n";
+    }
+  }
+  if (rows.withdrawal_request) {
+    const auto& w = *rows.withdrawal_request;
+    writes += "INSERT INTO withdrawal (id, account_id, principal_id, provider_id, currency, amount, fee, destination,"
+              " transaction_id) VALUES (" + q(w.id) + "::uuid, " + std::to_string(r.posting.debit_account) + ", " +
+              std::to_string(w.principal) + ", " + std::to_string(w.provider_id) + ", " + q(r.posting.currency) +
+              ", " + std::to_string(w.amount) + ", " + std::to_string(w.fee) + ", " + q_or_null(w.destination) +
+              ", " + tx + ");\n";
+  }
+  if (rows.settle) {
+    const auto& st = *rows.settle;
+    const std::string status = st.paid ? "PAID" : "FAILED";
+    states.withdrawals[st.withdrawal_id] = status;
+    writes += "UPDATE withdrawal SET status = " + q(status) + ", settled_transaction_id = " + tx +
+              ", provider_payment_id = " + q_or_null(st.provider_payment_id) + ", settled_at = now() WHERE id = " +
+              q(st.withdrawal_id) + "::uuid;\n";
+  }
+}
+
 // One attempt: one database transaction over the postings named by `indices`.
 batch_result commit_once(pqxx::connection& conn, const std::vector<posting_request>& requests,
                          const std::vector<std::size_t>& indices) {
@@ -110,6 +251,8 @@ batch_result commit_once(pqxx::connection& conn, const std::vector<posting_reque
     ids.insert(p.debit_account);
     ids.insert(p.credit_account);
     ids.insert(p.debit_shards.begin(), p.debit_shards.end());
+    for (const auto& leg : p.extra_credits) ids.insert(leg.account);
+    if (p.shortfall_account != 0) ids.insert(p.shortfall_account);
   }
   ledger::account_states states;
   if (!ids.empty()) {
@@ -127,6 +270,8 @@ batch_result commit_once(pqxx::connection& conn, const std::vector<posting_reque
     }
   }
   const ledger::account_states locked = states;
+  // ... and the flow rows (deposits, withdrawals) the postings check.
+  flow_states flows = lock_flow_rows(txn, requests, indices);
 
   // 2. Idempotency keys already committed: their stored answer is the answer.
   std::vector<bool> committed_before(requests.size(), false);
@@ -165,12 +310,17 @@ batch_result commit_once(pqxx::connection& conn, const std::vector<posting_reque
   std::vector<std::string> e_tx, e_currency, o_tx;
   std::string o_payload;
   std::vector<std::int64_t> e_account, e_amount, e_balance_after;
+  std::string flow_writes;
   std::size_t accepted = 0;
   for (std::size_t i : indices) {
     if (committed_before[i]) continue;
     const auto& r = requests[i];
-    auto plan = ledger::plan_posting(r.posting, states);
     auto& out = result.outcomes[i];
+    if (r.rows) {
+      out.outcome = check_flow_rows(r, flows);
+      if (out.outcome != ledger::error_code::ok) continue;
+    }
+    auto plan = ledger::plan_posting(r.posting, states);
     out.outcome = plan.outcome;
     out.amount = plan.amount;
     if (plan.outcome != ledger::error_code::ok || plan.entries.empty()) continue;
@@ -178,7 +328,15 @@ batch_result commit_once(pqxx::connection& conn, const std::vector<posting_reque
     out.transaction_id = r.transaction_id;
     out.debit_balance_after = plan.debit_balance_after;
     out.response_status = ledger::receipt_status;
-    out.response_body = ledger::receipt_json(r.posting.type, r.transaction_id, plan.debit_balance_after);
+    std::string fields = r.receipt_fields;
+    if (r.posting.shortfall_account != 0) {
+      // What the debited account paid, and what the shortfall account booked (a chargeback's loss).
+      if (!fields.empty()) fields += ',';
+      fields += "\"walletAmount\":\"" + std::to_string(plan.amount - plan.shortfall) + "\",\"lossAmount\":\"" +
+                std::to_string(plan.shortfall) + "\"";
+    }
+    out.response_body = ledger::receipt_json(r.posting.type, r.transaction_id, plan.debit_balance_after, fields);
+    if (r.rows) apply_flow_rows(txn, r, plan, flows, flow_writes);
     j_ids.push_back(r.transaction_id);
     j_principals.push_back(r.principal);
     j_keys.push_back(r.idempotency_key);
@@ -223,6 +381,8 @@ batch_result commit_once(pqxx::connection& conn, const std::vector<posting_reque
     writes += ";\n";
     o_payload += "]}";
     writes += bind_literals(k_insert_outbox_sql, {q(o_tx), txn.quote(o_payload)});
+    // 8. The rows of the money flows, after the journal rows they name.
+    if (!flow_writes.empty()) writes += ";\n" + flow_writes;
     txn.exec(writes);
   }
   txn.commit();
@@ -270,6 +430,9 @@ batch_result commit_with_retries(pqxx::connection& conn, const std::vector<posti
 void prepare_posting_statements(pqxx::connection& conn) {
   conn.prepare(k_find_committed, k_find_committed_sql);
   conn.prepare(k_lock_accounts, k_lock_accounts_sql);
+  conn.prepare(k_lock_deposits, k_lock_deposits_sql);
+  conn.prepare(k_lock_withdrawals, k_lock_withdrawals_sql);
+  conn.prepare(k_find_payments, k_find_payments_sql);
 }
 
 namespace {

@@ -11,6 +11,7 @@
 // posting, so only the offender fails. Connection failures propagate as pqxx exceptions; the
 // caller decides between "not committed" and "outcome unknown".
 
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -23,6 +24,51 @@
 
 namespace persistence {
 
+// The rows a money flow writes in its posting's own transaction (migration 005), and the rows it
+// checks under their lock before the posting is planned. docs/money-flows.md says which flow
+// writes which.
+struct flow_rows {
+  // A provider event that posts: its provider_event row.
+  struct provider_event {
+    std::int64_t provider_id = 0;
+    std::string event_id;
+    std::string type;
+    std::string payment_id;  // empty: none
+    std::string payload_json;
+  };
+  // A deposit: its deposit_payment row (the credited account, amount and currency are the posting's).
+  struct deposit {
+    std::int64_t provider_id = 0;
+    std::string payment_id;  // empty: none (a manual deposit without a reference)
+  };
+  // A refund or the chargeback of a deposit: checked and added to the deposit's row under its lock.
+  struct deposit_claim {
+    std::string deposit_transaction_id;
+    bool chargeback = false;
+  };
+  // A withdrawal request: its withdrawal row (PENDING).
+  struct withdrawal {
+    std::string id;
+    std::int64_t provider_id = 0;
+    ledger::principal_id principal = 0;
+    ledger::amount_minor amount = 0;
+    ledger::amount_minor fee = 0;
+    std::string destination;  // empty: none
+  };
+  // A withdrawal's settlement: PENDING becomes PAID or FAILED, once.
+  struct withdrawal_settle {
+    std::string withdrawal_id;
+    bool paid = false;
+    std::string provider_payment_id;  // empty: none
+  };
+
+  std::optional<provider_event> event;
+  std::optional<deposit> deposit_payment;
+  std::optional<deposit_claim> claim;
+  std::optional<withdrawal> withdrawal_request;
+  std::optional<withdrawal_settle> settle;
+};
+
 struct posting_request {
   ledger::posting posting;
   std::string transaction_id;  // a UUID made by the server
@@ -30,6 +76,11 @@ struct posting_request {
   std::string idempotency_key;
   std::string request_hash;
   std::string metadata_json = "{}";
+  // JSON members the receipt carries after transactionId and status (see ledger/receipt.hpp).
+  std::string receipt_fields;
+  // Null for the plain flows (transfers, deposits by the hot path, sweeps): they write no rows
+  // beyond the journal, the entries and the balances.
+  std::shared_ptr<const flow_rows> rows;
 };
 
 // The committed state of one account row after the batch.

@@ -45,14 +45,8 @@ constexpr const char* k_find_committed_sql =
 constexpr int k_next_page_probe_rows = 1;
 
 // journal_transaction.type and .status reach the API as text. A text the server does not know is
-// an error (unknown_value) like any other enum text read from the database, never passed on.
-std::optional<ledger::transaction_type> parse_transaction_type(std::string_view text) {
-  for (auto type : {ledger::transaction_type::deposit, ledger::transaction_type::transfer,
-                    ledger::transaction_type::sweep}) {
-    if (ledger::to_string(type) == text) return type;
-  }
-  return std::nullopt;
-}
+// an error (unknown_value) like any other enum text read from the database, never passed on
+// (ledger::parse_transaction_type knows every type).
 
 // The only status a committed transaction has (migration 001 allows no other).
 constexpr std::string_view k_status_completed = "COMPLETED";
@@ -106,7 +100,7 @@ std::optional<transaction_record> find_transaction(pqxx::connection& conn, const
   t.id = rows[0][0].as<std::string>();
   if (!rows[0][1].is_null()) t.principal_id = rows[0][1].as<std::int64_t>();
   t.type = ledger::to_string(
-      parse_column(parse_transaction_type, rows[0][2].as<std::string>(), "journal_transaction.type"));
+      parse_column(ledger::parse_transaction_type, rows[0][2].as<std::string>(), "journal_transaction.type"));
   t.status = parse_column(parse_transaction_status, rows[0][3].as<std::string>(), "journal_transaction.status");
   t.metadata_json = rows[0][4].as<std::string>();
   t.created_at = rows[0][5].as<std::string>();

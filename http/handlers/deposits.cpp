@@ -1,15 +1,18 @@
-// POST /v1/deposits: an operator credits a user account from the clearing account of its
-// currency. Idempotent by the Idempotency-Key; answered after COMMIT.
-
-#include <boost/json/serialize.hpp>
+// Deposits: an operator credits a user account from a provider's clearing account (provider
+// `manual` unless named), and refunds or charges back a deposit. Idempotent by the
+// Idempotency-Key; answered after COMMIT.
 
 #include "http/crypto.hpp"
 #include "http/handlers/handlers.hpp"
+#include "http/url.hpp"
 
 namespace api::handlers {
 namespace {
 
 constexpr std::size_t k_external_ref_max = 255;
+constexpr std::size_t k_provider_name_max = 40;
+constexpr std::size_t k_payment_id_max = 255;
+constexpr std::size_t k_reason_max = 500;
 
 void deposit(handler_support& s, const exchange_ptr& ex, const principal& who) {
   auto key = s.idempotency_key(ex);
@@ -17,23 +20,50 @@ void deposit(handler_support& s, const exchange_ptr& ex, const principal& who) {
   auto object = s.body(ex);
   if (!object) return;
   field_reader f(*object);
-  f.allow_only({"accountId", "amount", "externalRef"});
+  f.allow_only({"accountId", "amount", "externalRef", "provider", "providerPaymentId"});
   actors::deposit_command cmd;
   cmd.account = f.id("accountId");
   cmd.amount = f.amount("amount", s.settings.ledger.amount_minor_max);
   auto external_ref = f.optional_string("externalRef", k_external_ref_max);
+  auto provider = f.optional_string("provider", k_provider_name_max);
+  auto payment_id = f.optional_string("providerPaymentId", k_payment_id_max);
   if (!f.ok()) return s.invalid(ex, f.error());
+  if (payment_id && payment_id->empty()) return s.invalid(ex, "field \"providerPaymentId\" must not be empty");
   cmd.principal = who.id;
   cmd.idempotency_key = *key;
   cmd.request_id = ex->request_id;
-  if (external_ref) {
-    boost::json::object meta;
-    meta["externalRef"] = *external_ref;
-    cmd.metadata_json = boost::json::serialize(meta);
-  }
+  cmd.external_ref = external_ref.value_or("");
+  cmd.provider = provider.value_or("manual");
+  cmd.provider_payment_id = payment_id.value_or("");
   cmd.request_hash = sha256_hex("deposit\n" + std::to_string(cmd.account) + "\n" + std::to_string(cmd.amount) + "\n" +
-                                external_ref.value_or(""));
+                                cmd.external_ref + "\n" + cmd.provider + "\n" + cmd.provider_payment_id);
   s.service.deposit(std::move(cmd), [&s, ex, who](actors::money_result r) { s.answer_money(ex, who, r); });
+}
+
+// A refund (or the chargeback) of deposit `id`: {"amount"?, "reason"?}; the amount defaults to
+// all that is left of the deposit.
+void claim(handler_support& s, const exchange_ptr& ex, const principal& who, const std::string& id, bool chargeback) {
+  if (!is_valid_uuid(id)) return s.fail(ex, ledger::error_code::not_found, "deposit " + id + " was not found");
+  auto key = s.idempotency_key(ex);
+  if (!key) return;
+  actors::deposit_claim_command cmd;
+  if (!ex->body.empty()) {
+    auto object = s.body(ex);
+    if (!object) return;
+    field_reader f(*object);
+    f.allow_only({"amount", "reason"});
+    cmd.amount = f.optional_amount("amount", s.settings.ledger.amount_minor_max);
+    cmd.reason = f.optional_string("reason", k_reason_max).value_or("");
+    if (!f.ok()) return s.invalid(ex, f.error());
+  }
+  cmd.principal = who.id;
+  cmd.deposit_transaction_id = id;
+  cmd.chargeback = chargeback;
+  cmd.idempotency_key = *key;
+  cmd.request_id = ex->request_id;
+  cmd.request_hash = sha256_hex(std::string(chargeback ? "chargeback\n" : "deposit_refund\n") + id + "\n" +
+                                (cmd.amount ? std::to_string(*cmd.amount) : "rest") + "\n" + cmd.reason);
+  s.service.claim_deposit(std::move(cmd), [&s, ex, who](actors::money_result r) { s.answer_money(ex, who, r); });
 }
 
 }  // namespace
@@ -41,6 +71,10 @@ void deposit(handler_support& s, const exchange_ptr& ex, const principal& who) {
 void add_deposit_routes(router& r, handler_support& s) {
   r.add({"POST", "/v1/deposits", access::operator_, rate_class::write, param_kind::integer, true,
          [&s](const exchange_ptr& ex, const principal& who, const path_params&) { deposit(s, ex, who); }});
+  r.add({"POST", "/v1/deposits/{id}/refunds", access::operator_, rate_class::write, param_kind::text, false,
+         [&s](const exchange_ptr& ex, const principal& who, const path_params& p) { claim(s, ex, who, p.text, false); }});
+  r.add({"POST", "/v1/deposits/{id}/chargebacks", access::operator_, rate_class::write, param_kind::text, false,
+         [&s](const exchange_ptr& ex, const principal& who, const path_params& p) { claim(s, ex, who, p.text, true); }});
 }
 
 }  // namespace api::handlers

@@ -1,7 +1,8 @@
 #pragma once
 
 // The routes of each resource, added to the router by routes.cpp. One file a resource:
-// principals.cpp, accounts.cpp, deposits.cpp, transfers.cpp, transactions.cpp, admin.cpp, and
+// principals.cpp, accounts.cpp, deposits.cpp, transfers.cpp, withdrawals.cpp, providers.cpp,
+// transactions.cpp, admin.cpp, and
 // server.cpp for what describes the server itself (health, readiness, metrics).
 
 #include "http/handler_support.hpp"
@@ -16,6 +17,8 @@ void add_deposit_routes(router& r, handler_support& s);
 void add_transfer_routes(router& r, handler_support& s);
 void add_transaction_routes(router& r, handler_support& s);
 void add_admin_routes(router& r, handler_support& s);
+void add_withdrawal_routes(router& r, handler_support& s);
+void add_provider_routes(router& r, handler_support& s);
 // The readiness probe asks Redis through the pipeline's limiter, and /metrics shows its counters.
 void add_server_routes(router& r, handler_support& s, pipeline& p);
 

@@ -19,7 +19,10 @@ void create_principal(handler_support& s, const exchange_ptr& ex) {
   auto role_text = f.string("role", k_role_max);
   if (!f.ok()) return s.invalid(ex, f.error());
   auto role = ledger::parse_role(role_text);
-  if (!role) return s.invalid(ex, "field \"role\" must be one of: user, merchant, operator");
+  // A provider principal is made with its provider (POST /v1/providers), never on its own.
+  if (!role || *role == ledger::role::provider) {
+    return s.invalid(ex, "field \"role\" must be one of: user, merchant, operator");
+  }
   auto key = new_api_key();
   s.service.create_principal(name, *role, sha256_hex(key), [&s, ex, key](actors::query_result<principal> r) {
     if (r.outcome != ledger::error_code::ok) return s.unavailable(ex, r.outcome, r.detail);

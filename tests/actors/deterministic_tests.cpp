@@ -95,17 +95,27 @@ struct account_fixture : test_coordinator_fixture<> {
 
   // Sends a debit of `amount` from the payer to the registry and lets every actor run.
   void debit(ledger::amount_minor amount, std::optional<account_facts> payer) {
-    transfer_command cmd;
-    cmd.principal = k_owner;
-    cmd.from = k_payer;
-    cmd.to = k_payee;
-    cmd.amount = amount;
-    cmd.idempotency_key = "key-" + std::to_string(++keys);
-    cmd.request_hash = cmd.idempotency_key;
-    account_facts payee{k_payee, 8, "EUR", ledger::account_kind::user, {}};
-    caf::anon_send(registry, debit_atom::value, debit_request{std::move(cmd), std::move(payee), std::move(payer)},
+    caf::anon_send(registry, debit_atom::value, transfer(amount, "key-" + std::to_string(++keys), std::move(payer)),
                    reply_sink{[this](money_result r) { answers.push_back(std::move(r)); }});
     consume_messages();
+  }
+
+  // A transfer of `amount` from the payer to the payee, as its money flow hands it to the registry.
+  static debit_request transfer(ledger::amount_minor amount, const std::string& key, std::optional<account_facts> payer) {
+    debit_request req;
+    req.owner = k_owner;
+    req.posting.posting.type = ledger::transaction_type::transfer;
+    req.posting.posting.debit_account = k_payer;
+    req.posting.posting.credit_account = k_payee;
+    req.posting.posting.credit_parent = k_payee;
+    req.posting.posting.amount = amount;
+    req.posting.posting.currency = "EUR";
+    req.posting.transaction_id = "tx-" + key;
+    req.posting.principal = k_owner;
+    req.posting.idempotency_key = key;
+    req.posting.request_hash = key;
+    req.payer = std::move(payer);
+    return req;
   }
 
   // Answers held posting `i` as committed, with the payer's main row now at (balance, version).
@@ -260,14 +270,7 @@ CAF_TEST(an_idle_actor_stops_only_when_nothing_forwarded_is_unseen) {
   commit(0, 100, 1);
   CAF_CHECK_EQUAL(live(), 1);
   advance_time(std::chrono::milliseconds(2'000));  // the registry's scan sends the actor a tick
-  transfer_command cmd;
-  cmd.principal = k_owner;
-  cmd.from = k_payer;
-  cmd.to = k_payee;
-  cmd.amount = 5;
-  cmd.idempotency_key = cmd.request_hash = "late";
-  account_facts payee{k_payee, 8, "EUR", ledger::account_kind::user, {}};
-  caf::anon_send(registry, debit_atom::value, debit_request{cmd, payee, payer_facts()},
+  caf::anon_send(registry, debit_atom::value, transfer(5, "late", payer_facts()),
                  reply_sink{[this](money_result r) { answers.push_back(std::move(r)); }});
   // The registry forwards the debit before the actor handles its tick.
   sched.prioritize(registry);

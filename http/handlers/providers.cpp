@@ -1,0 +1,153 @@
+// Payment providers: an operator creates one (POST /v1/providers; its signing secret is shown once),
+// and a provider delivers its events (POST /v1/provider-events), authenticated by their
+// Wallet-Signature alone: HMAC-SHA256 over "t.body" with the provider's secret, compared in
+// constant time, within 5 minutes of now. A request that does not verify is answered 401
+// bad_signature and leaves no trace.
+
+#include <boost/json/parse.hpp>
+
+#include <chrono>
+
+#include "http/crypto.hpp"
+#include "http/handlers/handlers.hpp"
+#include "http/presenters.hpp"
+#include "http/signature.hpp"
+#include "http/url.hpp"
+
+namespace api::handlers {
+namespace {
+
+constexpr std::size_t k_provider_name_max = 40;
+constexpr std::size_t k_event_id_max = 240;  // "event:" + id is the idempotency key (255 at most)
+constexpr std::size_t k_payment_id_max = 255;
+
+bool is_valid_provider_name(std::string_view name) {
+  if (name.empty() || name.size() > k_provider_name_max) return false;
+  for (std::size_t i = 0; i < name.size(); ++i) {
+    const char c = name[i];
+    const bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+    if (!alnum && (i == 0 || (c != '_' && c != '-'))) return false;
+  }
+  return true;
+}
+
+void create_provider(handler_support& s, const exchange_ptr& ex) {
+  auto object = s.body(ex);
+  if (!object) return;
+  field_reader f(*object);
+  f.allow_only({"name"});
+  auto name = f.string("name", k_provider_name_max);
+  if (!f.ok()) return s.invalid(ex, f.error());
+  if (!is_valid_provider_name(name)) {
+    return s.invalid(ex, "field \"name\" must be 1 to 40 of a-z, 0-9, '_' and '-', starting with a letter or digit");
+  }
+  s.service.create_provider(name, new_signing_secret(),
+                            [&s, ex, name](actors::query_result<std::optional<actors::provider_view>> r) {
+                              if (r.outcome != ledger::error_code::ok) return s.unavailable(ex, r.outcome, r.detail);
+                              if (!r.value) {
+                                return s.fail(ex, ledger::error_code::conflict,
+                                              "a provider named \"" + name + "\" exists already");
+                              }
+                              ex->respond(json_reply(201, provider_json(*r.value, true)));
+                            });
+}
+
+void bad_signature(handler_support& s, const exchange_ptr& ex) {
+  s.fail(ex, ledger::error_code::bad_signature,
+         "sign the body as Wallet-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(secret, t + \".\" + body)>, "
+         "within 5 minutes of now, with the provider's signing secret");
+}
+
+// The event's fields, checked for its type; nullopt when answered (400) already.
+std::optional<actors::provider_event_command> read_event(handler_support& s, const exchange_ptr& ex,
+                                                         const json_fields& object) {
+  field_reader f(object);
+  f.allow_only({"provider", "eventId", "type", "paymentId", "accountId", "withdrawalId", "amount", "currency"});
+  actors::provider_event_command cmd;
+  cmd.provider = f.string("provider", k_provider_name_max);
+  cmd.event_id = f.string("eventId", k_event_id_max);
+  cmd.type = f.string("type", 32);
+  cmd.payment_id = f.optional_string("paymentId", k_payment_id_max).value_or("");
+  cmd.account = f.optional_int("accountId", 1, std::numeric_limits<std::int64_t>::max());
+  cmd.withdrawal_id = f.optional_string("withdrawalId", 36).value_or("");
+  cmd.amount = f.optional_amount("amount", s.settings.ledger.amount_minor_max);
+  cmd.currency = f.optional_string("currency", 3).value_or("");
+  if (!f.ok()) {
+    s.invalid(ex, f.error());
+    return std::nullopt;
+  }
+  auto need = [&](bool present, const char* field) {
+    if (!present) s.invalid(ex, "an event of type \"" + cmd.type + "\" needs field \"" + field + "\"");
+    return present;
+  };
+  if (cmd.event_id.empty()) return s.invalid(ex, "field \"eventId\" must not be empty"), std::nullopt;
+  if (cmd.type == "payment.succeeded") {
+    if (!need(cmd.account.has_value(), "accountId") || !need(cmd.amount.has_value(), "amount") ||
+        !need(!cmd.payment_id.empty(), "paymentId") || !need(!cmd.currency.empty(), "currency")) {
+      return std::nullopt;
+    }
+  } else if (cmd.type == "payment.refunded" || cmd.type == "chargeback.created") {
+    if (!need(!cmd.payment_id.empty(), "paymentId")) return std::nullopt;
+  } else if (cmd.type == "payout.paid" || cmd.type == "payout.failed") {
+    if (!need(!cmd.withdrawal_id.empty(), "withdrawalId")) return std::nullopt;
+    if (!is_valid_uuid(cmd.withdrawal_id)) return s.invalid(ex, "field \"withdrawalId\" must be a UUID"), std::nullopt;
+  } else {
+    s.invalid(ex, "field \"type\" must be one of: payment.succeeded, payment.refunded, payout.paid, payout.failed, "
+                  "chargeback.created");
+    return std::nullopt;
+  }
+  if (!cmd.currency.empty() && !ledger::is_valid_currency(cmd.currency)) {
+    s.invalid(ex, "field \"currency\" must be three upper-case letters (ISO 4217), e.g. EUR");
+    return std::nullopt;
+  }
+  cmd.payload_json = ex->body;
+  cmd.request_hash = sha256_hex(ex->body);
+  cmd.request_id = ex->request_id;
+  return cmd;
+}
+
+// {"eventId","transactionId","duplicate"}: the same for every delivery of the event.
+void answer_event(handler_support& s, const exchange_ptr& ex, const std::string& event_id, const actors::money_result& r) {
+  if (r.outcome != ledger::error_code::ok) return s.fail(ex, r.outcome, r.detail, r.retry_after_s);
+  boost::json::object o;
+  o["eventId"] = event_id;
+  const auto receipt = boost::json::parse(r.body);
+  o["transactionId"] = receipt.as_object().at("transactionId");
+  o["duplicate"] = r.replayed;
+  ex->respond(json_reply(200, o));
+}
+
+void provider_event(handler_support& s, const exchange_ptr& ex) {
+  if (ex->wallet_signature.empty()) return bad_signature(s, ex);
+  auto object = s.body(ex);
+  if (!object) return;
+  auto cmd = read_event(s, ex, *object);
+  if (!cmd) return;
+  if (!is_valid_provider_name(cmd->provider)) return bad_signature(s, ex);
+  const auto name = cmd->provider;
+  s.service.find_provider(name, [&s, ex, cmd = std::move(*cmd)](
+                                    actors::query_result<std::optional<actors::provider_view>> r) mutable {
+    if (r.outcome != ledger::error_code::ok) return s.unavailable(ex, r.outcome, r.detail);
+    const auto now = std::chrono::duration_cast<std::chrono::seconds>(
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count();
+    if (!r.value || !verify_signature(ex->wallet_signature, r.value->signing_secret, ex->body, now)) {
+      return bad_signature(s, ex);
+    }
+    const auto event_id = cmd.event_id;
+    s.service.provider_event(std::move(cmd), [&s, ex, event_id](actors::money_result result) {
+      answer_event(s, ex, event_id, result);
+    });
+  });
+}
+
+}  // namespace
+
+void add_provider_routes(router& r, handler_support& s) {
+  r.add({"POST", "/v1/providers", access::operator_, rate_class::read, param_kind::integer, false,
+         [&s](const exchange_ptr& ex, const principal&, const path_params&) { create_provider(s, ex); }});
+  r.add({"POST", "/v1/provider-events", access::provider, rate_class::none, param_kind::integer, false,
+         [&s](const exchange_ptr& ex, const principal&, const path_params&) { provider_event(s, ex); }});
+}
+
+}  // namespace api::handlers

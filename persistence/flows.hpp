@@ -1,0 +1,74 @@
+#pragma once
+
+// The reads and administrative writes of the money flows (migration 005): providers, the system
+// accounts the flows post to, deposits with what was refunded and charged back of them, and
+// withdrawals. The flows' money moves only through persistence/batch.hpp; each function here runs
+// its own short transaction on the connection it is given.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ledger/types.hpp"
+#include "persistence/pqxx_fwd.hpp"
+
+namespace persistence {
+
+// The system account with role `system_role` in `currency` (e.g. "clearing:stripe",
+// "pending_withdrawal", "fee_revenue", "chargeback_loss"), made on first use.
+ledger::account_id ensure_system_account(pqxx::connection& conn, const std::string& currency,
+                                         const std::string& system_role, bool allow_negative);
+
+struct provider_record {
+  std::int64_t id = 0;
+  std::string name;
+  ledger::principal_id principal_id = 0;
+  std::string signing_secret;  // empty: the provider sends no events
+  std::string created_at;
+};
+
+// Creates a provider and its principal; nullopt when the name is taken.
+std::optional<provider_record> create_provider(pqxx::connection& conn, const std::string& name,
+                                               const std::string& signing_secret);
+std::optional<provider_record> find_provider(pqxx::connection& conn, const std::string& name);
+std::vector<provider_record> list_providers(pqxx::connection& conn);
+
+struct deposit_record {
+  std::string transaction_id;
+  ledger::account_id account_id = 0;
+  std::int64_t provider_id = 0;
+  std::string provider;
+  std::string payment_id;  // empty: none
+  std::string currency;
+  ledger::amount_minor amount = 0;
+  ledger::amount_minor refunded = 0;
+  ledger::amount_minor charged_back = 0;
+  std::string chargeback_transaction_id;  // empty: none
+};
+
+std::optional<deposit_record> find_deposit(pqxx::connection& conn, const std::string& transaction_id);
+std::optional<deposit_record> find_deposit_by_payment(pqxx::connection& conn, std::int64_t provider_id,
+                                                      const std::string& payment_id);
+
+struct withdrawal_record {
+  std::string id;
+  ledger::account_id account_id = 0;
+  ledger::principal_id principal_id = 0;
+  std::int64_t provider_id = 0;
+  std::string provider;
+  std::string currency;
+  ledger::amount_minor amount = 0;
+  ledger::amount_minor fee = 0;
+  std::string destination;  // empty: none
+  std::string status;       // PENDING, PAID, FAILED
+  std::string transaction_id;
+  std::string settled_transaction_id;  // empty while PENDING
+  std::string provider_payment_id;     // empty: none
+  std::string created_at;
+  std::string settled_at;  // empty while PENDING
+};
+
+std::optional<withdrawal_record> find_withdrawal(pqxx::connection& conn, const std::string& id);
+
+}  // namespace persistence
