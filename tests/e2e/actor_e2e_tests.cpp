@@ -13,12 +13,13 @@
 
 namespace ts = test_support;
 using test_support::transfer_body;
-using test_support::concurrently;
 using namespace std::chrono_literals;
 
 namespace {
 
-std::int64_t metric(ts::http_client& c, const std::string& name) { return ts::metric_value(c, name); }
+std::int64_t metric(ts::http_client& c, const std::string& name) {
+  return static_cast<std::int64_t>(ts::metric_value(c, name));
+}
 
 std::int64_t live_actors(ts::http_client& c) { return metric(c, "wallet_account_actors_live"); }
 

@@ -12,11 +12,11 @@
 #include <thread>
 #include <vector>
 
-#include "tests/http/helpers.hpp"
+#include "tests/support/net.hpp"
+#include "tests/support/services.hpp"
 #include "tests/support/support.hpp"
 
 namespace ts = test_support;
-namespace ht = http_test;
 using namespace std::chrono_literals;
 
 namespace {
@@ -153,7 +153,7 @@ TEST_F(HttpShutdownUnderLoad, SigtermWhileRequestsFlowExitsZero) {
 // timeout, no shutdown grace): the HTTP threads stop with those checks pending, the limiter
 // delivers them while the routes and the service still exist, and the process exits 0.
 TEST_F(HttpShutdownUnderLoad, SigtermWithRateLimitChecksPendingExitsZero) {
-  ht::redis_child redis(ts::free_port());
+  ts::redis_process redis(ts::free_port());
   redis.start();
   auto o = options();
   o.env["WALLET_REDIS_URL"] = redis.url();
