@@ -21,14 +21,8 @@ namespace {
 constexpr int k_polls_max = 600;
 constexpr std::chrono::milliseconds k_poll{50};
 
+// Limits no test here meets: the default of the fixture.
 class ReconcileE2E : public ts::shared_server_test<ReconcileE2E> {
- public:
-  static ts::server_process::options options() {
-    ts::server_process::options o;
-    o.env = ts::unlimited_rates();
-    return o;
-  }
-
  protected:
   // POSTs until this caller starts a run of its own (a run of someone else's in progress is
   // waited out first); returns the 202 answer.
