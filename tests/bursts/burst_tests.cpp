@@ -4,7 +4,6 @@
 
 #include <boost/json.hpp>
 #include <gtest/gtest.h>
-#include <pqxx/pqxx>
 
 #include <algorithm>
 #include <atomic>
@@ -20,7 +19,6 @@
 
 namespace ts = test_support;
 using test_support::transfer_body;
-using test_support::backends_blocked_by;
 using namespace std::chrono_literals;
 
 namespace {
@@ -99,17 +97,12 @@ int count_status(const std::vector<outcome>& v, int status) {
   return static_cast<int>(std::count_if(v.begin(), v.end(), [&](const outcome& o) { return o.status == status; }));
 }
 
-std::string key_list(const std::vector<std::string>& keys) {
-  std::string out = "ARRAY[";
-  for (std::size_t i = 0; i < keys.size(); ++i) out += (i > 0 ? ",'" : "'") + keys[i] + "'";
-  return out + "]::text[]";
-}
-
 // Journal transactions of `principal` under any of `keys`.
 int journal_count(std::int64_t principal, const std::vector<std::string>& keys) {
   if (keys.empty()) return 0;
   return std::stoi(ts::query_value("SELECT count(*) FROM journal_transaction WHERE principal_id = " +
-                                   std::to_string(principal) + " AND idempotency_key = ANY(" + key_list(keys) + ")"));
+                                   std::to_string(principal) +
+                                   " AND idempotency_key = ANY(" + ts::sql_text_array(keys) + ")"));
 }
 
 // A fresh operator for one test: its rate-limit counters in the shared Redis start empty
@@ -524,13 +517,9 @@ TEST(Shedding, GlobalInflightBoundAnswers503ServerBusy) {
   ASSERT_EQ(from.size(), 2u);
   for (auto account : from) ts::deposit(c, op.key, account, 1000);
 
-  pqxx::connection owner(ts::owner_database_url());
-  pqxx::work lock(owner);
   // The payee's row too: both writers credit it, and whichever locked it first would otherwise
   // be the one the other waits for.
-  lock.exec("SELECT id FROM account WHERE id IN (" + std::to_string(from[0]) + "," + std::to_string(from[1]) + "," +
-            std::to_string(to) + ") FOR UPDATE");
-  const int lock_pid = owner.backendpid();
+  ts::account_lock lock({from[0], from[1], to});
   std::vector<std::string> keys{ts::unique_key("stalled"), ts::unique_key("stalled")};
   std::vector<std::future<ts::response>> stalled;
   for (int i = 0; i < 2; ++i) {
@@ -540,7 +529,7 @@ TEST(Shedding, GlobalInflightBoundAnswers503ServerBusy) {
                          keys[static_cast<std::size_t>(i)]);
     }));
   }
-  ASSERT_TRUE(ts::eventually([&] { return backends_blocked_by(lock_pid) >= 2; }, 15s, 20ms))
+  ASSERT_TRUE(ts::eventually([&] { return lock.waiters() >= 2; }, 15s, 20ms))
       << "the two transfers did not both reach the database";
 
   for (int i = 0; i < 3; ++i) {
@@ -555,7 +544,7 @@ TEST(Shedding, GlobalInflightBoundAnswers503ServerBusy) {
   }
   EXPECT_EQ(c.request("GET", "/healthz").status, 200);
 
-  lock.abort();
+  lock.release();
   for (auto& f : stalled) {
     auto r = f.get();
     EXPECT_EQ(r.status, 201) << r.body;
@@ -591,17 +580,14 @@ TEST(Shedding, WriterQueueBoundAnswers503WriterBusy) {
   const auto to = ts::create_account(c, op.key, payee.id);
   const std::string queued = "wallet_writer_postings_queued";
 
-  pqxx::connection owner(ts::owner_database_url());
-  pqxx::work lock(owner);
-  lock.exec("SELECT id FROM account WHERE id = " + std::to_string(accounts[0]) + " FOR UPDATE");
-  const int lock_pid = owner.backendpid();
+  ts::account_lock lock({accounts[0]});
   std::vector<std::string> keys{ts::unique_key("queued"), ts::unique_key("queued")};
   std::vector<std::future<ts::response>> waiting;
   waiting.push_back(std::async(std::launch::async, [&] {
     ts::http_client client(server.port(), 60s);
     return client.post("/v1/transfers", payers[0].key, transfer_body(accounts[0], to, 100), keys[0]);
   }));
-  ASSERT_TRUE(ts::eventually([&] { return backends_blocked_by(lock_pid) >= 1; }, 15s, 20ms));
+  ASSERT_TRUE(ts::eventually([&] { return lock.waiters() >= 1; }, 15s, 20ms));
   waiting.push_back(std::async(std::launch::async, [&] {
     ts::http_client client(server.port(), 60s);
     return client.post("/v1/transfers", payers[1].key, transfer_body(accounts[1], to, 100), keys[1]);
@@ -624,7 +610,7 @@ TEST(Shedding, WriterQueueBoundAnswers503WriterBusy) {
   EXPECT_EQ(journal_count(payers[2].id, {refused_key}), 0);
   EXPECT_EQ(journal_count(op.id, {deposit_key}), 0);
 
-  lock.abort();
+  lock.release();
   for (auto& f : waiting) {
     auto r = f.get();
     EXPECT_EQ(r.status, 201) << r.body;
@@ -644,25 +630,22 @@ TEST(Shedding, WriterQueueBoundAnswers503WriterBusy) {
 class stalled_reader {
  public:
   stalled_reader(const ts::server_process& server, const std::string& operator_key, std::int64_t account)
-      : owner_(ts::owner_database_url()), lock_(owner_) {
-    lock_.exec("SELECT id FROM account WHERE id = " + std::to_string(account) + " FOR UPDATE");
-    const int lock_pid = owner_.backendpid();
+      : lock_({account}) {
     freeze_ = std::async(std::launch::async, [port = server.port(), operator_key, account] {
       ts::http_client client(port, 60s);
       return client.post("/v1/accounts/" + std::to_string(account) + "/freeze", operator_key, "{}");
     });
-    stalled_ = ts::eventually([&] { return backends_blocked_by(lock_pid) >= 1; }, 15s, 20ms);
+    stalled_ = ts::eventually([&] { return lock_.waiters() >= 1; }, 15s, 20ms);
   }
   bool stalled() const { return stalled_; }
   // Releases the lock and returns the freeze's answer.
   ts::response release() {
-    lock_.abort();
+    lock_.release();
     return freeze_.get();
   }
 
  private:
-  pqxx::connection owner_;
-  pqxx::work lock_;
+  ts::account_lock lock_;
   std::future<ts::response> freeze_;
   bool stalled_ = false;
 };
@@ -775,9 +758,9 @@ class RowLock : public ts::shared_server_test<RowLock> {
     ts::deposit(c, op_.key, from_, amount);
   }
 
-  // Sends the transfer while the payer's row is locked; asserts the in-time 503 and returns it.
-  ts::response stalled_transfer(pqxx::work& lock, const std::string& key) {
-    lock.exec("SELECT id FROM account WHERE id = " + std::to_string(from_) + " FOR UPDATE");
+  // Sends the transfer while the caller holds the payer's row lock (an account_lock on from_);
+  // asserts the in-time 503 and returns it.
+  ts::response stalled_transfer(const std::string& key) {
     ts::http_client c(server_->port(), 30s);
     const auto started = clock::now();
     auto r = c.post("/v1/transfers", payer_.key, transfer_body(from_, to_, amount), key);
@@ -805,16 +788,14 @@ class RowLock : public ts::shared_server_test<RowLock> {
 // moved exactly once, and a different body under the key is refused.
 TEST_F(RowLock, StalledPastDeadlineThenCommittedRetryReturnsTheTrueOutcome) {
   const std::string key = ts::unique_key("rowlock-commit");
-  pqxx::connection owner(ts::owner_database_url());
   {
-    pqxx::work lock(owner);
-    stalled_transfer(lock, key);
+    ts::account_lock lock({from_});
+    stalled_transfer(key);
     EXPECT_EQ(journal_for(key), 0) << "committed while the row was locked";
-    lock.abort();
+    lock.release();
   }
   // The writer's batch was waiting for the lock and now commits.
-  const auto deadline = clock::now() + 10s;
-  while (journal_for(key) == 0 && clock::now() < deadline) std::this_thread::sleep_for(20ms);
+  ts::eventually([&] { return journal_for(key) != 0; }, 10s, 20ms);
   ASSERT_EQ(journal_for(key), 1);
 
   ts::http_client c(server_->port());
@@ -837,19 +818,17 @@ TEST_F(RowLock, StalledPastDeadlineThenCommittedRetryReturnsTheTrueOutcome) {
 // second transfer. After the release, the key's true outcome is the original's 201.
 TEST_F(RowLock, RetryWhileTheOriginalIsStillStalledDoesNotGuess) {
   const std::string key = ts::unique_key("rowlock-early");
-  pqxx::connection owner(ts::owner_database_url());
   ts::response early;
   {
-    pqxx::work lock(owner);
-    stalled_transfer(lock, key);
+    ts::account_lock lock({from_});
+    stalled_transfer(key);
     // Past the original's HTTP deadline: its client has been told "outcome unknown" already.
     std::this_thread::sleep_for(300ms);
     ts::http_client c(server_->port(), 30s);
     early = c.post("/v1/transfers", payer_.key, transfer_body(from_, to_, amount), key);
-    lock.abort();
+    lock.release();
   }
-  const auto deadline = clock::now() + 10s;
-  while (journal_for(key) == 0 && clock::now() < deadline) std::this_thread::sleep_for(20ms);
+  ts::eventually([&] { return journal_for(key) != 0; }, 10s, 20ms);
   ts::http_client c(server_->port());
   auto settled = c.post("/v1/transfers", payer_.key, transfer_body(from_, to_, amount), key);
   EXPECT_EQ(settled.status, 201) << settled.body;
@@ -864,15 +843,14 @@ TEST_F(RowLock, RetryWhileTheOriginalIsStillStalledDoesNotGuess) {
 // as a fresh 201.
 TEST_F(RowLock, StalledPastLockTimeoutRolledBackRetryCommitsOnce) {
   const std::string key = ts::unique_key("rowlock-rollback");
-  pqxx::connection owner(ts::owner_database_url());
   {
-    pqxx::work lock(owner);
-    stalled_transfer(lock, key);
+    ts::account_lock lock({from_});
+    stalled_transfer(key);
     // Hold the lock until the writer's wait has hit lock_timeout (counted from when it began
     // to wait, shortly after the request arrived) and the batch has been rolled back.
     std::this_thread::sleep_for(std::chrono::milliseconds(lock_timeout_ms - deadline_ms + 1000));
     EXPECT_EQ(journal_for(key), 0);
-    lock.abort();
+    lock.release();
   }
   EXPECT_EQ(journal_for(key), 0) << "the timed-out batch must not have committed";
 
@@ -958,8 +936,7 @@ TEST(Shedding, DatabaseOutageUnderLoadRecoversWithoutRestart) {
   EXPECT_EQ(code_of(ready), "database_unavailable") << ready.body;
   relay.restore();
   restored = true;
-  const auto recover_deadline = clock::now() + 30s;
-  while (created_after_restore.load() < 20 && clock::now() < recover_deadline) std::this_thread::sleep_for(50ms);
+  ts::eventually([&] { return created_after_restore.load() >= 20; }, 30s, 50ms);
   stop = true;
   for (auto& t : clients) t.join();
   ASSERT_GE(created_after_restore.load(), 20) << "service did not recover after the database came back";

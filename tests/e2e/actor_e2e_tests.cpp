@@ -2,7 +2,6 @@
 // live actors is bounded.
 
 #include <gtest/gtest.h>
-#include <pqxx/pqxx>
 
 #include <atomic>
 #include <map>
@@ -227,14 +226,11 @@ TEST(AccountActors, TheSweeperKeepsOneSweepPerAccountInFlight) {
   ASSERT_NE(p % 2, m % 2);
   ts::deposit(c, op, p, 1000);
 
-  pqxx::connection owner(ts::owner_database_url());
-  pqxx::work lock(owner);
-  lock.exec("SELECT id FROM account WHERE id = " + std::to_string(m) + " FOR UPDATE");
-  const int lock_pid = owner.backendpid();
+  ts::account_lock lock({m});
   for (int i = 0; i < 20; ++i) {
     ASSERT_EQ(c.post("/v1/transfers", payer.key, transfer_body(p, m, 10), ts::unique_key("pay")).status, 201);
   }
-  ASSERT_TRUE(ts::eventually([&] { return ts::backends_blocked_by(lock_pid) >= 1; })) << "no sweep reached the lock";
+  ASSERT_TRUE(ts::eventually([&] { return lock.waiters() >= 1; })) << "no sweep reached the lock";
   const auto ticks = metric(c, "wallet_sweeper_ticks_total");
   ASSERT_TRUE(ts::eventually([&] { return metric(c, "wallet_sweeper_ticks_total") >= ticks + 25; }));
   EXPECT_LE(metric(c, "wallet_writer_postings_queued"), shards);
@@ -242,7 +238,7 @@ TEST(AccountActors, TheSweeperKeepsOneSweepPerAccountInFlight) {
   // Payments still go through while the sweep waits.
   EXPECT_EQ(c.post("/v1/transfers", payer.key, transfer_body(p, m, 10), ts::unique_key("pay")).status, 201);
 
-  lock.abort();
+  lock.release();
   ASSERT_TRUE(ts::eventually([&] { return metric(c, "wallet_writer_postings_queued") == 0; }));
   EXPECT_EQ(ts::balance(c, merchant.key, m), 210);
   EXPECT_EQ(ts::balance(c, payer.key, p), 790);

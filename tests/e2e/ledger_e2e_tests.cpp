@@ -1,7 +1,6 @@
 // End-to-end tests of the ledger over HTTP: a real wallet-server, PostgreSQL and Redis.
 
 #include <gtest/gtest.h>
-#include <pqxx/pqxx>
 
 #include <cstdio>
 #include <future>
@@ -68,9 +67,7 @@ TEST_F(LedgerE2E, AvailableExcludesDebitsInFlight) {
   ts::http_client c(port());
   const auto [alice, bob, a, b] = two_parties(c);
   ts::deposit(c, op(), a, 1000);
-  pqxx::connection owner(ts::owner_database_url());
-  pqxx::work lock(owner);
-  lock.exec("SELECT 1 FROM account WHERE id = " + std::to_string(b) + " FOR UPDATE");
+  ts::account_lock lock({b});
   auto pending = std::async(std::launch::async, [&] {
     ts::http_client client(port());
     return client.post("/v1/transfers", alice.key, transfer_body(a, b, 300), ts::unique_key("inflight"));
@@ -85,7 +82,7 @@ TEST_F(LedgerE2E, AvailableExcludesDebitsInFlight) {
   }
   EXPECT_EQ(available, "700");
   EXPECT_EQ(balance, "1000");
-  lock.abort();
+  lock.release();
   auto done = pending.get();
   EXPECT_EQ(done.status, 201) << done.body;
   auto account = c.get("/v1/accounts/" + std::to_string(a), alice.key).json();

@@ -4,7 +4,6 @@
 
 #include <boost/json.hpp>
 #include <gtest/gtest.h>
-#include <pqxx/pqxx>
 
 #include <atomic>
 #include <csignal>
@@ -19,7 +18,6 @@
 
 namespace ts = test_support;
 using test_support::transfer_body;
-using test_support::backends_blocked_by;
 using namespace std::chrono_literals;
 
 namespace {
@@ -440,10 +438,7 @@ TEST(HttpShutdown, RequestInFlightAtSigtermCompletes) {
   const auto b = ts::create_account(c, server->operator_key(), bob.id);
   ts::deposit(c, server->operator_key(), a, 5000);
 
-  pqxx::connection owner(ts::owner_database_url());
-  pqxx::work lock(owner);
-  lock.exec("SELECT id FROM account WHERE id = " + std::to_string(a) + " FOR UPDATE");
-  const int lock_pid = owner.backendpid();
+  ts::account_lock lock({a});
 
   const std::string key = ts::unique_key("shutdown");
   // A client with a kept-alive connection, opened before SIGTERM.
@@ -454,11 +449,7 @@ TEST(HttpShutdown, RequestInFlightAtSigtermCompletes) {
     return client.post("/v1/transfers", alice.key, transfer_body(a, b, 1200), key);
   });
   // The transfer is in flight once the ledger writer waits on our lock.
-  const auto wait_deadline = std::chrono::steady_clock::now() + 15s;
-  while (backends_blocked_by(lock_pid) == 0 && std::chrono::steady_clock::now() < wait_deadline) {
-    std::this_thread::sleep_for(20ms);
-  }
-  ASSERT_GE(backends_blocked_by(lock_pid), 1) << "the transfer never reached the database";
+  ASSERT_TRUE(ts::eventually([&] { return lock.waiters() >= 1; }, 15s, 20ms)) << "the transfer never reached the database";
 
   auto exit_code = std::async(std::launch::async, [&] { return server->terminate(60s); });
   // Draining: new connections are refused while the transfer is still waiting.
@@ -484,7 +475,7 @@ TEST(HttpShutdown, RequestInFlightAtSigtermCompletes) {
   ASSERT_EQ(transfer.wait_for(0ms), std::future_status::timeout) << "the transfer ended before the lock was released";
   ASSERT_EQ(exit_code.wait_for(0ms), std::future_status::timeout) << "the server exited with a request in flight";
 
-  lock.abort();
+  lock.release();
   auto r = transfer.get();
   EXPECT_EQ(r.status, 201) << r.body;
   EXPECT_EQ(lower(r.header("Connection")), "close");

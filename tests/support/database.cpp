@@ -30,6 +30,12 @@ std::string sql_literal(const std::string& text) {
   return out + "'";
 }
 
+std::string sql_text_array(const std::vector<std::string>& texts) {
+  std::string out = "ARRAY[";
+  for (std::size_t i = 0; i < texts.size(); ++i) out += (i > 0 ? "," : "") + sql_literal(texts[i]);
+  return out + "]::text[]";
+}
+
 int backends_blocked_by(int blocker_pid) {
   return std::stoi(query_value(
       "WITH RECURSIVE waiting(pid) AS ("
@@ -38,5 +44,23 @@ int backends_blocked_by(int blocker_pid) {
       "  SELECT a.pid FROM pg_stat_activity a JOIN waiting w ON w.pid = ANY(pg_blocking_pids(a.pid))"
       ") SELECT count(*) FROM waiting"));
 }
+
+struct account_lock::impl {
+  pqxx::connection connection{owner_database_url()};
+  pqxx::work transaction{connection};
+  int backend_pid = connection.backendpid();
+};
+
+account_lock::account_lock(const std::vector<std::int64_t>& accounts) : impl_(std::make_unique<impl>()) {
+  std::string ids;
+  for (const auto account : accounts) ids += (ids.empty() ? "" : ",") + std::to_string(account);
+  impl_->transaction.exec("SELECT id FROM account WHERE id IN (" + ids + ") FOR UPDATE");
+}
+
+account_lock::~account_lock() = default;
+
+int account_lock::waiters() const { return backends_blocked_by(impl_->backend_pid); }
+
+void account_lock::release() { impl_->transaction.abort(); }
 
 }  // namespace test_support
