@@ -41,9 +41,10 @@ constexpr int write_burst = 5;
 
 // This suite does not test shutdown: a server that is slow to drain at the end of a test is
 // killed after 3 s, which is not the test's failure, instead of costing it the 30 s default.
-void stop_quickly(ts::server_process::options& o) {
+ts::server_process::options stopping_quickly(ts::server_process::options o) {
   o.stop_timeout = 3s;
   o.stop_timeout_fails = false;
+  return o;
 }
 
 struct outcome {
@@ -111,6 +112,16 @@ ts::principal fresh_operator(ts::http_client& c, const ts::server_process& serve
   return ts::create_principal(c, server.operator_key(), "operator");
 }
 
+// What most tests here start from: a server of their own with `o` (stopped quickly), a client to
+// it and a fresh operator.
+struct own_server {
+  explicit own_server(ts::server_process::options o)
+      : server(stopping_quickly(std::move(o))), c(server.port()), op(fresh_operator(c, server)) {}
+  ts::server_process server;
+  ts::http_client c;
+  ts::principal op;
+};
+
 // The checks every 429 must pass: problem+json rate_limited, Retry-After in whole seconds
 // within the window, RateLimit-Policy naming the limit and window, RateLimit with nothing
 // remaining and reset equal to Retry-After.
@@ -140,10 +151,8 @@ void expect_rate_limited(const outcome& o, int burst, int window_s) {
 TEST(RateLimit, ThreeTimesTheBurstLetsExactlyTheBurstThrough) {
   ts::server_process::options o;
   small_write_limits(o);
-  stop_quickly(o);
-  ts::server_process server(o);
-  ts::http_client c(server.port());
-  const auto op = fresh_operator(c, server);
+  own_server s(o);
+  auto& [server, c, op] = s;
   auto alice = ts::create_principal(c, op.key);
   auto bob = ts::create_principal(c, op.key);
   const auto a = ts::create_account(c, op.key, alice.id);
@@ -205,9 +214,8 @@ TEST(RateLimit, ThreeTimesTheBurstLetsExactlyTheBurstThrough) {
 TEST(RateLimit, TwoServersShareOneAllowance) {
   ts::server_process::options o;
   small_write_limits(o);
-  stop_quickly(o);
-  ts::server_process first(o);
-  ts::server_process second(o);
+  ts::server_process first(stopping_quickly(o));
+  ts::server_process second(stopping_quickly(o));
   ts::http_client c(first.port());
   const auto op = fresh_operator(c, first);
   auto alice = ts::create_principal(c, op.key);
@@ -263,10 +271,8 @@ TEST_P(RedisOutage, FailsOpenToTheSameLimitsAndRecovers) {
   small_write_limits(o);
   o.env["WALLET_REDIS_URL"] = redis.url();
   o.env["WALLET_REDIS_RETRY_INTERVAL_MS"] = "200";
-  stop_quickly(o);
-  ts::server_process server(o);
-  ts::http_client c(server.port());
-  const auto op = fresh_operator(c, server);
+  own_server s(o);
+  auto& [server, c, op] = s;
   auto alice = ts::create_principal(c, op.key);
   auto carol = ts::create_principal(c, op.key);
   const auto a = ts::create_account(c, op.key, alice.id);
@@ -378,10 +384,8 @@ TEST_P(AccountFlood, ExcessGets503AccountBusyAndEveryAcceptedOneCommits) {
   generous_limits(o);
   o.env["WALLET_ACTORS_ACCOUNT_INFLIGHT_MAX"] = "2";
   o.env["WALLET_WRITER_BATCH_WAIT_US"] = "100000";
-  stop_quickly(o);
-  ts::server_process server(o);
-  ts::http_client c(server.port());
-  const auto op = fresh_operator(c, server);
+  own_server s(o);
+  auto& [server, c, op] = s;
   auto payer = ts::create_principal(c, op.key, "merchant");
   auto payee = ts::create_principal(c, op.key);
   const auto from = ts::create_account(c, op.key, payer.id, "EUR", shards);
@@ -499,10 +503,8 @@ TEST(Shedding, GlobalInflightBoundAnswers503ServerBusy) {
   patient_database(o);
   o.env["WALLET_ADMISSION_INFLIGHT_REQUESTS_MAX"] = "2";
   o.env["WALLET_WRITER_COUNT"] = "2";
-  stop_quickly(o);
-  ts::server_process server(o);
-  ts::http_client c(server.port());
-  const auto op = fresh_operator(c, server);
+  own_server s(o);
+  auto& [server, c, op] = s;
   auto payer = ts::create_principal(c, op.key);
   auto payee = ts::create_principal(c, op.key);
   const auto to = ts::create_account(c, op.key, payee.id);
@@ -565,10 +567,8 @@ TEST(Shedding, WriterQueueBoundAnswers503WriterBusy) {
   patient_database(o);
   o.env["WALLET_WRITER_COUNT"] = "1";
   o.env["WALLET_WRITER_QUEUE_POSTINGS_MAX"] = "2";
-  stop_quickly(o);
-  ts::server_process server(o);
-  ts::http_client c(server.port());
-  const auto op = fresh_operator(c, server);
+  own_server s(o);
+  auto& [server, c, op] = s;
   std::vector<ts::principal> payers;
   std::vector<std::int64_t> accounts;
   for (int i = 0; i < 3; ++i) {
@@ -661,10 +661,8 @@ TEST(Shedding, ARefusalWhoseKeyCannotBeCheckedIsNotFinal) {
   patient_database(o);
   o.env["WALLET_DATABASE_READERS"] = "1";
   o.env["WALLET_DATABASE_CONNECTION_WAIT_MS"] = "100";
-  stop_quickly(o);
-  ts::server_process server(o);
-  ts::http_client c(server.port());
-  const auto op = fresh_operator(c, server);
+  own_server s(o);
+  auto& [server, c, op] = s;
   auto alice = ts::create_principal(c, op.key);
   auto bob = ts::create_principal(c, op.key);
   const auto a = ts::create_account(c, op.key, alice.id);
@@ -700,10 +698,8 @@ TEST(Shedding, ReadQueuedBehindBusyReadersAnswers503WithinConnectionWait) {
   patient_database(o);
   o.env["WALLET_DATABASE_READERS"] = "1";
   o.env["WALLET_DATABASE_CONNECTION_WAIT_MS"] = "300";
-  stop_quickly(o);
-  ts::server_process server(o);
-  ts::http_client c(server.port());
-  const auto op = fresh_operator(c, server);
+  own_server s(o);
+  auto& [server, c, op] = s;
   auto user = ts::create_principal(c, op.key);
   const auto stalled_account = ts::create_account(c, op.key, user.id);
   const auto other_account = ts::create_account(c, op.key, user.id);
@@ -741,10 +737,9 @@ class RowLock : public ts::shared_server_test<RowLock> {
   static ts::server_process::options options() {
     ts::server_process::options o;
     generous_limits(o);
-    stop_quickly(o);
     o.env["WALLET_HTTP_REQUEST_DEADLINE_MS"] = std::to_string(deadline_ms);
     o.env["WALLET_DATABASE_LOCK_TIMEOUT_MS"] = std::to_string(lock_timeout_ms);
-    return o;
+    return stopping_quickly(o);
   }
 
  protected:
@@ -893,10 +888,8 @@ TEST(Shedding, DatabaseOutageUnderLoadRecoversWithoutRestart) {
   o.env["WALLET_DATABASE_URL"] = "postgresql://wallet_app@127.0.0.1:" + std::to_string(relay.port()) + "/wallet";
   o.env["WALLET_DATABASE_RECONNECT_BACKOFF_MS"] = "200";
   o.env["WALLET_HTTP_REQUEST_DEADLINE_MS"] = std::to_string(deadline_ms);
-  stop_quickly(o);
-  ts::server_process server(o);
-  ts::http_client c(server.port());
-  const auto op = fresh_operator(c, server);
+  own_server s(o);
+  auto& [server, c, op] = s;
   auto payer = ts::create_principal(c, op.key);
   auto payee = ts::create_principal(c, op.key);
   const auto from = ts::create_account(c, op.key, payer.id);
