@@ -4,7 +4,6 @@
 
 #include <boost/json.hpp>
 #include <gtest/gtest.h>
-#include <pqxx/pqxx>
 
 #include <algorithm>
 #include <atomic>
@@ -14,14 +13,12 @@
 #include <set>
 #include <thread>
 
-#include "tests/http/helpers.hpp"
+#include "tests/support/net.hpp"
+#include "tests/support/services.hpp"
 #include "tests/support/support.hpp"
 
 namespace ts = test_support;
 using test_support::transfer_body;
-using test_support::concurrently;
-using test_support::backends_blocked_by;
-namespace ht = http_test;
 using namespace std::chrono_literals;
 
 namespace {
@@ -41,6 +38,14 @@ void small_write_limits(ts::server_process::options& o) {
   o.env["WALLET_RATELIMIT_BURST"] = "5";
 }
 constexpr int write_burst = 5;
+
+// This suite does not test shutdown: a server that is slow to drain at the end of a test is
+// killed after 3 s, which is not the test's failure, instead of costing it the 30 s default.
+ts::server_process::options stopping_quickly(ts::server_process::options o) {
+  o.stop_timeout = 3s;
+  o.stop_timeout_fails = false;
+  return o;
+}
 
 struct outcome {
   int status = 0;
@@ -76,7 +81,7 @@ std::vector<outcome> fire_together(int port, int count, Send send) {
       const auto started = clock::now();
       auto [key, r] = send(client, i);
       auto& o = out[static_cast<std::size_t>(i)];
-      o.latency_ms = ht::elapsed_ms(started);
+      o.latency_ms = ts::elapsed_ms(started);
       o.status = r.status;
       o.code = code_of(r);
       o.key = key;
@@ -93,28 +98,12 @@ int count_status(const std::vector<outcome>& v, int status) {
   return static_cast<int>(std::count_if(v.begin(), v.end(), [&](const outcome& o) { return o.status == status; }));
 }
 
-std::string key_list(const std::vector<std::string>& keys) {
-  std::string out = "ARRAY[";
-  for (std::size_t i = 0; i < keys.size(); ++i) out += (i > 0 ? ",'" : "'") + keys[i] + "'";
-  return out + "]::text[]";
-}
-
 // Journal transactions of `principal` under any of `keys`.
 int journal_count(std::int64_t principal, const std::vector<std::string>& keys) {
   if (keys.empty()) return 0;
   return std::stoi(ts::query_value("SELECT count(*) FROM journal_transaction WHERE principal_id = " +
-                                   std::to_string(principal) + " AND idempotency_key = ANY(" + key_list(keys) + ")"));
-}
-
-std::string metrics_page(int port) {
-  ts::http_client c(port, 10s);
-  auto r = c.request("GET", "/metrics");
-  EXPECT_EQ(r.status, 200);
-  return r.body;
-}
-
-double metric_or_zero(int port, const std::string& series) {
-  return ht::metric(metrics_page(port), series).value_or(0);
+                                   std::to_string(principal) +
+                                   " AND idempotency_key = ANY(" + ts::sql_text_array(keys) + ")"));
 }
 
 // A fresh operator for one test: its rate-limit counters in the shared Redis start empty
@@ -122,6 +111,16 @@ double metric_or_zero(int port, const std::string& series) {
 ts::principal fresh_operator(ts::http_client& c, const ts::server_process& server) {
   return ts::create_principal(c, server.operator_key(), "operator");
 }
+
+// What most tests here start from: a server of their own with `o` (stopped quickly), a client to
+// it and a fresh operator.
+struct own_server {
+  explicit own_server(ts::server_process::options o)
+      : server(stopping_quickly(std::move(o))), c(server.port()), op(fresh_operator(c, server)) {}
+  ts::server_process server;
+  ts::http_client c;
+  ts::principal op;
+};
 
 // The checks every 429 must pass: problem+json rate_limited, Retry-After in whole seconds
 // within the window, RateLimit-Policy naming the limit and window, RateLimit with nothing
@@ -152,10 +151,8 @@ void expect_rate_limited(const outcome& o, int burst, int window_s) {
 TEST(RateLimit, ThreeTimesTheBurstLetsExactlyTheBurstThrough) {
   ts::server_process::options o;
   small_write_limits(o);
-  ts::server_process server(o);
-  ht::stop_servers_first stop_first;
-  ts::http_client c(server.port());
-  const auto op = fresh_operator(c, server);
+  own_server s(o);
+  auto& [server, c, op] = s;
   auto alice = ts::create_principal(c, op.key);
   auto bob = ts::create_principal(c, op.key);
   const auto a = ts::create_account(c, op.key, alice.id);
@@ -217,9 +214,8 @@ TEST(RateLimit, ThreeTimesTheBurstLetsExactlyTheBurstThrough) {
 TEST(RateLimit, TwoServersShareOneAllowance) {
   ts::server_process::options o;
   small_write_limits(o);
-  ts::server_process first(o);
-  ts::server_process second(o);
-  ht::stop_servers_first stop_first;
+  ts::server_process first(stopping_quickly(o));
+  ts::server_process second(stopping_quickly(o));
   ts::http_client c(first.port());
   const auto op = fresh_operator(c, first);
   auto alice = ts::create_principal(c, op.key);
@@ -228,8 +224,8 @@ TEST(RateLimit, TwoServersShareOneAllowance) {
   const auto b = ts::create_account(c, op.key, bob.id);
   ts::deposit(c, op.key, a, 10000);
   const std::string redis_decisions = "wallet_ratelimit_redis_decisions_total";
-  const double first_before = metric_or_zero(first.port(), redis_decisions);
-  const double second_before = metric_or_zero(second.port(), redis_decisions);
+  const double first_before = ts::metric_value(first.port(), redis_decisions, 0);
+  const double second_before = ts::metric_value(second.port(), redis_decisions, 0);
 
   const int per_server = 2 * write_burst;
   std::vector<outcome> results;
@@ -253,8 +249,8 @@ TEST(RateLimit, TwoServersShareOneAllowance) {
     if (r.status == 429) expect_rate_limited(r, write_burst, 5);
   }
   // Both processes decided in Redis (not in process, which would allow a burst each).
-  EXPECT_GE(metric_or_zero(first.port(), redis_decisions), first_before + per_server);
-  EXPECT_GE(metric_or_zero(second.port(), redis_decisions), second_before + per_server);
+  EXPECT_GE(ts::metric_value(first.port(), redis_decisions, 0), first_before + per_server);
+  EXPECT_GE(ts::metric_value(second.port(), redis_decisions, 0), second_before + per_server);
   EXPECT_EQ(ts::balance(c, alice.key, a), 10000 - write_burst);
 }
 
@@ -269,16 +265,14 @@ class RedisOutage : public ::testing::TestWithParam<redis_outage> {};
 // is counted in /metrics; Redis back: decisions are made in Redis again.
 TEST_P(RedisOutage, FailsOpenToTheSameLimitsAndRecovers) {
   const bool paused = GetParam() == redis_outage::paused;
-  ht::redis_child redis(ts::free_port());
+  ts::redis_process redis(ts::free_port());
   redis.start();
   ts::server_process::options o;
   small_write_limits(o);
   o.env["WALLET_REDIS_URL"] = redis.url();
   o.env["WALLET_REDIS_RETRY_INTERVAL_MS"] = "200";
-  ts::server_process server(o);
-  ht::stop_servers_first stop_first;
-  ts::http_client c(server.port());
-  const auto op = fresh_operator(c, server);
+  own_server s(o);
+  auto& [server, c, op] = s;
   auto alice = ts::create_principal(c, op.key);
   auto carol = ts::create_principal(c, op.key);
   const auto a = ts::create_account(c, op.key, alice.id);
@@ -298,7 +292,7 @@ TEST_P(RedisOutage, FailsOpenToTheSameLimitsAndRecovers) {
       while (!stop) {
         const auto started = clock::now();
         auto r = client.get("/v1/accounts/" + std::to_string(a), alice.key);
-        const auto ms = ht::elapsed_ms(started);
+        const auto ms = ts::elapsed_ms(started);
         long long seen = slowest_ms.load();
         while (ms > seen && !slowest_ms.compare_exchange_weak(seen, ms)) {
         }
@@ -311,36 +305,31 @@ TEST_P(RedisOutage, FailsOpenToTheSameLimitsAndRecovers) {
       }
     });
   }
-  auto wait_for = [&](auto condition, std::chrono::seconds bound) {
-    const auto deadline = clock::now() + bound;
-    while (!condition() && clock::now() < deadline) std::this_thread::sleep_for(50ms);
-    return condition();
-  };
   const std::string redis_decisions = "wallet_ratelimit_redis_decisions_total";
   const std::string fallback_decisions = "wallet_ratelimit_fallback_decisions_total";
-  EXPECT_TRUE(wait_for([&] { return served.load() >= 50; }, 20s));
-  auto page = metrics_page(server.port());
-  EXPECT_GT(ht::metric(page, redis_decisions).value_or(0), 0) << page;
-  EXPECT_EQ(ht::metric(page, fallback_decisions).value_or(-1), 0) << page;
+  EXPECT_TRUE(ts::eventually([&] { return served.load() >= 50; }, 20s, 50ms));
+  auto page = ts::metrics_page(server.port());
+  EXPECT_GT(ts::metric(page, redis_decisions).value_or(0), 0) << page;
+  EXPECT_EQ(ts::metric(page, fallback_decisions).value_or(-1), 0) << page;
 
   if (paused) {
     redis.pause();
   } else {
-    redis.stop();
+    redis.kill();
   }
   const int served_at_kill = served.load();
-  EXPECT_TRUE(wait_for([&] { return served.load() >= served_at_kill + 100; }, 20s))
+  EXPECT_TRUE(ts::eventually([&] { return served.load() >= served_at_kill + 100; }, 20s, 50ms))
       << "requests stopped being served after Redis was killed";
-  page = metrics_page(server.port());
-  EXPECT_GT(ht::metric(page, fallback_decisions).value_or(0), 0) << page;
-  EXPECT_EQ(ht::metric(page, "wallet_ratelimit_fallback_active").value_or(0), 1) << page;
-  EXPECT_GE(ht::metric(page, "wallet_ratelimit_fallback_transitions_total").value_or(0), 1) << page;
+  page = ts::metrics_page(server.port());
+  EXPECT_GT(ts::metric(page, fallback_decisions).value_or(0), 0) << page;
+  EXPECT_EQ(ts::metric(page, "wallet_ratelimit_fallback_active").value_or(0), 1) << page;
+  EXPECT_GE(ts::metric(page, "wallet_ratelimit_fallback_transitions_total").value_or(0), 1) << page;
   {
     const auto started = clock::now();
     auto ready = c.request("GET", "/readyz");
     EXPECT_EQ(ready.status, 503) << ready.body;
     EXPECT_EQ(code_of(ready), "redis_unavailable") << ready.body;
-    EXPECT_LT(ht::elapsed_ms(started), 2000);
+    EXPECT_LT(ts::elapsed_ms(started), 2000);
   }
 
   // The in-process limiter keeps the same limits: a burst of three times the allowance.
@@ -359,10 +348,12 @@ TEST_P(RedisOutage, FailsOpenToTheSameLimitsAndRecovers) {
   } else {
     redis.start();
   }
-  const double redis_at_restart = metric_or_zero(server.port(), redis_decisions);
-  EXPECT_TRUE(wait_for([&] { return metric_or_zero(server.port(), redis_decisions) > redis_at_restart; }, 30s))
+  const double redis_at_restart = ts::metric_value(server.port(), redis_decisions, 0);
+  EXPECT_TRUE(ts::eventually(
+      [&] { return ts::metric_value(server.port(), redis_decisions, 0) > redis_at_restart; }, 30s, 50ms))
       << "rate limits were not counted in Redis again after it came back";
-  EXPECT_TRUE(wait_for([&] { return metric_or_zero(server.port(), "wallet_ratelimit_fallback_active") == 0; }, 10s));
+  EXPECT_TRUE(ts::eventually(
+      [&] { return ts::metric_value(server.port(), "wallet_ratelimit_fallback_active", 0) == 0; }, 10s, 50ms));
 
   stop = true;
   for (auto& t : readers) t.join();
@@ -393,10 +384,8 @@ TEST_P(AccountFlood, ExcessGets503AccountBusyAndEveryAcceptedOneCommits) {
   generous_limits(o);
   o.env["WALLET_ACTORS_ACCOUNT_INFLIGHT_MAX"] = "2";
   o.env["WALLET_WRITER_BATCH_WAIT_US"] = "100000";
-  ts::server_process server(o);
-  ht::stop_servers_first stop_first;
-  ts::http_client c(server.port());
-  const auto op = fresh_operator(c, server);
+  own_server s(o);
+  auto& [server, c, op] = s;
   auto payer = ts::create_principal(c, op.key, "merchant");
   auto payee = ts::create_principal(c, op.key);
   const auto from = ts::create_account(c, op.key, payer.id, "EUR", shards);
@@ -463,7 +452,7 @@ TEST(Shedding, DatabaseUnreachableAnswers503WithinTheBound) {
   auto check = [&](const char* what, auto send) {
     const auto started = clock::now();
     ts::response r = send(c);
-    const auto ms = ht::elapsed_ms(started);
+    const auto ms = ts::elapsed_ms(started);
     EXPECT_EQ(r.status, 503) << what << ": " << r.body;
     EXPECT_EQ(code_of(r), "database_unavailable") << what << ": " << r.body;
     EXPECT_GE(std::stoi(r.header("Retry-After").empty() ? "0" : r.header("Retry-After")), 1) << what;
@@ -497,14 +486,6 @@ TEST(Shedding, DatabaseUnreachableAnswers503WithinTheBound) {
   }
 }
 
-// Waits (bounded) until `condition()` holds; returns whether it does.
-template <typename Condition>
-bool eventually(Condition condition, std::chrono::milliseconds bound) {
-  const auto deadline = clock::now() + bound;
-  while (!condition() && clock::now() < deadline) std::this_thread::sleep_for(20ms);
-  return condition();
-}
-
 // Settings under which a held row lock stalls a writer for as long as the test wants.
 void patient_database(ts::server_process::options& o) {
   o.env["WALLET_DATABASE_LOCK_TIMEOUT_MS"] = "30000";
@@ -522,10 +503,8 @@ TEST(Shedding, GlobalInflightBoundAnswers503ServerBusy) {
   patient_database(o);
   o.env["WALLET_ADMISSION_INFLIGHT_REQUESTS_MAX"] = "2";
   o.env["WALLET_WRITER_COUNT"] = "2";
-  ts::server_process server(o);
-  ht::stop_servers_first stop_first;
-  ts::http_client c(server.port());
-  const auto op = fresh_operator(c, server);
+  own_server s(o);
+  auto& [server, c, op] = s;
   auto payer = ts::create_principal(c, op.key);
   auto payee = ts::create_principal(c, op.key);
   const auto to = ts::create_account(c, op.key, payee.id);
@@ -540,13 +519,9 @@ TEST(Shedding, GlobalInflightBoundAnswers503ServerBusy) {
   ASSERT_EQ(from.size(), 2u);
   for (auto account : from) ts::deposit(c, op.key, account, 1000);
 
-  pqxx::connection owner(ts::owner_database_url());
-  pqxx::work lock(owner);
   // The payee's row too: both writers credit it, and whichever locked it first would otherwise
   // be the one the other waits for.
-  lock.exec("SELECT id FROM account WHERE id IN (" + std::to_string(from[0]) + "," + std::to_string(from[1]) + "," +
-            std::to_string(to) + ") FOR UPDATE");
-  const int lock_pid = owner.backendpid();
+  ts::account_lock lock({from[0], from[1], to});
   std::vector<std::string> keys{ts::unique_key("stalled"), ts::unique_key("stalled")};
   std::vector<std::future<ts::response>> stalled;
   for (int i = 0; i < 2; ++i) {
@@ -556,7 +531,7 @@ TEST(Shedding, GlobalInflightBoundAnswers503ServerBusy) {
                          keys[static_cast<std::size_t>(i)]);
     }));
   }
-  ASSERT_TRUE(eventually([&] { return backends_blocked_by(lock_pid) >= 2; }, 15s))
+  ASSERT_TRUE(ts::eventually([&] { return lock.waiters() >= 2; }, 15s, 20ms))
       << "the two transfers did not both reach the database";
 
   for (int i = 0; i < 3; ++i) {
@@ -567,17 +542,18 @@ TEST(Shedding, GlobalInflightBoundAnswers503ServerBusy) {
     EXPECT_EQ(busy.status, 503) << busy.body;
     EXPECT_EQ(code_of(busy), "server_busy") << busy.body;
     EXPECT_GE(std::stoi(busy.header("Retry-After").empty() ? "0" : busy.header("Retry-After")), 1);
-    EXPECT_LT(ht::elapsed_ms(started), 2000);
+    EXPECT_LT(ts::elapsed_ms(started), 2000);
   }
   EXPECT_EQ(c.request("GET", "/healthz").status, 200);
 
-  lock.abort();
+  lock.release();
   for (auto& f : stalled) {
     auto r = f.get();
     EXPECT_EQ(r.status, 201) << r.body;
   }
   EXPECT_EQ(journal_count(payer.id, keys), 2);
-  EXPECT_TRUE(eventually([&] { return c.get("/v1/accounts/" + std::to_string(to), payee.key).status == 200; }, 5s));
+  EXPECT_TRUE(ts::eventually(
+      [&] { return c.get("/v1/accounts/" + std::to_string(to), payee.key).status == 200; }, 5s, 20ms));
   EXPECT_EQ(ts::balance(c, payee.key, to), 200);
 }
 
@@ -591,10 +567,8 @@ TEST(Shedding, WriterQueueBoundAnswers503WriterBusy) {
   patient_database(o);
   o.env["WALLET_WRITER_COUNT"] = "1";
   o.env["WALLET_WRITER_QUEUE_POSTINGS_MAX"] = "2";
-  ts::server_process server(o);
-  ht::stop_servers_first stop_first;
-  ts::http_client c(server.port());
-  const auto op = fresh_operator(c, server);
+  own_server s(o);
+  auto& [server, c, op] = s;
   std::vector<ts::principal> payers;
   std::vector<std::int64_t> accounts;
   for (int i = 0; i < 3; ++i) {
@@ -606,23 +580,20 @@ TEST(Shedding, WriterQueueBoundAnswers503WriterBusy) {
   const auto to = ts::create_account(c, op.key, payee.id);
   const std::string queued = "wallet_writer_postings_queued";
 
-  pqxx::connection owner(ts::owner_database_url());
-  pqxx::work lock(owner);
-  lock.exec("SELECT id FROM account WHERE id = " + std::to_string(accounts[0]) + " FOR UPDATE");
-  const int lock_pid = owner.backendpid();
+  ts::account_lock lock({accounts[0]});
   std::vector<std::string> keys{ts::unique_key("queued"), ts::unique_key("queued")};
   std::vector<std::future<ts::response>> waiting;
   waiting.push_back(std::async(std::launch::async, [&] {
     ts::http_client client(server.port(), 60s);
     return client.post("/v1/transfers", payers[0].key, transfer_body(accounts[0], to, 100), keys[0]);
   }));
-  ASSERT_TRUE(eventually([&] { return backends_blocked_by(lock_pid) >= 1; }, 15s));
+  ASSERT_TRUE(ts::eventually([&] { return lock.waiters() >= 1; }, 15s, 20ms));
   waiting.push_back(std::async(std::launch::async, [&] {
     ts::http_client client(server.port(), 60s);
     return client.post("/v1/transfers", payers[1].key, transfer_body(accounts[1], to, 100), keys[1]);
   }));
-  ASSERT_TRUE(eventually([&] { return metric_or_zero(server.port(), queued) >= 2; }, 15s))
-      << metrics_page(server.port());
+  ASSERT_TRUE(ts::eventually([&] { return ts::metric_value(server.port(), queued, 0) >= 2; }, 15s, 20ms))
+      << ts::metrics_page(server.port());
 
   const std::string refused_key = ts::unique_key("writer-busy");
   const auto started = clock::now();
@@ -630,7 +601,7 @@ TEST(Shedding, WriterQueueBoundAnswers503WriterBusy) {
   EXPECT_EQ(busy.status, 503) << busy.body;
   EXPECT_EQ(code_of(busy), "writer_busy") << busy.body;
   EXPECT_GE(std::stoi(busy.header("Retry-After").empty() ? "0" : busy.header("Retry-After")), 1);
-  EXPECT_LT(ht::elapsed_ms(started), 2000);
+  EXPECT_LT(ts::elapsed_ms(started), 2000);
   const std::string deposit_key = ts::unique_key("writer-busy-deposit");
   auto busy_deposit = c.post("/v1/deposits", op.key, R"({"accountId":)" + std::to_string(accounts[2]) + R"(,"amount":5})",
                              deposit_key);
@@ -639,7 +610,7 @@ TEST(Shedding, WriterQueueBoundAnswers503WriterBusy) {
   EXPECT_EQ(journal_count(payers[2].id, {refused_key}), 0);
   EXPECT_EQ(journal_count(op.id, {deposit_key}), 0);
 
-  lock.abort();
+  lock.release();
   for (auto& f : waiting) {
     auto r = f.get();
     EXPECT_EQ(r.status, 201) << r.body;
@@ -659,25 +630,22 @@ TEST(Shedding, WriterQueueBoundAnswers503WriterBusy) {
 class stalled_reader {
  public:
   stalled_reader(const ts::server_process& server, const std::string& operator_key, std::int64_t account)
-      : owner_(ts::owner_database_url()), lock_(owner_) {
-    lock_.exec("SELECT id FROM account WHERE id = " + std::to_string(account) + " FOR UPDATE");
-    const int lock_pid = owner_.backendpid();
+      : lock_({account}) {
     freeze_ = std::async(std::launch::async, [port = server.port(), operator_key, account] {
       ts::http_client client(port, 60s);
       return client.post("/v1/accounts/" + std::to_string(account) + "/freeze", operator_key, "{}");
     });
-    stalled_ = eventually([&] { return backends_blocked_by(lock_pid) >= 1; }, 15s);
+    stalled_ = ts::eventually([&] { return lock_.waiters() >= 1; }, 15s, 20ms);
   }
   bool stalled() const { return stalled_; }
   // Releases the lock and returns the freeze's answer.
   ts::response release() {
-    lock_.abort();
+    lock_.release();
     return freeze_.get();
   }
 
  private:
-  pqxx::connection owner_;
-  pqxx::work lock_;
+  ts::account_lock lock_;
   std::future<ts::response> freeze_;
   bool stalled_ = false;
 };
@@ -693,10 +661,8 @@ TEST(Shedding, ARefusalWhoseKeyCannotBeCheckedIsNotFinal) {
   patient_database(o);
   o.env["WALLET_DATABASE_READERS"] = "1";
   o.env["WALLET_DATABASE_CONNECTION_WAIT_MS"] = "100";
-  ts::server_process server(o);
-  ht::stop_servers_first stop_first;
-  ts::http_client c(server.port());
-  const auto op = fresh_operator(c, server);
+  own_server s(o);
+  auto& [server, c, op] = s;
   auto alice = ts::create_principal(c, op.key);
   auto bob = ts::create_principal(c, op.key);
   const auto a = ts::create_account(c, op.key, alice.id);
@@ -732,10 +698,8 @@ TEST(Shedding, ReadQueuedBehindBusyReadersAnswers503WithinConnectionWait) {
   patient_database(o);
   o.env["WALLET_DATABASE_READERS"] = "1";
   o.env["WALLET_DATABASE_CONNECTION_WAIT_MS"] = "300";
-  ts::server_process server(o);
-  ht::stop_servers_first stop_first;
-  ts::http_client c(server.port());
-  const auto op = fresh_operator(c, server);
+  own_server s(o);
+  auto& [server, c, op] = s;
   auto user = ts::create_principal(c, op.key);
   const auto stalled_account = ts::create_account(c, op.key, user.id);
   const auto other_account = ts::create_account(c, op.key, user.id);
@@ -748,7 +712,7 @@ TEST(Shedding, ReadQueuedBehindBusyReadersAnswers503WithinConnectionWait) {
     ts::http_client client(server.port(), 60s);
     const auto started = clock::now();
     auto r = client.get("/v1/accounts/" + std::to_string(other_account), user.key);
-    return std::make_pair(r, ht::elapsed_ms(started));
+    return std::make_pair(r, ts::elapsed_ms(started));
   });
   // Hold the lock for 3 s at most: far past the 300 ms bound, so a read that only fails once
   // the reader is free shows up as late.
@@ -764,25 +728,21 @@ TEST(Shedding, ReadQueuedBehindBusyReadersAnswers503WithinConnectionWait) {
 
 // Fixture for the row-lock tests: a server with a 1 s request deadline and a 3 s lock timeout,
 // a payer holding exactly one transfer's worth, and an owner connection to hold its row lock.
-class RowLock : public ::testing::Test {
- protected:
+class RowLock : public ts::shared_server_test<RowLock> {
+ public:
   static constexpr int deadline_ms = 1000;
   static constexpr int lock_timeout_ms = 3000;
   static constexpr std::int64_t amount = 2500;
 
-  static void SetUpTestSuite() {
+  static ts::server_process::options options() {
     ts::server_process::options o;
     generous_limits(o);
     o.env["WALLET_HTTP_REQUEST_DEADLINE_MS"] = std::to_string(deadline_ms);
     o.env["WALLET_DATABASE_LOCK_TIMEOUT_MS"] = std::to_string(lock_timeout_ms);
-    server_ = new ts::server_process(o);
-  }
-  static void TearDownTestSuite() {
-    ht::stop_child_servers(3s);
-    delete server_;
-    server_ = nullptr;
+    return stopping_quickly(o);
   }
 
+ protected:
   void SetUp() override {
     ts::http_client c(server_->port());
     op_ = fresh_operator(c, *server_);
@@ -793,13 +753,13 @@ class RowLock : public ::testing::Test {
     ts::deposit(c, op_.key, from_, amount);
   }
 
-  // Sends the transfer while the payer's row is locked; asserts the in-time 503 and returns it.
-  ts::response stalled_transfer(pqxx::work& lock, const std::string& key) {
-    lock.exec("SELECT id FROM account WHERE id = " + std::to_string(from_) + " FOR UPDATE");
+  // Sends the transfer while the caller holds the payer's row lock (an account_lock on from_);
+  // asserts the in-time 503 and returns it.
+  ts::response stalled_transfer(const std::string& key) {
     ts::http_client c(server_->port(), 30s);
     const auto started = clock::now();
     auto r = c.post("/v1/transfers", payer_.key, transfer_body(from_, to_, amount), key);
-    const auto ms = ht::elapsed_ms(started);
+    const auto ms = ts::elapsed_ms(started);
     EXPECT_EQ(r.status, 503) << r.body;
     const auto code = code_of(r);
     // The request deadline answers first (deadline_exceeded); the actor bridge's deadline of
@@ -814,28 +774,23 @@ class RowLock : public ::testing::Test {
 
   int journal_for(const std::string& key) { return journal_count(payer_.id, {key}); }
 
-  static ts::server_process* server_;
   ts::principal op_, payer_, payee_;
   std::int64_t from_ = 0, to_ = 0;
 };
-
-ts::server_process* RowLock::server_ = nullptr;
 
 // The lock is released before the lock timeout, so the stalled batch commits after the client
 // was told "unknown": the retry with the same key returns that committed 201 (a replay), money
 // moved exactly once, and a different body under the key is refused.
 TEST_F(RowLock, StalledPastDeadlineThenCommittedRetryReturnsTheTrueOutcome) {
   const std::string key = ts::unique_key("rowlock-commit");
-  pqxx::connection owner(ts::owner_database_url());
   {
-    pqxx::work lock(owner);
-    stalled_transfer(lock, key);
+    ts::account_lock lock({from_});
+    stalled_transfer(key);
     EXPECT_EQ(journal_for(key), 0) << "committed while the row was locked";
-    lock.abort();
+    lock.release();
   }
   // The writer's batch was waiting for the lock and now commits.
-  const auto deadline = clock::now() + 10s;
-  while (journal_for(key) == 0 && clock::now() < deadline) std::this_thread::sleep_for(20ms);
+  ts::eventually([&] { return journal_for(key) != 0; }, 10s, 20ms);
   ASSERT_EQ(journal_for(key), 1);
 
   ts::http_client c(server_->port());
@@ -858,19 +813,17 @@ TEST_F(RowLock, StalledPastDeadlineThenCommittedRetryReturnsTheTrueOutcome) {
 // second transfer. After the release, the key's true outcome is the original's 201.
 TEST_F(RowLock, RetryWhileTheOriginalIsStillStalledDoesNotGuess) {
   const std::string key = ts::unique_key("rowlock-early");
-  pqxx::connection owner(ts::owner_database_url());
   ts::response early;
   {
-    pqxx::work lock(owner);
-    stalled_transfer(lock, key);
+    ts::account_lock lock({from_});
+    stalled_transfer(key);
     // Past the original's HTTP deadline: its client has been told "outcome unknown" already.
     std::this_thread::sleep_for(300ms);
     ts::http_client c(server_->port(), 30s);
     early = c.post("/v1/transfers", payer_.key, transfer_body(from_, to_, amount), key);
-    lock.abort();
+    lock.release();
   }
-  const auto deadline = clock::now() + 10s;
-  while (journal_for(key) == 0 && clock::now() < deadline) std::this_thread::sleep_for(20ms);
+  ts::eventually([&] { return journal_for(key) != 0; }, 10s, 20ms);
   ts::http_client c(server_->port());
   auto settled = c.post("/v1/transfers", payer_.key, transfer_body(from_, to_, amount), key);
   EXPECT_EQ(settled.status, 201) << settled.body;
@@ -885,15 +838,14 @@ TEST_F(RowLock, RetryWhileTheOriginalIsStillStalledDoesNotGuess) {
 // as a fresh 201.
 TEST_F(RowLock, StalledPastLockTimeoutRolledBackRetryCommitsOnce) {
   const std::string key = ts::unique_key("rowlock-rollback");
-  pqxx::connection owner(ts::owner_database_url());
   {
-    pqxx::work lock(owner);
-    stalled_transfer(lock, key);
+    ts::account_lock lock({from_});
+    stalled_transfer(key);
     // Hold the lock until the writer's wait has hit lock_timeout (counted from when it began
     // to wait, shortly after the request arrived) and the batch has been rolled back.
     std::this_thread::sleep_for(std::chrono::milliseconds(lock_timeout_ms - deadline_ms + 1000));
     EXPECT_EQ(journal_for(key), 0);
-    lock.abort();
+    lock.release();
   }
   EXPECT_EQ(journal_for(key), 0) << "the timed-out batch must not have committed";
 
@@ -929,17 +881,15 @@ TEST(Shedding, DatabaseOutageUnderLoadRecoversWithoutRestart) {
     const auto colon = url.rfind(':');
     return std::stoi(url.substr(colon + 1, url.find('/', colon) - colon - 1));
   }();
-  ht::tcp_relay relay(pg_port);
+  ts::tcp_relay relay(pg_port);
   const int deadline_ms = 3000;
   ts::server_process::options o;
   generous_limits(o);
   o.env["WALLET_DATABASE_URL"] = "postgresql://wallet_app@127.0.0.1:" + std::to_string(relay.port()) + "/wallet";
   o.env["WALLET_DATABASE_RECONNECT_BACKOFF_MS"] = "200";
   o.env["WALLET_HTTP_REQUEST_DEADLINE_MS"] = std::to_string(deadline_ms);
-  ts::server_process server(o);
-  ht::stop_servers_first stop_first;
-  ts::http_client c(server.port());
-  const auto op = fresh_operator(c, server);
+  own_server s(o);
+  auto& [server, c, op] = s;
   auto payer = ts::create_principal(c, op.key);
   auto payee = ts::create_principal(c, op.key);
   const auto from = ts::create_account(c, op.key, payer.id);
@@ -961,7 +911,7 @@ TEST(Shedding, DatabaseOutageUnderLoadRecoversWithoutRestart) {
         o.key = ts::unique_key("outage");
         const auto started = clock::now();
         o.response = client.post("/v1/transfers", payer.key, transfer_body(from, to, 1), o.key);
-        o.latency_ms = ht::elapsed_ms(started);
+        o.latency_ms = ts::elapsed_ms(started);
         o.status = o.response.status;
         o.code = code_of(o.response);
         if (o.status == 201 && restored) ++created_after_restore;
@@ -979,8 +929,7 @@ TEST(Shedding, DatabaseOutageUnderLoadRecoversWithoutRestart) {
   EXPECT_EQ(code_of(ready), "database_unavailable") << ready.body;
   relay.restore();
   restored = true;
-  const auto recover_deadline = clock::now() + 30s;
-  while (created_after_restore.load() < 20 && clock::now() < recover_deadline) std::this_thread::sleep_for(50ms);
+  ts::eventually([&] { return created_after_restore.load() >= 20; }, 30s, 50ms);
   stop = true;
   for (auto& t : clients) t.join();
   ASSERT_GE(created_after_restore.load(), 20) << "service did not recover after the database came back";

@@ -6,12 +6,13 @@
 // reconciliation clean, money conserved, no outcome left unknown), `wallet-admin reconcile`
 // clean, and the service answering 201 again within a stated bound after the fault ends.
 //
-// The PostgreSQL and Redis here are private to this suite (tests/chaos/services.hpp): the shared
-// test services are never stopped. Each scenario prints one `chaos figures:` line; docs/chaos.md
+// The PostgreSQL and Redis here are private to this suite (test_support::private_services): the
+// shared test services are never stopped. Each scenario prints one `chaos figures:` line; docs/chaos.md
 // keeps the measured figures.
 
-#include "tests/chaos/services.hpp"
-#include "tests/http/helpers.hpp"
+#include "tests/support/net.hpp"
+#include "tests/support/process.hpp"
+#include "tests/support/services.hpp"
 #include "tests/support/support.hpp"
 
 #include <boost/json.hpp>
@@ -58,12 +59,15 @@ std::string last_lines(const std::string& text, std::size_t count) {
   return at == std::string::npos || at == 0 ? text : text.substr(at + 1);
 }
 
+// A series' value from /metrics, 0 while the server does not answer: unlike
+// test_support::metric_value(), a scrape that fails is no failure here, since the scenarios
+// scrape servers that a fault has stopped or that are restarting.
 double metric_or_zero(int port, const std::string& series) {
   try {
     http_client c(port, std::chrono::seconds(5));
     const auto r = c.request("GET", "/metrics");
     if (r.status != 200) return 0;
-    return http_test::metric(r.body, series).value_or(0);
+    return test_support::metric(r.body, series).value_or(0);
   } catch (const std::exception&) {
     return 0;  // not answering (yet): nothing counted
   }
@@ -124,13 +128,13 @@ class load_run {
                                         "--seed", std::to_string(seed)};
     const std::string binary = test_support::build_dir() + "/tools/loadgen/wallet-loadgen";
     result_ = std::async(std::launch::async, [binary, args] {
-      return http_test::run_program(binary, args, http_test::current_environment(), std::chrono::minutes(4));
+      return test_support::run_program(binary, args, test_support::current_environment(), std::chrono::minutes(4));
     });
   }
 
   bool finished() const { return result_.wait_for(std::chrono::seconds(0)) == std::future_status::ready; }
 
-  http_test::run_result wait() { return result_.get(); }
+  test_support::run_result wait() { return result_.get(); }
 
   json::object summary() const {
     std::ifstream in(out_dir_ + "/summary.json");
@@ -143,7 +147,7 @@ class load_run {
 
  private:
   std::string out_dir_;
-  std::future<http_test::run_result> result_;
+  std::future<test_support::run_result> result_;
 };
 
 std::int64_t int_at(const json::object& o, std::initializer_list<const char*> path) {
@@ -172,7 +176,7 @@ class chaos_test : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     try {
-      services_ = new ::chaos::private_services(test_support::build_dir() + "/chaos/services");
+      services_ = new test_support::private_services(test_support::build_dir() + "/chaos/services");
     } catch (const std::exception& e) {
       setup_error_ = e.what();
     }
@@ -261,7 +265,7 @@ class chaos_test : public ::testing::Test {
     ::testing::Test::RecordProperty("figures", line.str());
   }
 
-  static inline ::chaos::private_services* services_ = nullptr;
+  static inline test_support::private_services* services_ = nullptr;
   static inline std::string setup_error_;
 };
 
@@ -269,18 +273,18 @@ class chaos_test : public ::testing::Test {
 // before it and one accepted during it both stay open and get no answer; once the relay passes
 // again, what was held is delivered and both PINGs to the private Redis are answered.
 TEST_F(chaos_test, relay_blackhole_holds_traffic_then_delivers_it) {
-  auto wait_for = [](http_test::raw_connection& c, const std::string& want) {
+  auto wait_for = [](test_support::raw_connection& c, const std::string& want) {
     test_support::eventually([&] { return c.read_until_closed(std::chrono::milliseconds(20)).bytes == want; },
                              std::chrono::seconds(10));
     return c.received();
   };
-  http_test::tcp_relay relay(services_->redis_port());
-  http_test::raw_connection before(relay.port());
+  test_support::tcp_relay relay(services_->redis_port());
+  test_support::raw_connection before(relay.port());
   ASSERT_TRUE(before.send("PING\r\n"));
   ASSERT_EQ(wait_for(before, "+PONG\r\n"), "+PONG\r\n");
 
   relay.blackhole();
-  http_test::raw_connection during(relay.port());
+  test_support::raw_connection during(relay.port());
   ASSERT_TRUE(before.send("PING\r\n"));
   ASSERT_TRUE(during.send("PING\r\n"));
   // Absence can only be observed over some time; 300 ms is plenty for a loopback answer.
@@ -382,7 +386,7 @@ TEST_F(chaos_test, redis_kill_and_restart) {
 // that it falls well inside the blackhole (with 5 s most held requests would be answered 201
 // just in time, and the deadline's path would hardly be taken).
 TEST_F(chaos_test, database_link_blackholed_for_5_s) {
-  http_test::tcp_relay relay(services_->pg_port());
+  test_support::tcp_relay relay(services_->pg_port());
   const std::string via_relay = "postgresql://wallet_app@127.0.0.1:" + std::to_string(relay.port()) + "/wallet";
   auto options = server_options(via_relay);
   options.env["WALLET_HTTP_REQUEST_DEADLINE_MS"] = "2000";

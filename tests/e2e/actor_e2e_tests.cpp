@@ -2,7 +2,6 @@
 // live actors is bounded.
 
 #include <gtest/gtest.h>
-#include <pqxx/pqxx>
 
 #include <atomic>
 #include <map>
@@ -13,12 +12,13 @@
 
 namespace ts = test_support;
 using test_support::transfer_body;
-using test_support::concurrently;
 using namespace std::chrono_literals;
 
 namespace {
 
-std::int64_t metric(ts::http_client& c, const std::string& name) { return ts::metric_value(c, name); }
+std::int64_t metric(ts::http_client& c, const std::string& name) {
+  return static_cast<std::int64_t>(ts::metric_value(c, name));
+}
 
 std::int64_t live_actors(ts::http_client& c) { return metric(c, "wallet_account_actors_live"); }
 
@@ -226,14 +226,11 @@ TEST(AccountActors, TheSweeperKeepsOneSweepPerAccountInFlight) {
   ASSERT_NE(p % 2, m % 2);
   ts::deposit(c, op, p, 1000);
 
-  pqxx::connection owner(ts::owner_database_url());
-  pqxx::work lock(owner);
-  lock.exec("SELECT id FROM account WHERE id = " + std::to_string(m) + " FOR UPDATE");
-  const int lock_pid = owner.backendpid();
+  ts::account_lock lock({m});
   for (int i = 0; i < 20; ++i) {
     ASSERT_EQ(c.post("/v1/transfers", payer.key, transfer_body(p, m, 10), ts::unique_key("pay")).status, 201);
   }
-  ASSERT_TRUE(ts::eventually([&] { return ts::backends_blocked_by(lock_pid) >= 1; })) << "no sweep reached the lock";
+  ASSERT_TRUE(ts::eventually([&] { return lock.waiters() >= 1; })) << "no sweep reached the lock";
   const auto ticks = metric(c, "wallet_sweeper_ticks_total");
   ASSERT_TRUE(ts::eventually([&] { return metric(c, "wallet_sweeper_ticks_total") >= ticks + 25; }));
   EXPECT_LE(metric(c, "wallet_writer_postings_queued"), shards);
@@ -241,7 +238,7 @@ TEST(AccountActors, TheSweeperKeepsOneSweepPerAccountInFlight) {
   // Payments still go through while the sweep waits.
   EXPECT_EQ(c.post("/v1/transfers", payer.key, transfer_body(p, m, 10), ts::unique_key("pay")).status, 201);
 
-  lock.abort();
+  lock.release();
   ASSERT_TRUE(ts::eventually([&] { return metric(c, "wallet_writer_postings_queued") == 0; }));
   EXPECT_EQ(ts::balance(c, merchant.key, m), 210);
   EXPECT_EQ(ts::balance(c, payer.key, p), 790);

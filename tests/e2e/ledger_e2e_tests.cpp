@@ -1,7 +1,6 @@
 // End-to-end tests of the ledger over HTTP: a real wallet-server, PostgreSQL and Redis.
 
 #include <gtest/gtest.h>
-#include <pqxx/pqxx>
 
 #include <cstdio>
 #include <future>
@@ -19,15 +18,9 @@ using test_support::concurrently;
 
 namespace {
 
-// Generous limits: these tests are about the ledger, not about backpressure.
+// The fixture's default, unlimited rates: these tests are about the ledger, not about
+// backpressure.
 class LedgerE2E : public ts::shared_server_test<LedgerE2E> {
- public:
-  static ts::server_process::options options() {
-    ts::server_process::options o;
-    o.env = ts::unlimited_rates();
-    return o;
-  }
-
  protected:
   // Two users with one EUR account each (alice owns a, bob owns b), both empty.
   struct parties {
@@ -53,22 +46,14 @@ TEST_F(LedgerE2E, ConcurrentTransfersNeverOverdraw) {
   const auto [alice, bob, a, b] = two_parties(c);
   ts::deposit(c, op(), a, 50000);
 
-  std::atomic<int> created{0}, refused{0}, other{0};
+  ts::transfer_tally tally;
   concurrently(100, 50, [&](int, int) {
     ts::http_client client(port());
-    auto r = client.post("/v1/transfers", alice.key, transfer_body(a, b, 1000), ts::unique_key("race"));
-    if (r.status == 201) {
-      ++created;
-    } else if (r.status == 422 && r.json().as_object().at("code").as_string() == "insufficient_funds") {
-      ++refused;
-    } else {
-      ++other;
-      ADD_FAILURE() << r.status << " " << r.body;
-    }
+    tally.count(client.post("/v1/transfers", alice.key, transfer_body(a, b, 1000), ts::unique_key("race")));
   });
-  EXPECT_EQ(created.load(), 50);
-  EXPECT_EQ(refused.load(), 50);
-  EXPECT_EQ(other.load(), 0);
+  EXPECT_EQ(tally.created.load(), 50);
+  EXPECT_EQ(tally.refused.load(), 50);
+  EXPECT_EQ(tally.other.load(), 0);
   EXPECT_EQ(ts::balance(c, alice.key, a), 0);
   EXPECT_EQ(ts::balance(c, bob.key, b), 50000);
   EXPECT_TRUE(ts::reconciliation_ok(c, op()));
@@ -82,9 +67,7 @@ TEST_F(LedgerE2E, AvailableExcludesDebitsInFlight) {
   ts::http_client c(port());
   const auto [alice, bob, a, b] = two_parties(c);
   ts::deposit(c, op(), a, 1000);
-  pqxx::connection owner(ts::owner_database_url());
-  pqxx::work lock(owner);
-  lock.exec("SELECT 1 FROM account WHERE id = " + std::to_string(b) + " FOR UPDATE");
+  ts::account_lock lock({b});
   auto pending = std::async(std::launch::async, [&] {
     ts::http_client client(port());
     return client.post("/v1/transfers", alice.key, transfer_body(a, b, 300), ts::unique_key("inflight"));
@@ -99,7 +82,7 @@ TEST_F(LedgerE2E, AvailableExcludesDebitsInFlight) {
   }
   EXPECT_EQ(available, "700");
   EXPECT_EQ(balance, "1000");
-  lock.abort();
+  lock.release();
   auto done = pending.get();
   EXPECT_EQ(done.status, 201) << done.body;
   auto account = c.get("/v1/accounts/" + std::to_string(a), alice.key).json();

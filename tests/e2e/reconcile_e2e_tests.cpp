@@ -21,22 +21,8 @@ namespace {
 constexpr int k_polls_max = 600;
 constexpr std::chrono::milliseconds k_poll{50};
 
-// A metric's value from /metrics; -1 when it is missing.
-double metric(ts::http_client& c, const std::string& name) {
-  const auto body = c.request("GET", "/metrics").body;
-  const auto at = body.find("\n" + name + " ");
-  if (at == std::string::npos) return -1;
-  return std::stod(body.substr(at + name.size() + 2));
-}
-
+// Limits no test here meets: the default of the fixture.
 class ReconcileE2E : public ts::shared_server_test<ReconcileE2E> {
- public:
-  static ts::server_process::options options() {
-    ts::server_process::options o;
-    o.env = ts::unlimited_rates();
-    return o;
-  }
-
  protected:
   // POSTs until this caller starts a run of its own (a run of someone else's in progress is
   // waited out first); returns the 202 answer.
@@ -95,12 +81,12 @@ TEST_F(ReconcileE2E, APostedRunIsPolledToItsVerdict) {
 
   double runs = -1;
   for (int poll = 0; poll < k_polls_max && runs < 1; ++poll) {
-    runs = metric(c, "wallet_reconciliation_runs_total");
+    runs = ts::metric_value(c, "wallet_reconciliation_runs_total");
     if (runs < 1) std::this_thread::sleep_for(k_poll);
   }
   EXPECT_GE(runs, 1);
-  EXPECT_EQ(metric(c, "wallet_reconciliation_ok"), 1);
-  EXPECT_GE(metric(c, "wallet_reconciliation_watermark_entry_id"), static_cast<double>(last_entry));
+  EXPECT_EQ(ts::metric_value(c, "wallet_reconciliation_ok"), 1);
+  EXPECT_GE(ts::metric_value(c, "wallet_reconciliation_watermark_entry_id"), static_cast<double>(last_entry));
 }
 
 // While a run waits for a transaction that holds ledger_entry's write lock (it might still add

@@ -4,7 +4,6 @@
 
 #include <boost/json.hpp>
 #include <gtest/gtest.h>
-#include <pqxx/pqxx>
 
 #include <atomic>
 #include <csignal>
@@ -12,14 +11,13 @@
 #include <sstream>
 #include <thread>
 
-#include "tests/http/helpers.hpp"
+#include "tests/support/net.hpp"
+#include "tests/support/process.hpp"
+#include "tests/support/services.hpp"
 #include "tests/support/support.hpp"
 
 namespace ts = test_support;
 using test_support::transfer_body;
-using test_support::concurrently;
-using test_support::backends_blocked_by;
-namespace ht = http_test;
 using namespace std::chrono_literals;
 
 namespace {
@@ -96,22 +94,22 @@ TEST_F(HttpServer, MetricsCountTheRequestsJustMade) {
   auto before = c.request("GET", "/metrics");
   ASSERT_EQ(before.status, 200);
   EXPECT_EQ(before.header("Content-Type").rfind("text/plain", 0), 0u) << before.header("Content-Type");
-  const double healthz_before = ht::metric(before.body, healthz).value_or(0);
-  const double unmatched_before = ht::metric(before.body, unmatched).value_or(0);
+  const double healthz_before = ts::metric(before.body, healthz).value_or(0);
+  const double unmatched_before = ts::metric(before.body, unmatched).value_or(0);
 
   for (int i = 0; i < 7; ++i) ASSERT_EQ(c.request("GET", "/healthz").status, 200);
   for (int i = 0; i < 3; ++i) ASSERT_EQ(c.request("GET", "/no/such/route/" + std::to_string(i)).status, 404);
 
   auto after = c.request("GET", "/metrics");
   ASSERT_EQ(after.status, 200);
-  EXPECT_EQ(ht::metric(after.body, healthz).value_or(-1), healthz_before + 7) << after.body;
-  EXPECT_EQ(ht::metric(after.body, unmatched).value_or(-1), unmatched_before + 3) << after.body;
+  EXPECT_EQ(ts::metric(after.body, healthz).value_or(-1), healthz_before + 7) << after.body;
+  EXPECT_EQ(ts::metric(after.body, unmatched).value_or(-1), unmatched_before + 3) << after.body;
   // The first scrape itself was counted before the second one was rendered.
-  EXPECT_GE(ht::metric(after.body, "wallet_http_requests_total{route=\"/metrics\",status=\"200\"}").value_or(0), 1);
-  EXPECT_GE(ht::metric(after.body, "wallet_http_request_duration_seconds_count{route=\"/healthz\"}").value_or(0),
+  EXPECT_GE(ts::metric(after.body, "wallet_http_requests_total{route=\"/metrics\",status=\"200\"}").value_or(0), 1);
+  EXPECT_GE(ts::metric(after.body, "wallet_http_request_duration_seconds_count{route=\"/healthz\"}").value_or(0),
             healthz_before + 7);
-  EXPECT_TRUE(ht::metric(after.body, "wallet_http_request_duration_seconds_bucket{route=\"/healthz\",le=\"+Inf\"}"));
-  EXPECT_GE(ht::metric(after.body, "wallet_http_open_connections").value_or(0), 1);
+  EXPECT_TRUE(ts::metric(after.body, "wallet_http_request_duration_seconds_bucket{route=\"/healthz\",le=\"+Inf\"}"));
+  EXPECT_GE(ts::metric(after.body, "wallet_http_open_connections").value_or(0), 1);
   EXPECT_NE(after.body.find("# TYPE wallet_http_requests_total counter"), std::string::npos);
   EXPECT_NE(after.body.find("# TYPE wallet_http_request_duration_seconds histogram"), std::string::npos);
 }
@@ -160,7 +158,7 @@ TEST_F(HttpServer, OversizedBodyIs413) {
   }
   {
     // Chunked: no length up front, the limit trips in the middle of the body.
-    ht::raw_connection raw(port());
+    ts::raw_connection raw(port());
     std::string request =
         "POST /v1/transfers HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
         "Transfer-Encoding: chunked\r\nAuthorization: Bearer " + op() + "\r\n\r\n";
@@ -188,7 +186,7 @@ TEST_F(HttpServer, OversizedBodyIs413) {
 // the body before it closes. Closing at once resets the connection under the sender, which then
 // sees a broken pipe instead of the answer.
 TEST_F(HttpServer, OversizedBodyIs413EvenForClientsThatSendAllOfItFirst) {
-  ht::raw_connection raw(port());
+  ts::raw_connection raw(port());
   const std::size_t body_size = 8 * 1024 * 1024;
   const std::string head = "POST /v1/transfers HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
                            "Content-Length: " + std::to_string(body_size) + "\r\nAuthorization: Bearer " + op() +
@@ -208,12 +206,12 @@ TEST_F(HttpServer, MalformedRequestIs400AndConnectionClosed) {
   for (const std::string& garbage : {std::string("\x01\x02\x03 garbage \xff\xfe\r\n\r\n"),
                                     std::string("GET /healthz HTTP/9.9.9\r\n\r\n"),
                                     std::string("GET /healthz HTTP/1.1\r\nBad Header Line\r\n\r\n")}) {
-    ht::raw_connection raw(port());
+    ts::raw_connection raw(port());
     ASSERT_TRUE(raw.send(garbage));
     const auto started = std::chrono::steady_clock::now();
     auto got = raw.read_until_closed(10s);
     EXPECT_TRUE(got.closed) << "the server kept the connection open after: " << garbage;
-    EXPECT_LT(ht::elapsed_ms(started), 5000);
+    EXPECT_LT(ts::elapsed_ms(started), 5000);
     auto [status, body] = parse_raw_response(got.bytes);
     ASSERT_EQ(status, 400) << got.bytes;
     EXPECT_NE(lower(got.bytes).find("connection: close"), std::string::npos) << got.bytes;
@@ -227,7 +225,7 @@ TEST_F(HttpServer, MalformedRequestIs400AndConnectionClosed) {
 // A header block over http.header_bytes_max (8 KiB by default) answers 431 problem+json
 // (headers_too_large) and the connection is closed.
 TEST_F(HttpServer, OversizedHeadersAre431) {
-  ht::raw_connection raw(port());
+  ts::raw_connection raw(port());
   ASSERT_TRUE(raw.send("GET /healthz HTTP/1.1\r\nHost: t\r\nX-Big: " + std::string(10 * 1024, 'h') + "\r\n\r\n"));
   auto got = raw.read_until_closed(10s);
   EXPECT_TRUE(got.closed);
@@ -246,7 +244,7 @@ TEST_F(HttpServer, TrailersAndChunkExtensionsAreBoundedByTheReadBuffer) {
   const std::string long_trailer = head + "0\r\nX-Trailer: " + std::string(20 * 1024, 't') + "\r\n\r\n";
   const std::string long_extension = head + "1;ext=" + std::string(20 * 1024, 'e') + "\r\nx\r\n0\r\n\r\n";
   for (const std::string& request : {long_trailer, long_extension}) {
-    ht::raw_connection raw(port());
+    ts::raw_connection raw(port());
     // The server may close before it has read everything: what counts is its answer.
     raw.send(request);
     auto got = raw.read_until_closed(10s);
@@ -256,7 +254,7 @@ TEST_F(HttpServer, TrailersAndChunkExtensionsAreBoundedByTheReadBuffer) {
     EXPECT_NE(body.find("\"code\":\"malformed_request\""), std::string::npos) << body;
   }
   // A trailer that never ends: the client keeps sending (up to 1 MiB) until the server answers.
-  ht::raw_connection endless(port());
+  ts::raw_connection endless(port());
   ASSERT_TRUE(endless.send(head + "0\r\nX-Trailer: "));
   const std::string piece(4096, 't');
   for (int sent = 0; sent < 256 && !endless.peer_closed() && endless.send(piece); ++sent) {
@@ -271,16 +269,16 @@ TEST_F(HttpServer, TrailersAndChunkExtensionsAreBoundedByTheReadBuffer) {
 // An idle keep-alive connection is closed once http.keep_alive_timeout_ms (1.5 s here) passes
 // without a new request, while one that keeps sending requests stays open.
 TEST_F(HttpServer, IdleKeepAliveConnectionIsClosedAfterItsTimeout) {
-  ht::raw_connection busy(port());
-  ht::raw_connection idle(port());
+  ts::raw_connection busy(port());
+  ts::raw_connection idle(port());
   const auto started = std::chrono::steady_clock::now();
   const std::string healthz = "GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n";
   long long idle_closed_ms = -1;
   // Until the idle one is closed and the busy one has outlived the timeout by 500 ms.
-  while (ht::elapsed_ms(started) < keep_alive_timeout_ms + 3000 &&
-         (idle_closed_ms < 0 || ht::elapsed_ms(started) < keep_alive_timeout_ms + 500)) {
+  while (ts::elapsed_ms(started) < keep_alive_timeout_ms + 3000 &&
+         (idle_closed_ms < 0 || ts::elapsed_ms(started) < keep_alive_timeout_ms + 500)) {
     ASSERT_TRUE(busy.send(healthz)) << "the busy connection was closed";
-    if (idle_closed_ms < 0 && idle.peer_closed()) idle_closed_ms = ht::elapsed_ms(started);
+    if (idle_closed_ms < 0 && idle.peer_closed()) idle_closed_ms = ts::elapsed_ms(started);
     std::this_thread::sleep_for(250ms);
   }
   EXPECT_FALSE(busy.peer_closed()) << "a connection in use was closed";
@@ -294,7 +292,7 @@ TEST_F(HttpServer, IdleKeepAliveConnectionIsClosedAfterItsTimeout) {
 // http.read_timeout_ms (500 ms) has passed since its first byte, while another client is
 // served normally in the meantime.
 TEST_F(HttpServer, SlowClientIsDisconnectedWhileOthersAreServed) {
-  ht::raw_connection slow(port());
+  ts::raw_connection slow(port());
   const std::string request =
       "POST /v1/transfers HTTP/1.1\r\nHost: t\r\nX-Padding: " + std::string(200, 'a') + "\r\n\r\n";
   const auto started = std::chrono::steady_clock::now();
@@ -302,7 +300,7 @@ TEST_F(HttpServer, SlowClientIsDisconnectedWhileOthersAreServed) {
   bool other_served = false;
   for (std::size_t i = 0; i < request.size(); ++i) {
     if (!slow.send(request.substr(i, 1)) || slow.peer_closed()) {
-      closed_after_ms = ht::elapsed_ms(started);
+      closed_after_ms = ts::elapsed_ms(started);
       break;
     }
     if (i == 2) {
@@ -311,13 +309,13 @@ TEST_F(HttpServer, SlowClientIsDisconnectedWhileOthersAreServed) {
       const auto t = std::chrono::steady_clock::now();
       auto r = other.request("GET", "/healthz");
       EXPECT_EQ(r.status, 200);
-      EXPECT_LT(ht::elapsed_ms(t), 2000);
+      EXPECT_LT(ts::elapsed_ms(t), 2000);
       other_served = !slow.peer_closed();
     }
     std::this_thread::sleep_for(100ms);
   }
   EXPECT_TRUE(other_served) << "the other client was not served while the slow one was connected";
-  ASSERT_GE(closed_after_ms, 0) << "the slow client sent its whole request (" << ht::elapsed_ms(started)
+  ASSERT_GE(closed_after_ms, 0) << "the slow client sent its whole request (" << ts::elapsed_ms(started)
                                 << " ms) without being disconnected";
   // The deadline starts with the first byte, so the server cannot close earlier than 500 ms;
   // the upper bound is generous for a loaded machine.
@@ -336,10 +334,10 @@ TEST(HttpConnections, ConnectionsOverTheBoundAreClosedAtAccept) {
   // Four connections held open, each known to be accepted because it was answered. The
   // server notices closed connections (e.g. the start-up probe's) asynchronously, so a slot
   // may be refused for a moment: retry it, bounded.
-  std::vector<std::unique_ptr<ht::raw_connection>> held;
+  std::vector<std::unique_ptr<ts::raw_connection>> held;
   for (int i = 0; i < 4; ++i) {
     for (int attempt = 0; attempt < 100; ++attempt) {
-      auto h = std::make_unique<ht::raw_connection>(server.port());
+      auto h = std::make_unique<ts::raw_connection>(server.port());
       ASSERT_TRUE(h->send("GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n") || attempt < 99);
       const auto deadline = std::chrono::steady_clock::now() + 10s;
       while (h->received().find("\r\n\r\n") == std::string::npos && !h->peer_closed() &&
@@ -355,7 +353,7 @@ TEST(HttpConnections, ConnectionsOverTheBoundAreClosedAtAccept) {
   }
   ASSERT_EQ(held.size(), 4u) << "could not hold four connections under a bound of four";
   {
-    ht::raw_connection extra(server.port());
+    ts::raw_connection extra(server.port());
     extra.send("GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n");
     auto got = extra.read_until_closed(10s);
     EXPECT_TRUE(got.closed) << "a fifth connection was kept open";
@@ -376,14 +374,14 @@ TEST(HttpConnections, ConnectionsOverTheBoundAreClosedAtAccept) {
     std::this_thread::sleep_for(50ms);
   }
   ASSERT_EQ(page.status, 200);
-  EXPECT_GE(ht::metric(page.body, "wallet_http_connections_refused_total").value_or(0), 1) << page.body;
+  EXPECT_GE(ts::metric(page.body, "wallet_http_connections_refused_total").value_or(0), 1) << page.body;
 }
 
 // /readyz follows Redis: 200 while a private redis-server answers, 503 problem+json naming
 // Redis (code redis_unavailable, with Retry-After) once it is killed, and 200 again after it
 // is started on the same port, without restarting the wallet server.
 TEST(HttpReadiness, ReadyzFollowsRedis) {
-  ht::redis_child redis(ts::free_port());
+  ts::redis_process redis(ts::free_port());
   redis.start();
   ts::server_process::options o;
   o.env["WALLET_REDIS_URL"] = redis.url();
@@ -394,7 +392,7 @@ TEST(HttpReadiness, ReadyzFollowsRedis) {
   auto up = c.request("GET", "/readyz");
   ASSERT_EQ(up.status, 200) << up.body;
 
-  redis.stop();
+  redis.kill();
   ts::response down;
   const auto deadline = std::chrono::steady_clock::now() + 15s;
   do {
@@ -440,10 +438,7 @@ TEST(HttpShutdown, RequestInFlightAtSigtermCompletes) {
   const auto b = ts::create_account(c, server->operator_key(), bob.id);
   ts::deposit(c, server->operator_key(), a, 5000);
 
-  pqxx::connection owner(ts::owner_database_url());
-  pqxx::work lock(owner);
-  lock.exec("SELECT id FROM account WHERE id = " + std::to_string(a) + " FOR UPDATE");
-  const int lock_pid = owner.backendpid();
+  ts::account_lock lock({a});
 
   const std::string key = ts::unique_key("shutdown");
   // A client with a kept-alive connection, opened before SIGTERM.
@@ -454,11 +449,7 @@ TEST(HttpShutdown, RequestInFlightAtSigtermCompletes) {
     return client.post("/v1/transfers", alice.key, transfer_body(a, b, 1200), key);
   });
   // The transfer is in flight once the ledger writer waits on our lock.
-  const auto wait_deadline = std::chrono::steady_clock::now() + 15s;
-  while (backends_blocked_by(lock_pid) == 0 && std::chrono::steady_clock::now() < wait_deadline) {
-    std::this_thread::sleep_for(20ms);
-  }
-  ASSERT_GE(backends_blocked_by(lock_pid), 1) << "the transfer never reached the database";
+  ASSERT_TRUE(ts::eventually([&] { return lock.waiters() >= 1; }, 15s, 20ms)) << "the transfer never reached the database";
 
   auto exit_code = std::async(std::launch::async, [&] { return server->terminate(60s); });
   // Draining: new connections are refused while the transfer is still waiting.
@@ -466,7 +457,7 @@ TEST(HttpShutdown, RequestInFlightAtSigtermCompletes) {
   const auto refuse_deadline = std::chrono::steady_clock::now() + 10s;
   while (!refused && std::chrono::steady_clock::now() < refuse_deadline) {
     try {
-      ht::raw_connection probe(server->port());
+      ts::raw_connection probe(server->port());
       std::this_thread::sleep_for(20ms);
     } catch (const std::runtime_error&) {
       refused = true;
@@ -484,7 +475,7 @@ TEST(HttpShutdown, RequestInFlightAtSigtermCompletes) {
   ASSERT_EQ(transfer.wait_for(0ms), std::future_status::timeout) << "the transfer ended before the lock was released";
   ASSERT_EQ(exit_code.wait_for(0ms), std::future_status::timeout) << "the server exited with a request in flight";
 
-  lock.abort();
+  lock.release();
   auto r = transfer.get();
   EXPECT_EQ(r.status, 201) << r.body;
   EXPECT_EQ(lower(r.header("Connection")), "close");
@@ -498,7 +489,7 @@ TEST(HttpShutdown, RequestInFlightAtSigtermCompletes) {
   // ~actor_system waited for account actors nobody stopped.) If it hangs, end it so that the
   // failure is reported in 10 s rather than after the 60 s terminate() wait.
   if (exit_code.wait_for(10s) != std::future_status::ready) {
-    for (pid_t pid : ht::child_pids("wallet-server")) ::kill(pid, SIGKILL);
+    server->send_signal(SIGKILL);
     exit_code.get();
     FAIL() << "the server did not exit within 10 s of finishing its last request:\n" << server->log();
   }
@@ -510,7 +501,7 @@ TEST(HttpShutdown, IdleServerExitsZero) {
   ts::server_process server;
   const auto started = std::chrono::steady_clock::now();
   EXPECT_EQ(server.terminate(30s), 0) << server.log();
-  EXPECT_LT(ht::elapsed_ms(started), 10000);
+  EXPECT_LT(ts::elapsed_ms(started), 10000);
 }
 
 // With --log-format json every line the server writes is one JSON object with ts, level and
@@ -551,10 +542,10 @@ TEST(HttpLogging, JsonLogFormatIsOneObjectPerLine) {
 // An invalid setting stops the start with exit code 2 and a message naming the key, the value
 // and what is allowed; no server is left running.
 TEST(HttpConfig, BadPortStopsStartWithExitCode2) {
-  auto env = ht::current_environment();
+  auto env = ts::current_environment();
   env["WALLET_HTTP_PORT"] = "70000";
-  const auto binary = ts::build_dir() + "/tools/server/wallet-server";
-  auto r = ht::run_program(binary, {}, env, 30s);
+  const auto binary = ts::server_binary();
+  auto r = ts::run_program(binary, {}, env, 30s);
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("http.port"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("70000"), std::string::npos) << r.output;
@@ -562,7 +553,7 @@ TEST(HttpConfig, BadPortStopsStartWithExitCode2) {
 
   // The same through a flag, which takes precedence over the environment.
   env["WALLET_HTTP_PORT"] = "8080";
-  r = ht::run_program(binary, {"--http-port", "0"}, env, 30s);
+  r = ts::run_program(binary, {"--http-port", "0"}, env, 30s);
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("http.port"), std::string::npos) << r.output;
 }
@@ -588,7 +579,9 @@ class HttpFloods : public ts::shared_server_test<HttpFloods> {
   }
 
  protected:
-  std::int64_t reads(ts::http_client& c) const { return ts::metric_value(c, "wallet_reader_jobs_total"); }
+  std::int64_t reads(ts::http_client& c) const {
+    return static_cast<std::int64_t>(ts::metric_value(c, "wallet_reader_jobs_total"));
+  }
 };
 
 TEST_F(HttpFloods, AnUnknownKeyCostsOneReadHoweverOftenItIsSent) {

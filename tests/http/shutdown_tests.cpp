@@ -12,11 +12,11 @@
 #include <thread>
 #include <vector>
 
-#include "tests/http/helpers.hpp"
+#include "tests/support/net.hpp"
+#include "tests/support/services.hpp"
 #include "tests/support/support.hpp"
 
 namespace ts = test_support;
-namespace ht = http_test;
 using namespace std::chrono_literals;
 
 namespace {
@@ -110,14 +110,9 @@ class HttpShutdownUnderLoad : public ::testing::Test {
     EXPECT_EQ(ts::balance(c, alice_.key, a_) + ts::balance(c, bob_.key, b_), 2 * funds);
     std::lock_guard lock(record_.mutex);
     ASSERT_FALSE(record_.committed_keys.empty());
-    std::string keys = "ARRAY[";
-    for (std::size_t i = 0; i < record_.committed_keys.size(); ++i) {
-      keys += (i == 0 ? "'" : ",'") + record_.committed_keys[i] + "'";
-    }
-    keys += "]";
     EXPECT_EQ(ts::query_value("SELECT count(*) FROM journal_transaction WHERE principal_id IN (" +
                               std::to_string(alice_.id) + "," + std::to_string(bob_.id) +
-                              ") AND idempotency_key = ANY(" + keys + ")"),
+                              ") AND idempotency_key = ANY(" + ts::sql_text_array(record_.committed_keys) + ")"),
               std::to_string(record_.committed_keys.size()));
   }
 
@@ -153,7 +148,7 @@ TEST_F(HttpShutdownUnderLoad, SigtermWhileRequestsFlowExitsZero) {
 // timeout, no shutdown grace): the HTTP threads stop with those checks pending, the limiter
 // delivers them while the routes and the service still exist, and the process exits 0.
 TEST_F(HttpShutdownUnderLoad, SigtermWithRateLimitChecksPendingExitsZero) {
-  ht::redis_child redis(ts::free_port());
+  ts::redis_process redis(ts::free_port());
   redis.start();
   auto o = options();
   o.env["WALLET_REDIS_URL"] = redis.url();

@@ -30,6 +30,9 @@
 namespace persistence {
 namespace {
 
+using test_support::sql_literal;
+using test_support::unique_key;
+
 const std::string k_currency = "XTS";
 
 connection_options options_for(const std::string& url) {
@@ -45,12 +48,6 @@ std::unique_ptr<pqxx::connection> app_connection() {
   auto conn = connect(options_for(test_support::database_url()));
   prepare_posting_statements(*conn);
   return conn;
-}
-
-// A name no other test run uses: the process id and a counter.
-std::string unique_name(const std::string& prefix) {
-  static std::atomic<int> counter{0};
-  return prefix + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
 }
 
 // One statement in its own committed transaction.
@@ -69,15 +66,6 @@ std::int64_t int_of(pqxx::connection& conn, const std::string& sql) {
 std::string text_of(pqxx::connection& conn, const std::string& sql) {
   pqxx::nontransaction txn(conn);
   return txn.exec1(sql)[0].as<std::string>();
-}
-
-std::string quoted(const std::string& text) {
-  std::string out = "'";
-  for (char c : text) {
-    if (c == '\'') out += '\'';
-    out += c;
-  }
-  return out + "'";
 }
 
 // The SQLSTATE and message of the pqxx::sql_error that `step` throws; a failure if none.
@@ -111,7 +99,8 @@ class ledger_db : public ::testing::Test {
   void SetUp() override {
     owner_ = owner_connection();
     app_ = app_connection();
-    principal_ = int_of(*owner_, "INSERT INTO principal (name, role) VALUES (" + quoted(unique_name("persistence")) +
+    principal_ = int_of(*owner_, "INSERT INTO principal (name, role) VALUES (" +
+                                     sql_literal(unique_key("persistence")) +
                                      ", 'user') RETURNING id");
     clearing_ = ensure_clearing_account(*app_, k_currency);
     a_ = new_account();
@@ -121,7 +110,7 @@ class ledger_db : public ::testing::Test {
 
   std::int64_t new_account(bool allow_negative = false) {
     return int_of(*owner_, "INSERT INTO account (owner_id, currency, kind, allow_negative) VALUES (" +
-                               std::to_string(principal_) + ", " + quoted(k_currency) + ", 'user', " +
+                               std::to_string(principal_) + ", " + sql_literal(k_currency) + ", 'user', " +
                                (allow_negative ? "TRUE" : "FALSE") + ") RETURNING id");
   }
 
@@ -148,7 +137,8 @@ class ledger_db : public ::testing::Test {
 
   void fund(std::int64_t account, std::int64_t amount) {
     const batch_result r =
-        commit_batch(*app_, {request(ledger::transaction_type::deposit, clearing_, account, amount, unique_name("fund"))});
+        commit_batch(*app_,
+                     {request(ledger::transaction_type::deposit, clearing_, account, amount, unique_key("fund"))});
     ASSERT_EQ(r.outcomes.at(0).outcome, ledger::error_code::ok);
   }
 
@@ -159,20 +149,20 @@ class ledger_db : public ::testing::Test {
     return int_of(*owner_, "SELECT version FROM account WHERE id = " + std::to_string(account));
   }
   std::int64_t entries_of(const std::string& transaction_id) {
-    return int_of(*owner_, "SELECT count(*) FROM ledger_entry WHERE transaction_id = " + quoted(transaction_id));
+    return int_of(*owner_, "SELECT count(*) FROM ledger_entry WHERE transaction_id = " + sql_literal(transaction_id));
   }
   std::int64_t journal_rows_of(const std::string& transaction_id) {
-    return int_of(*owner_, "SELECT count(*) FROM journal_transaction WHERE id = " + quoted(transaction_id));
+    return int_of(*owner_, "SELECT count(*) FROM journal_transaction WHERE id = " + sql_literal(transaction_id));
   }
   std::int64_t outbox_rows_of(const std::string& transaction_id) {
     // A batch's row names all of its transactions; rows from before migration 003 name one.
-    const std::string id = quoted(transaction_id) + "::uuid";
+    const std::string id = sql_literal(transaction_id) + "::uuid";
     return int_of(*owner_, "SELECT count(*) FROM outbox_event WHERE transaction_id = " + id + " OR " + id +
                                " = ANY(transaction_ids)");
   }
   std::int64_t keys_committed(const std::string& key) {
     return int_of(*owner_, "SELECT count(*) FROM journal_transaction WHERE principal_id = " +
-                               std::to_string(principal_) + " AND idempotency_key = " + quoted(key));
+                               std::to_string(principal_) + " AND idempotency_key = " + sql_literal(key));
   }
 
   // Invariant 2 for this fixture's accounts: each cache equals the sum of its entries, each version
@@ -245,7 +235,7 @@ TEST(migrations, applying_twice_applies_nothing_the_second_time) {
   ASSERT_FALSE(migrations().empty());
   auto conn = owner_connection();
   for (const auto& m : migrations()) {
-    EXPECT_EQ(int_of(*conn, "SELECT count(*) FROM schema_migrations WHERE version = " + quoted(m.version)), 1)
+    EXPECT_EQ(int_of(*conn, "SELECT count(*) FROM schema_migrations WHERE version = " + sql_literal(m.version)), 1)
         << m.version;
   }
   EXPECT_EQ(int_of(*conn, "SELECT count(*) FROM schema_migrations WHERE version = '001_ledger'"), 1);
@@ -266,7 +256,7 @@ TEST_F(ledger_db, an_unbalanced_entry_is_refused_by_its_statement) {
   const auto one_leg = sql_error_of([&] {
     pqxx::work txn(*owner_);
     txn.exec("INSERT INTO ledger_entry (transaction_id, account_id, currency, amount, balance_after) VALUES (" +
-             quoted(tx) + ", " + std::to_string(a_) + ", 'XTS', 100, 100)");
+             sql_literal(tx) + ", " + std::to_string(a_) + ", 'XTS', 100, 100)");
     txn.commit();
   });
   EXPECT_EQ(one_leg.sqlstate, "23514");
@@ -276,7 +266,7 @@ TEST_F(ledger_db, an_unbalanced_entry_is_refused_by_its_statement) {
   const auto mixed = sql_error_of([&] {
     pqxx::work txn(*owner_);
     txn.exec("INSERT INTO ledger_entry (transaction_id, account_id, currency, amount, balance_after) VALUES (" +
-             quoted(tx) + ", " + std::to_string(a_) + ", 'XTS', 100, 100), (" + quoted(tx) + ", " +
+             sql_literal(tx) + ", " + std::to_string(a_) + ", 'XTS', 100, 100), (" + sql_literal(tx) + ", " +
              std::to_string(b_) + ", 'XXX', -100, -100)");
     txn.commit();
   });
@@ -286,9 +276,9 @@ TEST_F(ledger_db, an_unbalanced_entry_is_refused_by_its_statement) {
   const auto halves = sql_error_of([&] {
     pqxx::work txn(*owner_);
     txn.exec("INSERT INTO ledger_entry (transaction_id, account_id, currency, amount, balance_after) VALUES (" +
-             quoted(tx) + ", " + std::to_string(a_) + ", 'XTS', 100, 100)");
+             sql_literal(tx) + ", " + std::to_string(a_) + ", 'XTS', 100, 100)");
     txn.exec("INSERT INTO ledger_entry (transaction_id, account_id, currency, amount, balance_after) VALUES (" +
-             quoted(tx) + ", " + std::to_string(b_) + ", 'XTS', -100, -100)");
+             sql_literal(tx) + ", " + std::to_string(b_) + ", 'XTS', -100, -100)");
     txn.commit();
   });
   EXPECT_EQ(halves.sqlstate, "23514");
@@ -302,17 +292,17 @@ TEST_F(ledger_db, a_balanced_transaction_inserted_directly_commits) {
   {
     pqxx::work txn(*owner_);
     txn.exec("INSERT INTO journal_transaction (id, principal_id, idempotency_key, request_hash, type,"
-             " response_status, response_body) VALUES (" + quoted(tx) + ", " + std::to_string(principal_) + ", " +
-             quoted(unique_name("direct")) + ", 'direct', 'TRANSFER', 201, '{}')");
+             " response_status, response_body) VALUES (" + sql_literal(tx) + ", " + std::to_string(principal_) + ", " +
+             sql_literal(unique_key("direct")) + ", 'direct', 'TRANSFER', 201, '{}')");
     txn.exec("INSERT INTO ledger_entry (transaction_id, account_id, currency, amount, balance_after) VALUES (" +
-             quoted(tx) + ", " + std::to_string(source) + ", 'XTS', -100, -100), (" + quoted(tx) + ", " +
+             sql_literal(tx) + ", " + std::to_string(source) + ", 'XTS', -100, -100), (" + sql_literal(tx) + ", " +
              std::to_string(a_) + ", 'XTS', 100, 100)");
     txn.exec("UPDATE account SET balance = balance - 100, version = version + 1 WHERE id = " + std::to_string(source));
     txn.exec("UPDATE account SET balance = balance + 100, version = version + 1 WHERE id = " + std::to_string(a_));
     txn.commit();
   }
   EXPECT_EQ(entries_of(tx), 2);
-  EXPECT_EQ(int_of(*owner_, "SELECT sum(amount) FROM ledger_entry WHERE transaction_id = " + quoted(tx)), 0);
+  EXPECT_EQ(int_of(*owner_, "SELECT sum(amount) FROM ledger_entry WHERE transaction_id = " + sql_literal(tx)), 0);
   EXPECT_EQ(balance(a_), 100);
   EXPECT_EQ(balance(source), -100);
   expect_caches_match_entries();
@@ -328,8 +318,8 @@ TEST_F(ledger_db, entries_and_journal_rows_are_append_only_for_every_role) {
   const std::vector<std::string> statements = {
       "UPDATE ledger_entry SET amount = amount + 1 WHERE id = " + entry,
       "DELETE FROM ledger_entry WHERE id = " + entry,
-      "UPDATE journal_transaction SET response_body = '{}' WHERE id = " + quoted(tx),
-      "DELETE FROM journal_transaction WHERE id = " + quoted(tx),
+      "UPDATE journal_transaction SET response_body = '{}' WHERE id = " + sql_literal(tx),
+      "DELETE FROM journal_transaction WHERE id = " + sql_literal(tx),
   };
   for (const auto& sql : statements) {
     const auto as_app = sql_error_of([&] { run(*app_, sql); });
@@ -377,8 +367,8 @@ TEST_F(ledger_db, commit_batch_writes_journal_entries_caches_and_outbox) {
   // receipt and two entries with running balance_after; one outbox row for the whole batch that
   // names every transaction in commit order; caches and versions match.
   fund(a_, 1000);
-  std::vector<posting_request> batch = {transfer(a_, b_, 100, unique_name("k")), transfer(a_, d_, 250, unique_name("k")),
-                                        transfer(b_, d_, 40, unique_name("k"))};
+  std::vector<posting_request> batch = {transfer(a_, b_, 100, unique_key("k")), transfer(a_, d_, 250, unique_key("k")),
+                                        transfer(b_, d_, 40, unique_key("k"))};
   const batch_result r = commit_batch(*app_, batch);
   ASSERT_EQ(r.outcomes.size(), 3u);
   EXPECT_EQ(r.attempts, 1);
@@ -394,10 +384,12 @@ TEST_F(ledger_db, commit_batch_writes_journal_entries_caches_and_outbox) {
     EXPECT_EQ(entries_of(batch[i].transaction_id), 2);
     EXPECT_EQ(journal_rows_of(batch[i].transaction_id), 1);
     EXPECT_EQ(outbox_rows_of(batch[i].transaction_id), 1);
-    EXPECT_EQ(text_of(*owner_, "SELECT response_body FROM journal_transaction WHERE id = " + quoted(o.transaction_id)),
+    EXPECT_EQ(text_of(*owner_,
+                      "SELECT response_body FROM journal_transaction WHERE id = " + sql_literal(o.transaction_id)),
               o.response_body);
   }
-  const std::string batch_row = "(SELECT id FROM outbox_event WHERE " + quoted(std::as_const(batch[0].transaction_id)) +
+  const std::string batch_row = "(SELECT id FROM outbox_event WHERE " +
+                                sql_literal(std::as_const(batch[0].transaction_id)) +
                                 "::uuid = ANY(transaction_ids))";
   EXPECT_EQ(text_of(*owner_, "SELECT array_to_string(transaction_ids, ',') || ' ' || topic FROM outbox_event"
                              " WHERE id = " + batch_row),
@@ -425,14 +417,15 @@ TEST_F(ledger_db, a_key_reused_with_another_request_fails_alone) {
   // posting answers idempotency_key_reused with the stored transaction id and writes nothing,
   // while its neighbours in the same batch commit.
   fund(a_, 1000);
-  const std::string reused_key = unique_name("reused");
+  const std::string reused_key = unique_key("reused");
   const std::string stored_tx = new_uuid();
   run(*owner_, "INSERT INTO journal_transaction (id, principal_id, idempotency_key, request_hash, type,"
-               " response_status, response_body) VALUES (" + quoted(stored_tx) + ", " + std::to_string(principal_) +
-               ", " + quoted(reused_key) + ", 'another-request', 'TRANSFER', 201, '{\"stored\":true}')");
+               " response_status, response_body) VALUES (" + sql_literal(stored_tx) + ", " +
+               std::to_string(principal_) +
+               ", " + sql_literal(reused_key) + ", 'another-request', 'TRANSFER', 201, '{\"stored\":true}')");
 
-  std::vector<posting_request> batch = {transfer(a_, b_, 100, unique_name("k")), transfer(a_, d_, 200, reused_key),
-                                        transfer(a_, b_, 300, unique_name("k"))};
+  std::vector<posting_request> batch = {transfer(a_, b_, 100, unique_key("k")), transfer(a_, d_, 200, reused_key),
+                                        transfer(a_, b_, 300, unique_key("k"))};
   const batch_result r = commit_batch(*app_, batch);
   ASSERT_EQ(r.outcomes.size(), 3u);
   EXPECT_EQ(r.outcomes[0].outcome, ledger::error_code::ok);
@@ -453,7 +446,7 @@ TEST_F(ledger_db, a_key_reused_with_another_request_fails_alone) {
   EXPECT_EQ(journal_rows_of(batch[1].transaction_id), 0);
   EXPECT_EQ(outbox_rows_of(batch[1].transaction_id), 0);
   EXPECT_EQ(keys_committed(reused_key), 1);
-  EXPECT_EQ(text_of(*owner_, "SELECT request_hash FROM journal_transaction WHERE id = " + quoted(stored_tx)),
+  EXPECT_EQ(text_of(*owner_, "SELECT request_hash FROM journal_transaction WHERE id = " + sql_literal(stored_tx)),
             "another-request");
   expect_caches_match_entries();
 }
@@ -464,9 +457,9 @@ TEST_F(ledger_db, a_posting_the_database_refuses_is_isolated_from_its_neighbours
   // offender answers internal with nothing written, and once the trigger is gone the same key
   // commits (a failed request leaves no trace).
   fund(a_, 10'000);
-  const std::string offender_key = unique_name("offender");
-  std::vector<posting_request> batch = {transfer(a_, b_, 100, unique_name("k")), transfer(a_, b_, 4242, offender_key),
-                                        transfer(a_, d_, 300, unique_name("k")), transfer(b_, d_, 50, unique_name("k"))};
+  const std::string offender_key = unique_key("offender");
+  std::vector<posting_request> batch = {transfer(a_, b_, 100, unique_key("k")), transfer(a_, b_, 4242, offender_key),
+                                        transfer(a_, d_, 300, unique_key("k")), transfer(b_, d_, 50, unique_key("k"))};
   batch_result r;
   {
     const std::string name = "wallet_test_refuse_" + std::to_string(::getpid());
@@ -512,7 +505,7 @@ TEST_F(ledger_db, a_posting_the_database_refuses_is_isolated_from_its_neighbours
 TEST_F(ledger_db, a_lone_posting_the_database_refuses_fails_without_a_trace) {
   // A batch of one refused posting fails with internal, and nothing of it is written.
   fund(a_, 10'000);
-  const posting_request lone = transfer(a_, b_, 4242, unique_name("lone"));
+  const posting_request lone = transfer(a_, b_, 4242, unique_key("lone"));
   batch_result r;
   {
     temporary_trigger trigger("wallet_test_refuse_lone_" + std::to_string(::getpid()),
@@ -534,7 +527,7 @@ TEST_F(ledger_db, a_committed_key_replays_its_stored_answer) {
   // Replaying a committed key with the same request returns replayed=true, the stored status and
   // body and the original transaction id, and moves no money; a neighbour still commits.
   fund(a_, 1000);
-  const std::string key = unique_name("replay");
+  const std::string key = unique_key("replay");
   const posting_request original = transfer(a_, b_, 100, key);
   const batch_result first = commit_batch(*app_, {original});
   ASSERT_EQ(first.outcomes.at(0).outcome, ledger::error_code::ok);
@@ -544,7 +537,7 @@ TEST_F(ledger_db, a_committed_key_replays_its_stored_answer) {
   posting_request again = transfer(a_, b_, 100, key);  // a new transaction id, the same request hash
   ASSERT_EQ(again.request_hash, original.request_hash);
   ASSERT_NE(again.transaction_id, original.transaction_id);
-  const posting_request neighbour = transfer(a_, d_, 10, unique_name("k"));
+  const posting_request neighbour = transfer(a_, d_, 10, unique_key("k"));
   const batch_result second = commit_batch(*app_, {again, neighbour});
   ASSERT_EQ(second.outcomes.size(), 2u);
   const auto& replay = second.outcomes[0];
@@ -568,7 +561,7 @@ TEST_F(ledger_db, a_key_twice_in_one_batch_commits_once) {
   // Two postings of one batch carrying the same key and request: one transaction commits, the
   // other answers with its stored receipt, and the money moves once.
   fund(a_, 1000);
-  const std::string key = unique_name("twice");
+  const std::string key = unique_key("twice");
   const posting_request first = transfer(a_, b_, 100, key);
   const posting_request second = transfer(a_, b_, 100, key);
   const batch_result r = commit_batch(*app_, {first, second});
@@ -589,9 +582,10 @@ TEST_F(ledger_db, a_refused_posting_leaves_no_trace_and_its_key_stays_free) {
   // Business refusals (insufficient funds, unknown account) write no journal row, so the same key
   // commits later once the funds are there; the neighbours commit meanwhile.
   fund(a_, 100);
-  const std::string key = unique_name("later");
-  const batch_result r = commit_batch(*app_, {transfer(a_, b_, 150, key), transfer(a_, 999'999'999'999, 1, unique_name("k")),
-                                              transfer(a_, d_, 60, unique_name("k"))});
+  const std::string key = unique_key("later");
+  const batch_result r = commit_batch(*app_, {transfer(a_, b_, 150, key),
+                                              transfer(a_, 999'999'999'999, 1, unique_key("k")),
+                                              transfer(a_, d_, 60, unique_key("k"))});
   ASSERT_EQ(r.outcomes.size(), 3u);
   EXPECT_EQ(r.outcomes[0].outcome, ledger::error_code::insufficient_funds);
   EXPECT_EQ(r.outcomes[1].outcome, ledger::error_code::not_found);
@@ -622,7 +616,7 @@ TEST_F(ledger_db, a_key_committed_while_the_batch_waits_for_its_rows_is_replayed
   // committed and replay its stored answer; looking keys up before locking would plan the
   // transfer against the spent balance and refuse a committed transfer with insufficient_funds.
   fund(a_, 500);
-  const std::string key = unique_name("raced");
+  const std::string key = unique_key("raced");
   const posting_request mine = transfer(a_, b_, 500, key);
   const std::string theirs = new_uuid();
   const std::string stored_body = ledger::receipt_json(ledger::transaction_type::transfer, theirs, 0);
@@ -630,16 +624,17 @@ TEST_F(ledger_db, a_key_committed_while_the_batch_waits_for_its_rows_is_replayed
   pqxx::work other(*owner_);
   other.exec("SELECT id FROM account WHERE id = " + std::to_string(a_) + " FOR UPDATE");
 
-  const std::string name = unique_name("batch-waits");
+  const std::string name = unique_key("batch-waits");
   auto waiting = app_connection_named(name);
   batch_result r;
   std::thread batch([&] { r = commit_batch(*waiting, {mine}); });
   ASSERT_TRUE(test_support::eventually([&] { return test_support::backends_blocked_by(owner_->backendpid()) > 0; }));
   other.exec("INSERT INTO journal_transaction (id, principal_id, idempotency_key, request_hash, type,"
-             " response_status, response_body) VALUES (" + quoted(theirs) + ", " + std::to_string(principal_) + ", " +
-             quoted(key) + ", " + quoted(mine.request_hash) + ", 'TRANSFER', 201, " + quoted(stored_body) + ")");
+             " response_status, response_body) VALUES (" + sql_literal(theirs) + ", " + std::to_string(principal_) +
+             ", " + sql_literal(key) + ", " + sql_literal(mine.request_hash) + ", 'TRANSFER', 201, " +
+             sql_literal(stored_body) + ")");
   other.exec("INSERT INTO ledger_entry (transaction_id, account_id, currency, amount, balance_after) VALUES (" +
-             quoted(theirs) + ", " + std::to_string(a_) + ", 'XTS', -500, 0), (" + quoted(theirs) + ", " +
+             sql_literal(theirs) + ", " + std::to_string(a_) + ", 'XTS', -500, 0), (" + sql_literal(theirs) + ", " +
              std::to_string(b_) + ", 'XTS', 500, 500)");
   other.exec("UPDATE account SET balance = balance - 500, version = version + 1 WHERE id = " + std::to_string(a_));
   other.exec("UPDATE account SET balance = balance + 500, version = version + 1 WHERE id = " + std::to_string(b_));
@@ -666,19 +661,20 @@ TEST_F(ledger_db, the_isolation_fallback_answers_each_posting_by_what_became_of_
   // committed, hiding the committed transfer.
   fund(a_, 10'000);
   fund(d_, 10'000);
-  const std::string offender_key = unique_name("offender");
-  const std::string contended_key = unique_name("contended");
-  std::vector<posting_request> batch = {transfer(a_, b_, 100, unique_name("k")), transfer(a_, b_, 200, offender_key),
+  const std::string offender_key = unique_key("offender");
+  const std::string contended_key = unique_key("contended");
+  std::vector<posting_request> batch = {transfer(a_, b_, 100, unique_key("k")), transfer(a_, b_, 200, offender_key),
                                         transfer(d_, b_, 300, contended_key)};
   const std::string trigger = "wallet_test_refuse_key_" + std::to_string(::getpid());
   run(*owner_, "CREATE FUNCTION " + trigger + "() RETURNS trigger LANGUAGE plpgsql AS $fn$ BEGIN IF NEW.idempotency_key = " +
-                   quoted(offender_key) + " THEN RAISE EXCEPTION 'test refuses this key'; END IF; RETURN NEW; END $fn$");
+                   sql_literal(offender_key) +
+                   " THEN RAISE EXCEPTION 'test refuses this key'; END IF; RETURN NEW; END $fn$");
   run(*owner_, "CREATE TRIGGER " + trigger + " BEFORE INSERT ON journal_transaction FOR EACH ROW EXECUTE FUNCTION " +
                    trigger + "()");
   pqxx::work holder(*owner_);
   holder.exec("INSERT INTO journal_transaction (id, principal_id, idempotency_key, request_hash, type,"
               " response_status, response_body) VALUES (gen_random_uuid(), " + std::to_string(principal_) + ", " +
-              quoted(contended_key) + ", 'held', 'TRANSFER', 201, '{}')");
+              sql_literal(contended_key) + ", 'held', 'TRANSFER', 201, '{}')");
   connection_options o = options_for(test_support::database_url());
   o.lock_timeout_ms = 200;
   auto conn = connect(o);
@@ -741,7 +737,7 @@ TEST_F(ledger_db, an_account_read_sees_its_shards_in_one_snapshot) {
     sweep.request_hash = "sweep";
     ASSERT_EQ(commit_batch(*sweeper, {sweep}).outcomes.at(0).outcome, ledger::error_code::ok);
     // Put one unit back on the shard for the next sweep (a transfer from main to shard keeps the total).
-    ASSERT_EQ(commit_batch(*sweeper, {transfer(hot, shard, 1, unique_name("back"))}).outcomes.at(0).outcome,
+    ASSERT_EQ(commit_batch(*sweeper, {transfer(hot, shard, 1, unique_key("back"))}).outcomes.at(0).outcome,
               ledger::error_code::ok);
   }
   done = true;

@@ -28,6 +28,8 @@
 namespace persistence {
 namespace {
 
+using test_support::sql_literal;
+
 using check = reconcile_check;
 
 // Polls of a run's row while a test waits for it to reach a phase; generous for a loaded machine.
@@ -40,15 +42,6 @@ connection_options options_for(const std::string& url, std::int64_t statement_ti
   o.statement_timeout_ms = statement_timeout_ms;
   o.application_name = "reconcile-tests";
   return o;
-}
-
-std::string quoted(const std::string& text) {
-  std::string out = "'";
-  for (char c : text) {
-    if (c == '\'') out += '\'';
-    out += c;
-  }
-  return out + "'";
 }
 
 // What a finding names, for exact comparison: the check, the account, the transaction, the
@@ -117,7 +110,7 @@ class scratch_ledger : public ::testing::Test {
 
   std::int64_t new_account(const std::string& currency = "XTS", bool allow_negative = false) {
     return int_of("INSERT INTO account (owner_id, currency, kind, allow_negative) VALUES (" +
-                  std::to_string(principal_) + ", " + quoted(currency) + ", 'user', " +
+                  std::to_string(principal_) + ", " + sql_literal(currency) + ", 'user', " +
                   (allow_negative ? "TRUE" : "FALSE") + ") RETURNING id");
   }
 
@@ -156,12 +149,12 @@ class scratch_ledger : public ::testing::Test {
     const std::string tx = text_of("SELECT gen_random_uuid()::text");
     pqxx::work txn(*owner_);
     txn.exec("INSERT INTO journal_transaction (id, principal_id, idempotency_key, request_hash, type, response_status,"
-             " response_body) VALUES (" + quoted(tx) + ", " + std::to_string(principal_) + ", " +
-             quoted("direct-" + tx) + ", 'direct', 'TRANSFER', 201, '{}')");
+             " response_body) VALUES (" + sql_literal(tx) + ", " + std::to_string(principal_) + ", " +
+             sql_literal("direct-" + tx) + ", 'direct', 'TRANSFER', 201, '{}')");
     std::string values;
     for (const auto& l : lines) {
       if (!values.empty()) values += ", ";
-      values += "(" + quoted(tx) + ", " + std::to_string(l.account) + ", " + quoted(l.currency) + ", " +
+      values += "(" + sql_literal(tx) + ", " + std::to_string(l.account) + ", " + sql_literal(l.currency) + ", " +
                 std::to_string(l.amount) + ", " + std::to_string(l.balance_after) + ")";
     }
     txn.exec("INSERT INTO ledger_entry (transaction_id, account_id, currency, amount, balance_after) VALUES " + values);
@@ -179,7 +172,7 @@ class scratch_ledger : public ::testing::Test {
     return int_of("SELECT balance FROM account WHERE id = " + std::to_string(account));
   }
   std::int64_t entry_of(const std::string& tx, std::int64_t account) {
-    return int_of("SELECT id FROM ledger_entry WHERE transaction_id = " + quoted(tx) +
+    return int_of("SELECT id FROM ledger_entry WHERE transaction_id = " + sql_literal(tx) +
                   " AND account_id = " + std::to_string(account));
   }
 
@@ -416,7 +409,7 @@ TEST_F(scratch_ledger, the_watermark_waits_for_a_writer_that_took_its_ids_before
   const auto tx = text_of("SELECT gen_random_uuid()::text");
   pqxx::work writer_a(*writer_conn);
   writer_a.exec("INSERT INTO ledger_entry (transaction_id, account_id, currency, amount, balance_after) VALUES (" +
-                quoted(tx) + ", " + std::to_string(a1) + ", 'XTS', -100, 900), (" + quoted(tx) + ", " +
+                sql_literal(tx) + ", " + std::to_string(a1) + ", 'XTS', -100, 900), (" + sql_literal(tx) + ", " +
                 std::to_string(a2) + ", 'XTS', 100, 100)");
   writer_a.exec("UPDATE account SET balance = balance - 100, version = version + 1 WHERE id = " + std::to_string(a1));
   writer_a.exec("UPDATE account SET balance = balance + 100, version = version + 1 WHERE id = " + std::to_string(a2));

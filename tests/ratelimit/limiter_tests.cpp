@@ -13,13 +13,16 @@
 #include <vector>
 
 #include "ratelimit/limiter.hpp"
-#include "redis_process.hpp"
+#include "tests/ratelimit/redis_client.hpp"
+#include "tests/support/net.hpp"
+#include "tests/support/services.hpp"
+#include "tests/support/support.hpp"
 
 namespace ratelimit {
 namespace {
 
 using namespace std::chrono_literals;
-using ratelimit_test::redis_process;
+using test_support::redis_process;
 using ratelimit_test::unique_principal;
 
 // Ten writes per two-second window: small enough to exhaust quickly, long enough that a burst
@@ -129,7 +132,7 @@ TEST(limiter_redis, concurrent_burst_allows_exactly_burst) {
   // Thirty checks for one principal fired from six threads at once pass exactly `burst` times in
   // Redis, the denied ones carry a Retry-After after which a request passes, and a second
   // principal checked in the same storm keeps its whole allowance.
-  const std::string url = ratelimit_test::shared_redis_url();
+  const std::string url = test_support::redis_url();
   limiter l(redis_at(url), small_limits());
   const std::int64_t busy = unique_principal();
   const std::int64_t quiet = unique_principal();
@@ -180,7 +183,7 @@ TEST(limiter_redis, concurrent_burst_allows_exactly_burst) {
 TEST(limiter_redis, two_limiters_share_one_allowance) {
   // Two limiter instances (two server processes, as far as Redis can tell) hammering one
   // principal together get `burst` passes between them, not twice that.
-  const std::string url = ratelimit_test::shared_redis_url();
+  const std::string url = test_support::redis_url();
   limiter first(redis_at(url), small_limits());
   limiter second(redis_at(url), small_limits());
   const std::int64_t principal = unique_principal();
@@ -199,7 +202,7 @@ TEST(limiter_redis, fixed_window_counts_exactly) {
   // With algorithm = fixed, a concurrent burst that fits in one fixed window (checked against
   // Redis's clock) passes exactly `burst` times, and the Retry-After of a denial reaches the next
   // window, where a request passes again.
-  const std::string url = ratelimit_test::shared_redis_url();
+  const std::string url = test_support::redis_url();
   limiter l(redis_at(url), small_limits("fixed"));
   const std::int64_t principal = unique_principal();
   ratelimit_test::wait_for_window_room(url, window_ms, 1000ms);
@@ -231,7 +234,7 @@ TEST(limiter_redis, fixed_window_counts_exactly) {
 TEST(limiter_redis, script_flush_is_survived) {
   // After SCRIPT FLUSH empties the server's script cache, checks (single and pipelined) still
   // come from Redis: the NOSCRIPT reply makes the worker load the script again and retry once.
-  const std::string url = ratelimit_test::shared_redis_url();
+  const std::string url = test_support::redis_url();
   limiter l(redis_at(url), small_limits());
   const std::int64_t principal = unique_principal();
   ASSERT_FALSE(check_now(l, principal).fallback);
@@ -254,8 +257,8 @@ TEST(limiter_redis, killed_redis_fails_open_then_recovers) {
   // A private Redis is killed mid-run: every check still completes, from the in-process limiter
   // with the same limit, after exactly one logged transition; restarted on the same port, Redis
   // decides again within a few retry intervals.
-  redis_process server(ratelimit_test::free_port());
-  ASSERT_NO_FATAL_FAILURE(server.start());
+  redis_process server(test_support::free_port());
+  ASSERT_NO_THROW(server.start());
   limiter l(redis_at(server.url()), small_limits());
   ASSERT_FALSE(check_now(l, unique_principal()).fallback);
 
@@ -283,7 +286,7 @@ TEST(limiter_redis, killed_redis_fails_open_then_recovers) {
   std::this_thread::sleep_for(350ms);
   EXPECT_EQ(l.snapshot().transitions_to_fallback, 1u);
 
-  ASSERT_NO_FATAL_FAILURE(server.start());
+  ASSERT_NO_THROW(server.start());
   bool from_redis = false;
   // Bounded: 100 checks 50 ms apart, i.e. up to 50 retry intervals.
   for (int i = 0; i < 100 && !from_redis; ++i) {
@@ -304,8 +307,8 @@ TEST(limiter_redis, paused_redis_times_out_to_fallback) {
   // A private Redis stopped with SIGSTOP keeps its connections open but never answers: checks
   // fall back after the command timeout instead of hanging, ping reports it, and once it is
   // continued Redis decides again.
-  redis_process server(ratelimit_test::free_port());
-  ASSERT_NO_FATAL_FAILURE(server.start());
+  redis_process server(test_support::free_port());
+  ASSERT_NO_THROW(server.start());
   limiter l(redis_at(server.url()), small_limits());
   ASSERT_FALSE(check_now(l, unique_principal()).fallback);
 
@@ -335,8 +338,8 @@ TEST(limiter_redis, full_queue_decides_in_process_without_waiting) {
   // With room for one queued check and the only worker stuck on a paused Redis, a third check
   // cannot queue: it is decided in process at once, before the (long) command timeout has marked
   // Redis as failed, and every check still gets its callback.
-  redis_process server(ratelimit_test::free_port());
-  ASSERT_NO_FATAL_FAILURE(server.start());
+  redis_process server(test_support::free_port());
+  ASSERT_NO_THROW(server.start());
   config::redis_settings redis = redis_at(server.url());
   redis.connections = 1;
   redis.command_timeout_ms = 3000;
@@ -363,12 +366,12 @@ TEST(limiter_redis, full_queue_decides_in_process_without_waiting) {
 TEST(limiter_redis, ping_reports_live_and_dead_redis) {
   // Ping says ok against the shared Redis and not ok, with a reason, against a port nobody
   // listens on, well within a second.
-  limiter live(redis_at(ratelimit_test::shared_redis_url()), small_limits());
+  limiter live(redis_at(test_support::redis_url()), small_limits());
   const auto [ok, detail] = ping_now(live);
   EXPECT_TRUE(ok) << detail;
   EXPECT_NE(detail.find("PONG"), std::string::npos);
 
-  limiter dead(redis_at("redis://127.0.0.1:" + std::to_string(ratelimit_test::free_port())),
+  limiter dead(redis_at("redis://127.0.0.1:" + std::to_string(test_support::free_port())),
                small_limits());
   const auto started = std::chrono::steady_clock::now();
   const auto [dead_ok, dead_detail] = ping_now(dead);
@@ -384,7 +387,7 @@ TEST(limiter_redis, disabled_allows_everything_with_headers) {
   // the policy and an untouched window in its headers.
   config::ratelimit_settings limits = small_limits();
   limits.enabled = false;
-  limiter l(redis_at(ratelimit_test::shared_redis_url()), limits);
+  limiter l(redis_at(test_support::redis_url()), limits);
   const auto results = fire({&l}, {{unique_principal(), 10}}, 4);
   for (const auto& [p, d] : results) {
     EXPECT_TRUE(d.allowed);
@@ -398,8 +401,8 @@ TEST(limiter_redis, disabled_allows_everything_with_headers) {
 TEST(limiter_redis, every_callback_runs_once_on_shutdown) {
   // A limiter destroyed while thousands of checks and some pings are in flight (against a live
   // and against a paused Redis) still runs each callback exactly once before its destructor ends.
-  redis_process server(ratelimit_test::free_port());
-  ASSERT_NO_FATAL_FAILURE(server.start());
+  redis_process server(test_support::free_port());
+  ASSERT_NO_THROW(server.start());
   for (bool paused : {false, true}) {
     constexpr int checks = 2000;
     constexpr int pings = 10;

@@ -1,21 +1,30 @@
 #pragma once
 
-// Shared helpers for the suites that run against real services: the environment the test
-// command provides, a wallet-server child process, a synchronous HTTP client, and shortcuts
-// for the API calls most tests need.
+// The one support library of the test suites. This header gives what most suites against real
+// services need: the environment the test command provides, the API shortcuts most tests need,
+// bounded waits and real concurrency, and (through its includes) the HTTP client, the
+// wallet-server child process, the /metrics reader and direct database access. The rest has a
+// header of its own, included where it is used:
+//
+// - net.hpp: free_port(), a raw TCP connection, a TCP relay that fakes an outage;
+// - services.hpp: a private redis-server, private PostgreSQL + Redis (scripts/services.sh);
+// - process.hpp: running a program to its end, the current environment.
 
 #include <boost/json.hpp>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <map>
-#include <memory>
-#include <optional>
 #include <string>
-#include <vector>
-#include <atomic>
 #include <thread>
+#include <vector>
+
+#include "tests/support/database.hpp"
+#include "tests/support/http_client.hpp"
+#include "tests/support/metrics.hpp"
+#include "tests/support/server_process.hpp"
 
 namespace test_support {
 
@@ -29,101 +38,9 @@ std::string owner_database_url();
 std::string scratch_database_url();
 std::string scratch_owner_database_url();
 std::string redis_url();
+// WALLET_BUILD_DIR and WALLET_SOURCE_DIR, which CTest sets for every suite.
 std::string build_dir();
 std::string source_dir();
-
-// A TCP port on 127.0.0.1 that nothing listens on right now.
-int free_port();
-
-struct response {
-  int status = 0;
-  std::map<std::string, std::string> headers;  // lower-case names
-  std::string body;
-  boost::json::value json() const;
-  std::string header(const std::string& name) const;
-};
-
-// One keep-alive connection; reconnects when the server closed it.
-class http_client {
- public:
-  explicit http_client(int port, std::chrono::milliseconds timeout = std::chrono::seconds(30));
-  ~http_client();
-  http_client(const http_client&) = delete;
-  http_client& operator=(const http_client&) = delete;
-
-  response request(const std::string& method, const std::string& target, const std::string& body = {},
-                   const std::map<std::string, std::string>& headers = {});
-  response get(const std::string& target, const std::string& key);
-  response post(const std::string& target, const std::string& key, const std::string& body,
-                const std::string& idempotency_key = {});
-
- private:
-  struct impl;
-  std::unique_ptr<impl> impl_;
-};
-
-// A wallet-server child process on a free port, stopped (SIGTERM) when destroyed.
-class server_process {
- public:
-  struct options {
-    std::map<std::string, std::string> env;  // extra WALLET_* settings
-    std::vector<std::string> args;
-    std::string bootstrap_key = "test-operator-key";
-    bool wait_ready = true;
-  };
-  server_process();
-  explicit server_process(options opts);
-  ~server_process();
-  server_process(const server_process&) = delete;
-  server_process& operator=(const server_process&) = delete;
-
-  int port() const { return port_; }
-  const std::string& operator_key() const { return operator_key_; }
-  // Sends SIGTERM and waits; returns the exit status (or -1 on a signal / timeout). When the
-  // destructor does this, anything but exit status 0 (or a test's own SIGKILL) fails the test.
-  int terminate(std::chrono::milliseconds timeout = std::chrono::seconds(30));
-  // SIGKILL and reap: a crash, with no chance to finish anything in flight.
-  void kill();
-  // Starts the server again on the same port with the same options (after kill() or
-  // terminate()); its log continues in the same file. With `wait_ready`, returns once /healthz
-  // answers (at most 30 s, else throws); without, returns at once.
-  void restart(bool wait_ready = true);
-  bool running() const { return pid_ > 0; }
-  const std::string& log_path() const { return log_path_; }
-  std::string log() const;
-
- private:
-  void spawn(bool truncate_log);
-  void wait_until_ready();
-
-  options options_;
-  int pid_ = -1;
-  int port_ = 0;
-  std::string operator_key_;
-  std::string log_path_;
-  std::string exit_description_;
-  int exit_signal_ = 0;
-};
-
-// A metric's value from /metrics (the first series of that exact name); -1 when it is missing.
-std::int64_t metric_value(http_client& c, const std::string& name);
-
-// Rate limits high enough that a suite about something else never meets them.
-std::map<std::string, std::string> unlimited_rates();
-
-// A GoogleTest fixture whose suite shares one wallet-server, started with Derived::options().
-template <typename Derived>
-class shared_server_test : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() { server_ = new server_process(Derived::options()); }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-  }
-  int port() const { return server_->port(); }
-  const std::string& op() const { return server_->operator_key(); }
-  static inline server_process* server_ = nullptr;
-};
 
 // API shortcuts (operator key for the administrative ones). Each asserts its expected status.
 struct principal {
@@ -145,9 +62,19 @@ boost::json::object fresh_reconciliation(http_client& c, const std::string& oper
 boost::json::object wait_for_reconciliation_run(http_client& c, const std::string& operator_key, std::int64_t run_id);
 // fresh_reconciliation(...) ended with a verdict and it is clean (the run is printed when not).
 bool reconciliation_ok(http_client& c, const std::string& operator_key, bool full = false);
+// A name no other test, thread or run uses: the prefix, the process id, a counter and a random part.
 std::string unique_key(const std::string& prefix);
 // The body of POST /v1/transfers.
 std::string transfer_body(std::int64_t from, std::int64_t to, std::int64_t amount);
+
+// The answers to concurrent transfers that race for one payer's money, counted from any number
+// of threads: 201 created, 422 insufficient_funds refused; anything else is a test failure.
+struct transfer_tally {
+  std::atomic<int> created{0};
+  std::atomic<int> refused{0};
+  std::atomic<int> other{0};
+  void count(const response& r);
+};
 
 // Runs fn(i, thread) for i in [0, count) on `threads` threads at once: real concurrency.
 template <typename Fn>
@@ -162,23 +89,20 @@ void concurrently(int count, int threads, Fn fn) {
   for (auto& worker : pool) worker.join();
 }
 
-// Count of backends waiting, directly or through other waiters, on the backend `blocker_pid`
-// (PostgreSQL queues a second waiter for a row behind the first one, not behind the holder).
-int backends_blocked_by(int blocker_pid);
-
-// Waits until `condition()` holds, checking every few milliseconds, at most `bound` in all (a
-// bound on a condition, never a measure of speed); returns whether it holds.
+// Waits until `condition()` holds, checking it every `poll`, at most `bound` in all (a bound on
+// a condition, never a measure of speed); returns whether it holds. A condition that costs the
+// server a request (a scrape, a read) deserves a longer `poll`.
 template <typename Condition>
-bool eventually(Condition condition, std::chrono::milliseconds bound = std::chrono::seconds(30)) {
+bool eventually(Condition condition, std::chrono::milliseconds bound = std::chrono::seconds(30),
+                std::chrono::milliseconds poll = std::chrono::milliseconds(5)) {
   const auto deadline = std::chrono::steady_clock::now() + bound;
-  while (!condition() && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  while (!condition() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(poll);
   return condition();
 }
 
-// Runs a SQL query with the owner role and returns the first column of the first row as text.
-std::string query_value(const std::string& sql);
-void execute_sql(const std::string& sql, bool as_owner = true);
+// Milliseconds since `start`.
+inline long long elapsed_ms(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
+}
 
 }  // namespace test_support

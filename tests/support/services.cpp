@@ -1,20 +1,96 @@
-#include "tests/chaos/services.hpp"
+#include "tests/support/services.hpp"
 
-#include "tests/http/helpers.hpp"
+#include "tests/support/net.hpp"
+#include "tests/support/process.hpp"
 #include "tests/support/support.hpp"
 
+#include <fcntl.h>
 #include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
 #include <thread>
 #include <vector>
 
-namespace chaos {
+extern char** environ;
+
+namespace test_support {
+
+bool redis_answers(int port, std::chrono::milliseconds timeout) {
+  try {
+    raw_connection c(port);
+    if (!c.send("PING\r\n")) return false;
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (c.received().find("+PONG\r\n") != std::string::npos) return true;
+      if (c.peer_closed()) return c.received().find("+PONG\r\n") != std::string::npos;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return false;
+  } catch (const std::runtime_error&) {
+    return false;  // not listening (yet, or any more)
+  }
+}
+
+redis_process::redis_process(int port) : port_(port) {}
+
+redis_process::~redis_process() { kill(); }
+
+void redis_process::start() {
+  if (pid_ > 0) throw std::runtime_error("redis-server on port " + std::to_string(port_) + " is already running");
+  std::vector<std::string> args = {"redis-server", "--port", std::to_string(port_), "--bind", "127.0.0.1",
+                                   "--save", "", "--appendonly", "no", "--daemonize", "no",
+                                   "--logfile", "", "--loglevel", "warning", "--dir", "/tmp"};
+  auto argv = c_array(args);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
+  pid_t pid = -1;
+  const int rc = ::posix_spawnp(&pid, "redis-server", &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) throw std::runtime_error("cannot spawn redis-server: " + std::string(std::strerror(rc)));
+  pid_ = pid;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (redis_answers(port_)) return;
+    int status = 0;
+    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      throw std::runtime_error("redis-server on port " + std::to_string(port_) + " exited during start");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  kill();
+  throw std::runtime_error("redis-server on port " + std::to_string(port_) + " did not answer within 10 s");
+}
+
+void redis_process::kill() {
+  if (pid_ <= 0) return;
+  ::kill(pid_, SIGKILL);
+  ::waitpid(pid_, nullptr, 0);
+  pid_ = -1;
+}
+
+void redis_process::pause() {
+  if (pid_ <= 0) throw std::runtime_error("redis-server on port " + std::to_string(port_) + " is not running");
+  ::kill(pid_, SIGSTOP);
+}
+
+void redis_process::resume() {
+  if (pid_ <= 0) throw std::runtime_error("redis-server on port " + std::to_string(port_) + " is not running");
+  ::kill(pid_, SIGCONT);
+}
+
+std::string redis_process::url() const { return "redis://127.0.0.1:" + std::to_string(port_); }
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -47,7 +123,7 @@ std::map<std::string, std::string> read_env_file(const std::string& path) {
 // The environment of a helper program: ours, without anything that would make services.sh skip
 // a service or point a tool at the shared services.
 std::map<std::string, std::string> tool_environment() {
-  auto env = http_test::current_environment();
+  auto env = current_environment();
   env.erase("WALLET_SERVICES_SKIP_PG");
   env.erase("WALLET_SERVICES_SKIP_REDIS");
   return env;
@@ -60,11 +136,10 @@ private_services::private_services(std::string dir) : dir_(std::move(dir)) {
   // A run that was killed leaves its services running on ports nobody knows any more; the
   // services.env it wrote names them, so stop them first.
   if (fs::exists(dir_ + "/services.env")) services_script("stop", false);
-  // Ports from bind(0): Linux hands out odd ports there and even ones to connect(), so no
-  // outgoing connection can take one of these ports while its service is down and restarting.
-  pg_port_ = test_support::free_port();
-  redis_port_ = test_support::free_port();
-  while (redis_port_ == pg_port_) redis_port_ = test_support::free_port();
+  // Ports from free_port(): no outgoing connection takes one while its service is down.
+  pg_port_ = free_port();
+  redis_port_ = free_port();
+  while (redis_port_ == pg_port_) redis_port_ = free_port();
   services_script("start", true);
   services_script("reset-db", false);
   const auto written = read_env_file(dir_ + "/services.env");
@@ -74,7 +149,7 @@ private_services::private_services(std::string dir) : dir_(std::move(dir)) {
   auto env = tool_environment();
   for (const auto& [k, v] : env_) env[k] = v;
   const auto migrated =
-      http_test::run_program(test_support::build_dir() + "/tools/admin/wallet-admin", {"migrate"}, env, k_script_timeout);
+      run_program(build_dir() + "/tools/admin/wallet-admin", {"migrate"}, env, k_script_timeout);
   if (migrated.exit_code != 0) throw std::runtime_error("wallet-admin migrate failed:\n" + migrated.output);
 }
 
@@ -83,16 +158,16 @@ private_services::~private_services() {
     services_script("stop", false);
   } catch (const std::exception& e) {
     // A destructor cannot throw; the next run's constructor stops what is left.
-    std::fprintf(stderr, "chaos: stopping the private services failed: %s\n", e.what());
+    std::fprintf(stderr, "stopping the private services under %s failed: %s\n", dir_.c_str(), e.what());
   }
 }
 
 void private_services::services_script(const std::string& command, bool with_ports) const {
-  std::vector<std::string> args{test_support::source_dir() + "/scripts/services.sh", command, dir_};
+  std::vector<std::string> args{source_dir() + "/scripts/services.sh", command, dir_};
   if (with_ports) {
     args.insert(args.end(), {std::to_string(pg_port_), std::to_string(redis_port_), "--fast"});
   }
-  const auto r = http_test::run_program("/bin/bash", args, tool_environment(), k_script_timeout);
+  const auto r = run_program("/bin/bash", args, tool_environment(), k_script_timeout);
   if (r.exit_code != 0) {
     throw std::runtime_error("scripts/services.sh " + command + " " + dir_ + " failed:\n" + r.output);
   }
@@ -109,7 +184,7 @@ void private_services::stop_postgres_immediately() {
     args = {"-u", "postgres", "--", pg_ctl};
   }
   args.insert(args.end(), {"-D", data, "-m", "immediate", "-w", "-t", "60", "stop"});
-  const auto r = http_test::run_program(binary, args, tool_environment(), k_script_timeout);
+  const auto r = run_program(binary, args, tool_environment(), k_script_timeout);
   if (r.exit_code != 0) throw std::runtime_error("pg_ctl stop -m immediate failed:\n" + r.output);
 }
 
@@ -121,7 +196,7 @@ void private_services::kill_redis() {
   // It is not our child (services.sh daemonizes it): wait for its port to go quiet. Bounded: 500
   // checks of at least 20 ms.
   for (int check = 0; check < 500; ++check) {
-    if (!http_test::redis_answers(redis_port_, std::chrono::milliseconds(100))) return;
+    if (!redis_answers(redis_port_, std::chrono::milliseconds(100))) return;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   throw std::runtime_error("redis-server still answers after SIGKILL");
@@ -133,9 +208,9 @@ bool private_services::reconcile_clean(std::string& report) const {
   auto env = tool_environment();
   for (const auto& [k, v] : env_) env[k] = v;
   const auto r =
-      http_test::run_program(test_support::build_dir() + "/tools/admin/wallet-admin", {"reconcile"}, env, k_script_timeout);
+      run_program(build_dir() + "/tools/admin/wallet-admin", {"reconcile"}, env, k_script_timeout);
   report = r.output;
   return r.exit_code == 0;
 }
 
-}  // namespace chaos
+}  // namespace test_support

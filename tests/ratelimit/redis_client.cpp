@@ -1,16 +1,7 @@
-#include "redis_process.hpp"
+#include "tests/ratelimit/redis_client.hpp"
 
-#include <arpa/inet.h>
-#include <fcntl.h>
 #include <hiredis/hiredis.h>
-#include <netinet/in.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <random>
@@ -18,11 +9,7 @@
 #include <thread>
 #include <vector>
 
-#include <gtest/gtest.h>
-
 #include "ratelimit/redis_url.hpp"
-
-extern char** environ;
 
 namespace ratelimit_test {
 namespace {
@@ -58,86 +45,6 @@ std::string reply_text(const redisReply& reply) {
 }
 
 }  // namespace
-
-std::string shared_redis_url() {
-  const char* url = std::getenv("WALLET_REDIS_URL");
-  return url != nullptr && *url != '\0' ? url : "redis://127.0.0.1:56380";
-}
-
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) throw std::runtime_error("socket() failed");
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof(addr);
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    ::close(fd);
-    throw std::runtime_error("cannot find a free port");
-  }
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
-
-redis_process::redis_process(int port) : port_(port) {}
-
-redis_process::~redis_process() {
-  // SIGKILL also ends a paused (SIGSTOPped) server, so a failed test never leaves one behind.
-  kill();
-}
-
-void redis_process::start() {
-  ASSERT_LT(pid_, 0) << "already running";
-  const std::string port = std::to_string(port_);
-  std::vector<std::string> args = {"redis-server", "--port",    port,  "--bind",
-                                   "127.0.0.1",    "--save",    "",    "--appendonly",
-                                   "no",           "--logfile", "",    "--loglevel",
-                                   "warning",      "--dir",     "/tmp"};
-  std::vector<char*> argv;
-  for (auto& arg : args) argv.push_back(arg.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
-  pid_t pid = -1;
-  const int rc = posix_spawnp(&pid, "redis-server", &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  ASSERT_EQ(rc, 0) << "cannot start redis-server";
-  pid_ = pid;
-  // Bounded wait: 100 tries of 50 ms.
-  for (int attempt = 0; attempt < 100; ++attempt) {
-    try {
-      if (redis_command(url(), "PING") == "PONG") return;
-    } catch (const std::runtime_error&) {
-      // Not listening yet: expected while it starts; the next attempt tells.
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  FAIL() << "redis-server on port " << port_ << " did not answer within 5 s";
-}
-
-void redis_process::kill() {
-  if (pid_ <= 0) return;
-  ::kill(pid_, SIGKILL);
-  int status = 0;
-  ::waitpid(pid_, &status, 0);
-  pid_ = -1;
-}
-
-void redis_process::pause() {
-  ASSERT_GT(pid_, 0);
-  ::kill(pid_, SIGSTOP);
-}
-
-void redis_process::resume() {
-  ASSERT_GT(pid_, 0);
-  ::kill(pid_, SIGCONT);
-}
-
-std::string redis_process::url() const { return "redis://127.0.0.1:" + std::to_string(port_); }
 
 std::string redis_command(const std::string& url, const std::string& command) {
   const ratelimit::redis_endpoint endpoint = ratelimit::parse_redis_url(url);

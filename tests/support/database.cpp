@@ -1,0 +1,66 @@
+#include "tests/support/database.hpp"
+
+#include "tests/support/support.hpp"
+
+#include <pqxx/pqxx>
+
+namespace test_support {
+
+std::string query_value(const std::string& sql) {
+  pqxx::connection conn(owner_database_url());
+  pqxx::nontransaction txn(conn);
+  auto r = txn.exec(sql);
+  if (r.empty() || r[0][0].is_null()) return {};
+  return r[0][0].as<std::string>();
+}
+
+void execute_sql(const std::string& sql, bool as_owner) {
+  pqxx::connection conn(as_owner ? owner_database_url() : database_url());
+  pqxx::work txn(conn);
+  txn.exec(sql);
+  txn.commit();
+}
+
+std::string sql_literal(const std::string& text) {
+  std::string out = "'";
+  for (char c : text) {
+    if (c == '\'') out += '\'';
+    out += c;
+  }
+  return out + "'";
+}
+
+std::string sql_text_array(const std::vector<std::string>& texts) {
+  std::string out = "ARRAY[";
+  for (std::size_t i = 0; i < texts.size(); ++i) out += (i > 0 ? "," : "") + sql_literal(texts[i]);
+  return out + "]::text[]";
+}
+
+int backends_blocked_by(int blocker_pid) {
+  return std::stoi(query_value(
+      "WITH RECURSIVE waiting(pid) AS ("
+      "  SELECT pid FROM pg_stat_activity WHERE " + std::to_string(blocker_pid) + " = ANY(pg_blocking_pids(pid))"
+      "  UNION"
+      "  SELECT a.pid FROM pg_stat_activity a JOIN waiting w ON w.pid = ANY(pg_blocking_pids(a.pid))"
+      ") SELECT count(*) FROM waiting"));
+}
+
+struct account_lock::impl {
+  pqxx::connection connection{owner_database_url()};
+  pqxx::work transaction{connection};
+  int backend_pid = connection.backendpid();
+};
+
+account_lock::account_lock(const std::vector<std::int64_t>& accounts) : impl_(std::make_unique<impl>()) {
+  std::string ids;
+  for (const auto account : accounts) ids += (ids.empty() ? "" : ",") + std::to_string(account);
+  impl_->transaction.exec("SELECT id FROM account WHERE id IN (" + ids + ") FOR UPDATE");
+}
+
+account_lock::~account_lock() = default;
+
+int account_lock::waiters() const { return backends_blocked_by(impl_->backend_pid); }
+
+void account_lock::release() { impl_->transaction.abort(); }
+
+}  // namespace test_support

@@ -1,0 +1,48 @@
+#pragma once
+
+// Direct access to the shared test database, behind the server's back: the checks a test makes
+// (what the ledger holds, who waits on a lock) and the row locks it holds to stall the server.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace test_support {
+
+// Runs a SQL query with the owner role and returns the first column of the first row as text
+// ("" for no row or NULL).
+std::string query_value(const std::string& sql);
+void execute_sql(const std::string& sql, bool as_owner = true);
+
+// `text` as a SQL string literal: in single quotes, with single quotes doubled.
+std::string sql_literal(const std::string& text);
+// `texts` as a SQL text[] literal, e.g. ARRAY['a','b']::text[].
+std::string sql_text_array(const std::vector<std::string>& texts);
+
+// Count of backends waiting, directly or through other waiters, on the backend `blocker_pid`
+// (PostgreSQL queues a second waiter for a row behind the first one, not behind the holder).
+int backends_blocked_by(int blocker_pid);
+
+// The row locks of `accounts` (SELECT ... FOR UPDATE), held from an owner connection of the
+// shared database until release() or destruction: the way a test stalls whatever must write or
+// lock those rows (a ledger writer's batch, a sweep, an operator's freeze) for as long as it wants.
+class account_lock {
+ public:
+  explicit account_lock(const std::vector<std::int64_t>& accounts);
+  ~account_lock();
+  account_lock(const account_lock&) = delete;
+  account_lock& operator=(const account_lock&) = delete;
+
+  // Backends waiting on these locks, directly or behind other waiters (backends_blocked_by).
+  int waiters() const;
+  // Rolls the locking transaction back: whatever waited goes on. Releasing again does nothing;
+  // the destructor releases a lock still held.
+  void release();
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace test_support

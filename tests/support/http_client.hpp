@@ -1,0 +1,42 @@
+#pragma once
+
+// A synchronous HTTP/1.1 client for the tests: one keep-alive connection to 127.0.0.1.
+
+#include <boost/json/value.hpp>
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+
+namespace test_support {
+
+struct response {
+  int status = 0;
+  std::map<std::string, std::string> headers;  // lower-case names
+  std::string body;
+  boost::json::value json() const;
+  std::string header(const std::string& name) const;
+};
+
+// One keep-alive connection; reconnects when the server closed it. Throws
+// boost::system::system_error when the server cannot be reached or does not answer in time.
+class http_client {
+ public:
+  explicit http_client(int port, std::chrono::milliseconds timeout = std::chrono::seconds(30));
+  ~http_client();
+  http_client(const http_client&) = delete;
+  http_client& operator=(const http_client&) = delete;
+
+  response request(const std::string& method, const std::string& target, const std::string& body = {},
+                   const std::map<std::string, std::string>& headers = {});
+  response get(const std::string& target, const std::string& key);
+  response post(const std::string& target, const std::string& key, const std::string& body,
+                const std::string& idempotency_key = {});
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace test_support
