@@ -1,5 +1,6 @@
 // What describes the server itself, open to anyone without an API key: liveness (/healthz),
-// readiness (/readyz: PostgreSQL and Redis answer) and the Prometheus page (/metrics).
+// readiness (/readyz: PostgreSQL and Redis answer), the Prometheus page (/metrics) and the API
+// document (/v1/openapi.json).
 
 #include <chrono>
 #include <memory>
@@ -7,6 +8,7 @@
 #include <vector>
 
 #include "http/handlers/handlers.hpp"
+#include "http/openapi.hpp"
 #include "http/presenters.hpp"
 
 namespace api::handlers {
@@ -134,6 +136,14 @@ void add_server_routes(router& r, handler_support& s, pipeline& p) {
            out.status = 200;
            out.content_type = "text/plain; version=0.0.4";
            out.body = s.stats.render_page(s.service.stats(), p.limiter_stats());
+           ex->respond(std::move(out));
+         }});
+  // The API's own description (docs/openapi.json, compiled in).
+  r.add({"GET", "/v1/openapi.json", access::open, rate_class::none, param_kind::integer, false,
+         [](const exchange_ptr& ex, const principal&, const path_params&) {
+           reply out;
+           out.status = 200;
+           out.body = std::string(openapi_document());
            ex->respond(std::move(out));
          }});
 }

@@ -9,6 +9,7 @@
 
 #include "actors/ledger_service.hpp"
 #include "http/routes.hpp"
+#include "tests/support/openapi_check.hpp"
 
 namespace api {
 namespace {
@@ -90,6 +91,26 @@ TEST(router, the_server_table_keeps_the_pipeline_rules) {
   }
   EXPECT_TRUE(seen.count("GET /v1/accounts/{id}"));
   EXPECT_TRUE(seen.count("POST /v1/transfers"));
+}
+
+TEST(router, the_table_and_the_openapi_document_name_the_same_routes) {
+  // Both ways: every route is documented with its role and rate-limit class, and every documented
+  // operation is routed.
+  config::settings settings;
+  actors::ledger_service service(settings);
+  metrics stats;
+  routes server_routes(settings, service, nullptr, stats);
+  const auto& spec = test_support::openapi_spec::get();
+  std::set<std::pair<std::string, std::string>> routed;
+  for (const auto& r : server_routes.table().table()) {
+    routed.emplace(r.method, r.pattern);
+    EXPECT_EQ(spec.role(r.method, r.pattern), std::string(to_string(r.who))) << r.method << ' ' << r.pattern;
+    EXPECT_EQ(spec.rate_class(r.method, r.pattern), std::string(to_string(r.rate))) << r.method << ' ' << r.pattern;
+  }
+  for (const auto& [method, path] : spec.operations()) {
+    EXPECT_TRUE(routed.count({method, path})) << method << ' ' << path << " is documented but not routed";
+  }
+  EXPECT_EQ(routed.size(), spec.operations().size());
 }
 
 }  // namespace
