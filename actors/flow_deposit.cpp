@@ -8,6 +8,7 @@
 #include "actors/outcomes.hpp"
 #include "actors/service_core.hpp"
 #include "actors/uuid.hpp"
+#include "ledger/flows.hpp"
 
 namespace actors {
 
@@ -46,14 +47,11 @@ void money_flows::deposit_to(deposit_command command, persistence::provider_reco
                     if (code != ledger::error_code::ok) return finish(database_unavailable(code));
                     const auto clearing = ids[0];
                     const auto w = core_.writer_index(clearing);
-                    persistence::posting_request request;
-                    request.posting.type = ledger::transaction_type::deposit;
-                    request.posting.debit_account = clearing;
-                    request.posting.credit_account = account_directory::credit_row(
+                    const auto credit_row = account_directory::credit_row(
                         target, w, core_.runtime->writers.size(), std::hash<std::string>{}(command.idempotency_key));
-                    request.posting.credit_parent = target.id;
-                    request.posting.amount = command.amount;
-                    request.posting.currency = target.currency;
+                    persistence::posting_request request;
+                    request.posting =
+                        ledger::flows::deposit(clearing, credit_row, target.id, command.amount, target.currency);
                     request.transaction_id = make_transaction_id();
                     request.principal = command.principal;
                     request.idempotency_key = std::move(command.idempotency_key);

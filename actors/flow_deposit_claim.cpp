@@ -9,6 +9,7 @@
 #include "actors/outcomes.hpp"
 #include "actors/service_core.hpp"
 #include "actors/uuid.hpp"
+#include "ledger/flows.hpp"
 
 namespace actors {
 
@@ -54,14 +55,10 @@ void money_flows::claim(deposit_claim_command command, persistence::deposit_reco
                    finish](ledger::error_code code, std::vector<ledger::account_id> ids) mutable {
                     if (code != ledger::error_code::ok) return finish(database_unavailable(code));
                     persistence::posting_request request;
-                    request.posting.type = command.chargeback ? ledger::transaction_type::chargeback
-                                                              : ledger::transaction_type::deposit_refund;
-                    request.posting.debit_account = deposit.account_id;
-                    request.posting.credit_account = ids[0];
-                    request.posting.credit_parent = ids[0];
-                    request.posting.amount = amount;
-                    request.posting.currency = deposit.currency;
-                    if (command.chargeback) request.posting.shortfall_account = ids[1];
+                    request.posting =
+                        command.chargeback
+                            ? ledger::flows::chargeback(deposit.account_id, ids[0], ids[1], amount, deposit.currency)
+                            : ledger::flows::deposit_refund(deposit.account_id, ids[0], amount, deposit.currency);
                     request.transaction_id = make_transaction_id();
                     request.principal = command.principal;
                     request.idempotency_key = std::move(command.idempotency_key);

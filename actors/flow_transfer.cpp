@@ -7,6 +7,7 @@
 #include "actors/outcomes.hpp"
 #include "actors/service_core.hpp"
 #include "actors/uuid.hpp"
+#include "ledger/flows.hpp"
 
 namespace actors {
 
@@ -31,18 +32,15 @@ void money_flows::transfer(transfer_command command, finish_fn done) {
       const auto to = command.to;
       user_account(to, std::move(missing), finish,
                    [this, command = std::move(command), payer = std::move(payer), finish](account_facts payee) mutable {
-                     persistence::posting_request posting;
-                     posting.posting.type = ledger::transaction_type::transfer;
-                     posting.posting.debit_account = command.from;
                      // Spread credits over the payee's shards of the payer's writer at random: payers
                      // paying once each must not all land on one shard.
                      thread_local std::mt19937_64 spread{std::random_device{}()};
                      const auto writers = core_.runtime->writers.size();
-                     posting.posting.credit_account =
+                     const auto credit_row =
                          account_directory::credit_row(payee, writer_for(command.from, writers), writers, spread());
-                     posting.posting.credit_parent = payee.id;
-                     posting.posting.amount = command.amount;
-                     posting.posting.currency = payer->currency;
+                     persistence::posting_request posting;
+                     posting.posting =
+                         ledger::flows::transfer(command.from, credit_row, payee.id, command.amount, payer->currency);
                      posting.transaction_id = make_transaction_id();
                      posting.principal = command.principal;
                      posting.idempotency_key = std::move(command.idempotency_key);

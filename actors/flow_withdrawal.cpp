@@ -10,6 +10,7 @@
 #include "actors/outcomes.hpp"
 #include "actors/service_core.hpp"
 #include "actors/uuid.hpp"
+#include "ledger/flows.hpp"
 
 namespace actors {
 
@@ -35,13 +36,14 @@ void money_flows::withdraw(withdrawal_command command, finish_fn done) {
                                                                                 " (accountId) was not found"));
                      }
                      const auto fee = settings_.ledger.withdrawal_fee(wallet.currency);
-                     const auto total = ledger::checked_add(command.amount, fee);
-                     if (!total) return finish(refusal(ledger::error_code::invalid_request, "the amount is too large"));
+                     if (!ledger::checked_add(command.amount, fee)) {
+                       return finish(refusal(ledger::error_code::invalid_request, "the amount is too large"));
+                     }
                      const std::string currency = wallet.currency;
                      system_accounts(
                          currency, {{"pending_withdrawal", false}, {"fee_revenue", false}},
                          [this, command = std::move(command), p = std::move(p), wallet = std::move(wallet), fee,
-                          total = *total, finish](ledger::error_code code, std::vector<ledger::account_id> ids) mutable {
+                          finish](ledger::error_code code, std::vector<ledger::account_id> ids) mutable {
                            if (code != ledger::error_code::ok) return finish(database_unavailable(code));
                            auto rows = std::make_shared<persistence::flow_rows>();
                            persistence::flow_rows::withdrawal w;
@@ -52,13 +54,9 @@ void money_flows::withdraw(withdrawal_command command, finish_fn done) {
                            w.fee = fee;
                            w.destination = command.destination;
                            persistence::posting_request request;
-                           request.posting.type = ledger::transaction_type::withdrawal;
-                           request.posting.debit_account = wallet.id;
-                           request.posting.credit_account = ids[0];
-                           request.posting.credit_parent = ids[0];
-                           request.posting.amount = total;
-                           request.posting.currency = wallet.currency;
-                           request.posting.extra_credits.push_back({ids[1], fee});
+                           // Checked above: amount + fee fits.
+                           request.posting =
+                               *ledger::flows::withdrawal(wallet.id, ids[0], ids[1], command.amount, fee, wallet.currency);
                            request.transaction_id = make_transaction_id();
                            request.principal = command.principal;
                            request.idempotency_key = std::move(command.idempotency_key);
@@ -115,13 +113,9 @@ void money_flows::settle_to(settle_command command, persistence::withdrawal_reco
         auto send = [this, command, withdrawal, rows, finish, pending = ids[0]](ledger::account_id credit,
                                                                                 ledger::account_id parent) {
           persistence::posting_request request;
-          request.posting.type =
-              command.paid ? ledger::transaction_type::payout : ledger::transaction_type::payout_failed;
-          request.posting.debit_account = pending;
-          request.posting.credit_account = credit;
-          request.posting.credit_parent = parent;
-          request.posting.amount = withdrawal.amount;
-          request.posting.currency = withdrawal.currency;
+          request.posting = command.paid
+                                ? ledger::flows::payout(pending, credit, withdrawal.amount, withdrawal.currency)
+                                : ledger::flows::payout_failed(pending, credit, parent, withdrawal.amount, withdrawal.currency);
           request.transaction_id = make_transaction_id();
           request.principal = command.principal;
           request.idempotency_key = command.idempotency_key;

@@ -1,0 +1,59 @@
+#include "ledger/flows.hpp"
+
+namespace ledger::flows {
+namespace {
+
+posting make(transaction_type type, account_id debit, account_id credit_row, account_id credit_account,
+             amount_minor amount, std::string currency) {
+  posting p;
+  p.type = type;
+  p.debit_account = debit;
+  p.credit_account = credit_row;
+  p.credit_parent = credit_account;
+  p.amount = amount;
+  p.currency = std::move(currency);
+  return p;
+}
+
+}  // namespace
+
+posting deposit(account_id clearing, account_id credit_row, account_id credit_account, amount_minor amount,
+                std::string currency) {
+  return make(transaction_type::deposit, clearing, credit_row, credit_account, amount, std::move(currency));
+}
+
+posting transfer(account_id payer, account_id credit_row, account_id payee, amount_minor amount, std::string currency) {
+  return make(transaction_type::transfer, payer, credit_row, payee, amount, std::move(currency));
+}
+
+std::optional<posting> withdrawal(account_id wallet, account_id pending_withdrawal, account_id fee_revenue,
+                                  amount_minor amount, amount_minor fee, std::string currency) {
+  const auto total = checked_add(amount, fee);
+  if (!total || fee < 0) return std::nullopt;
+  auto p = make(transaction_type::withdrawal, wallet, pending_withdrawal, pending_withdrawal, *total,
+                std::move(currency));
+  p.extra_credits.push_back({fee_revenue, fee});
+  return p;
+}
+
+posting payout(account_id pending_withdrawal, account_id clearing, amount_minor amount, std::string currency) {
+  return make(transaction_type::payout, pending_withdrawal, clearing, clearing, amount, std::move(currency));
+}
+
+posting payout_failed(account_id pending_withdrawal, account_id credit_row, account_id wallet, amount_minor amount,
+                      std::string currency) {
+  return make(transaction_type::payout_failed, pending_withdrawal, credit_row, wallet, amount, std::move(currency));
+}
+
+posting deposit_refund(account_id wallet, account_id clearing, amount_minor amount, std::string currency) {
+  return make(transaction_type::deposit_refund, wallet, clearing, clearing, amount, std::move(currency));
+}
+
+posting chargeback(account_id wallet, account_id clearing, account_id chargeback_loss, amount_minor amount,
+                   std::string currency) {
+  auto p = make(transaction_type::chargeback, wallet, clearing, clearing, amount, std::move(currency));
+  p.shortfall_account = chargeback_loss;
+  return p;
+}
+
+}  // namespace ledger::flows

@@ -1,0 +1,41 @@
+#pragma once
+
+// The posting rule of each money flow (docs/money-flows.md): which account pays, which accounts
+// are paid and how much, as a posting for plan_posting(). The HTTP-facing flows (actors/flow_*.cpp)
+// resolve the accounts and call these; tests/ledger/flow_rules_tests.cpp checks each rule as a
+// table (event → entries).
+//
+//   event                        debit (−)                            credit (+)                            type
+//   provider payment succeeded   clearing:<provider>                  wallet                                DEPOSIT
+//   withdrawal requested         wallet: amount + fee                 pending_withdrawal: amount;           WITHDRAWAL
+//                                                                     fee_revenue: fee
+//   payout confirmed             pending_withdrawal                   clearing:<provider>                   PAYOUT
+//   payout failed                pending_withdrawal                   wallet (the fee is kept)              PAYOUT_FAILED
+//   refund of a deposit          wallet                               clearing:<provider>                   DEPOSIT_REFUND
+//   chargeback of a deposit      wallet: what it holds, up to the     clearing:<provider>                   CHARGEBACK
+//                                amount; chargeback_loss: the rest
+//   payment / transfer           payer                                payee                                 TRANSFER
+
+#include <optional>
+#include <string>
+
+#include "ledger/posting.hpp"
+
+namespace ledger::flows {
+
+// `credit_row` is the row the credit lands on (a shard of a hot account, or the account itself),
+// `credit_account` the account the payee sees.
+posting deposit(account_id clearing, account_id credit_row, account_id credit_account, amount_minor amount,
+                std::string currency);
+posting transfer(account_id payer, account_id credit_row, account_id payee, amount_minor amount, std::string currency);
+// nullopt when amount + fee does not fit in int64.
+std::optional<posting> withdrawal(account_id wallet, account_id pending_withdrawal, account_id fee_revenue,
+                                  amount_minor amount, amount_minor fee, std::string currency);
+posting payout(account_id pending_withdrawal, account_id clearing, amount_minor amount, std::string currency);
+posting payout_failed(account_id pending_withdrawal, account_id credit_row, account_id wallet, amount_minor amount,
+                      std::string currency);
+posting deposit_refund(account_id wallet, account_id clearing, amount_minor amount, std::string currency);
+posting chargeback(account_id wallet, account_id clearing, account_id chargeback_loss, amount_minor amount,
+                   std::string currency);
+
+}  // namespace ledger::flows
