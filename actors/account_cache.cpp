@@ -35,10 +35,13 @@ void account_cache::facts(ledger::account_id id,
 void account_cache::system_account(const std::string& currency, const std::string& role, bool allow_negative,
                                    std::function<void(ledger::error_code, ledger::account_id)> done) {
   const std::string key = role + "/" + currency;
+  ledger::account_id cached = 0;
   {
     std::lock_guard lock(system_mutex_);
-    if (auto it = system_.find(key); it != system_.end()) return done(ledger::error_code::ok, it->second);
+    if (auto it = system_.find(key); it != system_.end()) cached = it->second;
   }
+  // Answered outside the lock: the answer goes on to the next step of a flow.
+  if (cached != 0) return done(ledger::error_code::ok, cached);
   readers_->read<ledger::account_id>(
       [currency, role, allow_negative](pqxx::connection& conn) {
         return persistence::ensure_system_account(conn, currency, role, allow_negative);

@@ -40,8 +40,10 @@ void money_flows::deposit(deposit_command command, finish_fn done) {
 
 void money_flows::deposit_to(deposit_command command, persistence::provider_record provider, account_facts target,
                              std::shared_ptr<persistence::flow_rows> rows, finish_fn finish) {
+  // Named before the call: the callback below takes `provider` and `target` by move.
   const std::string currency = target.currency;
-  system_accounts(currency, {{"clearing:" + provider.name, true}},
+  std::vector<std::pair<std::string, bool>> roles{{"clearing:" + provider.name, true}};
+  system_accounts(currency, std::move(roles),
                   [this, command = std::move(command), provider = std::move(provider), target = std::move(target),
                    rows = std::move(rows), finish](ledger::error_code code, std::vector<ledger::account_id> ids) mutable {
                     if (code != ledger::error_code::ok) return finish(database_unavailable(code));

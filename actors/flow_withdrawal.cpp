@@ -104,9 +104,11 @@ void money_flows::settle_withdrawal(settle_command command, finish_fn done) {
 
 void money_flows::settle_to(settle_command command, persistence::withdrawal_record withdrawal,
                             std::shared_ptr<persistence::flow_rows> rows, finish_fn finish) {
+  // Named before the call: the callback below takes `withdrawal` by move.
   const std::string currency = withdrawal.currency;
+  std::vector<std::pair<std::string, bool>> roles{{"pending_withdrawal", false}, {"clearing:" + withdrawal.provider, true}};
   system_accounts(
-      currency, {{"pending_withdrawal", false}, {"clearing:" + withdrawal.provider, true}},
+      currency, std::move(roles),
       [this, command = std::move(command), withdrawal = std::move(withdrawal), rows = std::move(rows), finish](
           ledger::error_code code, std::vector<ledger::account_id> ids) mutable {
         if (code != ledger::error_code::ok) return finish(database_unavailable(code));

@@ -126,10 +126,13 @@ void money_flows::user_account(ledger::account_id id, money_result missing, fini
 
 void money_flows::provider(const std::string& name,
                            std::function<void(ledger::error_code, std::optional<persistence::provider_record>)> done) {
+  std::optional<persistence::provider_record> cached;
   {
     std::lock_guard lock(providers_mutex_);
-    if (auto it = providers_.find(name); it != providers_.end()) return done(ledger::error_code::ok, it->second);
+    if (auto it = providers_.find(name); it != providers_.end()) cached = it->second;
   }
+  // Answered outside the lock: the answer may start a flow that asks for a provider again.
+  if (cached) return done(ledger::error_code::ok, std::move(cached));
   core_.readers->read<std::optional<persistence::provider_record>>(
       [name](pqxx::connection& conn) { return persistence::find_provider(conn, name); },
       [this, done](query_result<std::optional<persistence::provider_record>> r) {

@@ -37,6 +37,13 @@ money_result to_money_result(const persistence::posting_outcome& o) {
     case error_code::not_found: return refusal(o.outcome, "the credited account does not exist");
     case error_code::idempotency_key_reused:
       return refusal(o.outcome, "this Idempotency-Key was already used for a different request");
+    case error_code::already_settled: return refusal(o.outcome, "the withdrawal was already settled");
+    case error_code::already_charged_back: return refusal(o.outcome, "the deposit was already charged back");
+    case error_code::refund_exceeds_payment:
+      return refusal(o.outcome, "refunds and chargebacks of the deposit would exceed it");
+    case error_code::unknown_payment: return refusal(o.outcome, "the deposit is not known to this ledger");
+    case error_code::unknown_withdrawal: return refusal(o.outcome, "the withdrawal is not known to this ledger");
+    case error_code::conflict: return refusal(o.outcome, "this provider payment was already deposited");
     case error_code::outcome_unknown:
       return unavailable(o.outcome, "the outcome of this request is unknown; retry with the same Idempotency-Key");
     case error_code::database_unavailable:

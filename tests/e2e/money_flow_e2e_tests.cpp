@@ -1,0 +1,425 @@
+// End-to-end tests of the money flows (docs/money-flows.md) over HTTP: a real wallet-server,
+// PostgreSQL and Redis. Deposits from providers and their signed events, two-step withdrawals,
+// refunds and chargebacks of deposits: the entries each flow makes, the races each one must win
+// exactly once, and the signatures that must not verify.
+
+#include <gtest/gtest.h>
+
+#include <boost/json/object.hpp>
+#include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
+
+#include <chrono>
+#include <future>
+#include <map>
+#include <set>
+
+#include "http/signature.hpp"
+#include "tests/support/database.hpp"
+#include "tests/support/support.hpp"
+
+namespace ts = test_support;
+
+namespace {
+
+constexpr std::int64_t k_fee = 50;  // the EUR withdrawal fee of this suite's server
+
+std::int64_t now_s() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string json_of(const boost::json::object& o) { return boost::json::serialize(o); }
+
+std::string str(const boost::json::value& v) { return std::string(v.as_string()); }
+
+class MoneyFlowE2E : public ts::shared_server_test<MoneyFlowE2E> {
+ public:
+  static ts::server_process::options options() {
+    auto o = ts::shared_server_test<MoneyFlowE2E>::options();
+    o.env["WALLET_LEDGER_WITHDRAWAL_FEES"] = "EUR:" + std::to_string(k_fee);
+    return o;
+  }
+
+ protected:
+  struct provider {
+    std::string name;
+    std::string secret;
+  };
+
+  provider new_provider(ts::http_client& c) const {
+    const auto name = "p" + std::to_string(now_s() % 100000) + "-" + ts::unique_key("x").substr(0, 12);
+    boost::json::object body;
+    body["name"] = name;
+    auto r = c.post("/v1/providers", op(), json_of(body));
+    EXPECT_EQ(r.status, 201) << r.body;
+    const auto j = r.json();
+    return provider{name, str(j.as_object().at("signingSecret"))};
+  }
+
+  // A principal with one empty EUR account.
+  std::pair<ts::principal, std::int64_t> wallet(ts::http_client& c) const {
+    auto who = ts::create_principal(c, op());
+    return {who, ts::create_account(c, op(), who.id)};
+  }
+
+  // The id and balance of a system account (0 when it does not exist yet).
+  static std::int64_t system_balance(const std::string& role) {
+    const auto v = ts::query_value("SELECT COALESCE(sum(balance), 0) FROM account WHERE currency = 'EUR' AND system_role = '" +
+                                   role + "'");
+    return std::stoll(v);
+  }
+
+  ts::response signed_event(ts::http_client& c, const provider& p, const std::string& body,
+                            std::int64_t at = 0) const {
+    return c.request("POST", "/v1/provider-events", body,
+                     {{"Content-Type", "application/json"},
+                      {"Wallet-Signature", api::sign(p.secret, at == 0 ? now_s() : at, body)}});
+  }
+
+  static std::string event(const provider& p, const std::string& event_id, const std::string& type,
+                           boost::json::object fields) {
+    fields["provider"] = p.name;
+    fields["eventId"] = event_id;
+    fields["type"] = type;
+    return json_of(fields);
+  }
+
+  ts::response post_money(ts::http_client& c, const std::string& path, const std::string& key,
+                          const std::string& body) const {
+    return c.post(path, key, body, ts::unique_key("flow"));
+  }
+
+  // The entries of a transaction as (account, amount), as an operator sees them.
+  std::map<std::int64_t, std::int64_t> entries(ts::http_client& c, const std::string& transaction_id) const {
+    auto r = c.get("/v1/transactions/" + transaction_id, op());
+    EXPECT_EQ(r.status, 200) << r.body;
+    const auto j = r.json();
+    std::map<std::int64_t, std::int64_t> out;
+    for (const auto& e : j.as_object().at("entries").as_array()) {
+      out[e.as_object().at("accountId").as_int64()] += std::stoll(str(e.as_object().at("amount")));
+    }
+    return out;
+  }
+
+  static std::int64_t system_id(const std::string& role) {
+    return std::stoll(ts::query_value("SELECT id FROM account WHERE currency = 'EUR' AND system_role = '" + role + "'"));
+  }
+};
+
+// A provider's payment.succeeded deposits into the wallet from clearing:<provider>; its refund,
+// a withdrawal with its fee, the withdrawal's payout, a failed payout and a chargeback bigger than
+// what the wallet holds each post the entries of their row in the money-event table, and the
+// ledger still reconciles.
+TEST_F(MoneyFlowE2E, EachFlowPostsTheEntriesOfItsRow) {
+  ts::http_client c(port());
+  const auto p = new_provider(c);
+  const auto [alice, a] = wallet(c);
+  const auto clearing = "clearing:" + p.name;
+
+  // DEPOSIT: clearing:<provider> → wallet.
+  auto r = signed_event(c, p, event(p, "ev-pay-1", "payment.succeeded",
+                                    {{"paymentId", "pay-1"}, {"accountId", a}, {"amount", 10'000}, {"currency", "EUR"}}));
+  ASSERT_EQ(r.status, 200) << r.body;
+  const auto deposit_tx = str(r.json().as_object().at("transactionId"));
+  EXPECT_EQ(entries(c, deposit_tx), (std::map<std::int64_t, std::int64_t>{{system_id(clearing), -10'000}, {a, 10'000}}));
+  EXPECT_EQ(ts::balance(c, alice.key, a), 10'000);
+
+  // DEPOSIT_REFUND: wallet → clearing:<provider>.
+  r = post_money(c, "/v1/deposits/" + deposit_tx + "/refunds", op(), R"({"amount":1000,"reason":"customer asked"})");
+  ASSERT_EQ(r.status, 201) << r.body;
+  EXPECT_EQ(entries(c, str(r.json().as_object().at("transactionId"))),
+            (std::map<std::int64_t, std::int64_t>{{a, -1'000}, {system_id(clearing), 1'000}}));
+  EXPECT_EQ(ts::balance(c, alice.key, a), 9'000);
+
+  // WITHDRAWAL: wallet → pending_withdrawal (amount) + fee_revenue (fee).
+  const auto pending_before = system_balance("pending_withdrawal");
+  const auto fees_before = system_balance("fee_revenue");
+  r = post_money(c, "/v1/withdrawals", alice.key,
+                 R"({"accountId":)" + std::to_string(a) + R"(,"amount":2000,"provider":")" + p.name + R"("})");
+  ASSERT_EQ(r.status, 201) << r.body;
+  auto w = r.json().as_object();
+  EXPECT_EQ(str(w.at("status")), "PENDING");
+  EXPECT_EQ(str(w.at("fee")), std::to_string(k_fee));
+  const auto paid_id = str(w.at("id"));
+  EXPECT_EQ(entries(c, str(w.at("transactionId"))),
+            (std::map<std::int64_t, std::int64_t>{
+                {a, -2'000 - k_fee}, {system_id("pending_withdrawal"), 2'000}, {system_id("fee_revenue"), k_fee}}));
+  EXPECT_EQ(ts::balance(c, alice.key, a), 9'000 - 2'000 - k_fee);
+  EXPECT_EQ(system_balance("fee_revenue"), fees_before + k_fee);
+
+  // PAYOUT, by the provider's event: pending_withdrawal → clearing:<provider>.
+  r = signed_event(c, p, event(p, "ev-payout-1", "payout.paid", {{"withdrawalId", paid_id}, {"paymentId", "po-1"}}));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(entries(c, str(r.json().as_object().at("transactionId"))),
+            (std::map<std::int64_t, std::int64_t>{{system_id("pending_withdrawal"), -2'000}, {system_id(clearing), 2'000}}));
+  auto got = c.get("/v1/withdrawals/" + paid_id, alice.key);
+  ASSERT_EQ(got.status, 200) << got.body;
+  EXPECT_EQ(str(got.json().as_object().at("status")), "PAID");
+
+  // PAYOUT_FAILED, by an operator: pending_withdrawal → wallet; the fee is kept.
+  r = post_money(c, "/v1/withdrawals", alice.key, R"({"accountId":)" + std::to_string(a) + R"(,"amount":1000})");
+  ASSERT_EQ(r.status, 201) << r.body;
+  const auto failed_id = str(r.json().as_object().at("id"));
+  r = post_money(c, "/v1/withdrawals/" + failed_id + "/fail", op(), "");
+  ASSERT_EQ(r.status, 201) << r.body;
+  EXPECT_EQ(str(r.json().as_object().at("status")), "FAILED");
+  EXPECT_EQ(entries(c, str(r.json().as_object().at("transactionId"))),
+            (std::map<std::int64_t, std::int64_t>{{system_id("pending_withdrawal"), -1'000}, {a, 1'000}}));
+  const auto left = 9'000 - 2'000 - k_fee - k_fee;
+  EXPECT_EQ(ts::balance(c, alice.key, a), left);
+  EXPECT_EQ(system_balance("pending_withdrawal"), pending_before);
+
+  // CHARGEBACK of what is left of the deposit (9,000), bigger than the wallet holds: the wallet
+  // ends at 0 and the rest is booked to chargeback_loss.
+  const auto loss_before = system_balance("chargeback_loss");
+  r = signed_event(c, p, event(p, "ev-cb-1", "chargeback.created", {{"paymentId", "pay-1"}}));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(entries(c, str(r.json().as_object().at("transactionId"))),
+            (std::map<std::int64_t, std::int64_t>{
+                {a, -left}, {system_id("chargeback_loss"), -(9'000 - left)}, {system_id(clearing), 9'000}}));
+  EXPECT_EQ(ts::balance(c, alice.key, a), 0);
+  EXPECT_EQ(system_balance("chargeback_loss"), loss_before - (9'000 - left));
+
+  EXPECT_TRUE(ts::reconciliation_ok(c, op()));
+}
+
+// The same event delivered twenty times at once posts once: twenty equal answers with one
+// transactionId, nineteen of them duplicates, one provider_event row, one journal transaction.
+TEST_F(MoneyFlowE2E, TheSameEventDeliveredTwentyTimesAtOncePostsOnce) {
+  ts::http_client c(port());
+  const auto p = new_provider(c);
+  const auto [alice, a] = wallet(c);
+  const auto body = event(p, "ev-dup", "payment.succeeded",
+                          {{"paymentId", "pay-dup"}, {"accountId", a}, {"amount", 700}, {"currency", "EUR"}});
+  const auto signature = api::sign(p.secret, now_s(), body);
+  std::vector<std::future<ts::response>> answers;
+  for (int i = 0; i < 20; ++i) {
+    answers.push_back(std::async(std::launch::async, [&] {
+      ts::http_client client(port());
+      return client.request("POST", "/v1/provider-events", body,
+                            {{"Content-Type", "application/json"}, {"Wallet-Signature", signature}});
+    }));
+  }
+  std::set<std::string> transactions;
+  int duplicates = 0;
+  for (auto& f : answers) {
+    auto r = f.get();
+    ASSERT_EQ(r.status, 200) << r.body;
+    const auto j = r.json().as_object();
+    transactions.insert(str(j.at("transactionId")));
+    duplicates += j.at("duplicate").as_bool() ? 1 : 0;
+  }
+  EXPECT_EQ(transactions.size(), 1u);
+  EXPECT_EQ(duplicates, 19);
+  EXPECT_EQ(ts::balance(c, alice.key, a), 700);
+  EXPECT_EQ(ts::query_value("SELECT count(*) FROM provider_event e JOIN provider p ON p.id = e.provider_id"
+                            " WHERE p.name = '" + p.name + "'"),
+            "1");
+}
+
+// A bad signature, an old timestamp, or a captured signature replayed with a changed body is
+// refused 401 bad_signature and leaves no trace; an API key is no substitute for a signature.
+TEST_F(MoneyFlowE2E, EventsThatDoNotVerifyAreRefusedWithoutATrace) {
+  ts::http_client c(port());
+  const auto p = new_provider(c);
+  const auto [alice, a] = wallet(c);
+  const auto body = event(p, "ev-sig", "payment.succeeded",
+                          {{"paymentId", "pay-sig"}, {"accountId", a}, {"amount", 500}, {"currency", "EUR"}});
+  auto expect_refused = [&](const ts::response& r, const char* what) {
+    EXPECT_EQ(r.status, 401) << what << ": " << r.body;
+    EXPECT_EQ(str(r.json().as_object().at("code")), "bad_signature") << what;
+  };
+  expect_refused(c.request("POST", "/v1/provider-events", body,
+                           {{"Content-Type", "application/json"},
+                            {"Wallet-Signature", api::sign("whsec_not-the-secret-of-this-provider", now_s(), body)}}),
+                 "another secret");
+  expect_refused(signed_event(c, p, body, now_s() - 600), "ten minutes old");
+  const auto captured = api::sign(p.secret, now_s(), body);
+  const auto changed = event(p, "ev-sig", "payment.succeeded",
+                             {{"paymentId", "pay-sig"}, {"accountId", a}, {"amount", 50'000}, {"currency", "EUR"}});
+  expect_refused(c.request("POST", "/v1/provider-events", changed,
+                           {{"Content-Type", "application/json"}, {"Wallet-Signature", captured}}),
+                 "a captured signature with a changed body");
+  expect_refused(c.request("POST", "/v1/provider-events", body,
+                           {{"Content-Type", "application/json"}, {"Authorization", "Bearer " + op()}}),
+                 "an operator's API key and no signature");
+  EXPECT_EQ(ts::balance(c, alice.key, a), 0);
+  const auto events_of_provider = "SELECT count(*) FROM provider_event e JOIN provider p ON p.id = e.provider_id"
+                                  " WHERE p.name = '" + p.name + "'";
+  EXPECT_EQ(ts::query_value(events_of_provider), "0");
+  // The genuine delivery still posts.
+  auto r = signed_event(c, p, body);
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(ts::balance(c, alice.key, a), 500);
+}
+
+// An event naming an account, a payment or a withdrawal the ledger does not know is refused 422
+// with its code, and changes nothing (the provider may deliver it again later).
+TEST_F(MoneyFlowE2E, EventsNamingUnknownThingsAre422) {
+  ts::http_client c(port());
+  const auto p = new_provider(c);
+  auto code_of = [&](const std::string& body) {
+    auto r = signed_event(c, p, body);
+    EXPECT_EQ(r.status, 422) << r.body;
+    return str(r.json().as_object().at("code"));
+  };
+  EXPECT_EQ(code_of(event(p, "u1", "payment.succeeded",
+                          {{"paymentId", "x"}, {"accountId", 9'000'000'000'000LL}, {"amount", 1}, {"currency", "EUR"}})),
+            "unknown_account");
+  EXPECT_EQ(code_of(event(p, "u2", "payment.refunded", {{"paymentId", "no-such-payment"}})), "unknown_payment");
+  EXPECT_EQ(code_of(event(p, "u3", "payout.paid", {{"withdrawalId", "01234567-89ab-7def-8123-456789abcdef"}})),
+            "unknown_withdrawal");
+  EXPECT_EQ(ts::query_value("SELECT count(*) FROM provider_event e JOIN provider p ON p.id = e.provider_id"
+                            " WHERE p.name = '" + p.name + "'"),
+            "0");
+}
+
+// A withdrawal and a payment racing for a wallet that holds enough for only one of them: exactly
+// one succeeds, every time (the wallet's actor serializes its debits; the writer checks funds).
+TEST_F(MoneyFlowE2E, AWithdrawalRacingAPaymentFromTheSameWalletWinsOrLosesWhole) {
+  ts::http_client c(port());
+  for (int round = 0; round < 20; ++round) {
+    const auto [alice, a] = wallet(c);
+    const auto [bob, b] = wallet(c);
+    ts::deposit(c, op(), a, 1'000);
+    auto withdrawal = std::async(std::launch::async, [&, a = a, key = alice.key] {
+      ts::http_client client(port());
+      return client.post("/v1/withdrawals", key, R"({"accountId":)" + std::to_string(a) + R"(,"amount":950})",
+                         ts::unique_key("w"));
+    });
+    auto payment = std::async(std::launch::async, [&, a = a, b = b, key = alice.key] {
+      ts::http_client client(port());
+      return client.post("/v1/transfers", key, ts::transfer_body(a, b, 1'000), ts::unique_key("t"));
+    });
+    const auto w = withdrawal.get();
+    const auto t = payment.get();
+    EXPECT_EQ((w.status == 201) + (t.status == 201), 1) << "round " << round << ": " << w.body << " / " << t.body;
+    EXPECT_TRUE(w.status == 201 || w.status == 422) << w.body;
+    EXPECT_TRUE(t.status == 201 || t.status == 422) << t.body;
+    EXPECT_EQ(ts::balance(c, alice.key, a), 0);
+    EXPECT_EQ(ts::balance(c, bob.key, b), t.status == 201 ? 1'000 : 0);
+  }
+}
+
+// A confirm racing a fail of one withdrawal: exactly one settles it, the other gets 409
+// already_settled; a settled withdrawal never settles again.
+TEST_F(MoneyFlowE2E, AConfirmRacingAFailSettlesOnce) {
+  ts::http_client c(port());
+  for (int round = 0; round < 10; ++round) {
+    const auto [alice, a] = wallet(c);
+    ts::deposit(c, op(), a, 2'000);
+    auto r = post_money(c, "/v1/withdrawals", alice.key, R"({"accountId":)" + std::to_string(a) + R"(,"amount":1000})");
+    ASSERT_EQ(r.status, 201) << r.body;
+    const auto id = str(r.json().as_object().at("id"));
+    auto settle = [&](const char* how) {
+      return std::async(std::launch::async, [&, how] {
+        ts::http_client client(port());
+        return client.post("/v1/withdrawals/" + id + "/" + how, op(), "", ts::unique_key(how));
+      });
+    };
+    auto confirm = settle("confirm");
+    auto fail = settle("fail");
+    const auto cr = confirm.get();
+    const auto fr = fail.get();
+    EXPECT_EQ((cr.status == 201) + (fr.status == 201), 1) << cr.body << " / " << fr.body;
+    const auto& loser = cr.status == 201 ? fr : cr;
+    EXPECT_EQ(loser.status, 409) << loser.body;
+    EXPECT_EQ(str(loser.json().as_object().at("code")), "already_settled");
+    const auto status = str(c.get("/v1/withdrawals/" + id, alice.key).json().as_object().at("status"));
+    EXPECT_EQ(status, cr.status == 201 ? "PAID" : "FAILED");
+    EXPECT_EQ(ts::balance(c, alice.key, a), cr.status == 201 ? 2'000 - 1'000 - k_fee : 2'000 - k_fee);
+    EXPECT_EQ(ts::query_value("SELECT count(*) FROM journal_transaction WHERE type IN ('PAYOUT', 'PAYOUT_FAILED')"
+                              " AND metadata->>'withdrawalId' = '" + id + "'"),
+              "1");
+  }
+}
+
+// Refunds racing for one deposit never exceed it: of two concurrent refunds of 600 of a deposit of
+// 1,000 (into a wallet that holds 2,000), exactly one is made and the other is 422
+// refund_exceeds_payment.
+TEST_F(MoneyFlowE2E, RefundsRacingForOneDepositNeverExceedIt) {
+  ts::http_client c(port());
+  for (int round = 0; round < 10; ++round) {
+    const auto [alice, a] = wallet(c);
+    auto r = c.post("/v1/deposits", op(), R"({"accountId":)" + std::to_string(a) + R"(,"amount":1000})",
+                    ts::unique_key("d"));
+    ASSERT_EQ(r.status, 201) << r.body;
+    const auto deposit_tx = str(r.json().as_object().at("transactionId"));
+    // Another deposit, so that the wallet could pay both refunds: only the first deposit's limit stops one.
+    ts::deposit(c, op(), a, 1'000);
+    std::vector<std::future<ts::response>> refunds;
+    for (int i = 0; i < 2; ++i) {
+      refunds.push_back(std::async(std::launch::async, [&] {
+        ts::http_client client(port());
+        return client.post("/v1/deposits/" + deposit_tx + "/refunds", op(), R"({"amount":600})", ts::unique_key("r"));
+      }));
+    }
+    int made = 0;
+    for (auto& f : refunds) {
+      const auto x = f.get();
+      if (x.status == 201) {
+        ++made;
+      } else {
+        EXPECT_EQ(x.status, 422) << x.body;
+        EXPECT_EQ(str(x.json().as_object().at("code")), "refund_exceeds_payment");
+      }
+    }
+    EXPECT_EQ(made, 1);
+    EXPECT_EQ(ts::balance(c, alice.key, a), 1'400);
+    EXPECT_EQ(ts::query_value("SELECT refunded FROM deposit_payment WHERE transaction_id = '" + deposit_tx + "'"), "600");
+  }
+}
+
+// A deposit is charged back once (409 already_charged_back), a refund beyond what is left is 422,
+// and the database refuses what the code might let through: its CHECK and trigger hold even
+// for the owner role.
+TEST_F(MoneyFlowE2E, TheDatabaseHoldsTheLimitsOfADeposit) {
+  ts::http_client c(port());
+  const auto [alice, a] = wallet(c);
+  auto r = c.post("/v1/deposits", op(), R"({"accountId":)" + std::to_string(a) + R"(,"amount":1000})", ts::unique_key("d"));
+  ASSERT_EQ(r.status, 201) << r.body;
+  const auto deposit_tx = str(r.json().as_object().at("transactionId"));
+  r = post_money(c, "/v1/deposits/" + deposit_tx + "/chargebacks", op(), R"({"amount":300})");
+  ASSERT_EQ(r.status, 201) << r.body;
+  EXPECT_EQ(str(r.json().as_object().at("walletAmount")), "300");
+  EXPECT_EQ(str(r.json().as_object().at("lossAmount")), "0");
+  r = post_money(c, "/v1/deposits/" + deposit_tx + "/chargebacks", op(), R"({"amount":100})");
+  EXPECT_EQ(r.status, 409) << r.body;
+  EXPECT_EQ(str(r.json().as_object().at("code")), "already_charged_back");
+  r = post_money(c, "/v1/deposits/" + deposit_tx + "/refunds", op(), R"({"amount":701})");
+  EXPECT_EQ(r.status, 422) << r.body;
+  EXPECT_EQ(str(r.json().as_object().at("code")), "refund_exceeds_payment");
+  r = post_money(c, "/v1/deposits/" + deposit_tx + "/refunds", op(), "");
+  ASSERT_EQ(r.status, 201) << r.body;  // all that is left: 700
+  EXPECT_EQ(str(r.json().as_object().at("amount")), "700");
+  EXPECT_EQ(ts::balance(c, alice.key, a), 0);
+
+  EXPECT_THROW(ts::execute_sql("UPDATE deposit_payment SET refunded = refunded + 1 WHERE transaction_id = '" +
+                              deposit_tx + "'"),
+               std::exception);
+  EXPECT_THROW(ts::execute_sql("UPDATE deposit_payment SET chargeback_transaction_id = gen_random_uuid()"
+                              " WHERE transaction_id = '" + deposit_tx + "'"),
+               std::exception);
+}
+
+// A second settlement of a settled withdrawal is 409 even when it comes from the database side:
+// the trigger refuses to change a settled withdrawal for any role.
+TEST_F(MoneyFlowE2E, ASettledWithdrawalNeverChangesAgain) {
+  ts::http_client c(port());
+  const auto [alice, a] = wallet(c);
+  ts::deposit(c, op(), a, 5'000);
+  auto r = post_money(c, "/v1/withdrawals", alice.key, R"({"accountId":)" + std::to_string(a) + R"(,"amount":1000})");
+  ASSERT_EQ(r.status, 201) << r.body;
+  const auto id = str(r.json().as_object().at("id"));
+  ASSERT_EQ(post_money(c, "/v1/withdrawals/" + id + "/confirm", op(), "").status, 201);
+  r = post_money(c, "/v1/withdrawals/" + id + "/fail", op(), "");
+  EXPECT_EQ(r.status, 409) << r.body;
+  EXPECT_THROW(ts::execute_sql("UPDATE withdrawal SET status = 'FAILED' WHERE id = '" + id + "'"), std::exception);
+  // Another principal does not see it; an unknown one is 404.
+  const auto [bob, b] = wallet(c);
+  EXPECT_EQ(c.get("/v1/withdrawals/" + id, bob.key).status, 404);
+  EXPECT_EQ(c.get("/v1/withdrawals/not-a-uuid", alice.key).status, 404);
+}
+
+}  // namespace
