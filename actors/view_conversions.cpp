@@ -37,8 +37,9 @@ account_view to_view(const persistence::account_record& a) {
 }
 
 entry_view to_view(const persistence::entry_record& e) {
-  return entry_view{e.id, e.transaction_id, e.account_id, e.currency, e.amount, e.balance_after, e.created_at,
-                    e.account_owner};
+  return entry_view{e.id,         e.transaction_id, e.account_id,    e.currency,
+                    e.amount,     e.balance_after,  e.created_at,    e.account_owner,
+                    e.transaction_type};
 }
 
 entries_view to_view(const persistence::entries_page& page) {

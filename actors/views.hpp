@@ -52,6 +52,7 @@ struct entry_view {
   ledger::amount_minor balance_after = 0;
   std::string created_at;
   std::optional<ledger::principal_id> account_owner;  // set in a transaction's entries
+  std::string transaction_type;                       // set in an account's entries
 };
 
 struct entries_view {

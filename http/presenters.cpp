@@ -61,6 +61,7 @@ json::object entry_json(const actors::entry_view& e, bool show_balance) {
   o["currency"] = e.currency;
   o["amount"] = std::to_string(e.amount);
   if (show_balance) o["balanceAfter"] = std::to_string(e.balance_after);
+  if (!e.transaction_type.empty()) o["type"] = e.transaction_type;
   o["createdAt"] = e.created_at;
   return o;
 }

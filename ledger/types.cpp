@@ -83,4 +83,15 @@ bool is_valid_currency(std::string_view text) {
   return true;
 }
 
+bool is_valid_provider_name(std::string_view name) {
+  constexpr std::size_t k_max = 40;
+  if (name.empty() || name.size() > k_max) return false;
+  for (std::size_t i = 0; i < name.size(); ++i) {
+    const char c = name[i];
+    const bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+    if (!alnum && (i == 0 || (c != '_' && c != '-'))) return false;
+  }
+  return true;
+}
+
 }  // namespace ledger

@@ -43,6 +43,9 @@ std::optional<account_kind> parse_account_kind(std::string_view text);
 // ISO 4217 style: exactly three upper-case ASCII letters.
 bool is_valid_currency(std::string_view text);
 
+// A payment provider's name: 1 to 40 of a-z, 0-9, '_' and '-', starting with a letter or digit.
+bool is_valid_provider_name(std::string_view name);
+
 // The committed state of one account row, as the ledger writer sees it under its row lock.
 struct account_state {
   account_id id = 0;

@@ -20,6 +20,7 @@ const std::string k_entry_columns_sql =
 constexpr const char* k_list_entries = "history_list_entries";
 const std::string k_list_entries_sql =
     "SELECT " + k_entry_columns_sql +
+    ", (SELECT j.type FROM journal_transaction j WHERE j.id = ledger_entry.transaction_id)"
     " FROM ledger_entry"
     " WHERE account_id IN (SELECT $1::bigint UNION ALL SELECT id FROM account WHERE parent_id = $1)"
     "   AND id > $2 ORDER BY id LIMIT $3";
@@ -87,7 +88,11 @@ entries_page list_entries(pqxx::connection& conn, ledger::account_id id, std::in
       page.next_after = page.entries.back().id;
       break;
     }
-    page.entries.push_back(read_entry(row));
+    auto entry = read_entry(row);
+    entry.transaction_type =
+        std::string(ledger::to_string(parse_column(ledger::parse_transaction_type, row[7].as<std::string>(),
+                                                   "journal_transaction.type")));
+    page.entries.push_back(std::move(entry));
   }
   return page;
 }

@@ -25,6 +25,7 @@ struct entry_record {
   ledger::amount_minor balance_after = 0;
   std::string created_at;
   std::optional<ledger::principal_id> account_owner;  // filled by find_transaction
+  std::string transaction_type;                       // filled by list_entries (DEPOSIT, TRANSFER, ...)
 };
 
 struct entries_page {

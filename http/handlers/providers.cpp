@@ -21,16 +21,6 @@ constexpr std::size_t k_provider_name_max = 40;
 constexpr std::size_t k_event_id_max = 240;  // "event:" + id is the idempotency key (255 at most)
 constexpr std::size_t k_payment_id_max = 255;
 
-bool is_valid_provider_name(std::string_view name) {
-  if (name.empty() || name.size() > k_provider_name_max) return false;
-  for (std::size_t i = 0; i < name.size(); ++i) {
-    const char c = name[i];
-    const bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
-    if (!alnum && (i == 0 || (c != '_' && c != '-'))) return false;
-  }
-  return true;
-}
-
 void create_provider(handler_support& s, const exchange_ptr& ex) {
   auto object = s.body(ex);
   if (!object) return;
@@ -38,7 +28,7 @@ void create_provider(handler_support& s, const exchange_ptr& ex) {
   f.allow_only({"name"});
   auto name = f.string("name", k_provider_name_max);
   if (!f.ok()) return s.invalid(ex, f.error());
-  if (!is_valid_provider_name(name)) {
+  if (!ledger::is_valid_provider_name(name)) {
     return s.invalid(ex, "field \"name\" must be 1 to 40 of a-z, 0-9, '_' and '-', starting with a letter or digit");
   }
   s.service.create_provider(name, new_signing_secret(),
@@ -123,7 +113,7 @@ void provider_event(handler_support& s, const exchange_ptr& ex) {
   if (!object) return;
   auto cmd = read_event(s, ex, *object);
   if (!cmd) return;
-  if (!is_valid_provider_name(cmd->provider)) return bad_signature(s, ex);
+  if (!ledger::is_valid_provider_name(cmd->provider)) return bad_signature(s, ex);
   const auto name = cmd->provider;
   s.service.find_provider(name, [&s, ex, cmd = std::move(*cmd)](
                                     actors::query_result<std::optional<actors::provider_view>> r) mutable {

@@ -181,6 +181,15 @@ TEST_F(MoneyFlowE2E, EachFlowPostsTheEntriesOfItsRow) {
   EXPECT_EQ(ts::balance(c, alice.key, a), 0);
   EXPECT_EQ(system_balance("chargeback_loss"), loss_before - (9'000 - left));
 
+  // The wallet's entries name the type of each transaction, in order.
+  auto page = c.get("/v1/accounts/" + std::to_string(a) + "/entries", alice.key);
+  ASSERT_EQ(page.status, 200) << page.body;
+  std::vector<std::string> types;
+  const auto listed = page.json();
+  for (const auto& e : listed.as_object().at("entries").as_array()) types.push_back(str(e.as_object().at("type")));
+  EXPECT_EQ(types, (std::vector<std::string>{"DEPOSIT", "DEPOSIT_REFUND", "WITHDRAWAL", "WITHDRAWAL", "PAYOUT_FAILED",
+                                             "CHARGEBACK"}));
+
   EXPECT_TRUE(ts::reconciliation_ok(c, op()));
 }
 

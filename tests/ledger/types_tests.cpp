@@ -60,5 +60,29 @@ TEST(receipt, transfer_carries_the_balance_after_as_a_string) {
   EXPECT_EQ(receipt_status, 201);
 }
 
+TEST(types, provider_names_are_lower_case_slugs) {
+  // Names end up in system roles ("clearing:<name>") and URLs: a short, plain alphabet only.
+  EXPECT_TRUE(is_valid_provider_name("stripe"));
+  EXPECT_TRUE(is_valid_provider_name("acme-2_eu"));
+  EXPECT_TRUE(is_valid_provider_name(std::string(40, 'a')));
+  EXPECT_FALSE(is_valid_provider_name(""));
+  EXPECT_FALSE(is_valid_provider_name(std::string(41, 'a')));
+  EXPECT_FALSE(is_valid_provider_name("Stripe"));
+  EXPECT_FALSE(is_valid_provider_name("-stripe"));
+  EXPECT_FALSE(is_valid_provider_name("str ipe"));
+  EXPECT_FALSE(is_valid_provider_name("a:b"));
+}
+
+TEST(types, every_transaction_type_reads_back_from_its_text) {
+  // The database stores the text; reading it back must give the same type for every one.
+  for (auto t : {transaction_type::deposit, transaction_type::transfer, transaction_type::sweep,
+                 transaction_type::withdrawal, transaction_type::payout, transaction_type::payout_failed,
+                 transaction_type::deposit_refund, transaction_type::chargeback}) {
+    EXPECT_EQ(parse_transaction_type(to_string(t)), t);
+  }
+  EXPECT_FALSE(parse_transaction_type("REFUND"));
+  EXPECT_EQ(parse_role("provider"), role::provider);
+}
+
 }  // namespace
 }  // namespace ledger

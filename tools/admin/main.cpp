@@ -4,6 +4,7 @@
 //   wallet-admin reconcile           a full reconciliation run, now; exit 0 if clean, 1 if not
 //                                    (--incremental: only what changed since the last run)
 //   wallet-admin create-operator     make an operator principal and print its API key once
+//   wallet-admin providers create NAME   make a payment provider and print its signing secret once
 
 #include <CLI/CLI.hpp>
 #include <pqxx/pqxx>
@@ -16,6 +17,7 @@
 #include "config/settings.hpp"
 #include "http/crypto.hpp"
 #include "persistence/migrations.hpp"
+#include "persistence/flows.hpp"
 #include "persistence/principals.hpp"
 #include "persistence/reconcile.hpp"
 
@@ -76,6 +78,11 @@ int main(int argc, char** argv) {
   auto* create_operator = app.add_subcommand("create-operator", "Make an operator and print its API key once");
   std::string operator_name = "operator";
   create_operator->add_option("--name", operator_name, "Name of the operator");
+  auto* providers = app.add_subcommand("providers", "Payment providers");
+  auto* create_provider = providers->add_subcommand("create", "Make a provider and print its signing secret once");
+  std::string provider_name;
+  create_provider->add_option("NAME", provider_name, "1 to 40 of a-z, 0-9, '_' and '-'")->required();
+  providers->require_subcommand(1);
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -115,6 +122,21 @@ int main(int argc, char** argv) {
       const auto key = api::new_api_key();
       const auto p = persistence::create_principal(*conn, operator_name, ledger::role::operator_role, api::sha256_hex(key));
       std::cout << "operator " << p.id << " (" << p.name << "): API key " << key << "\n";
+      return 0;
+    }
+    if (create_provider->parsed()) {
+      if (!ledger::is_valid_provider_name(provider_name)) {
+        std::cerr << "wallet-admin: a provider name is 1 to 40 of a-z, 0-9, '_' and '-', starting with a letter or digit\n";
+        return 1;
+      }
+      auto conn = persistence::connect(options_for(settings.database.url, settings));
+      const auto created = persistence::create_provider(*conn, provider_name, api::new_signing_secret());
+      if (!created) {
+        std::cerr << "wallet-admin: a provider named \"" << provider_name << "\" exists already\n";
+        return 1;
+      }
+      std::cout << "provider " << created->id << " (" << created->name << "): signing secret " << created->signing_secret
+                << "\n";
       return 0;
     }
   } catch (const std::exception& e) {
