@@ -72,9 +72,10 @@ struct route {
   std::string rate_class;
 };
 
-// The routes of http/routes.cpp: who may call each (require_operator, or any principal) and which
-// rate-limit class it counts against (deposits and transfers are writes; everything else
-// authenticated is a read; health, readiness, metrics and the document need no key).
+// The routes of http/handlers/*.cpp: who may call each (an operator, any principal, or a payment
+// provider by its signature) and which rate-limit class it counts against (the money-moving POSTs
+// are writes; everything else authenticated by a key is a read; health, readiness, metrics, the
+// document and providers' events spend no limit).
 const std::vector<route> k_routes = {
     {"GET", "/healthz", "none", "none"},
     {"GET", "/readyz", "none", "none"},
@@ -88,7 +89,15 @@ const std::vector<route> k_routes = {
     {"POST", "/v1/accounts/{id}/freeze", "operator", "read"},
     {"POST", "/v1/accounts/{id}/unfreeze", "operator", "read"},
     {"POST", "/v1/deposits", "operator", "write"},
+    {"POST", "/v1/deposits/{id}/refunds", "operator", "write"},
+    {"POST", "/v1/deposits/{id}/chargebacks", "operator", "write"},
     {"POST", "/v1/transfers", "any", "write"},
+    {"POST", "/v1/withdrawals", "any", "write"},
+    {"GET", "/v1/withdrawals/{id}", "any", "read"},
+    {"POST", "/v1/withdrawals/{id}/confirm", "operator", "write"},
+    {"POST", "/v1/withdrawals/{id}/fail", "operator", "write"},
+    {"POST", "/v1/providers", "operator", "read"},
+    {"POST", "/v1/provider-events", "provider", "none"},
     {"GET", "/v1/transactions/{id}", "any", "read"},
     {"GET", "/v1/admin/reconciliation", "operator", "read"},
     {"POST", "/v1/admin/reconciliation", "operator", "read"},
@@ -130,14 +139,15 @@ TEST(openapi_document, has_exactly_the_routes_the_server_routes) {
 }
 
 TEST(openapi_document, every_operation_names_its_role_and_rate_class) {
-  // Each operation carries x-wallet-role and x-wallet-rate-class with the router's values, and an
-  // operation that needs no key says so to OpenAPI too (security: []).
+  // Each operation carries x-wallet-role and x-wallet-rate-class with the router's values; an
+  // operation without an API key (open, or a provider's signed event) spends no rate limit and
+  // says so to OpenAPI too (security: []).
   for (const auto& r : k_routes) {
     SCOPED_TRACE(r.method + " " + r.path);
     EXPECT_EQ(spec().role(r.method, r.path), r.role);
     EXPECT_EQ(spec().rate_class(r.method, r.path), r.rate_class);
   }
-  const std::set<std::string> roles = {"none", "any", "operator"};
+  const std::set<std::string> roles = {"none", "any", "operator", "provider"};
   const std::set<std::string> classes = {"none", "read", "write"};
   for (const auto& [method, path] : spec().operations()) {
     SCOPED_TRACE(method + " " + path);
@@ -147,10 +157,11 @@ TEST(openapi_document, every_operation_names_its_role_and_rate_class) {
     ASSERT_TRUE(rate.has_value());
     EXPECT_TRUE(roles.contains(*role));
     EXPECT_TRUE(classes.contains(*rate));
-    EXPECT_EQ(*role == "none", *rate == "none");
+    const bool keyless = *role == "none" || *role == "provider";
+    EXPECT_EQ(keyless, *rate == "none");
     const auto& op = spec().document().at("paths").at(path).at(lower(method)).as_object();
     const auto* security = op.if_contains("security");
-    EXPECT_EQ(*role == "none", security != nullptr && security->as_array().empty());
+    EXPECT_EQ(keyless, security != nullptr && security->as_array().empty());
   }
 }
 
@@ -168,8 +179,9 @@ TEST(openapi_document, every_schema_keyword_is_one_the_checker_knows) {
 
 TEST(openapi_document, every_error_answer_is_a_problem_and_every_answer_has_a_request_id) {
   // Each operation's 4xx and 5xx answers are application/problem+json with the Problem schema;
-  // every answer documents X-Request-Id; authenticated operations list 401 and 429, operator ones
-  // 403, and every 429 and 503 requires Retry-After.
+  // every answer documents X-Request-Id; operations with a key list 401 and 429, operator ones
+  // 403, a provider's event 401 (its signature) but no 429 (it spends no limit), and every 429 and
+  // 503 requires Retry-After.
   const auto& doc = spec().document();
   auto follow = [&](const json::value& v) -> const json::object& {
     const auto* ref = v.as_object().if_contains("$ref");
@@ -205,7 +217,7 @@ TEST(openapi_document, every_error_answer_is_a_problem_and_every_answer_has_a_re
     }
     for (const char* status : {"400", "413", "431", "500", "503"}) EXPECT_TRUE(responses.contains(status)) << status;
     EXPECT_EQ(responses.contains("401"), r.role != "none");
-    EXPECT_EQ(responses.contains("429"), r.role != "none");
+    EXPECT_EQ(responses.contains("429"), r.role == "any" || r.role == "operator");
     if (r.role == "operator") {
       EXPECT_TRUE(responses.contains("403"));
     }
@@ -294,6 +306,13 @@ TEST(openapi_check, match_template_routes_as_the_server_does) {
   EXPECT_EQ(spec().match_template("GET", "/v1/admin/reconciliation/runs/3"), "/v1/admin/reconciliation/runs/{id}");
   EXPECT_EQ(spec().match_template("get", "/healthz"), "/healthz");
   EXPECT_EQ(spec().match_template("GET", "/v1/openapi.json"), "/v1/openapi.json");
+  // A withdrawal's or a deposit's id is text: the handler, not the router, refuses a non-UUID.
+  EXPECT_EQ(spec().match_template("GET", "/v1/withdrawals/" + k_transaction_id), "/v1/withdrawals/{id}");
+  EXPECT_EQ(spec().match_template("GET", "/v1/withdrawals/not-a-uuid"), "/v1/withdrawals/{id}");
+  EXPECT_EQ(spec().match_template("POST", "/v1/withdrawals/" + k_transaction_id + "/fail"), "/v1/withdrawals/{id}/fail");
+  EXPECT_EQ(spec().match_template("POST", "/v1/deposits/" + k_transaction_id + "/chargebacks"),
+            "/v1/deposits/{id}/chargebacks");
+  EXPECT_EQ(spec().match_template("POST", "/v1/provider-events"), "/v1/provider-events");
   // The router takes only a positive id of digits that fits int64 for an account.
   EXPECT_EQ(spec().match_template("GET", "/v1/accounts/abc"), std::nullopt);
   EXPECT_EQ(spec().match_template("GET", "/v1/accounts/0"), std::nullopt);
@@ -424,6 +443,30 @@ TEST(openapi_validator, one_of_takes_exactly_one_branch) {
   // Both branches fitting is as wrong as none.
   const auto both = json::parse(R"({"oneOf":[{"type":"integer"},{"minimum":0}]})");
   EXPECT_TRUE(says(spec().validate_value(both, json::value(3)), "$", "fits 2 of the 2 schemas of oneOf"));
+}
+
+TEST(openapi_validator, a_provider_event_needs_the_fields_of_its_type) {
+  // The document says per type which fields an event needs, as the handler does: each type's
+  // smallest event fits, and one that lacks a field its type needs (or has it null) does not.
+  const std::string head = R"({"provider":"acme","eventId":"e-1",)";
+  for (const std::string& fields :
+       {std::string(R"("type":"payment.succeeded","paymentId":"p-1","accountId":7,"amount":"500","currency":"EUR"})"),
+        std::string(R"("type":"payment.refunded","paymentId":"p-1"})"),
+        std::string(R"("type":"chargeback.created","paymentId":"p-1","amount":100})"),
+        std::string(R"("type":"payout.paid","withdrawalId":")" + k_transaction_id + R"("})"),
+        std::string(R"("type":"payout.failed","withdrawalId":")" + k_transaction_id + R"(","paymentId":null})")}) {
+    EXPECT_EQ(spec().validate_schema("ProviderEvent", head + fields), std::vector<std::string>{}) << fields;
+  }
+  for (const std::string& fields :
+       {std::string(R"("type":"payment.succeeded","paymentId":"p-1","amount":"500","currency":"EUR"})"),
+        std::string(R"("type":"payment.succeeded","paymentId":"p-1","accountId":null,"amount":"500","currency":"EUR"})"),
+        std::string(R"("type":"payment.refunded","withdrawalId":")" + k_transaction_id + R"("})"),
+        std::string(R"("type":"payout.paid","paymentId":"p-1"})")}) {
+    EXPECT_TRUE(says(spec().validate_schema("ProviderEvent", head + fields), "$", "fits 0 of the 3 schemas of oneOf"))
+        << fields;
+  }
+  EXPECT_TRUE(says(spec().validate_schema("ProviderEvent", head + R"("type":"payment.failed","paymentId":"p-1"})"),
+                   "$.type", "is not one of the enum"));
 }
 
 TEST(openapi_validator, reports_a_ref_that_does_not_resolve) {
