@@ -38,12 +38,12 @@ void money_flows::claim(deposit_claim_command command, persistence::deposit_reco
                         std::shared_ptr<persistence::flow_rows> rows, finish_fn finish) {
   const auto left = deposit.amount - deposit.refunded - deposit.charged_back;
   if (command.chargeback && deposit.charged_back > 0) {
-    return finish(refusal(ledger::error_code::already_charged_back,
+    return finish(decided_early(ledger::error_code::already_charged_back,
                           "deposit " + deposit.transaction_id + " was already charged back"));
   }
   const auto amount = command.amount.value_or(left);
   if (amount <= 0 || amount > left) {
-    return finish(refusal(ledger::error_code::refund_exceeds_payment,
+    return finish(decided_early(ledger::error_code::refund_exceeds_payment,
                           "deposit " + deposit.transaction_id + " has " + std::to_string(left) +
                               " left to refund or charge back; " + std::to_string(amount) + " is more"));
   }

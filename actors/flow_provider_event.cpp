@@ -97,7 +97,7 @@ void money_flows::provider_event(provider_event_command command, finish_fn done)
               return finish(unknown(ledger::error_code::unknown_withdrawal, "withdrawal " + command.withdrawal_id));
             }
             if (r.value->status != "PENDING") {
-              return finish(refusal(ledger::error_code::already_settled,
+              return finish(decided_early(ledger::error_code::already_settled,
                                     "withdrawal " + command.withdrawal_id + " is already " + r.value->status));
             }
             settle_command settle_command;

@@ -91,7 +91,7 @@ void money_flows::settle_withdrawal(settle_command command, finish_fn done) {
             return finish(refusal(ledger::error_code::not_found, "withdrawal " + command.withdrawal_id + " was not found"));
           }
           if (r.value->status != "PENDING") {
-            return finish(refusal(ledger::error_code::already_settled,
+            return finish(decided_early(ledger::error_code::already_settled,
                                   "withdrawal " + command.withdrawal_id + " is already " + r.value->status));
           }
           auto rows = std::make_shared<persistence::flow_rows>();

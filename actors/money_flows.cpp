@@ -22,6 +22,12 @@ money_result database_unavailable(ledger::error_code code) {
   return unavailable(code, "the database is unavailable; retry with the same Idempotency-Key");
 }
 
+money_result decided_early(ledger::error_code code, std::string detail) {
+  auto r = refusal(code, std::move(detail));
+  r.decided_before_writer = true;
+  return r;
+}
+
 std::string json_members(std::initializer_list<std::pair<const char*, std::string>> fields, bool members_only) {
   boost::json::object o;
   for (const auto& [name, text] : fields) {

@@ -102,6 +102,11 @@ class money_flows {
 
 money_result database_unavailable(ledger::error_code code);
 
+// A refusal a flow decided from what it read before the posting (a withdrawal already settled, a
+// deposit already charged back): a retry of a request that committed meets it too, so the flight
+// looks the key's stored receipt up before answering with it.
+money_result decided_early(ledger::error_code code, std::string detail);
+
 // A JSON object of the non-empty (name, text) pairs: a journal transaction's metadata, or the
 // members of a receipt when `members_only` (without the braces).
 std::string json_members(std::initializer_list<std::pair<const char*, std::string>> fields, bool members_only = false);

@@ -58,4 +58,12 @@ bool is_valid_idempotency_key(std::string_view key) {
   return true;
 }
 
+std::string canonical_uuid(std::string_view s) {
+  std::string out(s);
+  for (auto& c : out) {
+    if (c >= 'A' && c <= 'F') c = static_cast<char>(c - 'A' + 'a');
+  }
+  return out;
+}
+
 }  // namespace api

@@ -25,6 +25,8 @@ std::optional<std::string> query_param(std::string_view query, std::string_view 
 
 // 8-4-4-4-12 hexadecimal digits (either case) separated by dashes.
 bool is_valid_uuid(std::string_view s);
+// The same UUID as the database writes it (lower case); `s` must be a valid UUID.
+std::string canonical_uuid(std::string_view s);
 
 // 1 to 255 printable ASCII characters without spaces (0x21 to 0x7e).
 bool is_valid_idempotency_key(std::string_view key);

@@ -42,8 +42,9 @@ void deposit(handler_support& s, const exchange_ptr& ex, const principal& who) {
 
 // A refund (or the chargeback) of deposit `id`: {"amount"?, "reason"?}; the amount defaults to
 // all that is left of the deposit.
-void claim(handler_support& s, const exchange_ptr& ex, const principal& who, const std::string& id, bool chargeback) {
-  if (!is_valid_uuid(id)) return s.fail(ex, ledger::error_code::not_found, "deposit " + id + " was not found");
+void claim(handler_support& s, const exchange_ptr& ex, const principal& who, const std::string& text, bool chargeback) {
+  if (!is_valid_uuid(text)) return s.fail(ex, ledger::error_code::not_found, "deposit " + text + " was not found");
+  const auto id = canonical_uuid(text);
   auto key = s.idempotency_key(ex);
   if (!key) return;
   actors::deposit_claim_command cmd;

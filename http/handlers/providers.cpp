@@ -81,6 +81,7 @@ std::optional<actors::provider_event_command> read_event(handler_support& s, con
   } else if (cmd.type == "payout.paid" || cmd.type == "payout.failed") {
     if (!need(!cmd.withdrawal_id.empty(), "withdrawalId")) return std::nullopt;
     if (!is_valid_uuid(cmd.withdrawal_id)) return s.invalid(ex, "field \"withdrawalId\" must be a UUID"), std::nullopt;
+    cmd.withdrawal_id = canonical_uuid(cmd.withdrawal_id);
   } else {
     s.invalid(ex, "field \"type\" must be one of: payment.succeeded, payment.refunded, payout.paid, payout.failed, "
                   "chargeback.created");

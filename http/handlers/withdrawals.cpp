@@ -34,9 +34,10 @@ void withdraw(handler_support& s, const exchange_ptr& ex, const principal& who) 
   s.service.withdraw(std::move(cmd), [&s, ex, who](actors::money_result r) { s.answer_money(ex, who, r); });
 }
 
-void get_withdrawal(handler_support& s, const exchange_ptr& ex, const principal& who, const std::string& id) {
-  const std::string not_found = "withdrawal " + id + " was not found";
-  if (!is_valid_uuid(id)) return s.fail(ex, ledger::error_code::not_found, not_found);
+void get_withdrawal(handler_support& s, const exchange_ptr& ex, const principal& who, const std::string& text) {
+  const std::string not_found = "withdrawal " + text + " was not found";
+  if (!is_valid_uuid(text)) return s.fail(ex, ledger::error_code::not_found, not_found);
+  const auto id = canonical_uuid(text);
   s.service.find_withdrawal(id, [&s, ex, who, not_found](actors::query_result<std::optional<actors::withdrawal_view>> r) {
     if (r.outcome != ledger::error_code::ok) return s.unavailable(ex, r.outcome, r.detail);
     if (!r.value || !r.value->visible_to(who.id, who.role)) {
@@ -47,8 +48,9 @@ void get_withdrawal(handler_support& s, const exchange_ptr& ex, const principal&
 }
 
 // An operator settles a withdrawal: {"providerPaymentId"?}.
-void settle(handler_support& s, const exchange_ptr& ex, const principal& who, const std::string& id, bool paid) {
-  if (!is_valid_uuid(id)) return s.fail(ex, ledger::error_code::not_found, "withdrawal " + id + " was not found");
+void settle(handler_support& s, const exchange_ptr& ex, const principal& who, const std::string& text, bool paid) {
+  if (!is_valid_uuid(text)) return s.fail(ex, ledger::error_code::not_found, "withdrawal " + text + " was not found");
+  const auto id = canonical_uuid(text);
   auto key = s.idempotency_key(ex);
   if (!key) return;
   actors::settle_command cmd;

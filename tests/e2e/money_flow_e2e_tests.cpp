@@ -9,6 +9,7 @@
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 
+#include <cctype>
 #include <chrono>
 #include <future>
 #include <map>
@@ -173,8 +174,14 @@ TEST_F(MoneyFlowE2E, EachFlowPostsTheEntriesOfItsRow) {
   // CHARGEBACK of what is left of the deposit (9,000), bigger than the wallet holds: the wallet
   // ends at 0 and the rest is booked to chargeback_loss.
   const auto loss_before = system_balance("chargeback_loss");
-  r = signed_event(c, p, event(p, "ev-cb-1", "chargeback.created", {{"paymentId", "pay-1"}}));
+  const auto chargeback_event = event(p, "ev-cb-1", "chargeback.created", {{"paymentId", "pay-1"}});
+  r = signed_event(c, p, chargeback_event);
   ASSERT_EQ(r.status, 200) << r.body;
+  // Delivered again, the event is a duplicate of the same transaction, not a second chargeback.
+  const auto redelivered = signed_event(c, p, chargeback_event);
+  ASSERT_EQ(redelivered.status, 200) << redelivered.body;
+  EXPECT_TRUE(redelivered.json().as_object().at("duplicate").as_bool());
+  EXPECT_EQ(str(redelivered.json().as_object().at("transactionId")), str(r.json().as_object().at("transactionId")));
   EXPECT_EQ(entries(c, str(r.json().as_object().at("transactionId"))),
             (std::map<std::int64_t, std::int64_t>{
                 {a, -left}, {system_id("chargeback_loss"), -(9'000 - left)}, {system_id(clearing), 9'000}}));
@@ -421,7 +428,17 @@ TEST_F(MoneyFlowE2E, ASettledWithdrawalNeverChangesAgain) {
   auto r = post_money(c, "/v1/withdrawals", alice.key, R"({"accountId":)" + std::to_string(a) + R"(,"amount":1000})");
   ASSERT_EQ(r.status, 201) << r.body;
   const auto id = str(r.json().as_object().at("id"));
-  ASSERT_EQ(post_money(c, "/v1/withdrawals/" + id + "/confirm", op(), "").status, 201);
+  // The id in upper case names the same withdrawal.
+  std::string upper = id;
+  for (auto& ch : upper) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  const auto key = ts::unique_key("confirm");
+  auto confirmed = c.post("/v1/withdrawals/" + upper + "/confirm", op(), "", key);
+  ASSERT_EQ(confirmed.status, 201) << confirmed.body;
+  // The same confirm again is its stored answer, not a refusal: it committed.
+  auto again = c.post("/v1/withdrawals/" + id + "/confirm", op(), "", key);
+  EXPECT_EQ(again.status, 201) << again.body;
+  EXPECT_EQ(again.header("idempotent-replayed"), "true");
+  EXPECT_EQ(again.body, confirmed.body);
   r = post_money(c, "/v1/withdrawals/" + id + "/fail", op(), "");
   EXPECT_EQ(r.status, 409) << r.body;
   EXPECT_THROW(ts::execute_sql("UPDATE withdrawal SET status = 'FAILED' WHERE id = '" + id + "'"), std::exception);

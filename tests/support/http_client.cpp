@@ -5,10 +5,14 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/json/parse.hpp>
+#include <gtest/gtest.h>
 
 #include <cctype>
+#include <cstdlib>
 #include <optional>
 #include <stdexcept>
+
+#include "tests/support/openapi_check.hpp"
 
 namespace test_support {
 
@@ -48,6 +52,29 @@ http_client::http_client(int port, std::chrono::milliseconds timeout) : impl_(st
 
 http_client::~http_client() = default;
 
+void check_against_openapi(const std::string& method, const std::string& target, const response& r) {
+  if (!answers_checked_against_openapi()) return;
+  const auto& spec = openapi_spec::get();
+  const std::string path = target.substr(0, target.find('?'));
+  const auto content_type = r.header("content-type");
+  header_map headers(r.headers.begin(), r.headers.end());
+  const auto path_template = spec.match_template(method, path);
+  const auto errors = path_template ? spec.validate(method, *path_template, r.status, content_type, r.body, headers)
+                                    : spec.validate_unrouted(r.status, content_type, r.body, headers);
+  for (const auto& e : errors) {
+    ADD_FAILURE() << method << ' ' << target << " -> " << r.status << " does not match docs/openapi.json: " << e
+                  << "\n  body: " << r.body.substr(0, 500);
+  }
+}
+
+bool answers_checked_against_openapi() {
+  static const bool enabled = [] {
+    const char* v = std::getenv("WALLET_TEST_OPENAPI_CHECK");
+    return v == nullptr || std::string(v) != "0";
+  }();
+  return enabled;
+}
+
 response http_client::request(const std::string& method, const std::string& target, const std::string& body,
                               const std::map<std::string, std::string>& headers) {
   for (int attempt = 0; attempt < 2; ++attempt) {
@@ -74,6 +101,7 @@ response http_client::request(const std::string& method, const std::string& targ
       }
       out.body = std::move(res.body());
       if (!res.keep_alive()) impl_->stream.reset();
+      check_against_openapi(method, target, out);
       return out;
     } catch (const boost::system::system_error& e) {
       // A kept-alive connection the server closed meanwhile: one fresh attempt.

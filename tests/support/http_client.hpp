@@ -19,6 +19,12 @@ struct response {
   std::string header(const std::string& name) const;
 };
 
+// Every answer a test receives is checked against docs/openapi.json (its status, headers and body
+// schema); a mismatch is a test failure where the request was made. WALLET_TEST_OPENAPI_CHECK=0
+// turns the check off (to look at a server whose document is not up to date yet).
+bool answers_checked_against_openapi();
+void check_against_openapi(const std::string& method, const std::string& target, const response& r);
+
 // One keep-alive connection; reconnects when the server closed it. Throws
 // boost::system::system_error when the server cannot be reached or does not answer in time.
 class http_client {
