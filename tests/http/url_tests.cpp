@@ -102,5 +102,11 @@ TEST(is_valid_idempotency_key, wants_1_to_255_visible_ascii_characters) {
   EXPECT_FALSE(is_valid_idempotency_key(std::string_view("a\0", 2)));
 }
 
+TEST(canonical_uuid, writes_a_uuid_as_the_database_does) {
+  // Upper-case hex digits become lower case; digits and dashes stay.
+  EXPECT_EQ(canonical_uuid("01A22B8F-859E-7CE0-B47F-380985775239"), "01a22b8f-859e-7ce0-b47f-380985775239");
+  EXPECT_EQ(canonical_uuid("01a22b8f-859e-7ce0-b47f-380985775239"), "01a22b8f-859e-7ce0-b47f-380985775239");
+}
+
 }  // namespace
 }  // namespace api
