@@ -104,6 +104,19 @@ struct ratelimit_settings {
   std::int64_t read_burst = 1'000;
 };
 
+// The outbox relay and the event feed (docs/events.md).
+struct events_settings {
+  bool enabled = true;
+  std::int64_t batch_rows_max = 50;
+  std::int64_t stream_maxlen = 1'000'000;
+  std::int64_t poll_interval_ms = 100;
+  std::string redis_url;  // empty: redis.url
+  std::int64_t redis_timeout_ms = 2'000;
+  std::int64_t backoff_ms_max = 5'000;
+  std::int64_t feed_page_max = 1'000;
+  std::int64_t feed_scan_max = 10'000;
+};
+
 struct admission_settings {
   std::int64_t inflight_requests_max = 8'000;
 };
@@ -132,6 +145,7 @@ struct settings {
   ledger_settings ledger;
   redis_settings redis;
   ratelimit_settings ratelimit;
+  events_settings events;
   admission_settings admission;
   auth_settings auth;
   log_settings log;
