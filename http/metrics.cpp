@@ -109,6 +109,7 @@ std::string metrics::render_page(const actors::service_stats& s,
     gauge("wallet_ratelimit_fallback_active", "1 while the in-process limiter decides.", "gauge",
           l.using_fallback ? 1 : 0);
   }
+  if (more_series) out << more_series();
   return render(out.str());
 }
 

@@ -6,6 +6,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -25,6 +26,9 @@ class metrics {
   std::atomic<std::uint64_t> unauthenticated_refused{0};   // 429 before a key lookup, per address
   std::atomic<std::uint64_t> unknown_account_refused{0};   // 429 to a principal naming unknown accounts
   std::atomic<std::uint64_t> bodies_lingered{0};           // error answers followed by reading the body
+  // Series of parts the HTTP layer does not know (the outbox relay), appended to the page: set
+  // before the server starts, then only called.
+  std::function<std::string()> more_series;
 
   // The text exposition of everything observed so far, followed by `extra`.
   std::string render(const std::string& extra) const;

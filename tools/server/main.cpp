@@ -10,6 +10,7 @@
 #include "actors/ledger_service.hpp"
 #include "config/logging.hpp"
 #include "config/settings.hpp"
+#include "events/relay.hpp"
 #include "http/crypto.hpp"
 #include "http/metrics.hpp"
 #include "http/routes.hpp"
@@ -75,12 +76,21 @@ int main(int argc, char** argv) {
     // (which from then on answers "shutting down"), and only then are the routes destroyed.
     std::optional<ratelimit::limiter> limiter(std::in_place, settings.redis, settings.ratelimit);
     api::metrics metrics;
+    // The outbox relay runs on its own thread and connections: payments never wait for it. It
+    // stops after the HTTP server, the last reader of its metrics.
+    std::optional<events::outbox_relay> relay;
+    if (settings.events.enabled) {
+      relay.emplace(events::relay_config_from(settings));
+      relay->start();
+      metrics.more_series = [&relay] { return relay->render_metrics(); };
+    }
     api::routes routes(settings, service, &*limiter, metrics);
     api::server server(settings.http, metrics, [&routes](const api::exchange_ptr& ex) { routes.handle(ex); });
     server.start();
     spdlog::info("wallet-server listening on http://{}:{} ({} I/O threads, {} ledger writers)", settings.http.host,
                  server.port(), settings.http.io_threads, settings.writer.count);
     server.run_until_stopped();
+    if (relay) relay->stop();
     routes.stop();
     limiter.reset();
     service.stop();
