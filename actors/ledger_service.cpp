@@ -16,6 +16,7 @@
 #include "persistence/database.hpp"
 #include "persistence/flows.hpp"
 #include "persistence/history.hpp"
+#include "persistence/outbox.hpp"
 #include "persistence/preload.hpp"
 #include "persistence/principals.hpp"
 #include "persistence/reconcile.hpp"
@@ -331,6 +332,18 @@ void ledger_service::find_transaction(std::string id, query_callback<std::option
   read_view<std::optional<persistence::transaction_record>>(
       *impl_->core.readers,
       [id = std::move(id)](pqxx::connection& conn) { return persistence::find_transaction(conn, id); },
+      std::move(done));
+}
+
+void ledger_service::list_events(std::int64_t after, int limit, std::optional<ledger::principal_id> owner,
+                                 std::optional<ledger::account_id> account, query_callback<events_view> done) {
+  const persistence::event_filter filter{owner, account};
+  const auto scan_max = impl_->settings.events.feed_scan_max;
+  read_view<persistence::events_page>(
+      *impl_->core.readers,
+      [after, limit, scan_max, filter](pqxx::connection& conn) {
+        return persistence::read_event_feed(conn, after, limit, scan_max, filter);
+      },
       std::move(done));
 }
 

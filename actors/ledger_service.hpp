@@ -91,6 +91,11 @@ class ledger_service {
   void list_entries(ledger::account_id id, std::int64_t after, int limit,
                     query_callback<entries_view> done);
   void find_transaction(std::string id, query_callback<std::optional<transaction_view>> done);
+  // The event feed after the cursor `after` (docs/events.md): every event, or those that move
+  // money on accounts of `owner` and/or on `account`; at most `limit`, looking at no more than
+  // `events.feed_scan_max` events.
+  void list_events(std::int64_t after, int limit, std::optional<ledger::principal_id> owner,
+                   std::optional<ledger::account_id> account, query_callback<events_view> done);
   // Starts a reconciliation run on the reconciler's own connection, or names the one in progress
   // (here or in another process). Answers once the run is claimed, never after the run.
   void start_reconciliation(bool full, std::string requested_by, query_callback<reconciliation_claim_view> done);

@@ -99,4 +99,21 @@ withdrawal_view to_view(const persistence::withdrawal_record& w) {
                          w.created_at, w.settled_at};
 }
 
+events_view to_view(const persistence::events_page& page) {
+  events_view out;
+  out.next = page.next;
+  out.more = page.more;
+  for (const auto& e : page.events) {
+    event_view v;
+    v.cursor = e.cursor;
+    v.transaction_id = e.transaction_id;
+    v.type = e.type;
+    v.currency = e.currency;
+    v.created_at = e.created_at;
+    for (const auto& leg : e.legs) v.legs.emplace_back(leg.account, leg.amount);
+    out.events.push_back(std::move(v));
+  }
+  return out;
+}
+
 }  // namespace actors

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ledger/types.hpp"
@@ -151,6 +152,23 @@ struct withdrawal_view {
   bool visible_to(ledger::principal_id who, ledger::role role) const {
     return role == ledger::role::operator_role || principal_id == who;
   }
+};
+
+// One event of the feed (GET /v1/events, docs/events.md): a committed journal transaction, the
+// public accounts it moved money on and what it moved on each. Events carry no balances.
+struct event_view {
+  std::int64_t cursor = 0;  // its feed position; `after` continues past it
+  std::string transaction_id;  // also its event id
+  std::string type;
+  std::string currency;
+  std::string created_at;
+  std::vector<std::pair<ledger::account_id, ledger::amount_minor>> legs;
+};
+
+struct events_view {
+  std::vector<event_view> events;
+  std::int64_t next = 0;  // the `after` of the next call
+  bool more = false;      // false: the feed ended here when it was read
 };
 
 }  // namespace actors

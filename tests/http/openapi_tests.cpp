@@ -99,6 +99,7 @@ const std::vector<route> k_routes = {
     {"POST", "/v1/providers", "operator", "read"},
     {"POST", "/v1/provider-events", "provider", "none"},
     {"GET", "/v1/transactions/{id}", "any", "read"},
+    {"GET", "/v1/events", "any", "read"},
     {"GET", "/v1/admin/reconciliation", "operator", "read"},
     {"POST", "/v1/admin/reconciliation", "operator", "read"},
     {"GET", "/v1/admin/reconciliation/runs/{id}", "operator", "read"},

@@ -1,0 +1,87 @@
+// GET /v1/events: the event feed from PostgreSQL (docs/events.md), for consumers without Redis.
+// One event per committed journal transaction, in the order the Redis Stream wallet:events gets
+// them, keyset-paged by cursor. An operator sees every event; a principal the events that move
+// money on its own accounts. Events carry no balances, so nobody learns another party's.
+
+#include "http/handlers/handlers.hpp"
+#include "http/presenters.hpp"
+#include "http/url.hpp"
+
+namespace api::handlers {
+namespace {
+
+// The page size when the request names none.
+constexpr std::int64_t k_events_page_default = 100;
+
+boost::json::object event_json(const actors::event_view& e) {
+  boost::json::object o;
+  o["eventId"] = e.transaction_id;
+  o["cursor"] = std::to_string(e.cursor);
+  o["type"] = e.type;
+  o["transactionId"] = e.transaction_id;
+  o["currency"] = e.currency;
+  boost::json::array accounts, amounts;
+  for (const auto& [account, amount] : e.legs) {
+    accounts.emplace_back(account);
+    amounts.emplace_back(std::to_string(amount));
+  }
+  o["accounts"] = std::move(accounts);
+  o["amounts"] = std::move(amounts);
+  o["createdAt"] = e.created_at;
+  return o;
+}
+
+boost::json::object events_page_json(const actors::events_view& page) {
+  boost::json::array events;
+  for (const auto& e : page.events) events.emplace_back(event_json(e));
+  boost::json::object o;
+  o["events"] = std::move(events);
+  o["next"] = std::to_string(page.next);
+  o["hasMore"] = page.more;
+  return o;
+}
+
+void list_events(handler_support& s, const exchange_ptr& ex, const principal& who) {
+  std::int64_t limit = k_events_page_default;
+  std::int64_t after = 0;
+  std::optional<ledger::account_id> account;
+  if (auto text = query_param(ex->query, "limit")) {
+    auto v = ledger::parse_digits(*text);
+    if (!v || *v < 1 || *v > s.settings.events.feed_page_max) {
+      return s.invalid(ex, "query parameter \"limit\" must be an integer from 1 to " +
+                               std::to_string(s.settings.events.feed_page_max));
+    }
+    limit = *v;
+  }
+  if (auto text = query_param(ex->query, "after")) {
+    auto v = ledger::parse_digits(*text);
+    if (!v) return s.invalid(ex, "query parameter \"after\" must be an event cursor (the \"next\" of the previous page)");
+    after = *v;
+  }
+  if (auto text = query_param(ex->query, "accountId")) {
+    account = parse_id(*text);
+    if (!account) return s.invalid(ex, "query parameter \"accountId\" must be an account id (1 to 19 digits)");
+  }
+  // A principal sees what moves money on its own accounts; an operator sees everything.
+  std::optional<ledger::principal_id> owner;
+  if (who.role != ledger::role::operator_role) owner = who.id;
+  auto read = [&s, ex, after, limit, owner, account] {
+    s.service.list_events(after, static_cast<int>(limit), owner, account,
+                          [&s, ex](actors::query_result<actors::events_view> r) {
+                            if (r.outcome != ledger::error_code::ok) return s.unavailable(ex, r.outcome, r.detail);
+                            ex->respond(json_reply(200, events_page_json(r.value)));
+                          });
+  };
+  if (!account) return read();
+  // An account that is not the caller's answers 404, as everywhere else.
+  s.visible_account(ex, who, *account, [read](const actors::account_view&) { read(); });
+}
+
+}  // namespace
+
+void add_event_routes(router& r, handler_support& s) {
+  r.add({"GET", "/v1/events", access::principal, rate_class::read, param_kind::integer, true,
+         [&s](const exchange_ptr& ex, const principal& who, const path_params&) { list_events(s, ex, who); }});
+}
+
+}  // namespace api::handlers
