@@ -1,0 +1,209 @@
+// The outbox relay in process, where a test can step into its round: a relay stopped between its
+// XADDs and the mark publishes those rows again (at least once, never lost, consumers deduplicate
+// by eventId), and two relays on one database never publish one row, nor even hold a round, at
+// the same time. The payments come from a wallet-server whose own relay is off.
+
+#include <array>
+#include <atomic>
+#include <mutex>
+#include <thread>
+
+#include "events/stream_entry.hpp"
+#include "tests/events/fixture.hpp"
+
+namespace events_test {
+namespace {
+
+using test_support::concurrently;
+using test_support::eventually;
+
+// Payers and payees of a test's own, with money to pay.
+struct parties {
+  std::vector<std::int64_t> payers;
+  std::vector<std::int64_t> payees;
+  std::vector<std::string> payer_keys;
+  std::vector<std::int64_t> all() const {
+    auto out = payers;
+    out.insert(out.end(), payees.begin(), payees.end());
+    return out;
+  }
+};
+
+parties make_parties(http_client& c, const std::string& op, int payers, int payees) {
+  parties p;
+  for (int i = 0; i < payers; ++i) {
+    const auto who = test_support::create_principal(c, op);
+    p.payers.push_back(test_support::create_account(c, op, who.id));
+    p.payer_keys.push_back(who.key);
+    test_support::deposit(c, op, p.payers.back(), 1'000'000);
+  }
+  for (int i = 0; i < payees; ++i) {
+    const auto who = test_support::create_principal(c, op);
+    p.payees.push_back(test_support::create_account(c, op, who.id));
+  }
+  return p;
+}
+
+// `count` transfers from the payers to the payees on `threads` threads; their transaction ids.
+std::set<std::string> pay(int port, const parties& p, int count, int threads) {
+  std::mutex mutex;
+  std::set<std::string> ids;
+  concurrently(count, threads, [&](int i, int) {
+    thread_local std::unique_ptr<http_client> c;
+    if (!c) c = std::make_unique<http_client>(port);
+    const auto payer = static_cast<std::size_t>(i) % p.payers.size();
+    const auto payee = p.payees[static_cast<std::size_t>(i) % p.payees.size()];
+    const auto id = transfer(*c, p.payer_keys[payer], p.payers[payer], payee, 1 + i % 50);
+    std::lock_guard lock(mutex);
+    ids.insert(id);
+  });
+  return ids;
+}
+
+// The transactions of the outbox rows `ids`.
+std::set<std::string> transactions_of_rows(const std::string& url, const std::vector<std::int64_t>& ids) {
+  const auto rows =
+      sql_column(url, "SELECT unnest(transaction_ids)::text FROM outbox_event WHERE id IN (" + id_list(ids) + ")");
+  return {rows.begin(), rows.end()};
+}
+
+TEST(stream_fields, name_the_event_its_public_accounts_and_their_sums_and_no_balance) {
+  // One event becomes one entry whose fields are, in order, the eventId (its transaction's id),
+  // type, transactionId, currency, the accounts and amounts as JSON arrays, createdAt and the feed
+  // cursor: and nothing about any balance.
+  persistence::event_record e;
+  e.cursor = persistence::event_cursor(3, 2);
+  e.transaction_id = "019c3a5e-7f10-7abc-8def-0123456789ab";
+  e.type = "TRANSFER";
+  e.currency = "EUR";
+  e.created_at = "2026-11-30T01:59:00.123456Z";
+  e.legs = {{12, -1000, 7}, {34, 970, 8}, {5, 30, std::nullopt}};
+  const events::stream_fields expected = {
+      {"eventId", "019c3a5e-7f10-7abc-8def-0123456789ab"},
+      {"type", "TRANSFER"},
+      {"transactionId", "019c3a5e-7f10-7abc-8def-0123456789ab"},
+      {"currency", "EUR"},
+      {"accounts", "[12,34,5]"},
+      {"amounts", R"(["-1000","970","30"])"},
+      {"createdAt", "2026-11-30T01:59:00.123456Z"},
+      {"cursor", std::to_string((3 << 16) | 2)},
+  };
+  EXPECT_EQ(events::to_stream_fields(e), expected);
+}
+
+class relay_test : public events_suite {};
+
+TEST_F(relay_test, a_relay_stopped_between_its_xadds_and_the_mark_publishes_them_again) {
+  // The relay's first round that holds this test's rows is aborted by its hook after Redis
+  // acknowledged the XADDs and before the rows were marked: as a crash there would, it leaves
+  // them unpublished. The relay's next rounds publish them again. Exactly the transactions of the
+  // aborted round occur twice in the stream, every other one once, and none is missing: after
+  // deduplication by eventId the stream holds exactly the committed transactions.
+  server_process server(server_options({{"WALLET_EVENTS_ENABLED", "false"}}));
+  http_client c(server.port());
+  const auto p = make_parties(c, server.operator_key(), 4, 3);
+  pay(server.port(), p, 60, 4);
+  const auto committed = committed_transactions(p.all());
+  ASSERT_GE(committed.size(), 64u);
+  const auto mine = sql_column(owner_url(), "SELECT DISTINCT o.id::text FROM outbox_event o"
+                                            " CROSS JOIN LATERAL unnest(o.transaction_ids) AS t(id)"
+                                            " JOIN ledger_entry e ON e.transaction_id = t.id"
+                                            " WHERE e.account_id IN (" + id_list(p.all()) + ")");
+  const std::set<std::string> my_rows(mine.begin(), mine.end());
+
+  std::mutex mutex;
+  std::vector<std::int64_t> aborted;
+  events::relay_hooks hooks;
+  hooks.after_stream_write = [&](const std::vector<std::int64_t>& rows) {
+    std::lock_guard lock(mutex);
+    if (!aborted.empty()) return;
+    const bool holds_mine = std::any_of(rows.begin(), rows.end(),
+                                        [&](std::int64_t id) { return my_rows.count(std::to_string(id)) != 0; });
+    if (!holds_mine) return;
+    aborted = rows;
+    throw events::round_aborted("stopped between XADD and the mark by the test");
+  };
+  events::outbox_relay relay(relay_config(), hooks);
+  relay.start();
+  ASSERT_TRUE(eventually([&] { return unpublished_rows() == 0; }, std::chrono::seconds(60), std::chrono::milliseconds(20)))
+      << unpublished_rows() << " rows still unpublished";
+  relay.stop();
+
+  std::set<std::string> replayed;
+  {
+    std::lock_guard lock(mutex);
+    ASSERT_FALSE(aborted.empty()) << "the hook never saw this test's rows";
+    replayed = transactions_of_rows(owner_url(), aborted);
+  }
+  const auto counts = counts_by_event(entries_touching(p.all()));
+  std::set<std::string> streamed;
+  for (const auto& [event, n] : counts) {
+    streamed.insert(event);
+    EXPECT_EQ(n, replayed.count(event) != 0 ? 2 : 1) << event;
+  }
+  EXPECT_EQ(streamed, committed);
+  EXPECT_FALSE(replayed.empty());
+  EXPECT_EQ(relay.stats().database_errors, 0u);
+}
+
+TEST_F(relay_test, two_relays_on_one_database_never_publish_a_row_at_the_same_time) {
+  // Two relays poll one database every millisecond, two rows a round, while payments commit. Each
+  // hook call is a round between its XADDs and its mark: at no time are two relays inside one,
+  // no outbox row is ever handed to two rounds, and every committed transaction is in the stream
+  // exactly once (nothing crashed, so nothing is published twice).
+  server_process server(server_options({{"WALLET_EVENTS_ENABLED", "false"}}));
+  http_client c(server.port());
+  const auto p = make_parties(c, server.operator_key(), 6, 4);
+
+  std::mutex mutex;
+  std::map<std::int64_t, int> rounds_of_row;
+  std::atomic<int> inside{0};
+  std::atomic<int> most_inside{0};
+  std::array<std::atomic<int>, 2> rounds_by_relay{};
+  auto hooks_for = [&](int relay) {
+    events::relay_hooks h;
+    h.after_stream_write = [&, relay](const std::vector<std::int64_t>& rows) {
+      const int now_inside = ++inside;
+      int seen = most_inside.load();
+      while (now_inside > seen && !most_inside.compare_exchange_weak(seen, now_inside)) {
+      }
+      ++rounds_by_relay[static_cast<std::size_t>(relay)];
+      {
+        std::lock_guard lock(mutex);
+        for (auto id : rows) ++rounds_of_row[id];
+      }
+      // Stay inside a moment, so that a second relay in its own round at the same time would be seen.
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      --inside;
+    };
+    return h;
+  };
+  events::outbox_relay first(relay_config(), hooks_for(0));
+  events::outbox_relay second(relay_config(), hooks_for(1));
+  first.start();
+  second.start();
+  pay(server.port(), p, 300, 8);
+  ASSERT_TRUE(eventually([&] { return unpublished_rows() == 0; }, std::chrono::seconds(60), std::chrono::milliseconds(20)));
+  first.stop();
+  second.stop();
+
+  EXPECT_EQ(most_inside.load(), 1);
+  {
+    std::lock_guard lock(mutex);
+    for (const auto& [row, n] : rounds_of_row) EXPECT_EQ(n, 1) << "outbox row " << row;
+  }
+  const auto counts = counts_by_event(entries_touching(p.all()));
+  std::set<std::string> streamed;
+  for (const auto& [event, n] : counts) {
+    streamed.insert(event);
+    EXPECT_EQ(n, 1) << event;
+  }
+  EXPECT_EQ(streamed, committed_transactions(p.all()));
+  const auto a = first.stats(), b = second.stats();
+  EXPECT_EQ(a.database_errors + b.database_errors, 0u);
+  std::cout << "relay rounds with rows: first " << rounds_by_relay[0] << ", second " << rounds_by_relay[1]
+            << "; rows published: " << a.rows_published << " + " << b.rows_published << std::endl;
+}
+
+}  // namespace
+}  // namespace events_test
