@@ -391,6 +391,13 @@ void validate(const settings& s) {
     throw config_error("invalid setting ledger.hot_shards_default = \"" + std::to_string(s.ledger.hot_shards_default) +
                        "\": must not exceed ledger.hot_shards_max (" + std::to_string(s.ledger.hot_shards_max) + ")");
   }
+  // The relay's transaction waits for Redis between its claim and its COMMIT; PostgreSQL ends a
+  // session idle in a transaction for twice the statement timeout (persistence::connect).
+  if (s.events.redis_timeout_ms >= 2 * s.database.statement_timeout_ms) {
+    throw config_error("invalid setting events.redis_timeout_ms = \"" + std::to_string(s.events.redis_timeout_ms) +
+                       "\": must be less than twice database.statement_timeout_ms (" +
+                       std::to_string(2 * s.database.statement_timeout_ms) + ")");
+  }
 }
 
 std::optional<std::vector<std::pair<std::string, std::int64_t>>> parse_fee_table(std::string_view text) {

@@ -503,6 +503,10 @@ TEST(invalid, cross_field_bound) {
   EXPECT_EQ(env_error("WALLET_LEDGER_HOT_SHARDS_DEFAULT", "65"),
             "invalid setting ledger.hot_shards_default = \"65\": must not exceed ledger.hot_shards_max (64)");
   EXPECT_EQ(load_from("[ledger]\nhot_shards_max = 8\nhot_shards_default = 8\n", {}).ledger.hot_shards_default, 8);
+  // The relay's wait for Redis must end before PostgreSQL ends its idle transaction.
+  EXPECT_EQ(env_error("WALLET_EVENTS_REDIS_TIMEOUT_MS", "10000"),
+            "invalid setting events.redis_timeout_ms = \"10000\": must be less than twice "
+            "database.statement_timeout_ms (10000)");
   settings s;
   s.http.port = 0;
   EXPECT_EQ(error_of([&] { validate(s); }),
