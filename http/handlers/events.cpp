@@ -65,16 +65,20 @@ void list_events(handler_support& s, const exchange_ptr& ex, const principal& wh
   // A principal sees what moves money on its own accounts; an operator sees everything.
   std::optional<ledger::principal_id> owner;
   if (who.role != ledger::role::operator_role) owner = who.id;
-  auto read = [&s, ex, after, limit, owner, account] {
-    s.service.list_events(after, static_cast<int>(limit), owner, account,
+  auto read = [&s, ex, after, limit, owner](std::optional<ledger::account_id> only) {
+    s.service.list_events(after, static_cast<int>(limit), owner, only,
                           [&s, ex](actors::query_result<actors::events_view> r) {
                             if (r.outcome != ledger::error_code::ok) return s.unavailable(ex, r.outcome, r.detail);
                             ex->respond(json_reply(200, events_page_json(r.value)));
                           });
   };
-  if (!account) return read();
-  // An account that is not the caller's answers 404, as everywhere else.
-  s.visible_account(ex, who, *account, [read](const actors::account_view&) { read(); });
+  if (!account) return read(std::nullopt);
+  // An account that is not the caller's answers 404, as everywhere else. Events name a hot
+  // account's shards as the account itself, so a shard (which only an operator may name) means
+  // its account.
+  s.visible_account(ex, who, *account, [read](const actors::account_view& a) {
+    read(a.parent_id != 0 ? a.parent_id : a.id);
+  });
 }
 
 }  // namespace

@@ -115,6 +115,7 @@ TEST_F(events_e2e, payments_make_one_stream_entry_each_in_every_accounts_commit_
                                         {"WALLET_LEDGER_SWEEP_INTERVAL_MS", "86400000"}}));
   http_client c(server.port());
   const auto& op = server.operator_key();
+  const auto head = feed_head(c, op);
   std::vector<party> payers;
   for (int i = 0; i < 4; ++i) payers.push_back(make_party(c, op, 1'000'000));
   const auto merchant = make_party(c, op, 0, 4);
@@ -175,6 +176,12 @@ TEST_F(events_e2e, payments_make_one_stream_entry_each_in_every_accounts_commit_
     EXPECT_EQ(in_stream, transactions_in_entry_order(owner_url(), p.account)) << "account " << p.account;
   }
   EXPECT_EQ(sweeps, static_cast<int>(committed.size()) - 404);
+  // The feed names the merchant, never its shards; an operator naming a shard gets the merchant's.
+  const auto merchant_events = committed_transactions({merchant.account});
+  EXPECT_EQ(event_ids(read_all(c, op, head, 1'000, merchant.account)), merchant_events);
+  const auto shards = c.get("/v1/accounts/" + std::to_string(merchant.account), op).json().as_object().at("shards");
+  const auto shard = shards.as_array().at(0).as_object().at("id").as_int64();
+  EXPECT_EQ(event_ids(read_all(c, op, head, 1'000, shard)), merchant_events);
   EXPECT_GE(metric_value(server.port(), "wallet_events_published_total"), static_cast<double>(committed.size()));
   EXPECT_TRUE(eventually([&] { return metric_value(server.port(), "wallet_events_relay_lag_seconds") == 0; },
                          std::chrono::seconds(30), std::chrono::milliseconds(50)));
