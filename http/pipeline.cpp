@@ -1,6 +1,7 @@
 #include "http/pipeline.hpp"
 
 #include "http/crypto.hpp"
+#include "http/url.hpp"
 
 namespace api {
 
@@ -30,10 +31,9 @@ void pipeline::run(const exchange_ptr& ex, const route& r, std::function<void(co
 }
 
 void pipeline::authenticate(const exchange_ptr& ex, std::function<void(const principal&)> next) {
-  constexpr std::string_view scheme = "Bearer ";
-  const std::string& h = ex->authorization;
-  const bool has_key = h.size() > scheme.size() && h.compare(0, scheme.size(), scheme) == 0;
-  const std::string key_hash = has_key ? sha256_hex(h.substr(scheme.size())) : std::string();
+  const auto token = bearer_token(ex->authorization);
+  const bool has_key = token.has_value();
+  const std::string key_hash = has_key ? sha256_hex(*token) : std::string();
   if (has_key) {
     if (auto known = support_.service.cached_principal(key_hash)) {
       ex->principal_id = known->id;
