@@ -166,6 +166,12 @@ std::vector<descriptor> describe(settings& s) {
        string_rule{&s.auth.bootstrap_key, {}, true}},
       {"auth", "key_cache_max", "API keys cached in memory at most.",
        int_rule{&s.auth.key_cache_max, 1, 100'000'000}},
+      {"auth", "key_cache_ttl_ms",
+       "How long a cached API key is trusted since it was last confirmed: a key revoked on another server is "
+       "refused here within this time. Revoked keys are looked for every third of it (one query).",
+       int_rule{&s.auth.key_cache_ttl_ms, 100, 86'400'000}},
+      {"auth", "active_keys_max", "Active (unrevoked) API keys a principal may have at once.",
+       int_rule{&s.auth.active_keys_max, 1, 1'000}},
       {"auth", "unknown_key_cache_ms", "How long an unknown API key is answered 401 without a database read.",
        int_rule{&s.auth.unknown_key_cache_ms, 0, 3'600'000}},
       {"auth", "unknown_key_cache_max", "Unknown API keys remembered at most.",

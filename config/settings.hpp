@@ -111,6 +111,10 @@ struct admission_settings {
 struct auth_settings {
   std::string bootstrap_key;
   std::int64_t key_cache_max = 100'000;
+  // A cached API key is trusted this long since it was last confirmed (docs/keys-and-audit.md):
+  // a key revoked on another server is refused here within this time.
+  std::int64_t key_cache_ttl_ms = 5'000;
+  std::int64_t active_keys_max = 10;
   std::int64_t unknown_key_cache_ms = 2'000;
   std::int64_t unknown_key_cache_max = 10'000;
   std::int64_t unauthenticated_per_second = 20;
