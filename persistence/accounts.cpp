@@ -138,12 +138,13 @@ ledger::amount_minor account_record::total_balance() const {
 }
 
 account_record create_account(pqxx::connection& conn, ledger::principal_id owner, const std::string& currency,
-                              int shard_count) {
+                              int shard_count, const audit_entry* audit) {
   pqxx::work txn(conn);
   auto account = read_account(txn.exec_prepared1(k_insert, owner, currency));
   if (shard_count > 0) add_shards(txn, account, k_first_shard_no, shard_count);
   auto loaded = load_account(txn, account.id, false);
   WALLET_ASSERT(loaded.has_value(), "an account created in this transaction is found in it");
+  if (audit != nullptr) append_audit(txn, *audit, "account:" + std::to_string(account.id));
   txn.commit();
   return *loaded;
 }
@@ -153,23 +154,26 @@ std::optional<account_record> find_account(pqxx::connection& conn, ledger::accou
   return load_account(txn, id, false);
 }
 
-std::optional<account_record> make_hot(pqxx::connection& conn, ledger::account_id id, int shard_count) {
+std::optional<account_record> make_hot(pqxx::connection& conn, ledger::account_id id, int shard_count,
+                                       const audit_entry* audit) {
   pqxx::work txn(conn);
   auto account = load_account(txn, id, true);
   if (!account || account->kind != ledger::account_kind::user) return std::nullopt;
   const int existing = static_cast<int>(account->shards.size());
   if (shard_count > existing) add_shards(txn, *account, k_first_shard_no + existing, shard_count - existing);
   auto loaded = load_account(txn, id, false);
+  if (audit != nullptr) append_audit(txn, *audit);
   txn.commit();
   return loaded;
 }
 
 std::optional<account_record> set_status(pqxx::connection& conn, ledger::account_id id,
-                                         ledger::account_status status) {
+                                         ledger::account_status status, const audit_entry* audit) {
   pqxx::work txn(conn);
   auto updated = txn.exec_prepared(k_set_status, id, std::string(ledger::to_string(status)));
   if (updated.affected_rows() == 0) return std::nullopt;
   auto loaded = load_account(txn, id, false);
+  if (audit != nullptr) append_audit(txn, *audit);
   txn.commit();
   return loaded;
 }

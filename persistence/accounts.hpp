@@ -13,6 +13,7 @@
 #include "ledger/money.hpp"
 #include "ledger/types.hpp"
 
+#include "persistence/audit.hpp"
 #include "persistence/pqxx_fwd.hpp"
 
 namespace persistence {
@@ -43,14 +44,18 @@ struct account_record {
 };
 
 // Creates an account (and, when shard_count > 0, its credit shards) in one transaction.
+// The administrative writes here record `audit`, when given, in their own transaction (for
+// create_account with the new account as its target), and only when they change something.
 account_record create_account(pqxx::connection& conn, ledger::principal_id owner, const std::string& currency,
-                              int shard_count);
+                              int shard_count, const audit_entry* audit = nullptr);
 std::optional<account_record> find_account(pqxx::connection& conn, ledger::account_id id);
 // Adds credit shards to an existing account (numbers continue after the existing ones).
 // Returns nullopt if the account does not exist or is itself a shard.
-std::optional<account_record> make_hot(pqxx::connection& conn, ledger::account_id id, int shard_count);
+std::optional<account_record> make_hot(pqxx::connection& conn, ledger::account_id id, int shard_count,
+                                       const audit_entry* audit = nullptr);
 // Sets the status of an account and of its shards.
-std::optional<account_record> set_status(pqxx::connection& conn, ledger::account_id id, ledger::account_status status);
+std::optional<account_record> set_status(pqxx::connection& conn, ledger::account_id id, ledger::account_status status,
+                                         const audit_entry* audit = nullptr);
 
 // The clearing account of a currency (system, may go negative), made on first use.
 ledger::account_id ensure_clearing_account(pqxx::connection& conn, const std::string& currency);

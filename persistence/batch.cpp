@@ -177,9 +177,10 @@ ledger::error_code check_flow_rows(const posting_request& r, const flow_states& 
   return ledger::error_code::ok;
 }
 
-// Records what an accepted posting did to the flow states, and appends its row writes.
+// Records what an accepted posting did to the flow states, and appends its row writes (and its
+// audit row to `audit_writes`, which go last: see persistence/audit.hpp).
 void apply_flow_rows(pqxx::work& txn, const posting_request& r, const ledger::posting_plan& plan, flow_states& states,
-                     std::string& writes) {
+                     std::string& writes, std::string& audit_writes) {
   const auto& rows = *r.rows;
   auto q = [&](const std::string& text) { return txn.quote(text); };
   auto q_or_null = [&](const std::string& text) { return text.empty() ? std::string("NULL") : txn.quote(text); };
@@ -227,6 +228,13 @@ void apply_flow_rows(pqxx::work& txn, const posting_request& r, const ledger::po
     writes += "UPDATE withdrawal SET status = " + q(status) + ", settled_transaction_id = " + tx +
               ", provider_payment_id = " + q_or_null(st.provider_payment_id) + ", settled_at = now() WHERE id = " +
               q(st.withdrawal_id) + "::uuid;\n";
+  }
+  if (rows.audit) {
+    const auto& a = *rows.audit;
+    const auto detail = q(a.detail_json) + "::jsonb || jsonb_build_object('transactionId', " + q(r.transaction_id) +
+                        ", 'amount', " + q(std::to_string(plan.amount)) + ")";
+    audit_writes += audit_insert_sql(std::to_string(a.principal), q(a.action), q(a.target), detail, q(a.request_id)) +
+                    ";\n";
   }
 }
 
@@ -311,6 +319,7 @@ batch_result commit_once(pqxx::connection& conn, const std::vector<posting_reque
   std::string o_payload;
   std::vector<std::int64_t> e_account, e_amount, e_balance_after;
   std::string flow_writes;
+  std::string audit_writes;
   std::size_t accepted = 0;
   for (std::size_t i : indices) {
     if (committed_before[i]) continue;
@@ -336,7 +345,7 @@ batch_result commit_once(pqxx::connection& conn, const std::vector<posting_reque
                 std::to_string(plan.shortfall) + "\"";
     }
     out.response_body = ledger::receipt_json(r.posting.type, r.transaction_id, plan.debit_balance_after, fields);
-    if (r.rows) apply_flow_rows(txn, r, plan, flows, flow_writes);
+    if (r.rows) apply_flow_rows(txn, r, plan, flows, flow_writes, audit_writes);
     j_ids.push_back(r.transaction_id);
     j_principals.push_back(r.principal);
     j_keys.push_back(r.idempotency_key);
@@ -383,6 +392,8 @@ batch_result commit_once(pqxx::connection& conn, const std::vector<posting_reque
     writes += bind_literals(k_insert_outbox_sql, {q(o_tx), txn.quote(o_payload)});
     // 8. The rows of the money flows, after the journal rows they name.
     if (!flow_writes.empty()) writes += ";\n" + flow_writes;
+    // 9. The audit rows of operators' flows, last: their lock is held until COMMIT.
+    if (!audit_writes.empty()) writes += ";\n" + audit_lock_sql() + ";\n" + audit_writes;
     txn.exec(writes);
   }
   txn.commit();

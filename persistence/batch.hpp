@@ -19,6 +19,7 @@
 
 #include "ledger/errors.hpp"
 #include "ledger/posting.hpp"
+#include "persistence/audit.hpp"
 
 #include "persistence/pqxx_fwd.hpp"
 
@@ -67,6 +68,10 @@ struct flow_rows {
   std::optional<deposit_claim> claim;
   std::optional<withdrawal> withdrawal_request;
   std::optional<withdrawal_settle> settle;
+  // An operator's flow (a deposit, its refund or chargeback, a withdrawal's settlement): its
+  // audit_log row (migration 009), written only when the posting commits, with the transaction
+  // id and the amount posted added to its detail.
+  std::optional<audit_entry> audit;
 };
 
 struct posting_request {

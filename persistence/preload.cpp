@@ -13,7 +13,7 @@ namespace {
 constexpr const char* k_recent_keys = "preload_recent_keys";
 constexpr const char* k_recent_keys_sql =
     "SELECT p.id, p.name, p.role, encode(k.key_hash, 'hex') FROM api_key k JOIN principal p ON p.id = k.principal_id"
-    " ORDER BY k.created_at DESC LIMIT $1";
+    " WHERE k.revoked_at IS NULL ORDER BY k.created_at DESC LIMIT $1";
 
 // Main rows only; each with its shards' ids by shard number.
 constexpr const char* k_recent_accounts = "preload_recent_accounts";
