@@ -12,6 +12,13 @@
 
 namespace actors {
 
+// Who asks for an administrative change (a principal, a key, an account, a provider, a sweep, a
+// reconciliation run): recorded as the change's audit_log row.
+struct request_origin {
+  ledger::principal_id principal = 0;
+  std::string request_id;
+};
+
 struct transfer_command {
   ledger::principal_id principal = 0;
   ledger::account_id from = 0;

@@ -4,6 +4,7 @@
 // can never exceed it.
 
 #include "actors/account_cache.hpp"
+#include "actors/keys_audit.hpp"
 #include "actors/money_flows.hpp"
 #include "actors/outcomes.hpp"
 #include "actors/service_core.hpp"
@@ -32,6 +33,11 @@ void money_flows::deposit(deposit_command command, finish_fn done) {
                    [this, command = std::move(command), p = std::move(*p), finish](account_facts target) mutable {
                      auto rows = std::make_shared<persistence::flow_rows>();
                      rows->deposit_payment = persistence::flow_rows::deposit{p.id, command.provider_payment_id};
+                     rows->audit = audit_entry_for({command.principal, command.request_id}, "deposit.create",
+                                                   "account:" + std::to_string(command.account),
+                                                   json_members({{"provider", command.provider},
+                                                                 {"providerPaymentId", command.provider_payment_id},
+                                                                 {"externalRef", command.external_ref}}));
                      deposit_to(std::move(command), std::move(p), std::move(target), std::move(rows), finish);
                    });
     });

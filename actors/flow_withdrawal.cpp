@@ -6,6 +6,7 @@
 // withdrawal's status under its row lock, and the database refuses a second settlement too.
 
 #include "actors/account_cache.hpp"
+#include "actors/keys_audit.hpp"
 #include "actors/money_flows.hpp"
 #include "actors/outcomes.hpp"
 #include "actors/service_core.hpp"
@@ -97,6 +98,10 @@ void money_flows::settle_withdrawal(settle_command command, finish_fn done) {
           auto rows = std::make_shared<persistence::flow_rows>();
           rows->settle = persistence::flow_rows::withdrawal_settle{command.withdrawal_id, command.paid,
                                                                    command.provider_payment_id};
+          rows->audit = audit_entry_for({command.principal, command.request_id},
+                                        command.paid ? "withdrawal.confirm" : "withdrawal.fail",
+                                        "withdrawal:" + command.withdrawal_id,
+                                        json_members({{"providerPaymentId", command.provider_payment_id}}));
           settle_to(std::move(command), std::move(*r.value), std::move(rows), finish);
         });
   });

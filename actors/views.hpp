@@ -153,4 +153,58 @@ struct withdrawal_view {
   }
 };
 
+// An API key as the API shows it: never the key, nor its hash.
+struct api_key_view {
+  std::int64_t id = 0;
+  ledger::principal_id principal_id = 0;
+  std::string hint;  // the key's last four characters; empty: not kept (keys older than this feature)
+  std::string created_at;
+  std::optional<ledger::principal_id> created_by;
+  std::string revoked_at;  // empty: active
+  std::optional<ledger::principal_id> revoked_by;
+};
+
+struct api_keys_view {
+  std::vector<api_key_view> keys;
+  std::optional<std::int64_t> next_after;  // the `after` of the next page
+};
+
+// What became of a request to add or revoke a key.
+enum class key_change_outcome : std::uint8_t {
+  done,
+  no_principal,        // the principal does not exist
+  provider_principal,  // a payment provider has no API keys
+  too_many_keys,       // the principal has auth.active_keys_max active keys already
+  no_key,              // the principal has no key with that id
+  last_active_key,     // a principal may not revoke its own last active key
+};
+
+struct key_change_view {
+  key_change_outcome outcome = key_change_outcome::done;
+  api_key_view key;
+  bool changed = false;  // false: a revocation of a key revoked already
+};
+
+// An account's balance (with a hot account's shards) as of a time.
+struct balance_view {
+  ledger::amount_minor balance = 0;
+  std::string as_of;  // the time it is the balance at (UTC, microseconds)
+};
+
+// One row of the audit log.
+struct audit_view {
+  std::int64_t id = 0;
+  ledger::principal_id principal_id = 0;
+  std::string action;
+  std::string target;
+  std::string detail_json;  // a JSON object
+  std::string request_id;
+  std::string created_at;
+};
+
+struct audit_page_view {
+  std::vector<audit_view> entries;
+  std::optional<std::int64_t> next_after;  // the `after` of the next page
+};
+
 }  // namespace actors

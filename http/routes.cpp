@@ -25,6 +25,8 @@ struct routes::impl {
     handlers::add_provider_routes(table, support);
     handlers::add_transaction_routes(table, support);
     handlers::add_admin_routes(table, support);
+    handlers::add_key_routes(table, support);
+    handlers::add_audit_routes(table, support);
   }
 
   void handle(const exchange_ptr& ex) {

@@ -19,6 +19,9 @@ void add_transaction_routes(router& r, handler_support& s);
 void add_admin_routes(router& r, handler_support& s);
 void add_withdrawal_routes(router& r, handler_support& s);
 void add_provider_routes(router& r, handler_support& s);
+// keys.cpp (a principal's API keys) and audit.cpp (the audit log).
+void add_key_routes(router& r, handler_support& s);
+void add_audit_routes(router& r, handler_support& s);
 // The readiness probe asks Redis through the pipeline's limiter, and /metrics shows its counters.
 void add_server_routes(router& r, handler_support& s, pipeline& p);
 

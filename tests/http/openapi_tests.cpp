@@ -103,6 +103,11 @@ const std::vector<route> k_routes = {
     {"POST", "/v1/admin/reconciliation", "operator", "read"},
     {"GET", "/v1/admin/reconciliation/runs/{id}", "operator", "read"},
     {"POST", "/v1/admin/sweeps", "operator", "read"},
+    {"GET", "/v1/accounts/{id}/balance", "any", "read"},
+    {"POST", "/v1/principals/{id}/keys", "any", "read"},
+    {"GET", "/v1/principals/{id}/keys", "any", "read"},
+    {"DELETE", "/v1/principals/{id}/keys/{keyId}", "any", "read"},
+    {"GET", "/v1/admin/audit", "operator", "read"},
 };
 
 const std::string k_request_id = "0123456789abcdef";
