@@ -63,10 +63,11 @@ principal_record create_principal(pqxx::connection& conn, const std::string& nam
   auto principal = read_principal(txn.exec_prepared1(k_insert, name, std::string(ledger::to_string(role))));
   const std::optional<ledger::principal_id> created_by =
       audit != nullptr ? std::optional<ledger::principal_id>(audit->principal) : std::nullopt;
-  const auto key_id = txn.exec_prepared1(k_insert_key, key_hash_hex, principal.id, key_hint, created_by)[0];
+  const auto key_id =
+      txn.exec_prepared1(k_insert_key, key_hash_hex, principal.id, key_hint, created_by)[0].as<std::int64_t>();
   if (audit != nullptr) {
     append_audit(txn, *audit, "principal:" + std::to_string(principal.id),
-                 "{\"keyId\":" + key_id.as<std::string>() + "}");
+                 "{\"keyId\":" + std::to_string(key_id) + "}");
   }
   txn.commit();
   return principal;
