@@ -16,6 +16,7 @@
 #include "persistence/database.hpp"
 #include "persistence/flows.hpp"
 #include "persistence/history.hpp"
+#include "persistence/payments.hpp"
 #include "persistence/preload.hpp"
 #include "persistence/principals.hpp"
 #include "persistence/reconcile.hpp"
@@ -136,7 +137,9 @@ void ledger_service::impl::warm_caches() {
     const auto recent_keys = persistence::recent_keys(*conn, settings.auth.key_cache_max);
     for (const auto& k : recent_keys) keys.remember(k.key_hash_hex, to_view(k.principal));
     const auto recent = persistence::recent_accounts(*conn, settings.actors.accounts_live_max);
-    for (const auto& a : recent) accounts->remember(account_facts{a.id, a.owner_id, a.currency, a.kind, a.shards});
+    for (const auto& a : recent) {
+      accounts->remember(account_facts{a.id, a.owner_id, a.currency, a.kind, a.shards, a.fees});
+    }
     preloaded_keys = recent_keys.size();
     preloaded_accounts = recent.size();
     spdlog::info("preloaded {} API keys and {} accounts in {:.0f} ms", recent_keys.size(), recent.size(),
@@ -200,6 +203,10 @@ void ledger_service::settle_withdrawal(settle_command command, std::function<voi
 
 void ledger_service::claim_deposit(deposit_claim_command command, std::function<void(money_result)> done) {
   impl_->flows->claim_deposit(std::move(command), std::move(done));
+}
+
+void ledger_service::refund_payment(payment_refund_command command, std::function<void(money_result)> done) {
+  impl_->flows->refund_payment(std::move(command), std::move(done));
 }
 
 void ledger_service::provider_event(provider_event_command command, std::function<void(money_result)> done) {
@@ -319,6 +326,20 @@ void ledger_service::set_status(ledger::account_id id, ledger::account_status st
       });
 }
 
+void ledger_service::set_fees(ledger::account_id id, ledger::fee_schedule schedule,
+                              query_callback<std::optional<account_view>> done) {
+  read_view<std::optional<persistence::account_record>>(
+      *impl_->core.readers,
+      [this, id, schedule](pqxx::connection& conn) {
+        auto out = persistence::set_fees(conn, id, schedule);
+        // The cached schedule is a hint (actors/directory.hpp): replacing it here spares the next
+        // payment a refusal by the writer, which prices the fee from the database either way.
+        if (out) impl_->accounts->remember(*out);
+        return out;
+      },
+      std::move(done));
+}
+
 void ledger_service::list_entries(ledger::account_id id, std::int64_t after, int limit,
                                   query_callback<entries_view> done) {
   read_view<persistence::entries_page>(
@@ -328,9 +349,19 @@ void ledger_service::list_entries(ledger::account_id id, std::int64_t after, int
 }
 
 void ledger_service::find_transaction(std::string id, query_callback<std::optional<transaction_view>> done) {
-  read_view<std::optional<persistence::transaction_record>>(
-      *impl_->core.readers,
-      [id = std::move(id)](pqxx::connection& conn) { return persistence::find_transaction(conn, id); },
+  impl_->core.readers->read<std::optional<transaction_view>>(
+      [id = std::move(id)](pqxx::connection& conn) {
+        auto view = to_view(persistence::find_transaction(conn, id));
+        // A payment shows its refunds, a refund the payment it gave back (migration 007).
+        if (view && view->type == ledger::to_string(ledger::transaction_type::transfer)) {
+          auto refunds = persistence::find_payment_refunds(conn, id);
+          view->refunded_amount = refunds.refunded;
+          view->refunds = std::move(refunds.refund_ids);
+        } else if (view && view->type == ledger::to_string(ledger::transaction_type::refund)) {
+          view->refunded_transfer = persistence::find_refunded_payment(conn, id);
+        }
+        return view;
+      },
       std::move(done));
 }
 

@@ -62,6 +62,7 @@ class ledger_service {
   void withdraw(withdrawal_command command, std::function<void(money_result)> done);
   void settle_withdrawal(settle_command command, std::function<void(money_result)> done);
   void claim_deposit(deposit_claim_command command, std::function<void(money_result)> done);
+  void refund_payment(payment_refund_command command, std::function<void(money_result)> done);
   // An event whose signature the caller verified with the provider's secret (find_provider).
   void provider_event(provider_event_command command, std::function<void(money_result)> done);
 
@@ -88,6 +89,8 @@ class ledger_service {
   void make_hot(ledger::account_id id, int shards, query_callback<std::optional<account_view>> done);
   void set_status(ledger::account_id id, ledger::account_status status,
                   query_callback<std::optional<account_view>> done);
+  // Sets the fee schedule of the payments a user account receives; nullopt: no such user account.
+  void set_fees(ledger::account_id id, ledger::fee_schedule schedule, query_callback<std::optional<account_view>> done);
   void list_entries(ledger::account_id id, std::int64_t after, int limit,
                     query_callback<entries_view> done);
   void find_transaction(std::string id, query_callback<std::optional<transaction_view>> done);

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "ledger/fees.hpp"
 #include "ledger/types.hpp"
 
 namespace actors {
@@ -36,6 +37,7 @@ struct account_view {
   ledger::account_id parent_id = 0;        // 0: not a shard
   std::vector<shard_view> shards;          // a hot account's credit shards, by shard number
   std::string created_at;
+  std::optional<ledger::fee_schedule> fees;  // of the payments it receives; nullopt: never set
 
   bool hot() const { return !shards.empty(); }
   // Whether `who` may see this account: an operator sees every account, a principal its own
@@ -67,6 +69,10 @@ struct transaction_view {
   std::string status;
   std::string created_at;
   std::vector<entry_view> entries;
+  // A payment (TRANSFER): what was refunded of it and its refunds, oldest first.
+  std::optional<ledger::amount_minor> refunded_amount;
+  std::vector<std::string> refunds;
+  std::string refunded_transfer;  // a REFUND: the payment it gave back
 
   // An operator sees every transaction; a principal the ones it made or that touch its accounts.
   bool visible_to(ledger::principal_id who, ledger::role role) const;

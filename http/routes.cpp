@@ -23,6 +23,7 @@ struct routes::impl {
     handlers::add_transfer_routes(table, support);
     handlers::add_withdrawal_routes(table, support);
     handlers::add_provider_routes(table, support);
+    handlers::add_payment_routes(table, support);
     handlers::add_transaction_routes(table, support);
     handlers::add_admin_routes(table, support);
   }
