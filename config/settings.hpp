@@ -21,6 +21,8 @@ struct http_settings {
   std::int64_t port = 8080;
   std::int64_t io_threads = 2;
   std::int64_t body_bytes_max = 64 * 1024;
+  // POST /v1/admin/settlements carries a whole settlement report: it alone reads up to this.
+  std::int64_t settlement_body_bytes_max = 64 * 1024 * 1024;
   std::int64_t header_bytes_max = 8 * 1024;
   std::int64_t read_timeout_ms = 10'000;
   std::int64_t keep_alive_timeout_ms = 30'000;

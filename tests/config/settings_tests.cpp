@@ -33,6 +33,7 @@ field_list fields(const settings& s) {
       {"http.port", i(s.http.port)},
       {"http.io_threads", i(s.http.io_threads)},
       {"http.body_bytes_max", i(s.http.body_bytes_max)},
+      {"http.settlement_body_bytes_max", i(s.http.settlement_body_bytes_max)},
       {"http.header_bytes_max", i(s.http.header_bytes_max)},
       {"http.read_timeout_ms", i(s.http.read_timeout_ms)},
       {"http.keep_alive_timeout_ms", i(s.http.keep_alive_timeout_ms)},
@@ -106,6 +107,7 @@ const field_list& documented_defaults() {
       {"http.port", "8080"},
       {"http.io_threads", "2"},
       {"http.body_bytes_max", "65536"},
+      {"http.settlement_body_bytes_max", "67108864"},
       {"http.header_bytes_max", "8192"},
       {"http.read_timeout_ms", "10000"},
       {"http.keep_alive_timeout_ms", "30000"},
@@ -371,6 +373,22 @@ TEST(invalid, out_of_range_integers_from_every_source) {
   EXPECT_EQ(load_from("", {{"WALLET_HTTP_PORT", "1"}}).http.port, 1);
   EXPECT_EQ(load_from("", {{"WALLET_LEDGER_AMOUNT_MINOR_MAX", "9223372036854775807"}}).ledger.amount_minor_max,
             INT64_MAX);
+}
+
+TEST(settlement_body_limit, is_its_own_setting_within_its_bounds) {
+  // The settlement report's body limit is set apart from http.body_bytes_max, from each source,
+  // between 256 bytes and 1 GiB.
+  EXPECT_EQ(load_from("[http]\nsettlement_body_bytes_max = 1048576\n", {}).http.settlement_body_bytes_max, 1'048'576);
+  EXPECT_EQ(load_from("", {{"WALLET_HTTP_SETTLEMENT_BODY_BYTES_MAX", "256"}}).http.settlement_body_bytes_max, 256);
+  EXPECT_EQ(load_with({"--http-settlement-body-bytes-max", "1073741824"}).values.http.settlement_body_bytes_max,
+            1'073'741'824);
+  EXPECT_EQ(load_from("", {{"WALLET_HTTP_SETTLEMENT_BODY_BYTES_MAX", "1048576"}}).http.body_bytes_max, 65'536);
+  EXPECT_EQ(env_error("WALLET_HTTP_SETTLEMENT_BODY_BYTES_MAX", "1073741825"),
+            "invalid setting http.settlement_body_bytes_max = \"1073741825\" (from "
+            "WALLET_HTTP_SETTLEMENT_BODY_BYTES_MAX): must be an integer from 256 to 1073741824");
+  EXPECT_EQ(file_error("[http]\nsettlement_body_bytes_max = 255\n"),
+            "invalid setting http.settlement_body_bytes_max = \"255\" (from configuration): must be an integer from 256 "
+            "to 1073741824");
 }
 
 TEST(invalid, non_integer_text_for_an_integer) {
