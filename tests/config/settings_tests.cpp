@@ -39,6 +39,7 @@ field_list fields(const settings& s) {
       {"http.keep_alive_timeout_ms", i(s.http.keep_alive_timeout_ms)},
       {"http.connections_max", i(s.http.connections_max)},
       {"http.request_deadline_ms", i(s.http.request_deadline_ms)},
+      {"http.settlement_deadline_ms", i(s.http.settlement_deadline_ms)},
       {"http.shutdown_grace_ms", i(s.http.shutdown_grace_ms)},
       {"http.linger_bytes_max", i(s.http.linger_bytes_max)},
       {"http.linger_timeout_ms", i(s.http.linger_timeout_ms)},
@@ -113,6 +114,7 @@ const field_list& documented_defaults() {
       {"http.keep_alive_timeout_ms", "30000"},
       {"http.connections_max", "4096"},
       {"http.request_deadline_ms", "5000"},
+      {"http.settlement_deadline_ms", "120000"},
       {"http.shutdown_grace_ms", "5000"},
       {"http.linger_bytes_max", "67108864"},
       {"http.linger_timeout_ms", "2000"},
@@ -375,9 +377,9 @@ TEST(invalid, out_of_range_integers_from_every_source) {
             INT64_MAX);
 }
 
-TEST(settlement_body_limit, is_its_own_setting_within_its_bounds) {
-  // The settlement report's body limit is set apart from http.body_bytes_max, from each source,
-  // between 256 bytes and 1 GiB.
+TEST(settlement_limits, are_settings_of_their_own_within_their_bounds) {
+  // The settlement report's body limit and deadline are set apart from http.body_bytes_max and
+  // http.request_deadline_ms, from each source, within their bounds.
   EXPECT_EQ(load_from("[http]\nsettlement_body_bytes_max = 1048576\n", {}).http.settlement_body_bytes_max, 1'048'576);
   EXPECT_EQ(load_from("", {{"WALLET_HTTP_SETTLEMENT_BODY_BYTES_MAX", "256"}}).http.settlement_body_bytes_max, 256);
   EXPECT_EQ(load_with({"--http-settlement-body-bytes-max", "1073741824"}).values.http.settlement_body_bytes_max,
@@ -389,6 +391,12 @@ TEST(settlement_body_limit, is_its_own_setting_within_its_bounds) {
   EXPECT_EQ(file_error("[http]\nsettlement_body_bytes_max = 255\n"),
             "invalid setting http.settlement_body_bytes_max = \"255\" (from configuration): must be an integer from 256 "
             "to 1073741824");
+  const auto s = load_from("", {{"WALLET_HTTP_SETTLEMENT_DEADLINE_MS", "600000"}});
+  EXPECT_EQ(s.http.settlement_deadline_ms, 600'000);
+  EXPECT_EQ(s.http.request_deadline_ms, 5'000);
+  EXPECT_EQ(env_error("WALLET_HTTP_SETTLEMENT_DEADLINE_MS", "600001"),
+            "invalid setting http.settlement_deadline_ms = \"600001\" (from WALLET_HTTP_SETTLEMENT_DEADLINE_MS): "
+            "must be an integer from 10 to 600000");
 }
 
 TEST(invalid, non_integer_text_for_an_integer) {
