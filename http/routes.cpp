@@ -25,6 +25,7 @@ struct routes::impl {
     handlers::add_provider_routes(table, support);
     handlers::add_transaction_routes(table, support);
     handlers::add_admin_routes(table, support);
+    handlers::add_settlement_routes(table, support);
   }
 
   void handle(const exchange_ptr& ex) {

@@ -34,17 +34,27 @@ constexpr const char* k_create_lines_sql =
     ") ON COMMIT DELETE ROWS";
 constexpr const char* k_lines_table = "settlement_report_line";
 
-// One row per (payment id, type) that either side holds, with both sides' sums, and its kind of
-// difference (NULL: the two sides agree).
+// The ledger side: every transaction of the provider's types posted within the widened range, with
+// what it moved on the provider's clearing accounts (and their shards), and whether it was posted
+// within the period the report covers.
+constexpr const char* k_create_posted_sql =
+    "CREATE TEMP TABLE IF NOT EXISTS settlement_posted ("
+    "  transaction_id UUID NOT NULL, type TEXT NOT NULL, payment_id TEXT, amount BIGINT NOT NULL,"
+    "  currency TEXT NOT NULL, created_at TIMESTAMPTZ NOT NULL, in_period BOOLEAN NOT NULL"
+    ") ON COMMIT DELETE ROWS";
+
+// One row per (payment id, type) of either side: the lines paired exactly, and what is left on
+// each side, with its kind of difference (NULL: none).
 constexpr const char* k_create_compare_sql =
     "CREATE TEMP TABLE IF NOT EXISTS settlement_compare ("
     "  kind TEXT, payment_id TEXT, type TEXT NOT NULL, ledger_amount NUMERIC, ledger_currency TEXT,"
     "  transaction_id UUID, report_amount NUMERIC, report_currency TEXT, report_lines BIGINT NOT NULL,"
-    "  settled_at TIMESTAMPTZ"
+    "  paired_lines BIGINT NOT NULL, settled_at TIMESTAMPTZ"
     ") ON COMMIT DELETE ROWS";
 
 // Statistics for the planner of the match (a temporary table has none by itself).
 constexpr const char* k_analyze_lines_sql = "ANALYZE pg_temp.settlement_report_line";
+constexpr const char* k_analyze_posted_sql = "ANALYZE pg_temp.settlement_posted";
 
 // --- Statements ------------------------------------------------------------------------------
 
@@ -55,61 +65,108 @@ constexpr const char* k_provider_exists_sql = "SELECT 1 FROM provider WHERE name
 constexpr const char* k_lock_provider = "settlement_lock_provider";
 constexpr const char* k_lock_provider_sql = "SELECT pg_advisory_xact_lock(hashtext('settlement:' || $1))";
 
-// The match: $1 the provider, $2 and $3 the report's earliest and latest settledAt, $4 the margin
-// around them (all in microseconds). The ledger side is every transaction of the provider's types
-// posted within the widened range, with what it moved on the provider's clearing accounts (and
-// their shards), summed per (payment id, type); a transaction without a payment id stands alone.
-// A key only the ledger holds is a difference only when posted within the report's own period.
-constexpr const char* k_match = "settlement_match";
-const std::string k_match_sql =
-    "INSERT INTO pg_temp.settlement_compare (kind, payment_id, type, ledger_amount, ledger_currency, transaction_id,"
-    "                                        report_amount, report_currency, report_lines, settled_at)"
+// Where the period the report covers begins ($1 the provider, $2 its earliest settledAt, $3 the
+// margin; microseconds): where the provider's latest report before it ended, when that is at most
+// the margin earlier, so that consecutive reports leave no gap; else at its earliest settledAt.
+constexpr const char* k_period_start = "settlement_period_start";
+const std::string k_period_start_sql =
+    "SELECT COALESCE((SELECT (extract(epoch FROM max(settled_to)) * 1000000)::bigint FROM settlement_import"
+    "                  WHERE provider = $1 AND settled_to < " + from_us("$2") +
+    "                    AND settled_to >= " + from_us("$2") + " - $3::bigint * interval '1 microsecond'), $2)";
+
+// The ledger side ($1 the provider; $2 and $3 the report's earliest and latest settledAt, $4 the
+// margin around them, $5 the start of its period; microseconds).
+constexpr const char* k_fill_posted = "settlement_fill_posted";
+const std::string k_fill_posted_sql =
+    "INSERT INTO pg_temp.settlement_posted (transaction_id, type, payment_id, amount, currency, created_at, in_period)"
     " WITH clearing AS ("
     "   SELECT id FROM account WHERE system_role = 'clearing:' || $1"
     "   UNION ALL"
     "   SELECT s.id FROM account s JOIN account c ON s.parent_id = c.id WHERE c.system_role = 'clearing:' || $1"
-    " ), posted AS ("
-    "   SELECT t.id, t.type, t.metadata ->> 'paymentId' AS payment_id, t.created_at,"
-    "          abs(sum(e.amount)) AS amount, min(e.currency) AS currency"
-    "     FROM journal_transaction t JOIN ledger_entry e ON e.transaction_id = t.id"
-    "    WHERE t.metadata ->> 'provider' = $1"
-    "      AND t.type IN ('DEPOSIT', 'DEPOSIT_REFUND', 'CHARGEBACK', 'PAYOUT')"
-    "      AND t.created_at >= " + from_us("$2") + " - $4::bigint * interval '1 microsecond'"
-    "      AND t.created_at <= " + from_us("$3") + " + $4::bigint * interval '1 microsecond'"
-    "      AND e.account_id IN (SELECT id FROM clearing)"
-    "    GROUP BY t.id"
-    " ), ledger AS ("
-    "   SELECT payment_id, type, sum(amount) AS amount, min(currency) AS currency,"
-    "          count(DISTINCT currency) AS currencies, (array_agg(id ORDER BY created_at, id))[1] AS transaction_id,"
-    "          bool_or(created_at BETWEEN " + from_us("$2") + " AND " + from_us("$3") + ") AS in_period"
-    "     FROM posted WHERE payment_id IS NOT NULL GROUP BY payment_id, type"
-    "   UNION ALL"
-    "   SELECT NULL, type, amount, currency, 1, id, created_at BETWEEN " + from_us("$2") + " AND " + from_us("$3") +
-    "     FROM posted WHERE payment_id IS NULL"
-    " ), report AS ("
-    "   SELECT payment_id, type, sum(amount) AS amount, min(currency) AS currency,"
-    "          count(DISTINCT currency) AS currencies, count(*) AS lines, max(settled_us) AS settled_us"
-    "     FROM pg_temp.settlement_report_line GROUP BY payment_id, type"
     " )"
-    " SELECT CASE WHEN r.type IS NULL THEN 'posted_not_settled'"
-    "             WHEN l.type IS NULL THEN 'settled_not_posted'"
-    "             WHEN l.amount <> r.amount OR l.currency <> r.currency OR l.currencies > 1 OR r.currencies > 1"
-    "               THEN 'amount_mismatch'"
-    "        END,"
-    "        COALESCE(l.payment_id, r.payment_id), COALESCE(l.type, r.type), l.amount, l.currency, l.transaction_id,"
-    "        r.amount, r.currency, COALESCE(r.lines, 0), " + from_us("r.settled_us") +
-    "   FROM ledger l FULL JOIN report r ON r.payment_id = l.payment_id AND r.type = l.type"
-    "  WHERE r.type IS NOT NULL OR l.in_period";
+    " SELECT t.id, t.type, t.metadata ->> 'paymentId', abs(sum(e.amount))::bigint, min(e.currency), t.created_at,"
+    "        t.created_at BETWEEN " + from_us("$5") + " AND " + from_us("$3") +
+    "   FROM journal_transaction t JOIN ledger_entry e ON e.transaction_id = t.id"
+    "  WHERE t.metadata ->> 'provider' = $1"
+    "    AND t.type IN ('DEPOSIT', 'DEPOSIT_REFUND', 'CHARGEBACK', 'PAYOUT')"
+    "    AND t.created_at >= " + from_us("$2") + " - $4::bigint * interval '1 microsecond'"
+    "    AND t.created_at <= " + from_us("$3") + " + $4::bigint * interval '1 microsecond'"
+    "    AND e.account_id IN (SELECT id FROM clearing)"
+    "  GROUP BY t.id";
+
+// The match. Report lines pair with ledger transactions of the same payment id, type, amount and
+// currency, one to one (so that two refunds of one payment, reported one at a time, each find
+// theirs). What is left of a key is a difference: on both sides, an amount mismatch; in the report
+// only, settled but not posted; in the ledger only, posted but not settled, if it was posted within
+// the report's period (before it, a report of its own settled it; the margin only lets late
+// settlements find their transaction). A transaction without a payment id pairs with nothing.
+constexpr const char* k_match = "settlement_match";
+const std::string k_match_sql =
+    "INSERT INTO pg_temp.settlement_compare (kind, payment_id, type, ledger_amount, ledger_currency, transaction_id,"
+    "                                        report_amount, report_currency, report_lines, paired_lines, settled_at)"
+    " WITH ledger_n AS ("
+    "   SELECT *, row_number() OVER (PARTITION BY payment_id, type, amount, currency"
+    "                                ORDER BY created_at, transaction_id) AS n"
+    "     FROM pg_temp.settlement_posted WHERE payment_id IS NOT NULL"
+    " ), report_n AS ("
+    "   SELECT *, row_number() OVER (PARTITION BY payment_id, type, amount, currency ORDER BY settled_us) AS n"
+    "     FROM pg_temp.settlement_report_line"
+    " ), pairs AS ("
+    "   SELECT COALESCE(l.payment_id, r.payment_id) AS payment_id, COALESCE(l.type, r.type) AS type,"
+    "          l.transaction_id, l.amount AS l_amount, l.currency AS l_currency, l.created_at, l.in_period,"
+    "          r.amount AS r_amount, r.currency AS r_currency, r.settled_us"
+    "     FROM ledger_n l FULL JOIN report_n r"
+    "       ON r.payment_id = l.payment_id AND r.type = l.type AND r.amount = l.amount AND r.currency = l.currency"
+    "      AND r.n = l.n"
+    " ), keys AS ("
+    "   SELECT payment_id, type,"
+    "          count(*) FILTER (WHERE transaction_id IS NOT NULL AND r_amount IS NOT NULL) AS paired,"
+    "          count(*) FILTER (WHERE r_amount IS NULL) AS l_left_n,"
+    "          sum(l_amount) FILTER (WHERE r_amount IS NULL) AS l_left,"
+    "          sum(l_amount) FILTER (WHERE r_amount IS NULL AND in_period) AS l_left_in_period,"
+    "          min(l_currency) FILTER (WHERE r_amount IS NULL) AS l_currency,"
+    "          (array_agg(transaction_id ORDER BY created_at, transaction_id)"
+    "             FILTER (WHERE r_amount IS NULL))[1] AS l_first,"
+    "          (array_agg(transaction_id ORDER BY created_at, transaction_id)"
+    "             FILTER (WHERE r_amount IS NULL AND in_period))[1] AS l_first_in_period,"
+    "          count(*) FILTER (WHERE transaction_id IS NULL) AS r_left_n,"
+    "          sum(r_amount) FILTER (WHERE transaction_id IS NULL) AS r_left,"
+    "          min(r_currency) FILTER (WHERE transaction_id IS NULL) AS r_currency,"
+    "          max(settled_us) FILTER (WHERE transaction_id IS NULL) AS r_settled_us"
+    "     FROM pairs GROUP BY payment_id, type"
+    " ), compared AS ("
+    "   SELECT CASE WHEN r_left_n > 0 AND l_left_n > 0 THEN 'amount_mismatch'"
+    "               WHEN r_left_n > 0 THEN 'settled_not_posted'"
+    "               WHEN l_left_in_period IS NOT NULL THEN 'posted_not_settled'"
+    "          END AS kind, *"
+    "     FROM keys"
+    " )"
+    " SELECT kind, payment_id, type, CASE WHEN r_left_n > 0 THEN l_left ELSE l_left_in_period END, l_currency,"
+    "        CASE WHEN r_left_n > 0 THEN l_first ELSE l_first_in_period END, r_left, r_currency, r_left_n, paired,"
+    "        " + from_us("r_settled_us") +
+    "   FROM compared WHERE kind IS NOT NULL OR paired > 0"
+    " UNION ALL"
+    " SELECT 'posted_not_settled', NULL, type, amount, currency, transaction_id, NULL, NULL, 0, 0, NULL"
+    "   FROM pg_temp.settlement_posted WHERE payment_id IS NULL AND in_period";
 
 constexpr const char* k_match_counts = "settlement_match_counts";
 constexpr const char* k_match_counts_sql =
     "SELECT count(*) FILTER (WHERE kind = 'posted_not_settled'), count(*) FILTER (WHERE kind = 'settled_not_posted'),"
-    "       count(*) FILTER (WHERE kind = 'amount_mismatch'),"
-    "       COALESCE(sum(report_lines) FILTER (WHERE kind IS NULL), 0)::bigint"
+    "       count(*) FILTER (WHERE kind = 'amount_mismatch'), COALESCE(sum(paired_lines), 0)::bigint"
     "  FROM pg_temp.settlement_compare";
 
 constexpr const char* k_next_import_id = "settlement_next_import_id";
 constexpr const char* k_next_import_id_sql = "SELECT nextval('settlement_import_id_seq')";
+
+// Open exceptions of the keys the report matched without a difference ($1 the provider) are
+// resolved by the import ($2 the note, $3 who): a later report settled what an earlier one missed,
+// or corrected it.
+constexpr const char* k_resolve_matched = "settlement_resolve_matched";
+constexpr const char* k_resolve_matched_sql =
+    "UPDATE settlement_exception x SET status = 'resolved', note = $2, resolved_by = $3, resolved_at = now()"
+    "  FROM pg_temp.settlement_compare c"
+    " WHERE c.kind IS NULL AND x.status = 'open' AND x.provider = $1"
+    "   AND COALESCE(x.payment_id, x.transaction_id::text) = c.payment_id AND x.type = c.type";
 
 // The differences of import $1 not already open ($2 the provider, $3 their first owner). The
 // open-key index refuses a second open exception of a key and kind: that one is skipped.
@@ -125,11 +182,13 @@ constexpr const char* k_insert_exceptions_sql =
 
 constexpr const char* k_insert_import = "settlement_insert_import";
 const std::string k_insert_import_sql =
-    "INSERT INTO settlement_import (id, provider, file_hash, lines, settled_from, settled_to, matched,"
+    "INSERT INTO settlement_import (id, provider, file_hash, lines, settled_from, settled_to, checked_from, matched,"
     "                               posted_not_settled, settled_not_posted, amount_mismatch, new_exceptions,"
-    "                               imported_by)"
-    " VALUES ($1, $2, $3, $4, " + from_us("$5") + ", " + from_us("$6") + ", $7, $8, $9, $10, $11, $12)"
-    " RETURNING " + utc("settled_from") + ", " + utc("settled_to") + ", " + utc("created_at");
+    "                               resolved_exceptions, imported_by)"
+    " VALUES ($1, $2, $3, $4, " + from_us("$5") + ", " + from_us("$6") + ", " + from_us("$7") +
+    ", $8, $9, $10, $11, $12, $13, $14)"
+    " RETURNING " + utc("settled_from") + ", " + utc("settled_to") + ", " + utc("checked_from") + ", " +
+    utc("created_at");
 
 // The columns of an exception, in the order read_exception reads them.
 const std::string k_exception_columns_sql =
@@ -161,9 +220,12 @@ void prepare_statements(pqxx::connection& conn) {
   const std::pair<const char*, std::string> statements[] = {
       {k_provider_exists, k_provider_exists_sql},
       {k_lock_provider, k_lock_provider_sql},
+      {k_period_start, k_period_start_sql},
+      {k_fill_posted, k_fill_posted_sql},
       {k_match, k_match_sql},
       {k_match_counts, k_match_counts_sql},
       {k_next_import_id, k_next_import_id_sql},
+      {k_resolve_matched, k_resolve_matched_sql},
       {k_insert_exceptions, k_insert_exceptions_sql},
       {k_insert_import, k_insert_import_sql},
       {k_list_all, k_list_all_sql},
@@ -268,6 +330,7 @@ settlement_import_outcome import_settlement_report(pqxx::connection& conn, const
     txn.exec("SET LOCAL statement_timeout = " + std::to_string(options.statement_timeout_ms));
   }
   txn.exec(k_create_lines_sql);
+  txn.exec(k_create_posted_sql);
   txn.exec(k_create_compare_sql);
 
   // The report streams into the scratch table as the parser passes each line: the only copy of
@@ -304,8 +367,15 @@ settlement_import_outcome import_settlement_report(pqxx::connection& conn, const
     return out;
   }
   txn.exec_prepared(k_lock_provider, provider);
+  const auto from_us = parser.settled_from_us();
+  const auto to_us = parser.settled_to_us();
+  const auto checked_from_us =
+      txn.exec_prepared1(k_period_start, provider, from_us, k_settlement_match_margin_us)[0].as<std::int64_t>();
+  WALLET_ASSERT(checked_from_us <= from_us, "a report's period begins at its first settlement at the latest");
+  txn.exec_prepared0(k_fill_posted, provider, from_us, to_us, k_settlement_match_margin_us, checked_from_us);
   txn.exec(k_analyze_lines_sql);
-  txn.exec_prepared0(k_match, provider, parser.settled_from_us(), parser.settled_to_us(), k_settlement_match_margin_us);
+  txn.exec(k_analyze_posted_sql);
+  txn.exec_prepared0(k_match);
 
   auto& s = out.summary;
   const auto counts = txn.exec_prepared1(k_match_counts);
@@ -317,19 +387,24 @@ settlement_import_outcome import_settlement_report(pqxx::connection& conn, const
   s.provider = provider;
   s.lines = parser.lines();
   s.file_hash = hash.hex();
+  const auto resolver = "settlement import " + std::to_string(s.import_id) + " (" + options.imported_by + ")";
+  s.resolved_exceptions = static_cast<std::int64_t>(
+      txn.exec_prepared0(k_resolve_matched, provider,
+                         "matched by settlement import " + std::to_string(s.import_id) + " of " + provider, resolver)
+          .affected_rows());
   s.new_exceptions =
       static_cast<std::int64_t>(txn.exec_prepared0(k_insert_exceptions, s.import_id, provider, options.imported_by)
                                     .affected_rows());
   WALLET_ASSERT(s.new_exceptions <= s.posted_not_settled + s.settled_not_posted + s.amount_mismatch,
                 "an import adds no more exceptions than it found");
   WALLET_ASSERT(s.matched <= s.lines, "no more lines match than the report has");
-  const auto row = txn.exec_prepared1(k_insert_import, s.import_id, provider, s.file_hash, s.lines,
-                                      parser.settled_from_us(), parser.settled_to_us(), s.matched,
-                                      s.posted_not_settled, s.settled_not_posted, s.amount_mismatch, s.new_exceptions,
-                                      options.imported_by);
+  const auto row = txn.exec_prepared1(k_insert_import, s.import_id, provider, s.file_hash, s.lines, from_us, to_us,
+                                      checked_from_us, s.matched, s.posted_not_settled, s.settled_not_posted,
+                                      s.amount_mismatch, s.new_exceptions, s.resolved_exceptions, options.imported_by);
   s.settled_from = row[0].as<std::string>();
   s.settled_to = row[1].as<std::string>();
-  s.created_at = row[2].as<std::string>();
+  s.checked_from = row[2].as<std::string>();
+  s.created_at = row[3].as<std::string>();
   txn.commit();
   return out;
 }

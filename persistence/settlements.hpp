@@ -26,8 +26,10 @@ namespace persistence {
 // The most settlement lines one report may hold.
 inline constexpr std::int64_t k_settlement_lines_max = 5'000'000;
 // The ledger transactions a report's lines may match: those posted from a day before its earliest
-// settledAt to a day after its latest. Only those posted between its earliest and its latest
-// settledAt (the period it covers) count as posted but not settled when it does not name them.
+// settledAt to a day after its latest. Only those posted within the period it covers count as
+// posted but not settled when it does not name them: up to its latest settledAt, from its earliest
+// one, or from where the provider's report before it ended when that is less than a day earlier
+// (consecutive reports leave no gap, and do not check each other's transactions).
 inline constexpr std::int64_t k_settlement_match_margin_us = 86'400'000'000;
 
 enum class settlement_exception_kind : std::uint8_t { posted_not_settled, settled_not_posted, amount_mismatch };
@@ -53,12 +55,14 @@ struct settlement_import_summary {
   std::int64_t lines = 0;
   std::string settled_from;  // the earliest settledAt, UTC
   std::string settled_to;    // the latest
-  std::int64_t matched = 0;  // lines whose (payment id, type) the ledger holds with the same sum and currency
+  std::string checked_from;  // the start of the period checked for posted but not settled
+  std::int64_t matched = 0;  // lines paired with a transaction of the same payment id, type, amount and currency
   // Differences found, each once per (payment id, type), whether or not already open from before.
   std::int64_t posted_not_settled = 0;
   std::int64_t settled_not_posted = 0;
   std::int64_t amount_mismatch = 0;
-  std::int64_t new_exceptions = 0;  // of those, the ones not already open
+  std::int64_t new_exceptions = 0;       // of those, the ones not already open
+  std::int64_t resolved_exceptions = 0;  // open exceptions of keys this report matched, now resolved
   std::string created_at;
 };
 

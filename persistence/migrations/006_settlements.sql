@@ -12,20 +12,28 @@ CREATE TABLE settlement_import (
   -- The earliest and the latest settledAt of the report.
   settled_from        TIMESTAMPTZ NOT NULL,
   settled_to          TIMESTAMPTZ NOT NULL CHECK (settled_to >= settled_from),
+  -- The period the report covers: ledger transactions posted from checked_from to settled_to that
+  -- it does not name are posted but not settled. checked_from is the latest settled_to of the
+  -- provider's imports before (within a day), so that consecutive reports leave no gap; else
+  -- settled_from.
+  checked_from        TIMESTAMPTZ NOT NULL CHECK (checked_from <= settled_from),
   matched             BIGINT NOT NULL CHECK (matched >= 0),
   posted_not_settled  BIGINT NOT NULL CHECK (posted_not_settled >= 0),
   settled_not_posted  BIGINT NOT NULL CHECK (settled_not_posted >= 0),
   amount_mismatch     BIGINT NOT NULL CHECK (amount_mismatch >= 0),
   new_exceptions      BIGINT NOT NULL CHECK (new_exceptions >= 0),
+  -- Open exceptions of keys this report matched, resolved by it.
+  resolved_exceptions BIGINT NOT NULL CHECK (resolved_exceptions >= 0),
   imported_by         TEXT NOT NULL CHECK (length(imported_by) BETWEEN 1 AND 200),
   created_at          TIMESTAMPTZ NOT NULL DEFAULT now()
 );
 CREATE INDEX settlement_import_file_hash ON settlement_import (file_hash);
+CREATE INDEX settlement_import_provider ON settlement_import (provider, settled_to);
 
--- One difference between a report and the ledger, per (provider, payment id, type): the sums of
--- both sides (NUMERIC: a report may sum past what a BIGINT holds, and must still be shown), the
--- ledger's first transaction of that key, and who looks after it. A ledger transaction without a
--- payment id is an exception of its own, keyed by its id.
+-- One difference between a report and the ledger, per (provider, payment id, type): what each
+-- side holds that the other does not match (NUMERIC sums: a report may sum past what a BIGINT
+-- holds, and must still be shown), the ledger's first such transaction, and who looks after it.
+-- A ledger transaction without a payment id is an exception of its own, keyed by its id.
 CREATE TABLE settlement_exception (
   id               BIGSERIAL PRIMARY KEY,
   -- Deferred: an import writes its exceptions first and its own row, with their count, last.
@@ -58,9 +66,10 @@ CREATE TABLE settlement_exception (
     (status = 'resolved') = (note IS NOT NULL AND resolved_by IS NOT NULL AND resolved_at IS NOT NULL))
 );
 -- Importing a report again (or another report with the same differences) adds no exception that
--- is still open: at most one open exception per key and kind.
+-- is still open: at most one open exception per key and kind. An import also finds here the open
+-- exceptions of the keys it matched, to resolve them.
 CREATE UNIQUE INDEX settlement_exception_open_key
-  ON settlement_exception (provider, type, kind, COALESCE(payment_id, transaction_id::text))
+  ON settlement_exception (provider, (COALESCE(payment_id, transaction_id::text)), type, kind)
   WHERE status = 'open';
 CREATE INDEX settlement_exception_status ON settlement_exception (status, id);
 

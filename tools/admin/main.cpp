@@ -98,11 +98,13 @@ int import_settlements(const config::settings& settings, const std::string& path
   const auto differences = s.posted_not_settled + s.settled_not_posted + s.amount_mismatch;
   std::cout << "settlement import " << s.import_id << " (" << s.provider << "): " << s.lines << " lines settled "
             << s.settled_from << " to " << s.settled_to << "\n"
+            << "  posted from " << s.checked_from << " checked\n"
             << "  matched lines:        " << s.matched << "\n"
             << "  posted not settled:   " << s.posted_not_settled << "\n"
             << "  settled not posted:   " << s.settled_not_posted << "\n"
             << "  amount mismatch:      " << s.amount_mismatch << "\n"
             << "  new exceptions:       " << s.new_exceptions << " (the others were open already)\n"
+            << "  resolved exceptions:  " << s.resolved_exceptions << " (of keys this report matched)\n"
             << "  file sha256:          " << s.file_hash << "\n"
             << "  took " << std::fixed << std::setprecision(1) << took_ms << " ms\n";
   return differences == 0 ? 0 : 1;
