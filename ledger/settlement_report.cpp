@@ -8,7 +8,6 @@ namespace {
 // A line longer than this is refused rather than buffered: six short fields fit in far less.
 constexpr std::size_t k_line_bytes_max = 4096;
 constexpr std::size_t k_field_count = 6;
-constexpr std::size_t k_provider_name_max = 40;
 constexpr std::string_view k_bom = "\xEF\xBB\xBF";
 
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
@@ -40,17 +39,6 @@ std::int64_t days_from_civil(int year, int month, int day) {
   const std::int64_t doy = (153 * mp + 2) / 5 + day - 1;
   const std::int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
   return era * 146097 + doe - 719468;
-}
-
-// Same characters as the provider table's CHECK: ^[a-z0-9][a-z0-9_-]{0,39}$.
-bool is_provider_name(std::string_view name) {
-  if (name.empty() || name.size() > k_provider_name_max) return false;
-  for (std::size_t i = 0; i < name.size(); ++i) {
-    const char c = name[i];
-    const bool alnum = (c >= 'a' && c <= 'z') || is_digit(c);
-    if (!alnum && (i == 0 || (c != '_' && c != '-'))) return false;
-  }
-  return true;
 }
 
 // 1 to 255 printable ASCII characters without spaces.
@@ -275,7 +263,7 @@ bool settlement_report_parser::parse_line(std::string_view text,
   settlement_line line;
   line.line_no = line_no_;
   line.provider = fields[0];
-  if (!is_provider_name(line.provider)) {
+  if (!is_valid_provider_name(line.provider)) {
     return fail("provider " + shown(line.provider) +
                 " is not a provider name (1 to 40 of a-z, 0-9, _ and -, starting with a letter or digit)");
   }
