@@ -98,7 +98,7 @@ int import_settlements(const config::settings& settings, const std::string& path
   const auto differences = s.posted_not_settled + s.settled_not_posted + s.amount_mismatch;
   std::cout << "settlement import " << s.import_id << " (" << s.provider << "): " << s.lines << " lines settled "
             << s.settled_from << " to " << s.settled_to << "\n"
-            << "  posted from " << s.checked_from << " checked\n"
+            << "  checked from:         " << s.checked_from << " (what was posted since, up to the last settlement)\n"
             << "  matched lines:        " << s.matched << "\n"
             << "  posted not settled:   " << s.posted_not_settled << "\n"
             << "  settled not posted:   " << s.settled_not_posted << "\n"
