@@ -125,12 +125,25 @@ class session : public std::enable_shared_from_this<session> {
 
   void on_header(beast::error_code ec, std::size_t n) {
     if (ec) return on_read(ec, n);
+    const auto& req = parser_->get();
     if (srv_.limits_of) {
-      const auto& req = parser_->get();
       const std::string_view target = req.target();
       limits_ = srv_.limits_of(req.method_string(), target.substr(0, target.find('?')));
     }
     if (!apply_body_limit(*parser_, limits_.body_bytes_max)) return on_read(bhttp::error::body_limit, 0);
+    // A client that asks before it sends its body (Expect: 100-continue; curl does for bodies over
+    // 1 MiB, and waits a second for the answer) is told to go on, now that its header passed.
+    if (!parser_->is_done() && req.version() == 11 && beast::iequals(req[bhttp::field::expect], "100-continue")) {
+      auto go_on = std::make_shared<bhttp::response<bhttp::empty_body>>(bhttp::status::continue_, 11);
+      return bhttp::async_write(stream_, *go_on, [self = shared_from_this(), go_on](beast::error_code ec, std::size_t) {
+        if (ec) return self->close();
+        self->read_body();
+      });
+    }
+    read_body();
+  }
+
+  void read_body() {
     bhttp::async_read(stream_, buffer_, *parser_, beast::bind_front_handler(&session::on_read, shared_from_this()));
   }
 
