@@ -4,12 +4,15 @@
 // imports or exceptions; reports are CSV bodies timed by the database's own clock.
 
 #include <gtest/gtest.h>
+#include <pqxx/pqxx>
 
+#include <future>
 #include <map>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "tests/support/net.hpp"
 #include "tests/support/support.hpp"
 
 namespace ts = test_support;
@@ -233,8 +236,8 @@ TEST_F(SettlementE2E, AMalformedLineImportsNothing) {
 }
 
 // Resolving keeps the note, who and when on the exception and may hand it to a new owner; a second
-// resolve is a conflict (409) that changes nothing; an unknown id is 404; a resolve without a
-// note is 400.
+// resolve is a conflict (409) that changes nothing, and the database refuses any change of a
+// resolved exception, even the owner role's; an unknown id is 404; a resolve without a note is 400.
 TEST_F(SettlementE2E, AnExceptionResolvesOnce) {
   ts::http_client c(port());
   const auto w = make_world(c);
@@ -261,6 +264,11 @@ TEST_F(SettlementE2E, AnExceptionResolvesOnce) {
   EXPECT_EQ(r.json().as_object().at("code").as_string(), "conflict");
   EXPECT_EQ(count("SELECT note || '/' || owner FROM settlement_exception WHERE id = " + id),
             "the provider reported a test payment/finance");
+  EXPECT_ANY_THROW(ts::execute_sql("UPDATE settlement_exception SET note = 'rewritten' WHERE id = " + id));
+  EXPECT_ANY_THROW(ts::execute_sql("UPDATE settlement_exception SET status = 'open' WHERE id = " + id));
+  EXPECT_ANY_THROW(ts::execute_sql("DELETE FROM settlement_exception WHERE id = " + id, false));
+  EXPECT_EQ(count("SELECT status || '/' || note FROM settlement_exception WHERE id = " + id),
+            "resolved/the provider reported a test payment");
   EXPECT_EQ(exceptions_of(c, w.provider, "open").size(), 0u);
   EXPECT_EQ(exceptions_of(c, w.provider, "resolved").size(), 1u);
 
@@ -363,6 +371,70 @@ TEST_F(SettlementE2E, AReportMayBeLargerThanOtherBodies) {
   EXPECT_GT(r.json().as_object().at("lines").as_int64(), 3'000);
   r = c.post("/v1/principals", op(), R"({"name":")" + std::string(200'000, 'n') + R"(","role":"user"})");
   EXPECT_EQ(r.status, 413) << r.body.substr(0, 300);
+}
+
+// A server runs one import at a time: while one waits (here for the provider's import lock, held
+// by the test), a second report is answered 503 server_busy with Retry-After and imports nothing;
+// once the lock is released the first completes. The server's lock wait is long enough that only
+// the test's release ends it.
+TEST(SettlementLimits, OneImportAtATime) {
+  ts::server_process::options o;
+  o.env = ts::unlimited_rates();
+  o.env["WALLET_DATABASE_LOCK_TIMEOUT_MS"] = "120000";
+  ts::server_process server(o);
+  ts::http_client c(server.port());
+  const auto provider = ts::unique_key("s");
+  ASSERT_EQ(c.post("/v1/providers", server.operator_key(), R"({"name":")" + provider + R"("})").status, 201);
+  const auto report = k_header + line(provider, "i_1", "payment", 5, "2026-01-01T00:00:00Z");
+  const std::map<std::string, std::string> headers{{"Authorization", "Bearer " + server.operator_key()},
+                                                   {"Content-Type", "text/csv"}};
+
+  pqxx::connection holder(ts::owner_database_url());
+  pqxx::work lock(holder);
+  lock.exec("SELECT pg_advisory_xact_lock(hashtext('settlement:" + provider + "'))");
+  auto first = std::async(std::launch::async, [&] {
+    ts::http_client own(server.port(), std::chrono::seconds(120));
+    return own.request("POST", "/v1/admin/settlements", report, headers);
+  });
+  // The first import waits for the lock once it has read its report (a one-key advisory lock shows
+  // its key's low 32 bits as objid).
+  const auto waiting = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND objsubid = 1"
+                       " AND objid::bigint = (hashtext('settlement:" + provider + "')::bigint & 4294967295)";
+  ASSERT_TRUE(ts::eventually([&] { return ts::query_value(waiting) == "1"; }, std::chrono::seconds(60),
+                             std::chrono::milliseconds(20)));
+  auto second = c.request("POST", "/v1/admin/settlements", report, headers);
+  EXPECT_EQ(second.status, 503) << second.body;
+  EXPECT_EQ(second.json().as_object().at("code").as_string(), "server_busy");
+  EXPECT_FALSE(second.header("Retry-After").empty());
+  lock.abort();
+  const auto answer = first.get();
+  ASSERT_EQ(answer.status, 200) << answer.body;
+  EXPECT_EQ(answer.json().as_object().at("newExceptions").as_int64(), 1);
+  EXPECT_EQ(ts::query_value("SELECT count(*) FROM settlement_import WHERE provider = '" + provider + "'"), "1");
+}
+
+// A client that asks before it sends a report (Expect: 100-continue, as curl does past 1 MiB) is
+// told to go on as soon as its header passed, rather than left to wait; then its report imports.
+TEST_F(SettlementE2E, AClientThatAsksFirstIsToldToGoOn) {
+  ts::http_client c(port());
+  const auto w = make_world(c);
+  const auto body = k_header + line(w.provider, "j_1", "payment", 5, now());
+  ts::raw_connection conn(port());
+  ASSERT_TRUE(conn.send("POST /v1/admin/settlements HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + op() +
+                        "\r\nContent-Type: text/csv\r\nContent-Length: " + std::to_string(body.size()) +
+                        "\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n"));
+  ASSERT_TRUE(ts::eventually(
+      [&] {
+        conn.peer_closed();
+        return conn.received().find("\r\n\r\n") != std::string::npos;
+      },
+      std::chrono::seconds(30), std::chrono::milliseconds(5)));
+  EXPECT_EQ(conn.received(), "HTTP/1.1 100 Continue\r\n\r\n");
+  ASSERT_TRUE(conn.send(body));
+  const auto rest = conn.read_until_closed(std::chrono::seconds(30));
+  EXPECT_TRUE(rest.closed);
+  EXPECT_NE(conn.received().find("HTTP/1.1 200 OK\r\n"), std::string::npos) << conn.received();
+  EXPECT_EQ(count("SELECT count(*) FROM settlement_import WHERE provider = '" + w.provider + "'"), "1");
 }
 
 // With a smaller settlement body limit, a report past it is 413 and imports nothing.
