@@ -10,6 +10,7 @@
 #include "actors/money_flows.hpp"
 #include "actors/reconciler.hpp"
 #include "actors/service_core.hpp"
+#include "actors/settlements.hpp"
 #include "actors/sweeper.hpp"
 #include "actors/view_conversions.hpp"
 #include "persistence/accounts.hpp"
@@ -58,6 +59,7 @@ struct ledger_service::impl {
   std::unique_ptr<money_flows> flows;
   std::unique_ptr<sweeper> sweeps;
   std::unique_ptr<reconciler> reconciliations;
+  std::unique_ptr<settlement_reports> settlements;
   key_cache keys;
   std::uint64_t preloaded_keys = 0;  // written once in start(), before any reader of stats()
   std::uint64_t preloaded_accounts = 0;
@@ -159,6 +161,7 @@ void ledger_service::start() {
   d.accounts = std::make_unique<account_cache>(static_cast<std::size_t>(d.settings.actors.accounts_live_max),
                                                d.core.readers);
   d.flows = std::make_unique<money_flows>(d.settings, d.core, *d.accounts);
+  d.settlements = std::make_unique<settlement_reports>(d.settings, d.core.readers);
   d.warm_caches();
   d.sweeps = std::make_unique<sweeper>(d.core);
   d.sweeps->start(std::chrono::milliseconds(d.settings.ledger.sweep_interval_ms));
@@ -396,6 +399,22 @@ void ledger_service::ping_database(query_callback<bool> done) {
 void ledger_service::sweep_now(query_callback<int> done) {
   if (impl_->core.stopped.load()) return done({ledger::error_code::server_busy, "the server is shutting down", 0});
   impl_->sweeps->sweep_all(std::move(done));
+}
+
+void ledger_service::import_settlements(std::shared_ptr<const std::string> report, std::string imported_by,
+                                        query_callback<settlement_import_view> done) {
+  impl_->settlements->import(std::move(report), std::move(imported_by), std::move(done));
+}
+
+void ledger_service::list_settlement_exceptions(std::string status, std::int64_t after, int limit,
+                                                query_callback<settlement_exceptions_view> done) {
+  impl_->settlements->list(status, after, limit, std::move(done));
+}
+
+void ledger_service::resolve_settlement_exception(std::int64_t id, std::string note, std::optional<std::string> owner,
+                                                  std::string resolved_by,
+                                                  query_callback<std::optional<settlement_exception_view>> done) {
+  impl_->settlements->resolve(id, std::move(note), std::move(owner), std::move(resolved_by), std::move(done));
 }
 
 void ledger_service::ensure_operator_blocking(const std::string& key_hash_hex) {

@@ -103,6 +103,19 @@ class ledger_service {
   // Sweeps every hot account's shards into its main row now; the value is the sweeps committed.
   void sweep_now(query_callback<int> done);
 
+  // Settlement reconciliation (docs/settlements.md). A report that is not one answers
+  // invalid_request naming its first bad line, and nothing is imported; one import runs at a time
+  // (server_busy meanwhile).
+  void import_settlements(std::shared_ptr<const std::string> report, std::string imported_by,
+                          query_callback<settlement_import_view> done);
+  // `status`: "open", "resolved", or empty for both; exceptions after the id `after`, in id order.
+  void list_settlement_exceptions(std::string status, std::int64_t after, int limit,
+                                  query_callback<settlement_exceptions_view> done);
+  // Resolves once: nullopt when there is no such exception; conflict when it was resolved already.
+  void resolve_settlement_exception(std::int64_t id, std::string note, std::optional<std::string> owner,
+                                    std::string resolved_by,
+                                    query_callback<std::optional<settlement_exception_view>> done);
+
   // Makes sure the bootstrap operator exists; blocks (call before serving, not on I/O threads).
   void ensure_operator_blocking(const std::string& key_hash_hex);
 

@@ -159,4 +159,49 @@ struct withdrawal_view {
   }
 };
 
+// Settlement reconciliation (docs/settlements.md): an import of a provider's report, and what
+// it found. Amounts are sums of minor units as strings of digits (a report may sum past int64).
+struct settlement_import_view {
+  std::int64_t import_id = 0;
+  std::string provider;
+  std::string file_hash;
+  std::int64_t lines = 0;
+  std::string settled_from;
+  std::string settled_to;
+  std::string checked_from;
+  std::int64_t matched = 0;
+  std::int64_t posted_not_settled = 0;
+  std::int64_t settled_not_posted = 0;
+  std::int64_t amount_mismatch = 0;
+  std::int64_t new_exceptions = 0;
+  std::int64_t resolved_exceptions = 0;
+  std::string created_at;
+};
+
+struct settlement_exception_view {
+  std::int64_t id = 0;
+  std::int64_t import_id = 0;
+  std::string kind;  // posted_not_settled, settled_not_posted, amount_mismatch
+  std::string provider;
+  std::string payment_id;  // empty: none
+  std::string type;        // DEPOSIT, DEPOSIT_REFUND, CHARGEBACK, PAYOUT
+  std::string ledger_amount;  // empty: none
+  std::string report_amount;  // empty: none
+  std::string currency;
+  std::string report_currency;  // empty: none
+  std::string transaction_id;   // empty: none
+  std::string settled_at;       // empty: none
+  std::string owner;            // empty: none
+  std::string status;           // open, resolved
+  std::string note;             // empty while open
+  std::string resolved_by;      // empty while open
+  std::string resolved_at;      // empty while open
+  std::string created_at;
+};
+
+struct settlement_exceptions_view {
+  std::vector<settlement_exception_view> exceptions;
+  std::optional<std::int64_t> next_after;  // the `after` of the next page
+};
+
 }  // namespace actors
