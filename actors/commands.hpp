@@ -77,6 +77,17 @@ struct deposit_claim_command {
   std::string request_id;
 };
 
+// A refund (partial or full) of a payment (a TRANSFER), by the owner of its payee or an operator.
+struct payment_refund_command {
+  ledger::principal_id principal = 0;
+  bool by_operator = false;
+  std::string transfer_id;
+  std::optional<ledger::amount_minor> amount;  // none: all that is left of the payment
+  std::string idempotency_key;
+  std::string request_hash;
+  std::string request_id;
+};
+
 // A provider's event whose signature verified: what it says, and its body as received.
 struct provider_event_command {
   std::string provider;

@@ -14,12 +14,14 @@
 #include "actors/money_flows.hpp"
 #include "actors/reconciler.hpp"
 #include "actors/service_core.hpp"
+#include "actors/settlements.hpp"
 #include "actors/sweeper.hpp"
 #include "actors/view_conversions.hpp"
 #include "persistence/accounts.hpp"
 #include "persistence/database.hpp"
 #include "persistence/flows.hpp"
 #include "persistence/history.hpp"
+#include "persistence/payments.hpp"
 #include "persistence/preload.hpp"
 #include "persistence/principals.hpp"
 #include "persistence/reconcile.hpp"
@@ -61,6 +63,7 @@ struct ledger_service::impl {
   std::unique_ptr<money_flows> flows;
   std::unique_ptr<sweeper> sweeps;
   std::unique_ptr<reconciler> reconciliations;
+  std::unique_ptr<settlement_reports> settlements;
   key_cache keys;
   std::unique_ptr<keys_audit> keys_and_audit;
   std::unique_ptr<key_revocations> revocations;
@@ -143,7 +146,9 @@ void ledger_service::impl::warm_caches() {
     const auto recent_keys = persistence::recent_keys(*conn, settings.auth.key_cache_max);
     for (const auto& k : recent_keys) keys.remember(k.key_hash_hex, to_view(k.principal), started_at);
     const auto recent = persistence::recent_accounts(*conn, settings.actors.accounts_live_max);
-    for (const auto& a : recent) accounts->remember(account_facts{a.id, a.owner_id, a.currency, a.kind, a.shards});
+    for (const auto& a : recent) {
+      accounts->remember(account_facts{a.id, a.owner_id, a.currency, a.kind, a.shards, a.fees});
+    }
     preloaded_keys = recent_keys.size();
     preloaded_accounts = recent.size();
     spdlog::info("preloaded {} API keys and {} accounts in {:.0f} ms", recent_keys.size(), recent.size(),
@@ -167,6 +172,7 @@ void ledger_service::start() {
   d.accounts = std::make_unique<account_cache>(static_cast<std::size_t>(d.settings.actors.accounts_live_max),
                                                d.core.readers);
   d.flows = std::make_unique<money_flows>(d.settings, d.core, *d.accounts);
+  d.settlements = std::make_unique<settlement_reports>(d.settings, d.core.readers);
   d.warm_caches();
   d.revocations = std::make_unique<key_revocations>(
       d.keys, d.core.readers, std::chrono::milliseconds(d.settings.auth.key_cache_ttl_ms), keys_from);
@@ -215,6 +221,10 @@ void ledger_service::settle_withdrawal(settle_command command, std::function<voi
 
 void ledger_service::claim_deposit(deposit_claim_command command, std::function<void(money_result)> done) {
   impl_->flows->claim_deposit(std::move(command), std::move(done));
+}
+
+void ledger_service::refund_payment(payment_refund_command command, std::function<void(money_result)> done) {
+  impl_->flows->refund_payment(std::move(command), std::move(done));
 }
 
 void ledger_service::provider_event(provider_event_command command, std::function<void(money_result)> done) {
@@ -363,6 +373,20 @@ void ledger_service::set_status(request_origin origin, ledger::account_id id, le
       });
 }
 
+void ledger_service::set_fees(ledger::account_id id, ledger::fee_schedule schedule,
+                              query_callback<std::optional<account_view>> done) {
+  read_view<std::optional<persistence::account_record>>(
+      *impl_->core.readers,
+      [this, id, schedule](pqxx::connection& conn) {
+        auto out = persistence::set_fees(conn, id, schedule);
+        // The cached schedule is a hint (actors/directory.hpp): replacing it here spares the next
+        // payment a refusal by the writer, which prices the fee from the database either way.
+        if (out) impl_->accounts->remember(*out);
+        return out;
+      },
+      std::move(done));
+}
+
 void ledger_service::list_entries(ledger::account_id id, std::int64_t after, int limit,
                                   query_callback<entries_view> done) {
   read_view<persistence::entries_page>(
@@ -372,9 +396,19 @@ void ledger_service::list_entries(ledger::account_id id, std::int64_t after, int
 }
 
 void ledger_service::find_transaction(std::string id, query_callback<std::optional<transaction_view>> done) {
-  read_view<std::optional<persistence::transaction_record>>(
-      *impl_->core.readers,
-      [id = std::move(id)](pqxx::connection& conn) { return persistence::find_transaction(conn, id); },
+  impl_->core.readers->read<std::optional<transaction_view>>(
+      [id = std::move(id)](pqxx::connection& conn) {
+        auto view = to_view(persistence::find_transaction(conn, id));
+        // A payment shows its refunds, a refund the payment it gave back (migration 007).
+        if (view && view->type == ledger::to_string(ledger::transaction_type::transfer)) {
+          auto refunds = persistence::find_payment_refunds(conn, id);
+          view->refunded_amount = refunds.refunded;
+          view->refunds = std::move(refunds.refund_ids);
+        } else if (view && view->type == ledger::to_string(ledger::transaction_type::refund)) {
+          view->refunded_transfer = persistence::find_refunded_payment(conn, id);
+        }
+        return view;
+      },
       std::move(done));
 }
 
@@ -459,6 +493,22 @@ void ledger_service::list_audit(std::int64_t after, int limit, query_callback<au
 void ledger_service::balance_as_of(ledger::account_id id, std::optional<std::int64_t> as_of_us,
                                    query_callback<balance_view> done) {
   impl_->keys_and_audit->balance_as_of(id, as_of_us, std::move(done));
+}
+
+void ledger_service::import_settlements(std::shared_ptr<const std::string> report, std::string imported_by,
+                                        query_callback<settlement_import_view> done) {
+  impl_->settlements->import(std::move(report), std::move(imported_by), std::move(done));
+}
+
+void ledger_service::list_settlement_exceptions(std::string status, std::int64_t after, int limit,
+                                                query_callback<settlement_exceptions_view> done) {
+  impl_->settlements->list(status, after, limit, std::move(done));
+}
+
+void ledger_service::resolve_settlement_exception(std::int64_t id, std::string note, std::optional<std::string> owner,
+                                                  std::string resolved_by,
+                                                  query_callback<std::optional<settlement_exception_view>> done) {
+  impl_->settlements->resolve(id, std::move(note), std::move(owner), std::move(resolved_by), std::move(done));
 }
 
 void ledger_service::ensure_operator_blocking(const std::string& key_hash_hex) {

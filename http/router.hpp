@@ -57,6 +57,10 @@ struct route {
   // allowance of lookups of accounts that turn out not to exist is checked before it runs.
   bool names_accounts = false;
   handler run;
+  // The largest body the route reads, and the deadline of its answer; 0: http.body_bytes_max and
+  // http.request_deadline_ms, as for every route but a few.
+  std::int64_t body_bytes_max = 0;
+  std::int64_t deadline_ms = 0;
 };
 
 class router {

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "ledger/fees.hpp"
 #include "ledger/money.hpp"
 #include "ledger/types.hpp"
 
@@ -37,6 +38,7 @@ struct account_record {
   ledger::account_id parent_id = 0;
   std::vector<shard_record> shards;  // a hot account's credit shards, by shard number
   std::string created_at;
+  std::optional<ledger::fee_schedule> fees;  // of the payments it receives; nullopt: never set
 
   bool hot() const { return !shards.empty(); }
   // Main row plus shards, with checked arithmetic (asserts on overflow: it cannot be stored).
@@ -56,6 +58,11 @@ std::optional<account_record> make_hot(pqxx::connection& conn, ledger::account_i
 // Sets the status of an account and of its shards.
 std::optional<account_record> set_status(pqxx::connection& conn, ledger::account_id id, ledger::account_status status,
                                          const audit_entry* audit = nullptr);
+
+// Sets the fee schedule of the payments a user account receives (migration 007); nullopt if there
+// is no such user account.
+std::optional<account_record> set_fees(pqxx::connection& conn, ledger::account_id id,
+                                       const ledger::fee_schedule& schedule);
 
 // The clearing account of a currency (system, may go negative), made on first use.
 ledger::account_id ensure_clearing_account(pqxx::connection& conn, const std::string& currency);

@@ -96,6 +96,8 @@ const std::vector<route> k_routes = {
     {"GET", "/v1/withdrawals/{id}", "any", "read"},
     {"POST", "/v1/withdrawals/{id}/confirm", "operator", "write"},
     {"POST", "/v1/withdrawals/{id}/fail", "operator", "write"},
+    {"PUT", "/v1/accounts/{id}/fees", "operator", "read"},
+    {"POST", "/v1/transfers/{id}/refunds", "any", "write"},
     {"POST", "/v1/providers", "operator", "read"},
     {"POST", "/v1/provider-events", "provider", "none"},
     {"GET", "/v1/transactions/{id}", "any", "read"},
@@ -334,7 +336,7 @@ const std::string k_account =
     R"({"id":7,"ownerId":3,"currency":"EUR","kind":"user","status":"active","balance":"49000",)"
     R"("available":"49000","hot":false,"createdAt":"2026-11-30T01:59:00.123456Z"})";
 const std::string k_receipt =
-    R"({"transactionId":")" + k_transaction_id + R"(","status":"COMPLETED","fromBalanceAfter":"49000"})";
+    R"({"transactionId":")" + k_transaction_id + R"(","status":"COMPLETED","fromBalanceAfter":"49000","fee":"0","netAmount":"1000"})";
 
 TEST(openapi_validator, accepts_good_bodies) {
   // Bodies shaped as the server makes them fit their schemas, optional and nullable parts included.
@@ -371,8 +373,8 @@ TEST(openapi_validator, rejects_a_wrong_type) {
 TEST(openapi_validator, rejects_an_extra_property) {
   // additionalProperties: false refuses a property the schema does not name.
   const auto errors = spec().validate_schema(
-      "TransferReceipt", R"({"transactionId":")" + k_transaction_id + R"(","status":"COMPLETED","fromBalanceAfter":"1","fee":"0"})");
-  EXPECT_TRUE(says(errors, "$.fee", "is not allowed")) << joined(errors);
+      "TransferReceipt", R"({"transactionId":")" + k_transaction_id + R"(","status":"COMPLETED","fromBalanceAfter":"1","fee":"0","netAmount":"1","tip":"0"})");
+  EXPECT_TRUE(says(errors, "$.tip", "is not allowed")) << joined(errors);
 }
 
 TEST(openapi_validator, rejects_a_value_outside_the_enum) {

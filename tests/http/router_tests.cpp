@@ -94,7 +94,7 @@ TEST(router, the_server_table_keeps_the_pipeline_rules) {
   const std::set<std::string> money_moving{
       "POST /v1/transfers",        "POST /v1/deposits",           "POST /v1/deposits/{id}/refunds",
       "POST /v1/deposits/{id}/chargebacks", "POST /v1/withdrawals", "POST /v1/withdrawals/{id}/confirm",
-      "POST /v1/withdrawals/{id}/fail"};
+      "POST /v1/withdrawals/{id}/fail", "POST /v1/transfers/{id}/refunds"};
   std::set<std::string> seen;
   for (const auto& r : server_routes.table().table()) {
     EXPECT_TRUE(seen.insert(r.method + " " + r.pattern).second) << r.pattern;
