@@ -105,6 +105,9 @@ const std::vector<route> k_routes = {
     {"POST", "/v1/admin/reconciliation", "operator", "read"},
     {"GET", "/v1/admin/reconciliation/runs/{id}", "operator", "read"},
     {"POST", "/v1/admin/sweeps", "operator", "read"},
+    {"POST", "/v1/admin/settlements", "operator", "read"},
+    {"GET", "/v1/admin/reconciliation-exceptions", "operator", "read"},
+    {"POST", "/v1/admin/reconciliation-exceptions/{id}/resolve", "operator", "read"},
 };
 
 const std::string k_request_id = "0123456789abcdef";
