@@ -21,12 +21,8 @@ void money_flows::withdraw(withdrawal_command command, finish_fn done) {
   const auto hash = command.request_hash;
   in_flight(principal, key, hash, std::move(done), [this, command = std::move(command)](finish_fn finish) mutable {
     const auto provider_name = command.provider;
-    provider(provider_name, [this, command = std::move(command), finish](
-                                ledger::error_code code, std::optional<persistence::provider_record> p) mutable {
-      if (code != ledger::error_code::ok) return finish(database_unavailable(code));
-      if (!p) {
-        return finish(refusal(ledger::error_code::invalid_request, "provider \"" + command.provider + "\" is not known"));
-      }
+    known_provider(provider_name, finish, [this, command = std::move(command),
+                                           finish](std::optional<persistence::provider_record> p) mutable {
       auto missing = refusal(ledger::error_code::not_found,
                              "account " + std::to_string(command.account) + " (accountId) was not found");
       const auto account = command.account;

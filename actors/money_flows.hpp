@@ -57,6 +57,11 @@ class money_flows {
   void provider(const std::string& name,
                 std::function<void(ledger::error_code, std::optional<persistence::provider_record>)> done);
   void remember_provider(const persistence::provider_record& p);
+  // A provider a request names: `next` gets it, or `finish` gets why not (the database, or 400
+  // for a provider nobody created). `next` gets it as an optional that is always set, so that it
+  // can move it on.
+  void known_provider(const std::string& name, finish_fn finish,
+                      std::function<void(std::optional<persistence::provider_record>)> next);
 
   std::size_t flights_in_progress() const { return flights_.size(); }
 
