@@ -8,6 +8,7 @@
 #include <random>
 
 #include "actors/account_cache.hpp"
+#include "actors/keys_audit.hpp"
 #include "actors/money_flows.hpp"
 #include "actors/outcomes.hpp"
 #include "actors/service_core.hpp"
@@ -67,6 +68,11 @@ void money_flows::refund_to(payment_refund_command command, persistence::payment
   auto rows = std::make_shared<persistence::flow_rows>();
   rows->refund = persistence::flow_rows::payment_refund{payment.transaction_id, payment.payee, payment.payer,
                                                         payment.amount};
+  // An operator's refund is an operator action; the payee's own is recorded by its journal row.
+  if (command.by_operator) {
+    rows->audit = audit_entry_for({command.principal, command.request_id}, "payment.refund",
+                                  "transfer:" + payment.transaction_id);
+  }
   persistence::posting_request request;
   request.posting = ledger::flows::refund(payment.payee, credit_row, payment.payer, amount, payment.currency);
   request.transaction_id = make_transaction_id();

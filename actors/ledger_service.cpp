@@ -373,12 +373,17 @@ void ledger_service::set_status(request_origin origin, ledger::account_id id, le
       });
 }
 
-void ledger_service::set_fees(ledger::account_id id, ledger::fee_schedule schedule,
+void ledger_service::set_fees(request_origin origin, ledger::account_id id, ledger::fee_schedule schedule,
                               query_callback<std::optional<account_view>> done) {
   read_view<std::optional<persistence::account_record>>(
       *impl_->core.readers,
-      [this, id, schedule](pqxx::connection& conn) {
-        auto out = persistence::set_fees(conn, id, schedule);
+      [this, origin = std::move(origin), id, schedule](pqxx::connection& conn) {
+        boost::json::object detail;
+        detail["feeBps"] = schedule.bps;
+        detail["feeFixed"] = std::to_string(schedule.fixed);
+        const auto audit = audit_entry_for(origin, "account.set_fees", "account:" + std::to_string(id),
+                                           boost::json::serialize(detail));
+        auto out = persistence::set_fees(conn, id, schedule, &audit);
         // The cached schedule is a hint (actors/directory.hpp): replacing it here spares the next
         // payment a refusal by the writer, which prices the fee from the database either way.
         if (out) impl_->accounts->remember(*out);
@@ -495,9 +500,27 @@ void ledger_service::balance_as_of(ledger::account_id id, std::optional<std::int
   impl_->keys_and_audit->balance_as_of(id, as_of_us, std::move(done));
 }
 
-void ledger_service::import_settlements(std::shared_ptr<const std::string> report, std::string imported_by,
-                                        query_callback<settlement_import_view> done) {
-  impl_->settlements->import(std::move(report), std::move(imported_by), std::move(done));
+void ledger_service::import_settlements(request_origin origin, std::shared_ptr<const std::string> report,
+                                        std::string imported_by, query_callback<settlement_import_view> done) {
+  impl_->settlements->import(
+      std::move(report), std::move(imported_by),
+      [this, origin = std::move(origin), done](query_result<settlement_import_view> r) {
+        if (r.outcome != ledger::error_code::ok) return done(std::move(r));
+        // The import commits in a transaction of its own (persistence/settlements.cpp): its audit
+        // row follows before the answer. A repeated report is imported again, harmlessly: it
+        // matches what the first one matched.
+        boost::json::object o;
+        o["importId"] = r.value.import_id;
+        o["provider"] = r.value.provider;
+        o["lines"] = r.value.lines;
+        o["newExceptions"] = r.value.new_exceptions;
+        o["resolvedExceptions"] = r.value.resolved_exceptions;
+        const auto target = "settlement_import:" + std::to_string(r.value.import_id);
+        auto audit = audit_entry_for(origin, "settlement.import", target, boost::json::serialize(o));
+        impl_->keys_and_audit->record(std::move(audit), [done, view = std::move(r.value)](query_result<bool> written) {
+          done({written.outcome, std::move(written.detail), view});
+        });
+      });
 }
 
 void ledger_service::list_settlement_exceptions(std::string status, std::int64_t after, int limit,
@@ -505,10 +528,15 @@ void ledger_service::list_settlement_exceptions(std::string status, std::int64_t
   impl_->settlements->list(status, after, limit, std::move(done));
 }
 
-void ledger_service::resolve_settlement_exception(std::int64_t id, std::string note, std::optional<std::string> owner,
-                                                  std::string resolved_by,
+void ledger_service::resolve_settlement_exception(request_origin origin, std::int64_t id, std::string note,
+                                                  std::optional<std::string> owner, std::string resolved_by,
                                                   query_callback<std::optional<settlement_exception_view>> done) {
-  impl_->settlements->resolve(id, std::move(note), std::move(owner), std::move(resolved_by), std::move(done));
+  boost::json::object detail;
+  if (owner) detail["owner"] = *owner;
+  auto audit = audit_entry_for(origin, "settlement_exception.resolve", "settlement_exception:" + std::to_string(id),
+                               boost::json::serialize(detail));
+  impl_->settlements->resolve(id, std::move(note), std::move(owner), std::move(resolved_by), std::move(audit),
+                              std::move(done));
 }
 
 void ledger_service::ensure_operator_blocking(const std::string& key_hash_hex) {

@@ -96,7 +96,8 @@ class ledger_service {
   void set_status(request_origin origin, ledger::account_id id, ledger::account_status status,
                   query_callback<std::optional<account_view>> done);
   // Sets the fee schedule of the payments a user account receives; nullopt: no such user account.
-  void set_fees(ledger::account_id id, ledger::fee_schedule schedule, query_callback<std::optional<account_view>> done);
+  void set_fees(request_origin origin, ledger::account_id id, ledger::fee_schedule schedule,
+                query_callback<std::optional<account_view>> done);
   void list_entries(ledger::account_id id, std::int64_t after, int limit,
                     query_callback<entries_view> done);
   void find_transaction(std::string id, query_callback<std::optional<transaction_view>> done);
@@ -131,14 +132,15 @@ class ledger_service {
   // Settlement reconciliation (docs/settlements.md). A report that is not one answers
   // invalid_request naming its first bad line, and nothing is imported; one import runs at a time
   // (server_busy meanwhile).
-  void import_settlements(std::shared_ptr<const std::string> report, std::string imported_by,
+  // An import's audit row is written once it has committed, before the answer.
+  void import_settlements(request_origin origin, std::shared_ptr<const std::string> report, std::string imported_by,
                           query_callback<settlement_import_view> done);
   // `status`: "open", "resolved", or empty for both; exceptions after the id `after`, in id order.
   void list_settlement_exceptions(std::string status, std::int64_t after, int limit,
                                   query_callback<settlement_exceptions_view> done);
   // Resolves once: nullopt when there is no such exception; conflict when it was resolved already.
-  void resolve_settlement_exception(std::int64_t id, std::string note, std::optional<std::string> owner,
-                                    std::string resolved_by,
+  void resolve_settlement_exception(request_origin origin, std::int64_t id, std::string note,
+                                    std::optional<std::string> owner, std::string resolved_by,
                                     query_callback<std::optional<settlement_exception_view>> done);
 
   // Makes sure the bootstrap operator exists; blocks (call before serving, not on I/O threads).

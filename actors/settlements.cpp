@@ -111,10 +111,13 @@ void settlement_reports::list(const std::string& status, std::int64_t after, int
 }
 
 void settlement_reports::resolve(std::int64_t id, std::string note, std::optional<std::string> owner,
-                                 std::string resolved_by, query_callback<std::optional<settlement_exception_view>> done) {
+                                 std::string resolved_by, persistence::audit_entry audit,
+                                 query_callback<std::optional<settlement_exception_view>> done) {
   readers_->read<persistence::settlement_resolution>(
-      [id, note = std::move(note), owner = std::move(owner), resolved_by = std::move(resolved_by)](
-          pqxx::connection& conn) { return persistence::resolve_settlement_exception(conn, id, note, owner, resolved_by); },
+      [id, note = std::move(note), owner = std::move(owner), resolved_by = std::move(resolved_by),
+       audit = std::move(audit)](pqxx::connection& conn) {
+        return persistence::resolve_settlement_exception(conn, id, note, owner, resolved_by, &audit);
+      },
       [id, done = std::move(done)](query_result<persistence::settlement_resolution> r) {
         if (r.outcome != ledger::error_code::ok) return done({r.outcome, std::move(r.detail), std::nullopt});
         using outcome = persistence::settlement_resolution::outcome;

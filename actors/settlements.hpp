@@ -17,6 +17,7 @@
 #include "actors/query_result.hpp"
 #include "actors/views.hpp"
 #include "config/settings.hpp"
+#include "persistence/audit.hpp"
 
 namespace actors {
 
@@ -33,8 +34,9 @@ class settlement_reports {
   // `status`: "open", "resolved", or empty for both.
   void list(const std::string& status, std::int64_t after, int limit, query_callback<settlement_exceptions_view> done);
   // nullopt: no such exception; conflict (with the exception as it is): resolved already.
+  // `audit` is recorded in the resolution's transaction.
   void resolve(std::int64_t id, std::string note, std::optional<std::string> owner, std::string resolved_by,
-               query_callback<std::optional<settlement_exception_view>> done);
+               persistence::audit_entry audit, query_callback<std::optional<settlement_exception_view>> done);
 
  private:
   const config::settings& settings_;

@@ -190,12 +190,13 @@ std::optional<account_record> set_status(pqxx::connection& conn, ledger::account
 }
 
 std::optional<account_record> set_fees(pqxx::connection& conn, ledger::account_id id,
-                                       const ledger::fee_schedule& schedule) {
+                                       const ledger::fee_schedule& schedule, const audit_entry* audit) {
   WALLET_ASSERT(ledger::is_valid(schedule), "a fee schedule is checked before it is stored");
   pqxx::work txn(conn);
   auto updated = txn.exec_prepared(k_set_fees, id, schedule.bps, schedule.fixed);
   if (updated.affected_rows() == 0) return std::nullopt;
   auto loaded = load_account(txn, id, false);
+  if (audit != nullptr) append_audit(txn, *audit);
   txn.commit();
   return loaded;
 }

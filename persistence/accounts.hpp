@@ -62,7 +62,7 @@ std::optional<account_record> set_status(pqxx::connection& conn, ledger::account
 // Sets the fee schedule of the payments a user account receives (migration 007); nullopt if there
 // is no such user account.
 std::optional<account_record> set_fees(pqxx::connection& conn, ledger::account_id id,
-                                       const ledger::fee_schedule& schedule);
+                                       const ledger::fee_schedule& schedule, const audit_entry* audit = nullptr);
 
 // The clearing account of a currency (system, may go negative), made on first use.
 ledger::account_id ensure_clearing_account(pqxx::connection& conn, const std::string& currency);

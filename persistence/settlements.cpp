@@ -443,7 +443,7 @@ settlement_exceptions_page list_settlement_exceptions(pqxx::connection& conn,
 
 settlement_resolution resolve_settlement_exception(pqxx::connection& conn, std::int64_t id, const std::string& note,
                                                    const std::optional<std::string>& owner,
-                                                   const std::string& resolved_by) {
+                                                   const std::string& resolved_by, const audit_entry* audit) {
   WALLET_ASSERT(!note.empty() && !resolved_by.empty(), "a resolution says why and who");
   prepare_statements(conn);
   pqxx::work txn(conn);
@@ -452,6 +452,7 @@ settlement_resolution resolve_settlement_exception(pqxx::connection& conn, std::
   if (!updated.empty()) {
     out.result = settlement_resolution::outcome::resolved;
     out.exception = read_exception(updated[0]);
+    if (audit != nullptr) append_audit(txn, *audit);
     txn.commit();
     return out;
   }

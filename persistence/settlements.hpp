@@ -19,6 +19,7 @@
 
 #include "ledger/money.hpp"
 #include "ledger/types.hpp"
+#include "persistence/audit.hpp"
 #include "persistence/pqxx_fwd.hpp"
 
 namespace persistence {
@@ -117,8 +118,10 @@ struct settlement_resolution {
 
 // Resolves an open exception once: the note, who and when are kept on the row, and the owner
 // replaced when one is given. A resolved exception is never changed again.
+// `audit`, when given, is recorded in the same transaction when the exception is resolved.
 settlement_resolution resolve_settlement_exception(pqxx::connection& conn, std::int64_t id, const std::string& note,
                                                    const std::optional<std::string>& owner,
-                                                   const std::string& resolved_by);
+                                                   const std::string& resolved_by,
+                                                   const audit_entry* audit = nullptr);
 
 }  // namespace persistence

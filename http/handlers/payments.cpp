@@ -12,7 +12,7 @@ namespace api::handlers {
 namespace {
 
 // {"feeBps": 0..10000, "feeFixed": minor units >= 0 (a JSON integer or a string of digits)}.
-void set_fees(handler_support& s, const exchange_ptr& ex, ledger::account_id id) {
+void set_fees(handler_support& s, const exchange_ptr& ex, const principal& who, ledger::account_id id) {
   auto object = s.body(ex);
   if (!object) return;
   field_reader f(*object);
@@ -28,11 +28,15 @@ void set_fees(handler_support& s, const exchange_ptr& ex, ledger::account_id id)
                     (fixed->type == json_scalar::kind::string && fixed->text == "0");
   if (!zero) schedule.fixed = f.amount("feeFixed", s.settings.ledger.amount_minor_max);
   if (!f.ok()) return s.invalid(ex, f.error());
-  s.service.set_fees(id, schedule, [&s, ex, id](actors::query_result<std::optional<actors::account_view>> r) {
-    if (r.outcome != ledger::error_code::ok) return s.unavailable(ex, r.outcome, r.detail);
-    if (!r.value) return s.fail(ex, ledger::error_code::not_found, "account " + std::to_string(id) + " was not found");
-    ex->respond(json_reply(200, account_json(*r.value)));
-  });
+  s.service.set_fees({who.id, ex->request_id}, id, schedule,
+                     [&s, ex, id](actors::query_result<std::optional<actors::account_view>> r) {
+                       if (r.outcome != ledger::error_code::ok) return s.unavailable(ex, r.outcome, r.detail);
+                       if (!r.value) {
+                         return s.fail(ex, ledger::error_code::not_found,
+                                       "account " + std::to_string(id) + " was not found");
+                       }
+                       ex->respond(json_reply(200, account_json(*r.value)));
+                     });
 }
 
 // A refund of payment `id`: {"amount"?}; the amount defaults to all that is left of the payment.
@@ -62,7 +66,7 @@ void refund(handler_support& s, const exchange_ptr& ex, const principal& who, co
 
 void add_payment_routes(router& r, handler_support& s) {
   r.add({"PUT", "/v1/accounts/{id}/fees", access::operator_, rate_class::read, param_kind::integer, false,
-         [&s](const exchange_ptr& ex, const principal&, const path_params& p) { set_fees(s, ex, p.id); }});
+         [&s](const exchange_ptr& ex, const principal& who, const path_params& p) { set_fees(s, ex, who, p.id); }});
   r.add({"POST", "/v1/transfers/{id}/refunds", access::principal, rate_class::write, param_kind::text, false,
          [&s](const exchange_ptr& ex, const principal& who, const path_params& p) { refund(s, ex, who, p.text); }});
 }

@@ -81,7 +81,7 @@ void import_report(handler_support& s, const exchange_ptr& ex, const principal& 
   }
   // Moved, not copied: the body may be as large as the route's limit.
   auto report = std::make_shared<const std::string>(std::move(ex->body));
-  s.service.import_settlements(std::move(report), "operator " + std::to_string(who.id),
+  s.service.import_settlements({who.id, ex->request_id}, std::move(report), "operator " + std::to_string(who.id),
                                [&s, ex](actors::query_result<actors::settlement_import_view> r) {
                                  if (r.outcome == ledger::error_code::invalid_request) {
                                    return s.invalid(ex, "the settlement report was not imported: " + r.detail);
@@ -145,7 +145,7 @@ void resolve(handler_support& s, const exchange_ptr& ex, const principal& who, c
   }
   const auto id = p.id;
   s.service.resolve_settlement_exception(
-      id, std::move(note), std::move(owner), "operator " + std::to_string(who.id),
+      {who.id, ex->request_id}, id, std::move(note), std::move(owner), "operator " + std::to_string(who.id),
       [&s, ex, id](actors::query_result<std::optional<actors::settlement_exception_view>> r) {
         if (r.outcome == ledger::error_code::conflict) return s.fail(ex, r.outcome, r.detail);
         if (r.outcome != ledger::error_code::ok) return s.unavailable(ex, r.outcome, r.detail);

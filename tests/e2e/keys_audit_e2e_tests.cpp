@@ -9,6 +9,7 @@
 
 #include <boost/json/serialize.hpp>
 
+#include <chrono>
 #include <ctime>
 #include <map>
 #include <optional>
@@ -402,8 +403,9 @@ TEST_F(KeysAuditE2E, AHotAccountsBalanceAsOfIncludesItsShards) {
 // Every operator action leaves one audit row, in the order the actions were made, with who made it,
 // what it acted on, a detail without any secret, and the request id: principals and keys, accounts
 // created, made hot, frozen and unfrozen, providers, deposits (a replay adds none), a withdrawal
-// confirmed and one failed, a deposit's refund and chargeback, a reconciliation run, a sweep. A
-// refused action leaves none; pages of one row list the same rows; the database refuses to change
+// confirmed and one failed, a deposit's refund and chargeback, a reconciliation run, a sweep, a
+// fee schedule, an operator's refund of a payment, a settlement report and the resolution of its
+// exception. A refused action leaves none; pages of one row list the same rows; the database refuses to change
 // or delete a row.
 TEST_F(KeysAuditE2E, EveryOperatorActionLeavesOneAuditRowInOrder) {
   ts::http_client c(port());
@@ -509,6 +511,52 @@ TEST_F(KeysAuditE2E, EveryOperatorActionLeavesOneAuditRowInOrder) {
   ok(call(c, "POST", "/v1/admin/sweeps", op(), "", id), 200);
   want.push_back({"sweep.run", "hot_accounts", id});
 
+  id = rid();
+  ok(call(c, "PUT", "/v1/accounts/" + std::to_string(a) + "/fees", op(), R"({"feeBps":100,"feeFixed":5})", id), 200);
+  want.push_back({"account.set_fees", "account:" + std::to_string(a), id});
+
+  // A payment from Alice to Bob, refunded in part by an operator (Alice's payment itself is no
+  // operator action).
+  const auto bob = ts::create_principal(c, op());
+  const auto b = ts::create_account(c, op(), bob.id);
+  o = ok(call(c, "POST", "/v1/transfers", alice_key, ts::transfer_body(a, b, 300), rid(), ts::unique_key("audit-t")),
+         201);
+  const auto payment = str(o.at("transactionId"));
+  id = rid();
+  ok(call(c, "POST", "/v1/transfers/" + payment + "/refunds", op(), R"({"amount":100})", id,
+          ts::unique_key("audit-pr")),
+     201);
+  want.push_back({"payment.refund", "transfer:" + payment, id});
+
+  // A settlement report of the new provider naming a payment the ledger never saw: one exception,
+  // which an operator then resolves.
+  id = rid();
+  std::map<std::string, std::string> csv_headers{
+      {"Authorization", "Bearer " + op()}, {"Content-Type", "text/csv"}, {"X-Request-Id", id}};
+  const auto settled_at =
+      rfc3339(std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+                  .count());
+  auto imported = c.request("POST", "/v1/admin/settlements",
+                            "provider,paymentId,type,amount,currency,settledAt\n" + provider_name +
+                                ",pay_unknown,payment,4000,EUR," + settled_at + "\n",
+                            csv_headers);
+  o = ok(imported, 200);
+  want.push_back({"settlement.import", "settlement_import:" + std::to_string(o.at("importId").as_int64()), id});
+  std::int64_t exception_id = 0;
+  for (std::string after = "0"; exception_id == 0 && after != "null";) {
+    const auto page = ok(call(c, "GET", "/v1/admin/reconciliation-exceptions?limit=500&after=" + after, op()), 200);
+    for (const auto& e : page.at("exceptions").as_array()) {
+      if (str(e.as_object().at("provider")) == provider_name) exception_id = e.as_object().at("id").as_int64();
+    }
+    after = page.at("next").is_null() ? "null" : str(page.at("next"));
+  }
+  ASSERT_NE(exception_id, 0);
+  id = rid();
+  ok(call(c, "POST", "/v1/admin/reconciliation-exceptions/" + std::to_string(exception_id) + "/resolve", op(),
+          R"({"note":"a test payment","owner":"finance"})", id),
+     200);
+  want.push_back({"settlement_exception.resolve", "settlement_exception:" + std::to_string(exception_id), id});
+
   const auto rows = audit_rows(c, cursor, prefix);
   ASSERT_EQ(rows.size(), want.size());
   const auto operator_id = rows.front().at("principalId").as_int64();
@@ -531,6 +579,9 @@ TEST_F(KeysAuditE2E, EveryOperatorActionLeavesOneAuditRowInOrder) {
   EXPECT_EQ(str(deposit_row.at("amount")), "5000");
   EXPECT_EQ(str(rows[12].at("detail").as_object().at("amount")), "200");
   EXPECT_EQ(str(rows[11].at("detail").as_object().at("reason")), "asked");
+  EXPECT_EQ(str(rows[15].at("detail").as_object().at("feeFixed")), "5");
+  EXPECT_EQ(str(rows[16].at("detail").as_object().at("amount")), "100");
+  EXPECT_EQ(str(rows[18].at("detail").as_object().at("owner")), "finance");
 
   // Pages of one row, following next, list the same rows.
   const auto paged = audit_rows(c, cursor, prefix, 1);
