@@ -12,6 +12,7 @@ account_facts facts_of(const persistence::account_record& record) {
   f.currency = record.currency;
   f.kind = record.kind;
   for (const auto& s : record.shards) f.shards.push_back(s.id);
+  f.fees = record.fees;
   return f;
 }
 
@@ -21,6 +22,11 @@ account_cache::account_cache(std::size_t capacity, std::shared_ptr<reader_pool> 
 void account_cache::facts(ledger::account_id id,
                           std::function<void(ledger::error_code, std::optional<account_facts>)> done) {
   if (auto known = directory_.find(id)) return done(ledger::error_code::ok, std::move(known));
+  refresh(id, std::move(done));
+}
+
+void account_cache::refresh(ledger::account_id id,
+                            std::function<void(ledger::error_code, std::optional<account_facts>)> done) {
   readers_->read<std::optional<persistence::account_record>>(
       [id](pqxx::connection& conn) { return persistence::find_account(conn, id); },
       [this, done](query_result<std::optional<persistence::account_record>> r) {

@@ -30,6 +30,8 @@ class account_cache {
   // The facts of an account, or nullopt when it does not exist; not ok when the database could
   // not be asked.
   void facts(ledger::account_id id, std::function<void(ledger::error_code, std::optional<account_facts>)> done);
+  // The same, read from the database even when cached (the cached fee schedule was outdated).
+  void refresh(ledger::account_id id, std::function<void(ledger::error_code, std::optional<account_facts>)> done);
   // The system account with `role` in `currency` (e.g. "clearing:manual", "fee_revenue"), made on
   // first use; `allow_negative` for the accounts that may go negative (clearing, losses).
   void system_account(const std::string& currency, const std::string& role, bool allow_negative,

@@ -12,6 +12,13 @@
 
 namespace actors {
 
+// Who asks for an administrative change (a principal, a key, an account, a provider, a sweep, a
+// reconciliation run): recorded as the change's audit_log row.
+struct request_origin {
+  ledger::principal_id principal = 0;
+  std::string request_id;
+};
+
 struct transfer_command {
   ledger::principal_id principal = 0;
   ledger::account_id from = 0;
@@ -65,6 +72,17 @@ struct deposit_claim_command {
   std::optional<ledger::amount_minor> amount;  // none: all that is left of the deposit
   bool chargeback = false;
   std::string reason;  // empty: none
+  std::string idempotency_key;
+  std::string request_hash;
+  std::string request_id;
+};
+
+// A refund (partial or full) of a payment (a TRANSFER), by the owner of its payee or an operator.
+struct payment_refund_command {
+  ledger::principal_id principal = 0;
+  bool by_operator = false;
+  std::string transfer_id;
+  std::optional<ledger::amount_minor> amount;  // none: all that is left of the payment
   std::string idempotency_key;
   std::string request_hash;
   std::string request_id;

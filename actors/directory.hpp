@@ -4,6 +4,13 @@
 // currency, kind, and the credit shards of a hot account (shards are only ever added, and a
 // newer shard list replaces an older one). Status and balances are NOT cached here: the ledger
 // writer reads those under its row lock.
+//
+// The one fact that does change is a payee's fee schedule (PUT /v1/accounts/{id}/fees replaces
+// the entry). It is cached as a hint only: it decides whether a payment names fee_revenue, so
+// that payments to payees without fees never lock that row. The fee itself is priced by the
+// ledger writer from the schedule it reads with the credit row under its lock, so an outdated
+// schedule here is never applied: a payment built without a fee leg for a payee that now charges
+// one is refused by the writer (fees_changed) and built again with it (flow_transfer.cpp).
 
 #include <cstdint>
 #include <memory>
@@ -14,6 +21,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "ledger/fees.hpp"
 #include "ledger/types.hpp"
 
 namespace actors {
@@ -24,6 +32,7 @@ struct account_facts {
   std::string currency;
   ledger::account_kind kind = ledger::account_kind::user;
   std::vector<ledger::account_id> shards;  // by shard number
+  std::optional<ledger::fee_schedule> fees;  // a hint: see above
 };
 
 class account_directory {

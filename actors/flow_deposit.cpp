@@ -4,6 +4,7 @@
 // can never exceed it.
 
 #include "actors/account_cache.hpp"
+#include "actors/keys_audit.hpp"
 #include "actors/money_flows.hpp"
 #include "actors/outcomes.hpp"
 #include "actors/service_core.hpp"
@@ -18,13 +19,8 @@ void money_flows::deposit(deposit_command command, finish_fn done) {
   const auto hash = command.request_hash;
   in_flight(principal, key, hash, std::move(done), [this, command = std::move(command)](finish_fn finish) mutable {
     const auto provider_name = command.provider;
-    provider(provider_name, [this, command = std::move(command), finish](
-                                ledger::error_code code, std::optional<persistence::provider_record> p) mutable {
-      if (code != ledger::error_code::ok) return finish(database_unavailable(code));
-      if (!p) {
-        return finish(refusal(ledger::error_code::invalid_request,
-                              "provider \"" + command.provider + "\" is not known; create it with POST /v1/providers"));
-      }
+    known_provider(provider_name, finish, [this, command = std::move(command),
+                                           finish](std::optional<persistence::provider_record> p) mutable {
       auto missing = refusal(ledger::error_code::not_found,
                              "account " + std::to_string(command.account) + " (accountId) was not found");
       const auto account = command.account;
@@ -32,6 +28,11 @@ void money_flows::deposit(deposit_command command, finish_fn done) {
                    [this, command = std::move(command), p = std::move(*p), finish](account_facts target) mutable {
                      auto rows = std::make_shared<persistence::flow_rows>();
                      rows->deposit_payment = persistence::flow_rows::deposit{p.id, command.provider_payment_id};
+                     rows->audit = audit_entry_for({command.principal, command.request_id}, "deposit.create",
+                                                   "account:" + std::to_string(command.account),
+                                                   json_members({{"provider", command.provider},
+                                                                 {"providerPaymentId", command.provider_payment_id},
+                                                                 {"externalRef", command.external_ref}}));
                      deposit_to(std::move(command), std::move(p), std::move(target), std::move(rows), finish);
                    });
     });

@@ -5,6 +5,7 @@
 // deposit's row under its lock, and the database's CHECK refuses it too.
 
 #include "actors/account_cache.hpp"
+#include "actors/keys_audit.hpp"
 #include "actors/money_flows.hpp"
 #include "actors/outcomes.hpp"
 #include "actors/service_core.hpp"
@@ -29,6 +30,10 @@ void money_flows::claim_deposit(deposit_claim_command command, finish_fn done) {
           }
           auto rows = std::make_shared<persistence::flow_rows>();
           rows->claim = persistence::flow_rows::deposit_claim{command.deposit_transaction_id, command.chargeback};
+          rows->audit = audit_entry_for({command.principal, command.request_id},
+                                        command.chargeback ? "deposit.chargeback" : "deposit.refund",
+                                        "deposit:" + command.deposit_transaction_id,
+                                        json_members({{"reason", command.reason}}));
           claim(std::move(command), std::move(*r.value), std::move(rows), finish);
         });
   });

@@ -1,4 +1,13 @@
-// A payment from a principal's account to another user account, through the payer's actor.
+// A payment from a principal's account to another user account, through the payer's actor. A
+// payee with a fee schedule pays its fee to fee_revenue out of the payment (TRANSFER: payer −
+// amount, payee + (amount − fee), fee_revenue + fee).
+//
+// The payee's schedule is known from its cached facts when the posting is built, but only as a
+// hint of whether the payment names fee_revenue: the ledger writer prices the fee from the
+// schedule it reads with the credit row under its lock (persistence/batch.cpp). A payment built
+// without a fee leg for a payee that charges one (its cached facts predate the schedule) is
+// refused by the writer with fees_changed before anything is written; it is then built once more,
+// from freshly read facts and with a fee leg, which the writer always prices.
 
 #include <random>
 
@@ -31,24 +40,62 @@ void money_flows::transfer(transfer_command command, finish_fn done) {
           refusal(ledger::error_code::not_found, "account " + std::to_string(command.to) + " (toAccountId) was not found");
       const auto to = command.to;
       user_account(to, std::move(missing), finish,
-                   [this, command = std::move(command), payer = std::move(payer), finish](account_facts payee) mutable {
-                     // Spread credits over the payee's shards of the payer's writer at random: payers
-                     // paying once each must not all land on one shard.
-                     thread_local std::mt19937_64 spread{std::random_device{}()};
-                     const auto writers = core_.runtime->writers.size();
-                     const auto credit_row =
-                         account_directory::credit_row(payee, writer_for(command.from, writers), writers, spread());
-                     persistence::posting_request posting;
-                     posting.posting =
-                         ledger::flows::transfer(command.from, credit_row, payee.id, command.amount, payer->currency);
-                     posting.transaction_id = make_transaction_id();
-                     posting.principal = command.principal;
-                     posting.idempotency_key = std::move(command.idempotency_key);
-                     posting.request_hash = std::move(command.request_hash);
-                     debit(command.principal, std::move(posting), std::move(payer), finish);
+                   [this, command = std::move(command), payer = std::move(*payer), finish](account_facts payee) mutable {
+                     const bool charges = payee.fees && command.amount > 0 &&
+                                          ledger::payment_fee(*payee.fees, command.amount) > 0;
+                     pay(std::move(command), std::move(payer), std::move(payee), charges, false, finish);
                    });
     });
   });
+}
+
+void money_flows::pay(transfer_command command, account_facts payer, account_facts payee, bool with_fee, bool rebuilt,
+                      finish_fn finish) {
+  if (with_fee) {
+    const std::string currency = payer.currency;
+    return system_accounts(currency, {{"fee_revenue", false}},
+                           [this, command = std::move(command), payer = std::move(payer), payee = std::move(payee),
+                            rebuilt, finish](ledger::error_code code, std::vector<ledger::account_id> ids) mutable {
+                             if (code != ledger::error_code::ok) return finish(database_unavailable(code));
+                             send_payment(std::move(command), std::move(payer), std::move(payee), ids[0], rebuilt,
+                                          finish);
+                           });
+  }
+  send_payment(std::move(command), std::move(payer), std::move(payee), 0, rebuilt, finish);
+}
+
+void money_flows::send_payment(transfer_command command, account_facts payer, account_facts payee,
+                               ledger::account_id fee_revenue, bool rebuilt, finish_fn finish) {
+  // Spread credits over the payee's shards of the payer's writer at random: payers paying once
+  // each must not all land on one shard.
+  thread_local std::mt19937_64 spread{std::random_device{}()};
+  const auto writers = core_.runtime->writers.size();
+  const auto credit_row = account_directory::credit_row(payee, writer_for(command.from, writers), writers, spread());
+  std::optional<ledger::flows::payee_fee> fee;
+  // The schedule here only sets the fee a first time; the writer prices it again under its lock.
+  if (fee_revenue != 0) fee = ledger::flows::payee_fee{fee_revenue, payee.fees.value_or(ledger::fee_schedule{})};
+  persistence::posting_request posting;
+  posting.posting = ledger::flows::transfer(command.from, credit_row, payee.id, command.amount, payer.currency, fee);
+  posting.transaction_id = make_transaction_id();
+  posting.principal = command.principal;
+  posting.idempotency_key = command.idempotency_key;
+  posting.request_hash = command.request_hash;
+  // A fee may take all of a payment, and then the payee has no entry to be found by: its refunds
+  // find it here (persistence/payments.cpp).
+  if (fee) posting.metadata_json = json_members({{"payeeId", std::to_string(payee.id)}});
+  if (rebuilt) return debit(command.principal, std::move(posting), std::move(payer), finish);
+  auto retry = [this, command, payer, payee_id = payee.id, finish](money_result r) mutable {
+    if (r.outcome != ledger::error_code::fees_changed) return finish(std::move(r));
+    // The payee's schedule changed since its facts were cached: read them again, and build the
+    // payment with a fee leg this time, whatever they say (the writer prices it).
+    accounts_.refresh(payee_id, [this, command = std::move(command), payer = std::move(payer), finish](
+                                    ledger::error_code code, std::optional<account_facts> payee) mutable {
+      if (code != ledger::error_code::ok) return finish(database_unavailable(code));
+      if (!payee) return finish(refusal(ledger::error_code::not_found, "the payee's account is gone"));
+      pay(std::move(command), std::move(payer), std::move(*payee), true, true, finish);
+    });
+  };
+  debit(command.principal, std::move(posting), std::move(payer), std::move(retry));
 }
 
 }  // namespace actors

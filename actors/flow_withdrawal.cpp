@@ -6,6 +6,7 @@
 // withdrawal's status under its row lock, and the database refuses a second settlement too.
 
 #include "actors/account_cache.hpp"
+#include "actors/keys_audit.hpp"
 #include "actors/money_flows.hpp"
 #include "actors/outcomes.hpp"
 #include "actors/service_core.hpp"
@@ -20,12 +21,8 @@ void money_flows::withdraw(withdrawal_command command, finish_fn done) {
   const auto hash = command.request_hash;
   in_flight(principal, key, hash, std::move(done), [this, command = std::move(command)](finish_fn finish) mutable {
     const auto provider_name = command.provider;
-    provider(provider_name, [this, command = std::move(command), finish](
-                                ledger::error_code code, std::optional<persistence::provider_record> p) mutable {
-      if (code != ledger::error_code::ok) return finish(database_unavailable(code));
-      if (!p) {
-        return finish(refusal(ledger::error_code::invalid_request, "provider \"" + command.provider + "\" is not known"));
-      }
+    known_provider(provider_name, finish, [this, command = std::move(command),
+                                           finish](std::optional<persistence::provider_record> p) mutable {
       auto missing = refusal(ledger::error_code::not_found,
                              "account " + std::to_string(command.account) + " (accountId) was not found");
       const auto account = command.account;
@@ -97,6 +94,10 @@ void money_flows::settle_withdrawal(settle_command command, finish_fn done) {
           auto rows = std::make_shared<persistence::flow_rows>();
           rows->settle = persistence::flow_rows::withdrawal_settle{command.withdrawal_id, command.paid,
                                                                    command.provider_payment_id};
+          rows->audit = audit_entry_for({command.principal, command.request_id},
+                                        command.paid ? "withdrawal.confirm" : "withdrawal.fail",
+                                        "withdrawal:" + command.withdrawal_id,
+                                        json_members({{"providerPaymentId", command.provider_payment_id}}));
           settle_to(std::move(command), std::move(*r.value), std::move(rows), finish);
         });
   });

@@ -62,11 +62,12 @@ class ledger_service {
   void withdraw(withdrawal_command command, std::function<void(money_result)> done);
   void settle_withdrawal(settle_command command, std::function<void(money_result)> done);
   void claim_deposit(deposit_claim_command command, std::function<void(money_result)> done);
+  void refund_payment(payment_refund_command command, std::function<void(money_result)> done);
   // An event whose signature the caller verified with the provider's secret (find_provider).
   void provider_event(provider_event_command command, std::function<void(money_result)> done);
 
   // nullopt: a provider with this name exists already.
-  void create_provider(std::string name, std::string signing_secret,
+  void create_provider(request_origin origin, std::string name, std::string signing_secret,
                        query_callback<std::optional<provider_view>> done);
   // A provider with its signing secret (cached once read); nullopt when there is none.
   void find_provider(std::string name, query_callback<std::optional<provider_view>> done);
@@ -75,19 +76,28 @@ class ledger_service {
   // The principal of a key, or nullopt when it is unknown; unknown keys are remembered for
   // `auth.unknown_key_cache_ms`, so repeating one costs no database read.
   void authenticate(std::string key_hash_hex, query_callback<std::optional<principal_view>> done);
-  // The principal of a key already in the cache, without any database work.
+  // The principal of a key already in the cache and confirmed within auth.key_cache_ttl_ms,
+  // without any database work.
   std::optional<principal_view> cached_principal(const std::string& key_hash_hex);
-  void create_principal(std::string name, ledger::role role, std::string key_hash_hex,
-                        query_callback<principal_view> done);
+  // Whether this server has seen the key valid, however long ago (a returning client whose key is
+  // read again once its time to live has passed, rather than a guess).
+  bool knows_key(const std::string& key_hash_hex);
+  // `key_hint`: the key's last four characters, kept to tell a principal's keys apart.
+  void create_principal(request_origin origin, std::string name, ledger::role role, std::string key_hash_hex,
+                        std::string key_hint, query_callback<principal_view> done);
   // nullopt: the owner does not exist.
-  void create_account(ledger::principal_id owner, std::string currency, int shards,
+  void create_account(request_origin origin, ledger::principal_id owner, std::string currency, int shards,
                       query_callback<std::optional<account_view>> done);
   void find_account(ledger::account_id id, query_callback<std::optional<account_view>> done);
   // The amount of the account's debits in flight (reserved by its actor, not yet committed).
   void reserved(ledger::account_id id, std::function<void(ledger::amount_minor)> done);
-  void make_hot(ledger::account_id id, int shards, query_callback<std::optional<account_view>> done);
-  void set_status(ledger::account_id id, ledger::account_status status,
+  void make_hot(request_origin origin, ledger::account_id id, int shards,
+                query_callback<std::optional<account_view>> done);
+  void set_status(request_origin origin, ledger::account_id id, ledger::account_status status,
                   query_callback<std::optional<account_view>> done);
+  // Sets the fee schedule of the payments a user account receives; nullopt: no such user account.
+  void set_fees(request_origin origin, ledger::account_id id, ledger::fee_schedule schedule,
+                query_callback<std::optional<account_view>> done);
   void list_entries(ledger::account_id id, std::int64_t after, int limit,
                     query_callback<entries_view> done);
   void find_transaction(std::string id, query_callback<std::optional<transaction_view>> done);
@@ -98,12 +108,45 @@ class ledger_service {
                    std::optional<ledger::account_id> account, query_callback<events_view> done);
   // Starts a reconciliation run on the reconciler's own connection, or names the one in progress
   // (here or in another process). Answers once the run is claimed, never after the run.
-  void start_reconciliation(bool full, std::string requested_by, query_callback<reconciliation_claim_view> done);
+  // Its audit row is written once the run is claimed, before the answer.
+  void start_reconciliation(request_origin origin, bool full, std::string requested_by,
+                            query_callback<reconciliation_claim_view> done);
   void find_reconciliation_run(std::int64_t id, query_callback<std::optional<reconciliation_run_view>> done);
   void latest_reconciliation(query_callback<reconciliation_status> done);
   void ping_database(query_callback<bool> done);
   // Sweeps every hot account's shards into its main row now; the value is the sweeps committed.
-  void sweep_now(query_callback<int> done);
+  // Its audit row is written once the sweeps are done, before the answer.
+  void sweep_now(request_origin origin, query_callback<int> done);
+
+  // API keys (docs/keys-and-audit.md). A new key for `principal`, whose SHA-256 and last four
+  // characters the caller made; at most auth.active_keys_max active keys a principal.
+  void create_key(request_origin origin, ledger::principal_id principal, std::string key_hash_hex,
+                  std::string key_hint, query_callback<key_change_view> done);
+  // Revoking a key: refused here from the answer on, on other servers within auth.key_cache_ttl_ms.
+  void revoke_key(request_origin origin, ledger::principal_id principal, std::int64_t key_id,
+                  query_callback<key_change_view> done);
+  // nullopt: no such principal.
+  void list_keys(ledger::principal_id principal, std::int64_t after, int limit,
+                 query_callback<std::optional<api_keys_view>> done);
+  // The audit log after the row id `after`, oldest first.
+  void list_audit(std::int64_t after, int limit, query_callback<audit_page_view> done);
+  // An account's balance (main + shards) as of `as_of_us` (microseconds since the Unix epoch;
+  // nullopt or later than now: now), from the balance_after of its entries.
+  void balance_as_of(ledger::account_id id, std::optional<std::int64_t> as_of_us, query_callback<balance_view> done);
+
+  // Settlement reconciliation (docs/settlements.md). A report that is not one answers
+  // invalid_request naming its first bad line, and nothing is imported; one import runs at a time
+  // (server_busy meanwhile).
+  // An import's audit row is written once it has committed, before the answer.
+  void import_settlements(request_origin origin, std::shared_ptr<const std::string> report, std::string imported_by,
+                          query_callback<settlement_import_view> done);
+  // `status`: "open", "resolved", or empty for both; exceptions after the id `after`, in id order.
+  void list_settlement_exceptions(std::string status, std::int64_t after, int limit,
+                                  query_callback<settlement_exceptions_view> done);
+  // Resolves once: nullopt when there is no such exception; conflict when it was resolved already.
+  void resolve_settlement_exception(request_origin origin, std::int64_t id, std::string note,
+                                    std::optional<std::string> owner, std::string resolved_by,
+                                    query_callback<std::optional<settlement_exception_view>> done);
 
   // Makes sure the bootstrap operator exists; blocks (call before serving, not on I/O threads).
   void ensure_operator_blocking(const std::string& key_hash_hex);

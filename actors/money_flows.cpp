@@ -147,6 +147,19 @@ void money_flows::provider(const std::string& name,
       });
 }
 
+void money_flows::known_provider(const std::string& name, finish_fn finish,
+                                 std::function<void(std::optional<persistence::provider_record>)> next) {
+  provider(name, [name, finish = std::move(finish), next = std::move(next)](
+                     ledger::error_code code, std::optional<persistence::provider_record> p) {
+    if (code != ledger::error_code::ok) return finish(database_unavailable(code));
+    if (!p) {
+      return finish(refusal(ledger::error_code::invalid_request,
+                            "provider \"" + name + "\" is not known; create it with POST /v1/providers"));
+    }
+    next(std::move(p));
+  });
+}
+
 void money_flows::remember_provider(const persistence::provider_record& p) {
   std::lock_guard lock(providers_mutex_);
   providers_[p.name] = p;

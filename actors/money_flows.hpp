@@ -9,7 +9,7 @@
 //
 // The flows share the machinery of money_flows.cpp; each flow is a file of its own:
 // flow_transfer.cpp, flow_deposit.cpp, flow_withdrawal.cpp, flow_deposit_claim.cpp,
-// flow_provider_event.cpp.
+// flow_provider_event.cpp, flow_payment_refund.cpp.
 
 #include <functional>
 #include <mutex>
@@ -23,6 +23,7 @@
 #include "config/settings.hpp"
 #include "persistence/batch.hpp"
 #include "persistence/flows.hpp"
+#include "persistence/payments.hpp"
 
 namespace actors {
 
@@ -35,8 +36,11 @@ class money_flows {
 
   money_flows(const config::settings& settings, service_core& core, account_cache& accounts);
 
-  // payer → payee, through the payer's actor.
+  // payer → payee (and the payee's fee to fee_revenue), through the payer's actor.
   void transfer(transfer_command command, finish_fn done);
+  // payee → payer: a refund of a payment, through the payee's actor; never more than the payment,
+  // less what was already refunded.
+  void refund_payment(payment_refund_command command, finish_fn done);
   // clearing:<provider> → the account, straight to a writer (a credit needs no actor).
   void deposit(deposit_command command, finish_fn done);
   // wallet → pending_withdrawal (amount) and fee_revenue (fee), through the wallet's actor.
@@ -53,6 +57,11 @@ class money_flows {
   void provider(const std::string& name,
                 std::function<void(ledger::error_code, std::optional<persistence::provider_record>)> done);
   void remember_provider(const persistence::provider_record& p);
+  // A provider a request names: `next` gets it, or `finish` gets why not (the database, or 400
+  // for a provider nobody created). `next` gets it as an optional that is always set, so that it
+  // can move it on.
+  void known_provider(const std::string& name, finish_fn finish,
+                      std::function<void(std::optional<persistence::provider_record>)> next);
 
   std::size_t flights_in_progress() const { return flights_.size(); }
 
@@ -85,6 +94,14 @@ class money_flows {
                     std::function<void(account_facts)> next);
 
   // The flows' steps that run after their lookups.
+  // A payment, with a fee leg to fee_revenue when `with_fee`; `rebuilt` once it was refused for
+  // an outdated fee schedule (it is not built a third time).
+  void pay(transfer_command command, account_facts payer, account_facts payee, bool with_fee, bool rebuilt,
+           finish_fn finish);
+  void send_payment(transfer_command command, account_facts payer, account_facts payee, ledger::account_id fee_revenue,
+                    bool rebuilt, finish_fn finish);
+  void refund_to(payment_refund_command command, persistence::payment_record payment, account_facts payer,
+                 finish_fn finish);
   void deposit_to(deposit_command command, persistence::provider_record provider, account_facts target,
                   std::shared_ptr<persistence::flow_rows> rows, finish_fn finish);
   void claim(deposit_claim_command command, persistence::deposit_record deposit,

@@ -33,6 +33,7 @@ account_view to_view(const persistence::account_record& a) {
   v.parent_id = a.parent_id;
   for (const auto& s : a.shards) v.shards.push_back(shard_view{s.id, s.shard_no, s.balance});
   v.created_at = a.created_at;
+  v.fees = a.fees;
   return v;
 }
 

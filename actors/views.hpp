@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "ledger/fees.hpp"
 #include "ledger/types.hpp"
 
 namespace actors {
@@ -37,6 +38,7 @@ struct account_view {
   ledger::account_id parent_id = 0;        // 0: not a shard
   std::vector<shard_view> shards;          // a hot account's credit shards, by shard number
   std::string created_at;
+  std::optional<ledger::fee_schedule> fees;  // of the payments it receives; nullopt: never set
 
   bool hot() const { return !shards.empty(); }
   // Whether `who` may see this account: an operator sees every account, a principal its own
@@ -68,6 +70,10 @@ struct transaction_view {
   std::string status;
   std::string created_at;
   std::vector<entry_view> entries;
+  // A payment (TRANSFER): what was refunded of it and its refunds, oldest first.
+  std::optional<ledger::amount_minor> refunded_amount;
+  std::vector<std::string> refunds;
+  std::string refunded_transfer;  // a REFUND: the payment it gave back
 
   // An operator sees every transaction; a principal the ones it made or that touch its accounts.
   bool visible_to(ledger::principal_id who, ledger::role role) const;
@@ -152,6 +158,105 @@ struct withdrawal_view {
   bool visible_to(ledger::principal_id who, ledger::role role) const {
     return role == ledger::role::operator_role || principal_id == who;
   }
+};
+
+// Settlement reconciliation (docs/settlements.md): an import of a provider's report, and what
+// it found. Amounts are sums of minor units as strings of digits (a report may sum past int64).
+struct settlement_import_view {
+  std::int64_t import_id = 0;
+  std::string provider;
+  std::string file_hash;
+  std::int64_t lines = 0;
+  std::string settled_from;
+  std::string settled_to;
+  std::string checked_from;
+  std::int64_t matched = 0;
+  std::int64_t posted_not_settled = 0;
+  std::int64_t settled_not_posted = 0;
+  std::int64_t amount_mismatch = 0;
+  std::int64_t new_exceptions = 0;
+  std::int64_t resolved_exceptions = 0;
+  std::string created_at;
+};
+
+struct settlement_exception_view {
+  std::int64_t id = 0;
+  std::int64_t import_id = 0;
+  std::string kind;  // posted_not_settled, settled_not_posted, amount_mismatch
+  std::string provider;
+  std::string payment_id;  // empty: none
+  std::string type;        // DEPOSIT, DEPOSIT_REFUND, CHARGEBACK, PAYOUT
+  std::string ledger_amount;  // empty: none
+  std::string report_amount;  // empty: none
+  std::string currency;
+  std::string report_currency;  // empty: none
+  std::string transaction_id;   // empty: none
+  std::string settled_at;       // empty: none
+  std::string owner;            // empty: none
+  std::string status;           // open, resolved
+  std::string note;             // empty while open
+  std::string resolved_by;      // empty while open
+  std::string resolved_at;      // empty while open
+  std::string created_at;
+};
+
+struct settlement_exceptions_view {
+  std::vector<settlement_exception_view> exceptions;
+  std::optional<std::int64_t> next_after;  // the `after` of the next page
+};
+
+// An API key as the API shows it: never the key, nor its hash.
+struct api_key_view {
+  std::int64_t id = 0;
+  ledger::principal_id principal_id = 0;
+  std::string hint;  // the key's last four characters; empty: not kept (keys older than this feature)
+  std::string created_at;
+  std::optional<ledger::principal_id> created_by;
+  std::string revoked_at;  // empty: active
+  std::optional<ledger::principal_id> revoked_by;
+};
+
+struct api_keys_view {
+  std::vector<api_key_view> keys;
+  std::optional<std::int64_t> next_after;  // the `after` of the next page
+};
+
+// What became of a request to add or revoke a key.
+enum class key_change_outcome : std::uint8_t {
+  done,
+  no_principal,        // the principal does not exist
+  provider_principal,  // a payment provider has no API keys
+  too_many_keys,       // the principal has auth.active_keys_max active keys already
+  no_key,              // the principal has no key with that id
+  last_active_key,     // a principal may not revoke its own last active key
+};
+
+struct key_change_view {
+  key_change_outcome outcome = key_change_outcome::done;
+  api_key_view key;
+  bool changed = false;  // false: a revocation of a key revoked already
+};
+
+// An account's balance (with a hot account's shards) as of a time.
+struct balance_view {
+  ledger::amount_minor balance = 0;
+  std::string as_of;  // the time it is the balance at (UTC, microseconds)
+};
+
+// One row of the audit log.
+struct audit_view {
+  std::int64_t id = 0;
+  ledger::principal_id principal_id = 0;
+  std::string action;
+  std::string target;
+  std::string detail_json;  // a JSON object
+  std::string request_id;
+  std::string created_at;
+};
+
+struct audit_page_view {
+  std::vector<audit_view> entries;
+  std::optional<std::int64_t> next_after;  // the `after` of the next page
 };
 
 // One event of the feed (GET /v1/events, docs/events.md): a committed journal transaction, the

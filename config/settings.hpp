@@ -21,11 +21,15 @@ struct http_settings {
   std::int64_t port = 8080;
   std::int64_t io_threads = 2;
   std::int64_t body_bytes_max = 64 * 1024;
+  // POST /v1/admin/settlements carries a whole settlement report: it alone reads up to this.
+  std::int64_t settlement_body_bytes_max = 64 * 1024 * 1024;
   std::int64_t header_bytes_max = 8 * 1024;
   std::int64_t read_timeout_ms = 10'000;
   std::int64_t keep_alive_timeout_ms = 30'000;
   std::int64_t connections_max = 4096;
   std::int64_t request_deadline_ms = 5'000;
+  // A settlement report is matched while its request waits: its answer has a deadline of its own.
+  std::int64_t settlement_deadline_ms = 120'000;
   std::int64_t shutdown_grace_ms = 5'000;
   // An error answered before the body was read (413, 431, 400) is followed by reading and
   // discarding what the client still sends, up to these bounds, so that a client which sends its
@@ -124,6 +128,10 @@ struct admission_settings {
 struct auth_settings {
   std::string bootstrap_key;
   std::int64_t key_cache_max = 100'000;
+  // A cached API key is trusted this long since it was last confirmed (docs/keys-and-audit.md):
+  // a key revoked on another server is refused here within this time.
+  std::int64_t key_cache_ttl_ms = 5'000;
+  std::int64_t active_keys_max = 10;
   std::int64_t unknown_key_cache_ms = 2'000;
   std::int64_t unknown_key_cache_max = 10'000;
   std::int64_t unauthenticated_per_second = 20;

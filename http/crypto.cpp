@@ -9,6 +9,8 @@
 #include <random>
 #include <stdexcept>
 
+#include "base/assert.hpp"
+
 namespace api {
 
 namespace {
@@ -57,6 +59,12 @@ std::string sha256_hex(std::string_view data) {
 }
 
 std::string new_api_key() { return random_token("wk_"); }
+
+std::string api_key_hint(std::string_view api_key) {
+  constexpr std::size_t k_hint_chars = 4;
+  WALLET_ASSERT(api_key.size() > k_hint_chars, "a key is longer than its hint");
+  return std::string(api_key.substr(api_key.size() - k_hint_chars));
+}
 
 std::string new_signing_secret() { return random_token("whsec_"); }
 

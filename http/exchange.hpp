@@ -56,4 +56,11 @@ struct exchange {
 
 using exchange_ptr = std::shared_ptr<exchange>;
 
+// What a request is read and answered under: the limits of its route (http.body_bytes_max and
+// http.request_deadline_ms for all but a few routes).
+struct request_limits {
+  std::int64_t body_bytes_max = 0;
+  std::int64_t deadline_ms = 0;
+};
+
 }  // namespace api

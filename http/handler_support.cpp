@@ -28,10 +28,7 @@ void handler_support::unavailable(const exchange_ptr& ex, ledger::error_code cod
 }
 
 std::optional<json_fields> handler_support::body(const exchange_ptr& ex) const {
-  std::string_view type = ex->content_type;
-  type = type.substr(0, type.find(';'));
-  while (!type.empty() && type.back() == ' ') type.remove_suffix(1);
-  if (type != "application/json") {
+  if (!is_json_media_type(ex->content_type)) {
     fail(ex, http_problem(415, "unsupported_media_type", "Unsupported media type",
                           "send the body as Content-Type: application/json"));
     return std::nullopt;

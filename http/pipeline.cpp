@@ -1,6 +1,7 @@
 #include "http/pipeline.hpp"
 
 #include "http/crypto.hpp"
+#include "http/url.hpp"
 
 namespace api {
 
@@ -30,10 +31,9 @@ void pipeline::run(const exchange_ptr& ex, const route& r, std::function<void(co
 }
 
 void pipeline::authenticate(const exchange_ptr& ex, std::function<void(const principal&)> next) {
-  constexpr std::string_view scheme = "Bearer ";
-  const std::string& h = ex->authorization;
-  const bool has_key = h.size() > scheme.size() && h.compare(0, scheme.size(), scheme) == 0;
-  const std::string key_hash = has_key ? sha256_hex(h.substr(scheme.size())) : std::string();
+  const auto token = bearer_token(ex->authorization);
+  const bool has_key = token.has_value();
+  const std::string key_hash = has_key ? sha256_hex(*token) : std::string();
   if (has_key) {
     if (auto known = support_.service.cached_principal(key_hash)) {
       ex->principal_id = known->id;
@@ -41,8 +41,11 @@ void pipeline::authenticate(const exchange_ptr& ex, std::function<void(const pri
     }
   }
   // Not a key this server knows: it costs a database read at most, and only within the
-  // client address's allowance.
-  if (!unauthenticated_.take(ex->client_address)) {
+  // client address's allowance. A key it knew but must confirm again (its time to live passed
+  // while revoked keys could not be checked) is a returning client, not a guess: it is read
+  // without spending the allowance.
+  const bool known_before = has_key && support_.service.knows_key(key_hash);
+  if (!known_before && !unauthenticated_.take(ex->client_address)) {
     ++support_.stats.unauthenticated_refused;
     const auto retry = unauthenticated_.retry_after_s(ex->client_address);
     return support_.fail(ex, http_problem(429, "rate_limited", "Too many requests",

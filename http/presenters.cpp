@@ -49,6 +49,14 @@ json::object account_json(const actors::account_view& a, ledger::amount_minor re
     o["shards"] = std::move(shards);
   }
   if (a.parent_id != 0) o["parentId"] = a.parent_id;
+  if (a.fees) {
+    json::object fees;
+    fees["feeBps"] = a.fees->bps;
+    fees["feeFixed"] = std::to_string(a.fees->fixed);
+    o["fees"] = std::move(fees);
+  } else {
+    o["fees"] = nullptr;
+  }
   o["createdAt"] = a.created_at;
   return o;
 }
@@ -88,6 +96,13 @@ json::object transaction_json(const actors::transaction_view& t, ledger::princip
     entries.push_back(entry_json(e, is_operator || (e.account_owner && *e.account_owner == who)));
   }
   o["entries"] = std::move(entries);
+  if (t.refunded_amount) {
+    o["refundedAmount"] = std::to_string(*t.refunded_amount);
+    json::array refunds;
+    for (const auto& id : t.refunds) refunds.push_back(json::value(id));
+    o["refunds"] = std::move(refunds);
+  }
+  if (!t.refunded_transfer.empty()) o["transferId"] = t.refunded_transfer;
   return o;
 }
 

@@ -29,6 +29,7 @@ problem problem_for(ledger::error_code code, std::string detail, std::int64_t re
     case error_code::bad_signature: p.status = 401; p.title = "Bad signature"; break;
     case error_code::already_settled: p.status = 409; p.title = "Already settled"; break;
     case error_code::already_charged_back: p.status = 409; p.title = "Already charged back"; break;
+    case error_code::fees_changed: p.status = 503; p.title = "Fees changed"; break;
     case error_code::server_busy: p.status = 503; p.title = "Server busy"; break;
     case error_code::account_busy: p.status = 503; p.title = "Account busy"; break;
     case error_code::writer_busy: p.status = 503; p.title = "Ledger writer busy"; break;

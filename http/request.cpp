@@ -24,8 +24,22 @@ bool usable_request_id(std::string_view id) {
 }  // namespace
 
 void apply_limits(request_parser& parser, const config::http_settings& settings) {
-  parser.body_limit(static_cast<std::uint64_t>(settings.body_bytes_max));
+  apply_header_limit(parser, settings);
+  apply_body_limit(parser, settings.body_bytes_max);
+}
+
+void apply_header_limit(request_parser& parser, const config::http_settings& settings) {
   parser.header_limit(static_cast<std::uint32_t>(settings.header_bytes_max));
+  // Beast compares a Content-Length with the body limit as soon as it reads the header: until the
+  // route is known there is none, and apply_body_limit makes that comparison itself.
+  parser.body_limit(boost::none);
+}
+
+bool apply_body_limit(request_parser& parser, std::int64_t body_bytes_max) {
+  const auto limit = static_cast<std::uint64_t>(body_bytes_max);
+  parser.body_limit(limit);
+  const auto length = parser.is_header_done() ? parser.content_length() : boost::none;
+  return !length || *length <= limit;
 }
 
 std::size_t read_buffer_bytes_max(const config::http_settings& settings) {

@@ -21,6 +21,13 @@ using request_parser = boost::beast::http::request_parser<boost::beast::http::st
 // Sets the body and header limits a request is read under (413 and 431 beyond them).
 void apply_limits(request_parser& parser, const config::http_settings& settings);
 
+// The same in two steps, for a server whose body limit depends on the route (a settlement report
+// may be far larger than any other body): first the header limit, with no body limit until the
+// header has been read; then the route's body limit, before any of the body is read. The second
+// returns false when the header's Content-Length exceeds that limit already (413 at once).
+void apply_header_limit(request_parser& parser, const config::http_settings& settings);
+bool apply_body_limit(request_parser& parser, std::int64_t body_bytes_max);
+
 // The most a connection's read buffer may hold. Beast bounds a request's header and its body,
 // but not a chunked body's trailer nor its chunk extensions: it waits for their end, holding
 // everything before it. So the buffer is bounded too, at a header's worth plus one 4 KiB read;

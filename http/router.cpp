@@ -15,19 +15,23 @@ bool matches(const route& r, const std::vector<std::string>& wanted, const std::
              path_params& params) {
   if (wanted.size() != parts.size()) return false;
   path_params found;
+  int seen = 0;
   for (std::size_t i = 0; i < parts.size(); ++i) {
     if (!is_param(wanted[i])) {
       if (wanted[i] != parts[i]) return false;
       continue;
     }
-    found.text = std::string(parts[i]);
+    std::int64_t id = 0;
     if (r.param == param_kind::integer) {
-      const auto id = parse_id(parts[i]);
-      if (!id) return false;
-      found.id = *id;
+      const auto parsed = parse_id(parts[i]);
+      if (!parsed) return false;
+      id = *parsed;
     } else {
-      found.id = parse_id(parts[i]).value_or(0);
+      id = parse_id(parts[i]).value_or(0);
     }
+    (seen == 0 ? found.text : found.second_text) = std::string(parts[i]);
+    (seen == 0 ? found.id : found.second_id) = id;
+    ++seen;
   }
   params = std::move(found);
   return true;
@@ -62,7 +66,12 @@ void router::add(route r) {
     WALLET_ASSERT(existing.method != r.method || existing.pattern != r.pattern, "a route is added once");
   }
   std::vector<std::string> segments;
-  for (auto segment : split_path(r.pattern)) segments.emplace_back(segment);
+  int params = 0;
+  for (auto segment : split_path(r.pattern)) {
+    segments.emplace_back(segment);
+    if (is_param(segment)) ++params;
+  }
+  WALLET_ASSERT(params <= 2, "a route has two path parameters at most");
   segments_.push_back(std::move(segments));
   routes_.push_back(std::move(r));
 }

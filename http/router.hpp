@@ -34,10 +34,13 @@ enum class param_kind : std::uint8_t {
   text,     // any segment; the handler checks it
 };
 
-// The values of a path's `{...}` segment (a route has one at most).
+// The values of a path's `{...}` segments (a route has two at most, of the route's kind).
 struct path_params {
   std::int64_t id = 0;   // param_kind::integer
   std::string text;      // the segment as sent, either kind
+  // The second `{...}` segment, e.g. {keyId} of /v1/principals/{id}/keys/{keyId}.
+  std::int64_t second_id = 0;
+  std::string second_text;
 };
 
 // A handler gets the exchange, the authenticated principal (id 0 on open routes) and the path's
@@ -54,6 +57,10 @@ struct route {
   // allowance of lookups of accounts that turn out not to exist is checked before it runs.
   bool names_accounts = false;
   handler run;
+  // The largest body the route reads, and the deadline of its answer; 0: http.body_bytes_max and
+  // http.request_deadline_ms, as for every route but a few.
+  std::int64_t body_bytes_max = 0;
+  std::int64_t deadline_ms = 0;
 };
 
 class router {

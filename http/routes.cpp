@@ -23,8 +23,12 @@ struct routes::impl {
     handlers::add_transfer_routes(table, support);
     handlers::add_withdrawal_routes(table, support);
     handlers::add_provider_routes(table, support);
+    handlers::add_payment_routes(table, support);
     handlers::add_transaction_routes(table, support);
     handlers::add_admin_routes(table, support);
+    handlers::add_settlement_routes(table, support);
+    handlers::add_key_routes(table, support);
+    handlers::add_audit_routes(table, support);
     handlers::add_event_routes(table, support);
   }
 
@@ -56,6 +60,16 @@ routes::~routes() = default;
 void routes::stop() { impl_->steps.stop(); }
 
 const router& routes::table() const { return impl_->table; }
+
+request_limits routes::limits(std::string_view method, std::string_view path) const {
+  const auto& http = impl_->support.settings.http;
+  request_limits out{http.body_bytes_max, http.request_deadline_ms};
+  const auto found = impl_->table.find(method, path);
+  if (found.matched == nullptr) return out;
+  if (found.matched->body_bytes_max > 0) out.body_bytes_max = found.matched->body_bytes_max;
+  if (found.matched->deadline_ms > 0) out.deadline_ms = found.matched->deadline_ms;
+  return out;
+}
 
 void routes::handle(const exchange_ptr& ex) {
   try {

@@ -31,6 +31,9 @@ class routes {
 
   // The route table, as dispatch uses it (tests check it against docs/openapi.json).
   const router& table() const;
+  // The limits of the route a method and path reach (the http settings' unless the route has its
+  // own): what the server reads a request's body under, once its header is read, and answers it within.
+  request_limits limits(std::string_view method, std::string_view path) const;
 
  private:
   struct impl;

@@ -46,6 +46,7 @@ struct server::impl {
   config::http_settings settings;
   metrics& stats;
   server::handler handle;
+  server::limits_of limits_of;
   std::vector<std::unique_ptr<asio::io_context>> contexts;
   std::vector<work_guard> guards;  // keep an idle context's thread running until shutdown
   std::size_t next_context = 0;
@@ -62,8 +63,13 @@ struct server::impl {
     return out;
   }
 
-  impl(const config::http_settings& s, metrics& m, server::handler h)
-      : settings(s), stats(m), handle(std::move(h)), contexts(make_contexts(s.io_threads)), ioc(*contexts.front()) {
+  impl(const config::http_settings& s, metrics& m, server::handler h, server::limits_of limits)
+      : settings(s),
+        stats(m),
+        handle(std::move(h)),
+        limits_of(std::move(limits)),
+        contexts(make_contexts(s.io_threads)),
+        ioc(*contexts.front()) {
     for (auto& c : contexts) guards.push_back(asio::make_work_guard(*c));
   }
 
@@ -106,11 +112,38 @@ class session : public std::enable_shared_from_this<session> {
     read_request();
   }
 
-  // Phase 2: once a request has started, all of it must arrive within read_timeout_ms.
+  // Phase 2: once a request has started, all of it must arrive within read_timeout_ms: its header,
+  // then its body under the body limit of the route the header names.
   void read_request() {
     parser_.emplace();
-    apply_limits(*parser_, srv_.settings);
+    apply_header_limit(*parser_, srv_.settings);
+    limits_ = {srv_.settings.body_bytes_max, srv_.settings.request_deadline_ms};
     stream_.expires_after(std::chrono::milliseconds(srv_.settings.read_timeout_ms));
+    bhttp::async_read_header(stream_, buffer_, *parser_,
+                             beast::bind_front_handler(&session::on_header, shared_from_this()));
+  }
+
+  void on_header(beast::error_code ec, std::size_t n) {
+    if (ec) return on_read(ec, n);
+    const auto& req = parser_->get();
+    if (srv_.limits_of) {
+      const std::string_view target = req.target();
+      limits_ = srv_.limits_of(req.method_string(), target.substr(0, target.find('?')));
+    }
+    if (!apply_body_limit(*parser_, limits_.body_bytes_max)) return on_read(bhttp::error::body_limit, 0);
+    // A client that asks before it sends its body (Expect: 100-continue; curl does for bodies over
+    // 1 MiB, and waits a second for the answer) is told to go on, now that its header passed.
+    if (!parser_->is_done() && req.version() == 11 && beast::iequals(req[bhttp::field::expect], "100-continue")) {
+      auto go_on = std::make_shared<bhttp::response<bhttp::empty_body>>(bhttp::status::continue_, 11);
+      return bhttp::async_write(stream_, *go_on, [self = shared_from_this(), go_on](beast::error_code ec, std::size_t) {
+        if (ec) return self->close();
+        self->read_body();
+      });
+    }
+    read_body();
+  }
+
+  void read_body() {
     bhttp::async_read(stream_, buffer_, *parser_, beast::bind_front_handler(&session::on_read, shared_from_this()));
   }
 
@@ -118,7 +151,7 @@ class session : public std::enable_shared_from_this<session> {
     if (ec == bhttp::error::end_of_stream || ec == beast::error::timeout) return close();
     if (ec == bhttp::error::body_limit) {
       return refuse(http_problem(413, "payload_too_large", "Payload too large",
-                                 "the request body exceeds " + std::to_string(srv_.settings.body_bytes_max) + " bytes"));
+                                 "the request body exceeds " + std::to_string(limits_.body_bytes_max) + " bytes"));
     }
     if (ec == bhttp::error::header_limit) {
       return refuse(http_problem(431, "headers_too_large", "Request header fields too large",
@@ -171,7 +204,7 @@ class session : public std::enable_shared_from_this<session> {
   // answered by then, the client is told the outcome is unknown and to retry with the same
   // Idempotency-Key (a retry returns the true outcome). The late answer is then dropped.
   void arm_deadline(const exchange_ptr& ex) {
-    deadline_.expires_after(std::chrono::milliseconds(srv_.settings.request_deadline_ms));
+    deadline_.expires_after(std::chrono::milliseconds(limits_.deadline_ms));
     std::weak_ptr<exchange> weak_ex = ex;
     deadline_.async_wait([self = shared_from_this(), weak_ex](beast::error_code ec) {
       if (ec) return;
@@ -277,6 +310,7 @@ class session : public std::enable_shared_from_this<session> {
   asio::steady_timer deadline_;
   beast::flat_buffer buffer_;
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
+  request_limits limits_;  // the current request's, once its header is read
   server::impl& srv_;
   bool keep_alive_ = true;
   bool linger_ = false;
@@ -341,8 +375,8 @@ void server::impl::begin_shutdown() {
   (*poll)();
 }
 
-server::server(const config::http_settings& settings, metrics& m, handler handle)
-    : impl_(std::make_unique<impl>(settings, m, std::move(handle))) {}
+server::server(const config::http_settings& settings, metrics& m, handler handle, limits_of limits)
+    : impl_(std::make_unique<impl>(settings, m, std::move(handle), std::move(limits))) {}
 
 server::~server() {
   impl_->stop_all();

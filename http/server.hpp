@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string_view>
 
 #include "config/settings.hpp"
 #include "http/exchange.hpp"
@@ -20,8 +21,12 @@ namespace api {
 class server {
  public:
   using handler = std::function<void(const exchange_ptr&)>;
+  // The limits of a request's route, by its method and path (called on an I/O thread once the
+  // request's header is read). Without it, every request has settings.body_bytes_max and
+  // settings.request_deadline_ms.
+  using limits_of = std::function<request_limits(std::string_view method, std::string_view path)>;
 
-  server(const config::http_settings& settings, metrics& metrics, handler handle);
+  server(const config::http_settings& settings, metrics& metrics, handler handle, limits_of limits = {});
   ~server();
   server(const server&) = delete;
   server& operator=(const server&) = delete;

@@ -66,4 +66,39 @@ std::string canonical_uuid(std::string_view s) {
   return out;
 }
 
+namespace {
+
+bool equal_ignoring_case(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; };
+    if (lower(a[i]) != lower(b[i])) return false;
+  }
+  return true;
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+}  // namespace
+
+bool is_json_media_type(std::string_view content_type) {
+  return equal_ignoring_case(trim(content_type.substr(0, content_type.find(';'))), "application/json");
+}
+
+std::optional<std::string_view> bearer_token(std::string_view authorization) {
+  constexpr std::string_view scheme = "bearer";
+  if (authorization.size() <= scheme.size() || !equal_ignoring_case(authorization.substr(0, scheme.size()), scheme) ||
+      authorization[scheme.size()] != ' ') {
+    return std::nullopt;
+  }
+  auto token = authorization.substr(scheme.size());
+  while (!token.empty() && token.front() == ' ') token.remove_prefix(1);
+  if (token.empty()) return std::nullopt;
+  return token;
+}
+
 }  // namespace api

@@ -37,6 +37,9 @@ enum class error_code : std::uint8_t {
   conflict,
   already_settled,       // a withdrawal settles once
   already_charged_back,  // a deposit is charged back once
+  // 503: a payment was built from an outdated fee schedule of its payee (the writer refused it
+  // under the row lock); its flow builds it again at once, so a client sees this rarely.
+  fees_changed,
   // 503: saturation or a dependency; the client may retry with the same Idempotency-Key.
   server_busy,
   account_busy,
@@ -69,6 +72,7 @@ constexpr std::string_view to_string(error_code code) {
     case error_code::conflict: return "conflict";
     case error_code::already_settled: return "already_settled";
     case error_code::already_charged_back: return "already_charged_back";
+    case error_code::fees_changed: return "fees_changed";
     case error_code::server_busy: return "server_busy";
     case error_code::account_busy: return "account_busy";
     case error_code::writer_busy: return "writer_busy";

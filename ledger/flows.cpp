@@ -1,5 +1,7 @@
 #include "ledger/flows.hpp"
 
+#include "base/assert.hpp"
+
 namespace ledger::flows {
 namespace {
 
@@ -22,9 +24,29 @@ posting deposit(account_id clearing, account_id credit_row, account_id credit_ac
   return make(transaction_type::deposit, clearing, credit_row, credit_account, amount, std::move(currency));
 }
 
-posting transfer(account_id payer, account_id credit_row, account_id payee, amount_minor amount, std::string currency) {
-  return make(transaction_type::transfer, payer, credit_row, payee, amount, std::move(currency));
+posting transfer(account_id payer, account_id credit_row, account_id payee, amount_minor amount, std::string currency,
+                 std::optional<payee_fee> fee) {
+  auto p = make(transaction_type::transfer, payer, credit_row, payee, amount, std::move(currency));
+  if (fee) {
+    p.extra_credits.push_back({fee->fee_revenue, 0});
+    const bool priced = price_payee_fee(p, fee->schedule);
+    WALLET_ASSERT(priced, "a payment with a fee leg is always priced");
+  }
+  return p;
 }
+
+bool price_payee_fee(posting& p, const fee_schedule& schedule) {
+  WALLET_ASSERT(p.type == transaction_type::transfer, "only a payment pays its payee's fee");
+  WALLET_ASSERT(p.extra_credits.size() <= 1, "a payment's one extra credit is its fee");
+  // A payment that moves nothing is refused by plan_posting; it has no fee to price.
+  if (p.amount <= 0) return true;
+  const amount_minor fee = payment_fee(schedule, p.amount);
+  if (p.extra_credits.empty()) return fee == 0;
+  p.extra_credits.front().amount = fee;
+  return true;
+}
+
+amount_minor payee_fee_of(const posting& p) { return p.extra_credits.empty() ? 0 : p.extra_credits.front().amount; }
 
 std::optional<posting> withdrawal(account_id wallet, account_id pending_withdrawal, account_id fee_revenue,
                                   amount_minor amount, amount_minor fee, std::string currency) {
@@ -54,6 +76,10 @@ posting chargeback(account_id wallet, account_id clearing, account_id chargeback
   auto p = make(transaction_type::chargeback, wallet, clearing, clearing, amount, std::move(currency));
   p.shortfall_account = chargeback_loss;
   return p;
+}
+
+posting refund(account_id payee, account_id credit_row, account_id payer, amount_minor amount, std::string currency) {
+  return make(transaction_type::refund, payee, credit_row, payer, amount, std::move(currency));
 }
 
 }  // namespace ledger::flows

@@ -14,11 +14,14 @@
 //   refund of a deposit          wallet                               clearing:<provider>                   DEPOSIT_REFUND
 //   chargeback of a deposit      wallet: what it holds, up to the     clearing:<provider>                   CHARGEBACK
 //                                amount; chargeback_loss: the rest
-//   payment / transfer           payer                                payee                                 TRANSFER
+//   payment / transfer           payer: amount                        payee: amount − fee;                  TRANSFER
+//                                                                     fee_revenue: fee
+//   refund of a payment          payee (merchant)                     payer (the fee is not returned)       REFUND
 
 #include <optional>
 #include <string>
 
+#include "ledger/fees.hpp"
 #include "ledger/posting.hpp"
 
 namespace ledger::flows {
@@ -27,7 +30,26 @@ namespace ledger::flows {
 // `credit_account` the account the payee sees.
 posting deposit(account_id clearing, account_id credit_row, account_id credit_account, amount_minor amount,
                 std::string currency);
-posting transfer(account_id payer, account_id credit_row, account_id payee, amount_minor amount, std::string currency);
+
+// A payee's fee on a payment: the row of fee_revenue the fee lands on, and the payee's schedule.
+struct payee_fee {
+  account_id fee_revenue = 0;
+  fee_schedule schedule;
+};
+// A payment. With `fee`, the fee is an extra credit to fee_revenue and the payee gets the rest
+// (a zero fee makes no entry, the fee leg stays so that the writer may price it).
+posting transfer(account_id payer, account_id credit_row, account_id payee, amount_minor amount, std::string currency,
+                 std::optional<payee_fee> fee = std::nullopt);
+// Prices a payment's fee by `schedule`: the payee's, as the ledger writer read it under the credit
+// row's lock (migration 007). A payment with a fee leg gets its fee from `schedule`. One without a
+// fee leg (its flow knew of no fee) stays as it is when `schedule` charges nothing for it, and
+// otherwise is refused (false): its flow decided on an outdated schedule and builds it again.
+bool price_payee_fee(posting& p, const fee_schedule& schedule);
+// The fee a payment posting pays (its fee leg; 0 without one).
+amount_minor payee_fee_of(const posting& p);
+// A refund of a payment: the payee pays `amount` back to the payer (`credit_row`: the payer, or a
+// shard of a hot payer). The payment's fee stays with fee_revenue.
+posting refund(account_id payee, account_id credit_row, account_id payer, amount_minor amount, std::string currency);
 // nullopt when amount + fee does not fit in int64.
 std::optional<posting> withdrawal(account_id wallet, account_id pending_withdrawal, account_id fee_revenue,
                                   amount_minor amount, amount_minor fee, std::string currency);

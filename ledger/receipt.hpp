@@ -45,4 +45,9 @@ inline std::string receipt_json(transaction_type type, std::string_view transact
   return body;
 }
 
+// The members a payment's (TRANSFER's) receipt adds: the fee its payee paid and what the payee got.
+inline std::string payment_receipt_fields(amount_minor fee, amount_minor net_amount) {
+  return "\"fee\":\"" + std::to_string(fee) + "\",\"netAmount\":\"" + std::to_string(net_amount) + "\"";
+}
+
 }  // namespace ledger

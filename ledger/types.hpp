@@ -28,6 +28,7 @@ enum class transaction_type : std::uint8_t {
   payout_failed,
   deposit_refund,
   chargeback,
+  refund,  // of a payment (a TRANSFER): the payee pays the payer back
 };
 
 std::string_view to_string(role r);

@@ -21,12 +21,14 @@ enum account_column : int {
   col_version,
   col_parent_id,
   col_created_at,
+  col_fee_bps,
+  col_fee_fixed,
   col_shard_no,  // only where a statement selects it after the others (k_load_sql)
 };
 
 const std::string k_account_columns_sql =
     std::string("id, owner_id, currency, kind, status, allow_negative, balance, version, COALESCE(parent_id, 0), ") +
-    k_created_at_utc_sql;
+    k_created_at_utc_sql + ", fee_bps, fee_fixed";
 
 // The account and its shards in ONE statement, so under READ COMMITTED they come from one
 // snapshot: with two statements a sweep committing between them (shard -> main) would be seen
@@ -70,6 +72,11 @@ constexpr const char* k_insert_system_sql =
 constexpr const char* k_find_system = "account_find_system";
 constexpr const char* k_find_system_sql = "SELECT id FROM account WHERE currency = $1 AND system_role = $2";
 
+// The fee schedule of the payments a user account receives (migration 007): on its main row only,
+// also for a hot account (the ledger writer reads it there when it locks a shard).
+constexpr const char* k_set_fees = "account_set_fees";
+constexpr const char* k_set_fees_sql = "UPDATE account SET fee_bps = $2, fee_fixed = $3 WHERE id = $1 AND kind = 'user'";
+
 constexpr const char* k_sweep_candidates = "account_sweep_candidates";
 constexpr const char* k_sweep_candidates_sql =
     "SELECT s.parent_id, s.currency, array_agg(s.id ORDER BY s.shard_no)::text FROM account s"
@@ -90,6 +97,9 @@ account_record read_account(const pqxx::row& row) {
   a.version = row[col_version].as<std::int64_t>();
   a.parent_id = row[col_parent_id].as<std::int64_t>();
   a.created_at = row[col_created_at].as<std::string>();
+  if (!row[col_fee_bps].is_null()) {
+    a.fees = ledger::fee_schedule{row[col_fee_bps].as<std::int32_t>(), row[col_fee_fixed].as<std::int64_t>()};
+  }
   return a;
 }
 
@@ -125,6 +135,7 @@ void prepare_account_statements(pqxx::connection& conn) {
   conn.prepare(k_insert_system, k_insert_system_sql);
   conn.prepare(k_find_system, k_find_system_sql);
   conn.prepare(k_sweep_candidates, k_sweep_candidates_sql);
+  conn.prepare(k_set_fees, k_set_fees_sql);
 }
 
 ledger::amount_minor account_record::total_balance() const {
@@ -138,12 +149,13 @@ ledger::amount_minor account_record::total_balance() const {
 }
 
 account_record create_account(pqxx::connection& conn, ledger::principal_id owner, const std::string& currency,
-                              int shard_count) {
+                              int shard_count, const audit_entry* audit) {
   pqxx::work txn(conn);
   auto account = read_account(txn.exec_prepared1(k_insert, owner, currency));
   if (shard_count > 0) add_shards(txn, account, k_first_shard_no, shard_count);
   auto loaded = load_account(txn, account.id, false);
   WALLET_ASSERT(loaded.has_value(), "an account created in this transaction is found in it");
+  if (audit != nullptr) append_audit(txn, *audit, "account:" + std::to_string(account.id));
   txn.commit();
   return *loaded;
 }
@@ -153,23 +165,38 @@ std::optional<account_record> find_account(pqxx::connection& conn, ledger::accou
   return load_account(txn, id, false);
 }
 
-std::optional<account_record> make_hot(pqxx::connection& conn, ledger::account_id id, int shard_count) {
+std::optional<account_record> make_hot(pqxx::connection& conn, ledger::account_id id, int shard_count,
+                                       const audit_entry* audit) {
   pqxx::work txn(conn);
   auto account = load_account(txn, id, true);
   if (!account || account->kind != ledger::account_kind::user) return std::nullopt;
   const int existing = static_cast<int>(account->shards.size());
   if (shard_count > existing) add_shards(txn, *account, k_first_shard_no + existing, shard_count - existing);
   auto loaded = load_account(txn, id, false);
+  if (audit != nullptr) append_audit(txn, *audit);
   txn.commit();
   return loaded;
 }
 
 std::optional<account_record> set_status(pqxx::connection& conn, ledger::account_id id,
-                                         ledger::account_status status) {
+                                         ledger::account_status status, const audit_entry* audit) {
   pqxx::work txn(conn);
   auto updated = txn.exec_prepared(k_set_status, id, std::string(ledger::to_string(status)));
   if (updated.affected_rows() == 0) return std::nullopt;
   auto loaded = load_account(txn, id, false);
+  if (audit != nullptr) append_audit(txn, *audit);
+  txn.commit();
+  return loaded;
+}
+
+std::optional<account_record> set_fees(pqxx::connection& conn, ledger::account_id id,
+                                       const ledger::fee_schedule& schedule, const audit_entry* audit) {
+  WALLET_ASSERT(ledger::is_valid(schedule), "a fee schedule is checked before it is stored");
+  pqxx::work txn(conn);
+  auto updated = txn.exec_prepared(k_set_fees, id, schedule.bps, schedule.fixed);
+  if (updated.affected_rows() == 0) return std::nullopt;
+  auto loaded = load_account(txn, id, false);
+  if (audit != nullptr) append_audit(txn, *audit);
   txn.commit();
   return loaded;
 }

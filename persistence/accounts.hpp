@@ -10,9 +10,11 @@
 #include <string>
 #include <vector>
 
+#include "ledger/fees.hpp"
 #include "ledger/money.hpp"
 #include "ledger/types.hpp"
 
+#include "persistence/audit.hpp"
 #include "persistence/pqxx_fwd.hpp"
 
 namespace persistence {
@@ -36,6 +38,7 @@ struct account_record {
   ledger::account_id parent_id = 0;
   std::vector<shard_record> shards;  // a hot account's credit shards, by shard number
   std::string created_at;
+  std::optional<ledger::fee_schedule> fees;  // of the payments it receives; nullopt: never set
 
   bool hot() const { return !shards.empty(); }
   // Main row plus shards, with checked arithmetic (asserts on overflow: it cannot be stored).
@@ -43,14 +46,23 @@ struct account_record {
 };
 
 // Creates an account (and, when shard_count > 0, its credit shards) in one transaction.
+// The administrative writes here record `audit`, when given, in their own transaction (for
+// create_account with the new account as its target), and only when they change something.
 account_record create_account(pqxx::connection& conn, ledger::principal_id owner, const std::string& currency,
-                              int shard_count);
+                              int shard_count, const audit_entry* audit = nullptr);
 std::optional<account_record> find_account(pqxx::connection& conn, ledger::account_id id);
 // Adds credit shards to an existing account (numbers continue after the existing ones).
 // Returns nullopt if the account does not exist or is itself a shard.
-std::optional<account_record> make_hot(pqxx::connection& conn, ledger::account_id id, int shard_count);
+std::optional<account_record> make_hot(pqxx::connection& conn, ledger::account_id id, int shard_count,
+                                       const audit_entry* audit = nullptr);
 // Sets the status of an account and of its shards.
-std::optional<account_record> set_status(pqxx::connection& conn, ledger::account_id id, ledger::account_status status);
+std::optional<account_record> set_status(pqxx::connection& conn, ledger::account_id id, ledger::account_status status,
+                                         const audit_entry* audit = nullptr);
+
+// Sets the fee schedule of the payments a user account receives (migration 007); nullopt if there
+// is no such user account.
+std::optional<account_record> set_fees(pqxx::connection& conn, ledger::account_id id,
+                                       const ledger::fee_schedule& schedule, const audit_entry* audit = nullptr);
 
 // The clearing account of a currency (system, may go negative), made on first use.
 ledger::account_id ensure_clearing_account(pqxx::connection& conn, const std::string& currency);

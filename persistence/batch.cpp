@@ -6,9 +6,11 @@
 #include <optional>
 #include <map>
 #include <set>
+#include <unordered_map>
 #include <spdlog/spdlog.h>
 
 #include "base/assert.hpp"
+#include "ledger/flows.hpp"
 #include "ledger/receipt.hpp"
 #include "persistence/database.hpp"
 
@@ -23,9 +25,16 @@ constexpr const char* k_find_committed_sql =
     "    ON j.principal_id = k.principal_id AND j.idempotency_key = k.idempotency_key";
 
 constexpr const char* k_lock_accounts = "posting_lock_accounts";
+// With each row, the fee schedule of the payments it receives (migration 007): its own, read
+// under its lock, or for a hot account's shard its parent's, read in the same statement without
+// locking the parent (payments to a hot payee never lock its main row). A schedule changed after
+// this statement began is the next payment's.
 constexpr const char* k_lock_accounts_sql =
-    "SELECT id, currency, status, allow_negative, balance, version, COALESCE(parent_id, 0)"
-    "  FROM account WHERE id = ANY($1::bigint[]) ORDER BY id FOR UPDATE";
+    "SELECT a.id, a.currency, a.status, a.allow_negative, a.balance, a.version, COALESCE(a.parent_id, 0),"
+    "       CASE WHEN a.parent_id IS NULL THEN a.fee_bps ELSE p.fee_bps END,"
+    "       CASE WHEN a.parent_id IS NULL THEN a.fee_fixed ELSE p.fee_fixed END"
+    "  FROM account a LEFT JOIN account p ON p.id = a.parent_id"
+    " WHERE a.id = ANY($1::bigint[]) ORDER BY a.id FOR UPDATE OF a";
 
 // The rows of the money flows (migration 005) that a posting checks under their lock.
 constexpr const char* k_lock_deposits = "posting_lock_deposits";
@@ -35,6 +44,10 @@ constexpr const char* k_lock_deposits_sql =
 constexpr const char* k_lock_withdrawals = "posting_lock_withdrawals";
 constexpr const char* k_lock_withdrawals_sql =
     "SELECT id::text, status FROM withdrawal WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE";
+constexpr const char* k_lock_payment_refunds = "posting_lock_payment_refunds";
+constexpr const char* k_lock_payment_refunds_sql =
+    "SELECT transaction_id::text, amount, refunded FROM payment_refund_total"
+    "  WHERE transaction_id = ANY($1::uuid[]) ORDER BY transaction_id FOR UPDATE";
 constexpr const char* k_find_payments = "posting_find_payments";
 constexpr const char* k_find_payments_sql =
     "SELECT p.provider_id, p.payment_id FROM deposit_payment p"
@@ -112,8 +125,16 @@ struct deposit_state {
   ledger::amount_minor charged_back = 0;
 };
 
+// What was refunded of a payment (its payment_refund_total row; none before its first refund).
+struct payment_refund_state {
+  bool exists = false;
+  ledger::amount_minor amount = 0;
+  ledger::amount_minor refunded = 0;
+};
+
 struct flow_states {
   std::map<std::string, deposit_state> deposits;
+  std::map<std::string, payment_refund_state> payment_refunds;  // by the payment's transaction id
   std::map<std::string, std::string> withdrawals;  // id → status
   std::set<std::pair<std::int64_t, std::string>> payments;  // (provider, payment id) deposited
 };
@@ -121,12 +142,13 @@ struct flow_states {
 // Locks the flow rows the postings check, and finds the provider payments already deposited.
 flow_states lock_flow_rows(pqxx::work& txn, const std::vector<posting_request>& requests,
                            const std::vector<std::size_t>& indices) {
-  std::vector<std::string> deposits, withdrawals, payment_ids;
+  std::vector<std::string> deposits, withdrawals, payment_ids, refunded_payments;
   std::vector<std::int64_t> payment_providers;
   for (std::size_t i : indices) {
     const auto& rows = requests[i].rows;
     if (!rows) continue;
     if (rows->claim) deposits.push_back(rows->claim->deposit_transaction_id);
+    if (rows->refund) refunded_payments.push_back(rows->refund->payment_transaction_id);
     if (rows->settle) withdrawals.push_back(rows->settle->withdrawal_id);
     if (rows->deposit_payment && !rows->deposit_payment->payment_id.empty()) {
       payment_providers.push_back(rows->deposit_payment->provider_id);
@@ -143,6 +165,11 @@ flow_states lock_flow_rows(pqxx::work& txn, const std::vector<posting_request>& 
   if (!withdrawals.empty()) {
     for (const auto& row : txn.exec_prepared(k_lock_withdrawals, pg_array(withdrawals))) {
       states.withdrawals[row[0].as<std::string>()] = row[1].as<std::string>();
+    }
+  }
+  if (!refunded_payments.empty()) {
+    for (const auto& row : txn.exec_prepared(k_lock_payment_refunds, pg_array(refunded_payments))) {
+      states.payment_refunds[row[0].as<std::string>()] = {true, row[1].as<std::int64_t>(), row[2].as<std::int64_t>()};
     }
   }
   if (!payment_ids.empty()) {
@@ -165,6 +192,14 @@ ledger::error_code check_flow_rows(const posting_request& r, const flow_states& 
     if (rows.claim->chargeback && d.charged_back > 0) return ledger::error_code::already_charged_back;
     if (r.posting.amount > d.amount - d.refunded - d.charged_back) return ledger::error_code::refund_exceeds_payment;
   }
+  if (rows.refund) {
+    // Before its first refund a payment has no row: all of it is left.
+    const auto& f = *rows.refund;
+    auto it = states.payment_refunds.find(f.payment_transaction_id);
+    const auto left = it == states.payment_refunds.end() ? f.payment_amount : it->second.amount - it->second.refunded;
+    if (r.posting.debit_account != f.payee) return ledger::error_code::unknown_payment;
+    if (r.posting.amount > left) return ledger::error_code::refund_exceeds_payment;
+  }
   if (rows.settle) {
     auto it = states.withdrawals.find(rows.settle->withdrawal_id);
     if (it == states.withdrawals.end()) return ledger::error_code::unknown_withdrawal;
@@ -177,9 +212,10 @@ ledger::error_code check_flow_rows(const posting_request& r, const flow_states& 
   return ledger::error_code::ok;
 }
 
-// Records what an accepted posting did to the flow states, and appends its row writes.
+// Records what an accepted posting did to the flow states, and appends its row writes (and its
+// audit row to `audit_writes`, which go last: see persistence/audit.hpp).
 void apply_flow_rows(pqxx::work& txn, const posting_request& r, const ledger::posting_plan& plan, flow_states& states,
-                     std::string& writes) {
+                     std::string& writes, std::string& audit_writes) {
   const auto& rows = *r.rows;
   auto q = [&](const std::string& text) { return txn.quote(text); };
   auto q_or_null = [&](const std::string& text) { return text.empty() ? std::string("NULL") : txn.quote(text); };
@@ -212,6 +248,26 @@ void apply_flow_rows(pqxx::work& txn, const posting_request& r, const ledger::po
                 " WHERE transaction_id = " + id + ";\n";
     }
   }
+  if (rows.refund) {
+    const auto& f = *rows.refund;
+    auto& p = states.payment_refunds[f.payment_transaction_id];
+    const std::string payment = q(f.payment_transaction_id) + "::uuid";
+    if (p.exists) {
+      writes += "UPDATE payment_refund_total SET refunded = refunded + " + std::to_string(plan.amount) +
+                " WHERE transaction_id = " + payment + ";\n";
+    } else {
+      // The first refund makes the row. Another server making it at the same time meets the primary
+      // key: the batch is redone (commit_with_retries) and then finds it locked here.
+      p = {true, f.payment_amount, 0};
+      writes += "INSERT INTO payment_refund_total (transaction_id, payee_id, payer_id, currency, amount, refunded)"
+                " VALUES (" + payment + ", " + std::to_string(f.payee) + ", " + std::to_string(f.payer) + ", " +
+                q(r.posting.currency) + ", " + std::to_string(f.payment_amount) + ", " + std::to_string(plan.amount) +
+                ");\n";
+    }
+    p.refunded += plan.amount;
+    writes += "INSERT INTO payment_refund (transaction_id, payment_transaction_id, amount) VALUES (" + tx + ", " +
+              payment + ", " + std::to_string(plan.amount) + ");\n";
+  }
   if (rows.withdrawal_request) {
     const auto& w = *rows.withdrawal_request;
     writes += "INSERT INTO withdrawal (id, account_id, principal_id, provider_id, currency, amount, fee, destination,"
@@ -227,6 +283,13 @@ void apply_flow_rows(pqxx::work& txn, const posting_request& r, const ledger::po
     writes += "UPDATE withdrawal SET status = " + q(status) + ", settled_transaction_id = " + tx +
               ", provider_payment_id = " + q_or_null(st.provider_payment_id) + ", settled_at = now() WHERE id = " +
               q(st.withdrawal_id) + "::uuid;\n";
+  }
+  if (rows.audit) {
+    const auto& a = *rows.audit;
+    const auto detail = q(a.detail_json) + "::jsonb || jsonb_build_object('transactionId', " + q(r.transaction_id) +
+                        ", 'amount', " + q(std::to_string(plan.amount)) + ")";
+    audit_writes += audit_insert_sql(std::to_string(a.principal), q(a.action), q(a.target), detail, q(a.request_id)) +
+                    ";\n";
   }
 }
 
@@ -255,6 +318,8 @@ batch_result commit_once(pqxx::connection& conn, const std::vector<posting_reque
     if (p.shortfall_account != 0) ids.insert(p.shortfall_account);
   }
   ledger::account_states states;
+  // The fee schedules of the payees among the rows (migration 007), by row.
+  std::unordered_map<ledger::account_id, ledger::fee_schedule> payee_fees;
   if (!ids.empty()) {
     auto rows = txn.exec_prepared(k_lock_accounts, pg_array(std::vector<std::int64_t>(ids.begin(), ids.end())));
     for (const auto& row : rows) {
@@ -266,6 +331,7 @@ batch_result commit_once(pqxx::connection& conn, const std::vector<posting_reque
       s.balance = row[4].as<std::int64_t>();
       s.version = row[5].as<std::int64_t>();
       s.parent_id = row[6].as<std::int64_t>();
+      if (!row[7].is_null()) payee_fees[s.id] = {row[7].as<std::int32_t>(), row[8].as<std::int64_t>()};
       states.emplace(s.id, std::move(s));
     }
   }
@@ -311,6 +377,7 @@ batch_result commit_once(pqxx::connection& conn, const std::vector<posting_reque
   std::string o_payload;
   std::vector<std::int64_t> e_account, e_amount, e_balance_after;
   std::string flow_writes;
+  std::string audit_writes;
   std::size_t accepted = 0;
   for (std::size_t i : indices) {
     if (committed_before[i]) continue;
@@ -320,7 +387,22 @@ batch_result commit_once(pqxx::connection& conn, const std::vector<posting_reque
       out.outcome = check_flow_rows(r, flows);
       if (out.outcome != ledger::error_code::ok) continue;
     }
-    auto plan = ledger::plan_posting(r.posting, states);
+    // A payment pays its payee's fee as this transaction read it with the credit row (see
+    // k_lock_accounts_sql), never a schedule its flow may have cached before it changed.
+    const ledger::posting* posting = &r.posting;
+    ledger::posting priced;
+    if (r.posting.type == ledger::transaction_type::transfer) {
+      auto fees = payee_fees.find(r.posting.credit_account);
+      if (fees != payee_fees.end() || !r.posting.extra_credits.empty()) {
+        priced = r.posting;
+        if (!ledger::flows::price_payee_fee(priced, fees == payee_fees.end() ? ledger::fee_schedule{} : fees->second)) {
+          out.outcome = ledger::error_code::fees_changed;
+          continue;
+        }
+        posting = &priced;
+      }
+    }
+    auto plan = ledger::plan_posting(*posting, states);
     out.outcome = plan.outcome;
     out.amount = plan.amount;
     if (plan.outcome != ledger::error_code::ok || plan.entries.empty()) continue;
@@ -329,6 +411,10 @@ batch_result commit_once(pqxx::connection& conn, const std::vector<posting_reque
     out.debit_balance_after = plan.debit_balance_after;
     out.response_status = ledger::receipt_status;
     std::string fields = r.receipt_fields;
+    if (r.posting.type == ledger::transaction_type::transfer) {
+      const auto fee = ledger::flows::payee_fee_of(*posting);
+      fields = ledger::payment_receipt_fields(fee, plan.amount - fee) + (fields.empty() ? "" : "," + fields);
+    }
     if (r.posting.shortfall_account != 0) {
       // What the debited account paid, and what the shortfall account booked (a chargeback's loss).
       if (!fields.empty()) fields += ',';
@@ -336,7 +422,7 @@ batch_result commit_once(pqxx::connection& conn, const std::vector<posting_reque
                 std::to_string(plan.shortfall) + "\"";
     }
     out.response_body = ledger::receipt_json(r.posting.type, r.transaction_id, plan.debit_balance_after, fields);
-    if (r.rows) apply_flow_rows(txn, r, plan, flows, flow_writes);
+    if (r.rows) apply_flow_rows(txn, r, plan, flows, flow_writes, audit_writes);
     j_ids.push_back(r.transaction_id);
     j_principals.push_back(r.principal);
     j_keys.push_back(r.idempotency_key);
@@ -383,6 +469,8 @@ batch_result commit_once(pqxx::connection& conn, const std::vector<posting_reque
     writes += bind_literals(k_insert_outbox_sql, {q(o_tx), txn.quote(o_payload)});
     // 8. The rows of the money flows, after the journal rows they name.
     if (!flow_writes.empty()) writes += ";\n" + flow_writes;
+    // 9. The audit rows of operators' flows, last: their lock is held until COMMIT.
+    if (!audit_writes.empty()) writes += ";\n" + audit_lock_sql() + ";\n" + audit_writes;
     txn.exec(writes);
   }
   txn.commit();
@@ -433,6 +521,7 @@ void prepare_posting_statements(pqxx::connection& conn) {
   conn.prepare(k_lock_deposits, k_lock_deposits_sql);
   conn.prepare(k_lock_withdrawals, k_lock_withdrawals_sql);
   conn.prepare(k_find_payments, k_find_payments_sql);
+  conn.prepare(k_lock_payment_refunds, k_lock_payment_refunds_sql);
 }
 
 namespace {

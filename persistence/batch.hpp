@@ -19,6 +19,7 @@
 
 #include "ledger/errors.hpp"
 #include "ledger/posting.hpp"
+#include "persistence/audit.hpp"
 
 #include "persistence/pqxx_fwd.hpp"
 
@@ -46,6 +47,14 @@ struct flow_rows {
     std::string deposit_transaction_id;
     bool chargeback = false;
   };
+  // A refund of a payment (a TRANSFER; migration 007): checked against and added to the payment's
+  // payment_refund_total row under its lock (the first refund makes it), and its payment_refund row.
+  struct payment_refund {
+    std::string payment_transaction_id;
+    ledger::account_id payee = 0;  // the payment's payee: the account the refund debits
+    ledger::account_id payer = 0;
+    ledger::amount_minor payment_amount = 0;
+  };
   // A withdrawal request: its withdrawal row (PENDING).
   struct withdrawal {
     std::string id;
@@ -67,6 +76,11 @@ struct flow_rows {
   std::optional<deposit_claim> claim;
   std::optional<withdrawal> withdrawal_request;
   std::optional<withdrawal_settle> settle;
+  std::optional<payment_refund> refund;
+  // An operator's flow (a deposit, its refund or chargeback, a withdrawal's settlement): its
+  // audit_log row (migration 009), written only when the posting commits, with the transaction
+  // id and the amount posted added to its detail.
+  std::optional<audit_entry> audit;
 };
 
 struct posting_request {

@@ -3,6 +3,8 @@
 #include <pqxx/pqxx>
 
 #include "persistence/accounts.hpp"
+#include "persistence/api_keys.hpp"
+#include "persistence/audit.hpp"
 #include "persistence/history.hpp"
 #include "persistence/outbox.hpp"
 #include "persistence/preload.hpp"
@@ -37,6 +39,8 @@ std::unique_ptr<pqxx::connection> connect(const connection_options& options) {
   prepare_account_statements(*conn);
   prepare_history_statements(*conn);
   prepare_preload_statements(*conn);
+  prepare_api_key_statements(*conn);
+  prepare_audit_statements(*conn);
   prepare_outbox_statements(*conn);
   pqxx::nontransaction setup(*conn);
   setup.exec("SET statement_timeout = " + std::to_string(options.statement_timeout_ms));

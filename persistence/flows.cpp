@@ -57,7 +57,7 @@ ledger::account_id ensure_system_account(pqxx::connection& conn, const std::stri
 }
 
 std::optional<provider_record> create_provider(pqxx::connection& conn, const std::string& name,
-                                               const std::string& signing_secret) {
+                                               const std::string& signing_secret, const audit_entry* audit) {
   pqxx::work txn(conn);
   if (!txn.exec_params("SELECT 1 FROM provider WHERE name = $1", name).empty()) return std::nullopt;
   auto principal = txn.exec_params1("INSERT INTO principal (name, role) VALUES ($1, 'provider') RETURNING id",
@@ -68,6 +68,9 @@ std::optional<provider_record> create_provider(pqxx::connection& conn, const std
       name, principal[0].as<std::int64_t>(), signing_secret);
   if (rows.empty()) return std::nullopt;  // created meanwhile by another request; this one rolls back
   auto out = read_provider(rows[0]);
+  if (audit != nullptr) {
+    append_audit(txn, *audit, "provider:" + name, "{\"providerId\":" + std::to_string(out.id) + "}");
+  }
   txn.commit();
   return out;
 }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ledger/types.hpp"
+#include "persistence/audit.hpp"
 #include "persistence/pqxx_fwd.hpp"
 
 namespace persistence {
@@ -28,9 +29,11 @@ struct provider_record {
   std::string created_at;
 };
 
-// Creates a provider and its principal; nullopt when the name is taken.
+// Creates a provider and its principal; nullopt when the name is taken. `audit`, when given, is
+// recorded in the same transaction (never with the secret).
 std::optional<provider_record> create_provider(pqxx::connection& conn, const std::string& name,
-                                               const std::string& signing_secret);
+                                               const std::string& signing_secret,
+                                               const audit_entry* audit = nullptr);
 std::optional<provider_record> find_provider(pqxx::connection& conn, const std::string& name);
 std::vector<provider_record> list_providers(pqxx::connection& conn);
 

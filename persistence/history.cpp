@@ -42,6 +42,22 @@ constexpr const char* k_find_committed_sql =
     "SELECT id::text, request_hash, response_status, response_body FROM journal_transaction"
     " WHERE principal_id = $1 AND idempotency_key = $2";
 
+// $2: microseconds since the epoch, or NULL for now; a time after now is now. Whole seconds go
+// through to_timestamp (exact for them) and the rest as an interval, so no microsecond is lost to
+// floating point.
+constexpr const char* k_balance_as_of = "history_balance_as_of";
+constexpr const char* k_balance_as_of_sql =
+    "WITH t AS (SELECT CASE WHEN $2::bigint IS NULL THEN now()"
+    "                  ELSE LEAST(now(), to_timestamp($2::bigint / 1000000)"
+    "                                    + ($2::bigint % 1000000) * interval '1 microsecond') END AS at),"
+    "     r AS (SELECT $1::bigint AS id UNION ALL SELECT id FROM account WHERE parent_id = $1)"
+    " SELECT (SELECT COALESCE(sum(x.b), 0)::bigint FROM"
+    "          (SELECT (SELECT e.balance_after FROM ledger_entry e"
+    "                    WHERE e.account_id = r.id AND e.created_at <= t.at ORDER BY e.id DESC LIMIT 1) AS b"
+    "             FROM r) x),"
+    "        to_char(t.at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
+    "   FROM t";
+
 // One row more than a page holds is read: when it is there, the page has a successor.
 constexpr int k_next_page_probe_rows = 1;
 
@@ -76,6 +92,7 @@ void prepare_history_statements(pqxx::connection& conn) {
   conn.prepare(k_find_transaction, k_find_transaction_sql);
   conn.prepare(k_transaction_entries, k_transaction_entries_sql);
   conn.prepare(k_find_committed, k_find_committed_sql);
+  conn.prepare(k_balance_as_of, k_balance_as_of_sql);
 }
 
 entries_page list_entries(pqxx::connection& conn, ledger::account_id id, std::int64_t after, int limit) {
@@ -115,6 +132,13 @@ std::optional<transaction_record> find_transaction(pqxx::connection& conn, const
     t.entries.push_back(std::move(e));
   }
   return t;
+}
+
+balance_as_of_record balance_as_of(pqxx::connection& conn, ledger::account_id id,
+                                   std::optional<std::int64_t> as_of_us) {
+  pqxx::read_transaction txn(conn);
+  auto row = txn.exec_prepared1(k_balance_as_of, id, as_of_us);
+  return balance_as_of_record{row[0].as<std::int64_t>(), row[1].as<std::string>()};
 }
 
 std::optional<stored_response> find_committed(pqxx::connection& conn, ledger::principal_id principal,

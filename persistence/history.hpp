@@ -57,6 +57,18 @@ entries_page list_entries(pqxx::connection& conn, ledger::account_id id, std::in
 // A type or status the server does not know throws unknown_value.
 std::optional<transaction_record> find_transaction(pqxx::connection& conn, const std::string& transaction_id);
 
+// The balance of an account (with a hot account's shards) as of a time: the sum, over the
+// account's rows, of each row's balance_after at its last entry created at or before that time
+// (0 for a row without one). `as_of_us` is in microseconds since the Unix epoch; nullopt, or a
+// time after the database's now, means now. Each row's last entry is found by walking the
+// ledger_entry_account index back from the row's newest entry, so the cost grows with the entries
+// made after `as_of_us`, and statement_timeout bounds it.
+struct balance_as_of_record {
+  ledger::amount_minor balance = 0;
+  std::string as_of;  // the time used, UTC with microseconds
+};
+balance_as_of_record balance_as_of(pqxx::connection& conn, ledger::account_id id, std::optional<std::int64_t> as_of_us);
+
 std::optional<stored_response> find_committed(pqxx::connection& conn, ledger::principal_id principal,
                                               const std::string& idempotency_key);
 

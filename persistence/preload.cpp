@@ -13,13 +13,14 @@ namespace {
 constexpr const char* k_recent_keys = "preload_recent_keys";
 constexpr const char* k_recent_keys_sql =
     "SELECT p.id, p.name, p.role, encode(k.key_hash, 'hex') FROM api_key k JOIN principal p ON p.id = k.principal_id"
-    " ORDER BY k.created_at DESC LIMIT $1";
+    " WHERE k.revoked_at IS NULL ORDER BY k.created_at DESC LIMIT $1";
 
 // Main rows only; each with its shards' ids by shard number.
 constexpr const char* k_recent_accounts = "preload_recent_accounts";
 constexpr const char* k_recent_accounts_sql =
     "SELECT a.id, a.owner_id, a.currency, a.kind,"
-    "       COALESCE((SELECT array_agg(s.id ORDER BY s.shard_no) FROM account s WHERE s.parent_id = a.id), '{}')::text"
+    "       COALESCE((SELECT array_agg(s.id ORDER BY s.shard_no) FROM account s WHERE s.parent_id = a.id), '{}')::text,"
+    "       a.fee_bps, a.fee_fixed"
     "  FROM account a WHERE a.kind <> 'shard' ORDER BY a.id DESC LIMIT $1";
 
 }  // namespace
@@ -52,6 +53,7 @@ std::vector<account_summary> recent_accounts(pqxx::connection& conn, std::int64_
     a.currency = row[2].as<std::string>();
     a.kind = parse_column(ledger::parse_account_kind, row[3].as<std::string>(), "account.kind");
     a.shards = parse_id_array(row[4].c_str());
+    if (!row[5].is_null()) a.fees = ledger::fee_schedule{row[5].as<std::int32_t>(), row[6].as<std::int64_t>()};
     out.push_back(std::move(a));
   }
   return out;

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "ledger/fees.hpp"
 #include "ledger/types.hpp"
 
 #include "persistence/pqxx_fwd.hpp"
@@ -28,6 +29,7 @@ struct account_summary {
   std::string currency;
   ledger::account_kind kind = ledger::account_kind::user;
   std::vector<ledger::account_id> shards;
+  std::optional<ledger::fee_schedule> fees;  // of the payments it receives (migration 007)
 };
 std::vector<account_summary> recent_accounts(pqxx::connection& conn, std::int64_t limit);
 

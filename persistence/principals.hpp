@@ -8,6 +8,7 @@
 #include <string>
 
 #include "ledger/types.hpp"
+#include "persistence/audit.hpp"
 
 #include "persistence/pqxx_fwd.hpp"
 
@@ -19,12 +20,17 @@ struct principal_record {
   ledger::role role = ledger::role::user;
 };
 
-// The SHA-256 of an API key, as 64 lower-case hex digits.
+// The SHA-256 of an API key, as 64 lower-case hex digits. A revoked key finds nobody.
 std::optional<principal_record> find_principal_by_key(pqxx::connection& conn, const std::string& key_hash_hex);
 std::optional<principal_record> find_principal(pqxx::connection& conn, ledger::principal_id id);
+// With its first API key: `key_hint` is the key's last four characters (empty: not kept), and
+// `audit`, when given, is recorded in the same transaction with the new principal as its target
+// (its creator is then the key's creator too).
 principal_record create_principal(pqxx::connection& conn, const std::string& name, ledger::role role,
-                                  const std::string& key_hash_hex);
-// Makes sure an operator with this key exists (the bootstrap key); returns it.
+                                  const std::string& key_hash_hex, const std::string& key_hint = {},
+                                  const audit_entry* audit = nullptr);
+// Makes sure an operator with this key exists (the bootstrap key); returns it. A revoked
+// bootstrap key stays revoked: its operator is returned, and the key authenticates nobody.
 principal_record ensure_operator(pqxx::connection& conn, const std::string& name, const std::string& key_hash_hex);
 
 // Defines this file's prepared statements on a connection. connect() calls it for every

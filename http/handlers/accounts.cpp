@@ -1,8 +1,9 @@
 // Accounts: create one, read one with its balance and what is available, page through its
-// entries, and (operators) make it hot, freeze it, unfreeze it.
+// entries, read its balance as of a time, and (operators) make it hot, freeze it, unfreeze it.
 
 #include "http/handlers/handlers.hpp"
 #include "http/presenters.hpp"
+#include "http/timestamps.hpp"
 #include "http/url.hpp"
 
 namespace api::handlers {
@@ -33,7 +34,7 @@ void create_account(handler_support& s, const exchange_ptr& ex, const principal&
     return s.fail(ex, ledger::error_code::forbidden, "only an operator makes an account hot");
   }
   const int shard_count = hot.value_or(false) ? static_cast<int>(shards.value_or(s.settings.ledger.hot_shards_default)) : 0;
-  s.service.create_account(owner, currency, shard_count,
+  s.service.create_account({who.id, ex->request_id}, owner, currency, shard_count,
                            [&s, ex, owner](actors::query_result<std::optional<actors::account_view>> r) {
                              if (r.outcome != ledger::error_code::ok) return s.unavailable(ex, r.outcome, r.detail);
                              if (!r.value) {
@@ -86,7 +87,7 @@ actors::query_callback<std::optional<actors::account_view>> changed_account(hand
   };
 }
 
-void make_hot(handler_support& s, const exchange_ptr& ex, ledger::account_id id) {
+void make_hot(handler_support& s, const exchange_ptr& ex, const principal& who, ledger::account_id id) {
   auto object = s.body(ex);
   if (!object) return;
   field_reader f(*object);
@@ -94,7 +95,32 @@ void make_hot(handler_support& s, const exchange_ptr& ex, ledger::account_id id)
   auto shards = f.optional_int("shards", 1, s.settings.ledger.hot_shards_max);
   if (!f.ok()) return s.invalid(ex, f.error());
   const int count = static_cast<int>(shards.value_or(s.settings.ledger.hot_shards_default));
-  s.service.make_hot(id, count, changed_account(s, ex, id));
+  s.service.make_hot({who.id, ex->request_id}, id, count, changed_account(s, ex, id));
+}
+
+// The balance (main + shards) as of ?asOf=<RFC 3339>, from the balance_after of the entries made
+// at or before it; without asOf, or for a time still to come, as of now (docs/keys-and-audit.md).
+void balance_as_of(handler_support& s, const exchange_ptr& ex, const principal& who, ledger::account_id id) {
+  std::optional<std::int64_t> as_of_us;
+  if (auto text = query_param(ex->query, "asOf")) {
+    const auto decoded = percent_decode(*text);
+    as_of_us = decoded ? parse_rfc3339_us(*decoded) : std::nullopt;
+    if (!as_of_us) {
+      return s.invalid(ex, "query parameter \"asOf\" must be an RFC 3339 date-time with an offset, e.g. "
+                           "2026-11-30T01:59:00Z or 2026-11-30T02:59:00.123456+01:00 (send '+' as is or as %2B)");
+    }
+  }
+  s.visible_account(ex, who, id, [&s, ex, id, as_of_us](const actors::account_view& a) {
+    s.service.balance_as_of(id, as_of_us, [&s, ex, a](actors::query_result<actors::balance_view> r) {
+      if (r.outcome != ledger::error_code::ok) return s.unavailable(ex, r.outcome, r.detail);
+      boost::json::object o;
+      o["accountId"] = a.id;
+      o["currency"] = a.currency;
+      o["balance"] = std::to_string(r.value.balance);
+      o["asOf"] = r.value.as_of;
+      ex->respond(json_reply(200, o));
+    });
+  });
 }
 
 }  // namespace
@@ -107,14 +133,20 @@ void add_account_routes(router& r, handler_support& s) {
   r.add({"GET", "/v1/accounts/{id}/entries", access::principal, rate_class::read, param_kind::integer, true,
          [&s](const exchange_ptr& ex, const principal& who, const path_params& p) { list_entries(s, ex, who, p.id); }});
   r.add({"POST", "/v1/accounts/{id}/hot", access::operator_, rate_class::read, param_kind::integer, false,
-         [&s](const exchange_ptr& ex, const principal&, const path_params& p) { make_hot(s, ex, p.id); }});
+         [&s](const exchange_ptr& ex, const principal& who, const path_params& p) { make_hot(s, ex, who, p.id); }});
   r.add({"POST", "/v1/accounts/{id}/freeze", access::operator_, rate_class::read, param_kind::integer, false,
-         [&s](const exchange_ptr& ex, const principal&, const path_params& p) {
-           s.service.set_status(p.id, ledger::account_status::frozen, changed_account(s, ex, p.id));
+         [&s](const exchange_ptr& ex, const principal& who, const path_params& p) {
+           s.service.set_status({who.id, ex->request_id}, p.id, ledger::account_status::frozen,
+                                changed_account(s, ex, p.id));
          }});
   r.add({"POST", "/v1/accounts/{id}/unfreeze", access::operator_, rate_class::read, param_kind::integer, false,
-         [&s](const exchange_ptr& ex, const principal&, const path_params& p) {
-           s.service.set_status(p.id, ledger::account_status::active, changed_account(s, ex, p.id));
+         [&s](const exchange_ptr& ex, const principal& who, const path_params& p) {
+           s.service.set_status({who.id, ex->request_id}, p.id, ledger::account_status::active,
+                                changed_account(s, ex, p.id));
+         }});
+  r.add({"GET", "/v1/accounts/{id}/balance", access::principal, rate_class::read, param_kind::integer, true,
+         [&s](const exchange_ptr& ex, const principal& who, const path_params& p) {
+           balance_as_of(s, ex, who, p.id);
          }});
 }
 

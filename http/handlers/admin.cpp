@@ -36,7 +36,8 @@ void start_reconciliation(handler_support& s, const exchange_ptr& ex, const prin
     full = requested.value_or(false);
   }
   s.service.start_reconciliation(
-      full, "operator " + std::to_string(who.id), [&s, ex](actors::query_result<actors::reconciliation_claim_view> r) {
+      {who.id, ex->request_id}, full, "operator " + std::to_string(who.id),
+      [&s, ex](actors::query_result<actors::reconciliation_claim_view> r) {
         if (r.outcome != ledger::error_code::ok) return s.unavailable(ex, r.outcome, r.detail);
         const auto& claim = r.value;
         boost::json::object o;
@@ -63,8 +64,8 @@ void reconciliation_run(handler_support& s, const exchange_ptr& ex, const path_p
       });
 }
 
-void sweep(handler_support& s, const exchange_ptr& ex) {
-  s.service.sweep_now([&s, ex](actors::query_result<int> r) {
+void sweep(handler_support& s, const exchange_ptr& ex, const principal& who) {
+  s.service.sweep_now({who.id, ex->request_id}, [&s, ex](actors::query_result<int> r) {
     if (r.outcome != ledger::error_code::ok) return s.unavailable(ex, r.outcome, r.detail);
     boost::json::object o;
     o["sweeps"] = r.value;
@@ -82,7 +83,7 @@ void add_admin_routes(router& r, handler_support& s) {
   r.add({"GET", "/v1/admin/reconciliation/runs/{id}", access::operator_, rate_class::read, param_kind::text, false,
          [&s](const exchange_ptr& ex, const principal&, const path_params& p) { reconciliation_run(s, ex, p); }});
   r.add({"POST", "/v1/admin/sweeps", access::operator_, rate_class::read, param_kind::integer, false,
-         [&s](const exchange_ptr& ex, const principal&, const path_params&) { sweep(s, ex); }});
+         [&s](const exchange_ptr& ex, const principal& who, const path_params&) { sweep(s, ex, who); }});
 }
 
 }  // namespace api::handlers

@@ -2,7 +2,7 @@
 
 // The routes of each resource, added to the router by routes.cpp. One file a resource:
 // principals.cpp, accounts.cpp, deposits.cpp, transfers.cpp, withdrawals.cpp, providers.cpp,
-// transactions.cpp, admin.cpp, events.cpp, and
+// transactions.cpp, admin.cpp, payments.cpp (merchant flows: fees and refunds of payments), settlements.cpp, events.cpp, and
 // server.cpp for what describes the server itself (health, readiness, metrics).
 
 #include "http/handler_support.hpp"
@@ -19,6 +19,11 @@ void add_transaction_routes(router& r, handler_support& s);
 void add_admin_routes(router& r, handler_support& s);
 void add_withdrawal_routes(router& r, handler_support& s);
 void add_provider_routes(router& r, handler_support& s);
+void add_payment_routes(router& r, handler_support& s);
+void add_settlement_routes(router& r, handler_support& s);
+// keys.cpp (a principal's API keys) and audit.cpp (the audit log).
+void add_key_routes(router& r, handler_support& s);
+void add_audit_routes(router& r, handler_support& s);
 void add_event_routes(router& r, handler_support& s);
 // The readiness probe asks Redis through the pipeline's limiter, and /metrics shows its counters.
 void add_server_routes(router& r, handler_support& s, pipeline& p);

@@ -10,7 +10,7 @@ namespace {
 constexpr std::size_t k_name_max = 200;
 constexpr std::size_t k_role_max = 16;
 
-void create_principal(handler_support& s, const exchange_ptr& ex) {
+void create_principal(handler_support& s, const exchange_ptr& ex, const principal& who) {
   auto object = s.body(ex);
   if (!object) return;
   field_reader f(*object);
@@ -24,7 +24,8 @@ void create_principal(handler_support& s, const exchange_ptr& ex) {
     return s.invalid(ex, "field \"role\" must be one of: user, merchant, operator");
   }
   auto key = new_api_key();
-  s.service.create_principal(name, *role, sha256_hex(key), [&s, ex, key](actors::query_result<principal> r) {
+  s.service.create_principal({who.id, ex->request_id}, name, *role, sha256_hex(key), api_key_hint(key),
+                             [&s, ex, key](actors::query_result<principal> r) {
     if (r.outcome != ledger::error_code::ok) return s.unavailable(ex, r.outcome, r.detail);
     ex->respond(json_reply(201, new_principal_json(r.value, key)));
   });
@@ -34,7 +35,7 @@ void create_principal(handler_support& s, const exchange_ptr& ex) {
 
 void add_principal_routes(router& r, handler_support& s) {
   r.add({"POST", "/v1/principals", access::operator_, rate_class::read, param_kind::integer, false,
-         [&s](const exchange_ptr& ex, const principal&, const path_params&) { create_principal(s, ex); }});
+         [&s](const exchange_ptr& ex, const principal& who, const path_params&) { create_principal(s, ex, who); }});
 }
 
 }  // namespace api::handlers

@@ -21,7 +21,7 @@ constexpr std::size_t k_provider_name_max = 40;
 constexpr std::size_t k_event_id_max = 240;  // "event:" + id is the idempotency key (255 at most)
 constexpr std::size_t k_payment_id_max = 255;
 
-void create_provider(handler_support& s, const exchange_ptr& ex) {
+void create_provider(handler_support& s, const exchange_ptr& ex, const principal& who) {
   auto object = s.body(ex);
   if (!object) return;
   field_reader f(*object);
@@ -31,7 +31,7 @@ void create_provider(handler_support& s, const exchange_ptr& ex) {
   if (!ledger::is_valid_provider_name(name)) {
     return s.invalid(ex, "field \"name\" must be 1 to 40 of a-z, 0-9, '_' and '-', starting with a letter or digit");
   }
-  s.service.create_provider(name, new_signing_secret(),
+  s.service.create_provider({who.id, ex->request_id}, name, new_signing_secret(),
                             [&s, ex, name](actors::query_result<std::optional<actors::provider_view>> r) {
                               if (r.outcome != ledger::error_code::ok) return s.unavailable(ex, r.outcome, r.detail);
                               if (!r.value) {
@@ -136,7 +136,7 @@ void provider_event(handler_support& s, const exchange_ptr& ex) {
 
 void add_provider_routes(router& r, handler_support& s) {
   r.add({"POST", "/v1/providers", access::operator_, rate_class::read, param_kind::integer, false,
-         [&s](const exchange_ptr& ex, const principal&, const path_params&) { create_provider(s, ex); }});
+         [&s](const exchange_ptr& ex, const principal& who, const path_params&) { create_provider(s, ex, who); }});
   r.add({"POST", "/v1/provider-events", access::provider, rate_class::none, param_kind::integer, false,
          [&s](const exchange_ptr& ex, const principal&, const path_params&) { provider_event(s, ex); }});
 }

@@ -33,11 +33,13 @@ field_list fields(const settings& s) {
       {"http.port", i(s.http.port)},
       {"http.io_threads", i(s.http.io_threads)},
       {"http.body_bytes_max", i(s.http.body_bytes_max)},
+      {"http.settlement_body_bytes_max", i(s.http.settlement_body_bytes_max)},
       {"http.header_bytes_max", i(s.http.header_bytes_max)},
       {"http.read_timeout_ms", i(s.http.read_timeout_ms)},
       {"http.keep_alive_timeout_ms", i(s.http.keep_alive_timeout_ms)},
       {"http.connections_max", i(s.http.connections_max)},
       {"http.request_deadline_ms", i(s.http.request_deadline_ms)},
+      {"http.settlement_deadline_ms", i(s.http.settlement_deadline_ms)},
       {"http.shutdown_grace_ms", i(s.http.shutdown_grace_ms)},
       {"http.linger_bytes_max", i(s.http.linger_bytes_max)},
       {"http.linger_timeout_ms", i(s.http.linger_timeout_ms)},
@@ -96,6 +98,8 @@ field_list fields(const settings& s) {
       {"admission.inflight_requests_max", i(s.admission.inflight_requests_max)},
       {"auth.bootstrap_key", s.auth.bootstrap_key},
       {"auth.key_cache_max", i(s.auth.key_cache_max)},
+      {"auth.key_cache_ttl_ms", i(s.auth.key_cache_ttl_ms)},
+      {"auth.active_keys_max", i(s.auth.active_keys_max)},
       {"auth.unknown_key_cache_ms", i(s.auth.unknown_key_cache_ms)},
       {"auth.unknown_key_cache_max", i(s.auth.unknown_key_cache_max)},
       {"auth.unauthenticated_per_second", i(s.auth.unauthenticated_per_second)},
@@ -115,11 +119,13 @@ const field_list& documented_defaults() {
       {"http.port", "8080"},
       {"http.io_threads", "2"},
       {"http.body_bytes_max", "65536"},
+      {"http.settlement_body_bytes_max", "67108864"},
       {"http.header_bytes_max", "8192"},
       {"http.read_timeout_ms", "10000"},
       {"http.keep_alive_timeout_ms", "30000"},
       {"http.connections_max", "4096"},
       {"http.request_deadline_ms", "5000"},
+      {"http.settlement_deadline_ms", "120000"},
       {"http.shutdown_grace_ms", "5000"},
       {"http.linger_bytes_max", "67108864"},
       {"http.linger_timeout_ms", "2000"},
@@ -178,6 +184,8 @@ const field_list& documented_defaults() {
       {"admission.inflight_requests_max", "8000"},
       {"auth.bootstrap_key", ""},
       {"auth.key_cache_max", "100000"},
+      {"auth.key_cache_ttl_ms", "5000"},
+      {"auth.active_keys_max", "10"},
       {"auth.unknown_key_cache_ms", "2000"},
       {"auth.unknown_key_cache_max", "10000"},
       {"auth.unauthenticated_per_second", "20"},
@@ -389,6 +397,28 @@ TEST(invalid, out_of_range_integers_from_every_source) {
   EXPECT_EQ(load_from("", {{"WALLET_HTTP_PORT", "1"}}).http.port, 1);
   EXPECT_EQ(load_from("", {{"WALLET_LEDGER_AMOUNT_MINOR_MAX", "9223372036854775807"}}).ledger.amount_minor_max,
             INT64_MAX);
+}
+
+TEST(settlement_limits, are_settings_of_their_own_within_their_bounds) {
+  // The settlement report's body limit and deadline are set apart from http.body_bytes_max and
+  // http.request_deadline_ms, from each source, within their bounds.
+  EXPECT_EQ(load_from("[http]\nsettlement_body_bytes_max = 1048576\n", {}).http.settlement_body_bytes_max, 1'048'576);
+  EXPECT_EQ(load_from("", {{"WALLET_HTTP_SETTLEMENT_BODY_BYTES_MAX", "256"}}).http.settlement_body_bytes_max, 256);
+  EXPECT_EQ(load_with({"--http-settlement-body-bytes-max", "1073741824"}).values.http.settlement_body_bytes_max,
+            1'073'741'824);
+  EXPECT_EQ(load_from("", {{"WALLET_HTTP_SETTLEMENT_BODY_BYTES_MAX", "1048576"}}).http.body_bytes_max, 65'536);
+  EXPECT_EQ(env_error("WALLET_HTTP_SETTLEMENT_BODY_BYTES_MAX", "1073741825"),
+            "invalid setting http.settlement_body_bytes_max = \"1073741825\" (from "
+            "WALLET_HTTP_SETTLEMENT_BODY_BYTES_MAX): must be an integer from 256 to 1073741824");
+  EXPECT_EQ(file_error("[http]\nsettlement_body_bytes_max = 255\n"),
+            "invalid setting http.settlement_body_bytes_max = \"255\" (from configuration): must be an integer from 256 "
+            "to 1073741824");
+  const auto s = load_from("", {{"WALLET_HTTP_SETTLEMENT_DEADLINE_MS", "600000"}});
+  EXPECT_EQ(s.http.settlement_deadline_ms, 600'000);
+  EXPECT_EQ(s.http.request_deadline_ms, 5'000);
+  EXPECT_EQ(env_error("WALLET_HTTP_SETTLEMENT_DEADLINE_MS", "600001"),
+            "invalid setting http.settlement_deadline_ms = \"600001\" (from WALLET_HTTP_SETTLEMENT_DEADLINE_MS): "
+            "must be an integer from 10 to 600000");
 }
 
 TEST(invalid, non_integer_text_for_an_integer) {

@@ -96,6 +96,8 @@ const std::vector<route> k_routes = {
     {"GET", "/v1/withdrawals/{id}", "any", "read"},
     {"POST", "/v1/withdrawals/{id}/confirm", "operator", "write"},
     {"POST", "/v1/withdrawals/{id}/fail", "operator", "write"},
+    {"PUT", "/v1/accounts/{id}/fees", "operator", "read"},
+    {"POST", "/v1/transfers/{id}/refunds", "any", "write"},
     {"POST", "/v1/providers", "operator", "read"},
     {"POST", "/v1/provider-events", "provider", "none"},
     {"GET", "/v1/transactions/{id}", "any", "read"},
@@ -104,6 +106,14 @@ const std::vector<route> k_routes = {
     {"POST", "/v1/admin/reconciliation", "operator", "read"},
     {"GET", "/v1/admin/reconciliation/runs/{id}", "operator", "read"},
     {"POST", "/v1/admin/sweeps", "operator", "read"},
+    {"POST", "/v1/admin/settlements", "operator", "read"},
+    {"GET", "/v1/admin/reconciliation-exceptions", "operator", "read"},
+    {"POST", "/v1/admin/reconciliation-exceptions/{id}/resolve", "operator", "read"},
+    {"GET", "/v1/accounts/{id}/balance", "any", "read"},
+    {"POST", "/v1/principals/{id}/keys", "any", "read"},
+    {"GET", "/v1/principals/{id}/keys", "any", "read"},
+    {"DELETE", "/v1/principals/{id}/keys/{keyId}", "any", "read"},
+    {"GET", "/v1/admin/audit", "operator", "read"},
 };
 
 const std::string k_request_id = "0123456789abcdef";
@@ -330,7 +340,7 @@ const std::string k_account =
     R"({"id":7,"ownerId":3,"currency":"EUR","kind":"user","status":"active","balance":"49000",)"
     R"("available":"49000","hot":false,"createdAt":"2026-11-30T01:59:00.123456Z"})";
 const std::string k_receipt =
-    R"({"transactionId":")" + k_transaction_id + R"(","status":"COMPLETED","fromBalanceAfter":"49000"})";
+    R"({"transactionId":")" + k_transaction_id + R"(","status":"COMPLETED","fromBalanceAfter":"49000","fee":"0","netAmount":"1000"})";
 
 TEST(openapi_validator, accepts_good_bodies) {
   // Bodies shaped as the server makes them fit their schemas, optional and nullable parts included.
@@ -367,8 +377,8 @@ TEST(openapi_validator, rejects_a_wrong_type) {
 TEST(openapi_validator, rejects_an_extra_property) {
   // additionalProperties: false refuses a property the schema does not name.
   const auto errors = spec().validate_schema(
-      "TransferReceipt", R"({"transactionId":")" + k_transaction_id + R"(","status":"COMPLETED","fromBalanceAfter":"1","fee":"0"})");
-  EXPECT_TRUE(says(errors, "$.fee", "is not allowed")) << joined(errors);
+      "TransferReceipt", R"({"transactionId":")" + k_transaction_id + R"(","status":"COMPLETED","fromBalanceAfter":"1","fee":"0","netAmount":"1","tip":"0"})");
+  EXPECT_TRUE(says(errors, "$.tip", "is not allowed")) << joined(errors);
 }
 
 TEST(openapi_validator, rejects_a_value_outside_the_enum) {

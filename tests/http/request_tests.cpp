@@ -59,6 +59,31 @@ boost::system::error_code read_as_the_server(const std::string& bytes, const con
   return ec;
 }
 
+// Reads one request as the server does when a route has a body limit of its own: the header under
+// no body limit, then the body under `route_limit`. Gives the error, or the body read.
+struct two_step_read {
+  boost::system::error_code ec;
+  bool refused_at_header = false;
+  std::string body;
+};
+two_step_read read_with_route_limit(const std::string& bytes, const config::http_settings& settings,
+                                    std::int64_t route_limit) {
+  byte_stream stream(bytes);
+  boost::beast::flat_buffer buffer(read_buffer_bytes_max(settings));
+  request_parser parser;
+  apply_header_limit(parser, settings);
+  two_step_read out;
+  bhttp::read_header(stream, buffer, parser, out.ec);
+  if (out.ec) return out;
+  if (!apply_body_limit(parser, route_limit)) {
+    out.refused_at_header = true;
+    return out;
+  }
+  bhttp::read(stream, buffer, parser, out.ec);
+  if (!out.ec) out.body = parser.get().body();
+  return out;
+}
+
 bhttp::request<bhttp::string_body> request_with(std::string target) {
   bhttp::request<bhttp::string_body> req{bhttp::verb::post, target, 11};
   req.set(bhttp::field::host, "x");
@@ -100,6 +125,31 @@ TEST(read_limits, bound_the_body_the_header_and_what_beast_leaves_unbounded) {
   EXPECT_EQ(read_as_the_server(with_length_past + body + "b", settings), bhttp::error::body_limit);
   EXPECT_EQ(read_as_the_server("GET / HTTP/1.1\r\nX-Big: " + std::string(9000, 'h') + "\r\n\r\n", settings),
             bhttp::error::header_limit);
+}
+
+TEST(read_limits, a_route_with_a_limit_of_its_own_reads_under_that_limit_only) {
+  // The header is read under no body limit; the route's limit then holds for its body, larger or
+  // smaller than body_bytes_max: a declared length past it is refused before any of the body is
+  // read, a chunked body past it while it is read. The header limit stays in force throughout.
+  const config::http_settings settings;
+  const std::string body(100'000, 'r');
+  const std::string with_length = "POST /r HTTP/1.1\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n";
+  auto read = read_with_route_limit(with_length + body, settings, 1'000'000);
+  EXPECT_FALSE(read.ec) << read.ec.message();
+  EXPECT_EQ(read.body, body);
+  read = read_with_route_limit(with_length + body, settings, settings.body_bytes_max);
+  EXPECT_TRUE(read.refused_at_header);
+  read = read_with_route_limit("POST /r HTTP/1.1\r\nContent-Length: 1073741824\r\n\r\n", settings, 1'000'000);
+  EXPECT_TRUE(read.refused_at_header);
+  const std::string chunked = "POST /r HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n186a0\r\n" + body + "\r\n0\r\n\r\n";
+  read = read_with_route_limit(chunked, settings, 1'000'000);
+  EXPECT_FALSE(read.ec) << read.ec.message();
+  EXPECT_EQ(read.body, body);
+  read = read_with_route_limit(chunked, settings, 99'999);
+  EXPECT_FALSE(read.refused_at_header);
+  EXPECT_EQ(read.ec, bhttp::error::body_limit);
+  read = read_with_route_limit("GET / HTTP/1.1\r\nX-Big: " + std::string(9000, 'h') + "\r\n\r\n", settings, 1'000'000);
+  EXPECT_EQ(read.ec, bhttp::error::header_limit);
 }
 
 TEST(fill_exchange, copies_what_the_routes_read) {

@@ -25,6 +25,8 @@ router sample() {
   r.add({"POST", "/v1/things", access::principal, rate_class::write, param_kind::integer, false, noop()});
   r.add({"GET", "/v1/notes/{id}", access::principal, rate_class::read, param_kind::text, false, noop()});
   r.add({"GET", "/healthz", access::open, rate_class::none, param_kind::integer, false, noop()});
+  r.add({"DELETE", "/v1/owners/{id}/keys/{keyId}", access::principal, rate_class::read, param_kind::integer, false,
+         noop()});
   return r;
 }
 
@@ -50,6 +52,19 @@ TEST(router, a_text_parameter_reaches_the_handler_as_sent) {
   EXPECT_EQ(found.params.text, "not-a-number");
   EXPECT_EQ(found.params.id, 0);
   EXPECT_EQ(r.find("GET", "/v1/notes/7").params.id, 7);
+}
+
+TEST(router, a_second_parameter_reaches_the_handler_too) {
+  // /v1/owners/{id}/keys/{keyId}: both ids, each of the route's kind (an integer route matches
+  // only when both are ids).
+  const auto r = sample();
+  const auto found = r.find("DELETE", "/v1/owners/12/keys/34");
+  ASSERT_NE(found.matched, nullptr);
+  EXPECT_EQ(found.params.id, 12);
+  EXPECT_EQ(found.params.second_id, 34);
+  EXPECT_EQ(found.params.second_text, "34");
+  EXPECT_EQ(r.find("DELETE", "/v1/owners/12/keys/x").matched, nullptr);
+  EXPECT_EQ(r.find("DELETE", "/v1/owners/x/keys/34").matched, nullptr);
 }
 
 TEST(router, a_known_path_with_another_method_lists_the_allowed_ones) {
@@ -79,7 +94,7 @@ TEST(router, the_server_table_keeps_the_pipeline_rules) {
   const std::set<std::string> money_moving{
       "POST /v1/transfers",        "POST /v1/deposits",           "POST /v1/deposits/{id}/refunds",
       "POST /v1/deposits/{id}/chargebacks", "POST /v1/withdrawals", "POST /v1/withdrawals/{id}/confirm",
-      "POST /v1/withdrawals/{id}/fail"};
+      "POST /v1/withdrawals/{id}/fail", "POST /v1/transfers/{id}/refunds"};
   std::set<std::string> seen;
   for (const auto& r : server_routes.table().table()) {
     EXPECT_TRUE(seen.insert(r.method + " " + r.pattern).second) << r.pattern;

@@ -108,5 +108,28 @@ TEST(canonical_uuid, writes_a_uuid_as_the_database_does) {
   EXPECT_EQ(canonical_uuid("01a22b8f-859e-7ce0-b47f-380985775239"), "01a22b8f-859e-7ce0-b47f-380985775239");
 }
 
+TEST(is_json_media_type, takes_json_in_any_case_with_or_without_parameters) {
+  // RFC 9110: type and subtype are case-insensitive; parameters follow a ';'.
+  EXPECT_TRUE(is_json_media_type("application/json"));
+  EXPECT_TRUE(is_json_media_type("Application/JSON"));
+  EXPECT_TRUE(is_json_media_type("application/json; charset=utf-8"));
+  EXPECT_TRUE(is_json_media_type(" application/json ;charset=UTF-8"));
+  EXPECT_FALSE(is_json_media_type("application/jsonx"));
+  EXPECT_FALSE(is_json_media_type("text/json"));
+  EXPECT_FALSE(is_json_media_type(""));
+}
+
+TEST(bearer_token, takes_the_scheme_in_any_case_and_a_non_empty_token) {
+  // RFC 9110 11.1: the auth scheme is case-insensitive; the token is what follows the spaces.
+  EXPECT_EQ(bearer_token("Bearer wk_abc"), "wk_abc");
+  EXPECT_EQ(bearer_token("bearer wk_abc"), "wk_abc");
+  EXPECT_EQ(bearer_token("BEARER   wk_abc"), "wk_abc");
+  EXPECT_FALSE(bearer_token("Bearer "));
+  EXPECT_FALSE(bearer_token("Bearer"));
+  EXPECT_FALSE(bearer_token("Bearerwk_abc"));
+  EXPECT_FALSE(bearer_token("Basic dXNlcjpwYXNz"));
+  EXPECT_FALSE(bearer_token(""));
+}
+
 }  // namespace
 }  // namespace api

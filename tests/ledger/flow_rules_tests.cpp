@@ -81,6 +81,20 @@ TEST(flow_rules, each_event_makes_the_entries_of_its_row_in_the_table) {
        1'000},
       {"payment", flows::transfer(k_wallet, k_other, k_other, 250, "EUR"), 1'000,
        {{k_wallet, -250, 750}, {k_other, 250, 250}}},
+      {"payment with a fee (250 bps + 30: 30 + 25)",
+       flows::transfer(k_wallet, k_other, k_other, 1'000, "EUR", flows::payee_fee{k_fees, {250, 30}}), 1'000,
+       {{k_wallet, -1'000, 0}, {k_other, 945, 945}, {k_fees, 55, 55}}},
+      {"payment whose fee is all of it (fixed 5000 > 1000)",
+       flows::transfer(k_wallet, k_other, k_other, 1'000, "EUR", flows::payee_fee{k_fees, {0, 5'000}}), 1'000,
+       {{k_wallet, -1'000, 0}, {k_fees, 1'000, 1'000}}},
+      {"payment whose fee rounds down to zero (1 bps of 250)",
+       flows::transfer(k_wallet, k_other, k_other, 250, "EUR", flows::payee_fee{k_fees, {1, 0}}), 1'000,
+       {{k_wallet, -250, 750}, {k_other, 250, 250}}},
+      {"payment to a payee whose schedule charges nothing",
+       flows::transfer(k_wallet, k_other, k_other, 250, "EUR", flows::payee_fee{k_fees, {0, 0}}), 1'000,
+       {{k_wallet, -250, 750}, {k_other, 250, 250}}},
+      {"refund of a payment (the merchant pays the payer back)", flows::refund(k_wallet, k_other, k_other, 300, "EUR"),
+       1'000, {{k_wallet, -300, 700}, {k_other, 300, 300}}},
   };
   for (const auto& c : table) {
     auto states = accounts(c.wallet_balance);
@@ -96,7 +110,8 @@ TEST(flow_rules, each_event_makes_the_entries_of_its_row_in_the_table) {
 TEST(flow_rules, a_withdrawal_or_refund_beyond_the_wallet_is_refused_and_changes_nothing) {
   // Only a chargeback may take less than its amount from the wallet; the others are refused whole.
   for (const auto& rule : {*flows::withdrawal(k_wallet, k_pending, k_fees, 1'000, 50, "EUR"),
-                           flows::deposit_refund(k_wallet, k_clearing, 1'001, "EUR")}) {
+                           flows::deposit_refund(k_wallet, k_clearing, 1'001, "EUR"),
+                           flows::refund(k_wallet, k_other, k_other, 1'001, "EUR")}) {
     auto states = accounts(1'000);
     const auto before = states;
     const auto plan = plan_posting(rule, states);
@@ -104,6 +119,29 @@ TEST(flow_rules, a_withdrawal_or_refund_beyond_the_wallet_is_refused_and_changes
     EXPECT_TRUE(plan.entries.empty());
     for (const auto& [id, s] : before) EXPECT_EQ(states.at(id).balance, s.balance);
   }
+}
+
+TEST(flow_rules, the_writer_prices_a_payment_by_the_schedule_it_locked) {
+  // The fee of a payment is priced again from the payee's schedule as the ledger writer read it:
+  // a fee leg built from an outdated schedule gets the current fee, and a payment built without a
+  // fee leg is refused when the payee now charges one (and left alone when it charges nothing).
+  auto with_leg = flows::transfer(k_wallet, k_other, k_other, 1'000, "EUR", flows::payee_fee{k_fees, {100, 0}});
+  ASSERT_EQ(flows::payee_fee_of(with_leg), 10);
+  EXPECT_TRUE(flows::price_payee_fee(with_leg, {200, 5}));
+  EXPECT_EQ(flows::payee_fee_of(with_leg), 25);
+  EXPECT_TRUE(flows::price_payee_fee(with_leg, {0, 0}));
+  EXPECT_EQ(flows::payee_fee_of(with_leg), 0);
+  auto states = accounts(1'000);
+  const auto plan = plan_posting(with_leg, states);
+  ASSERT_EQ(plan.outcome, error_code::ok);
+  EXPECT_EQ(entries_of(plan), (std::vector<entry>{{k_wallet, -1'000, 0}, {k_other, 1'000, 1'000}}));
+
+  auto without_leg = flows::transfer(k_wallet, k_other, k_other, 1'000, "EUR");
+  EXPECT_TRUE(flows::price_payee_fee(without_leg, {0, 0}));
+  EXPECT_TRUE(flows::price_payee_fee(without_leg, {9, 0}));  // floor(1000 × 9 / 10000) = 0
+  EXPECT_FALSE(flows::price_payee_fee(without_leg, {10, 0}));
+  EXPECT_FALSE(flows::price_payee_fee(without_leg, {0, 1}));
+  EXPECT_TRUE(without_leg.extra_credits.empty());
 }
 
 TEST(flow_rules, a_fee_that_overflows_the_amount_is_no_withdrawal) {

@@ -77,10 +77,10 @@ TEST(types, every_transaction_type_reads_back_from_its_text) {
   // The database stores the text; reading it back must give the same type for every one.
   for (auto t : {transaction_type::deposit, transaction_type::transfer, transaction_type::sweep,
                  transaction_type::withdrawal, transaction_type::payout, transaction_type::payout_failed,
-                 transaction_type::deposit_refund, transaction_type::chargeback}) {
+                 transaction_type::deposit_refund, transaction_type::chargeback, transaction_type::refund}) {
     EXPECT_EQ(parse_transaction_type(to_string(t)), t);
   }
-  EXPECT_FALSE(parse_transaction_type("REFUND"));
+  EXPECT_FALSE(parse_transaction_type("PAYMENT_REFUND"));
   EXPECT_EQ(parse_role("provider"), role::provider);
 }
 

@@ -373,6 +373,7 @@ TEST_F(ledger_db, commit_batch_writes_journal_entries_caches_and_outbox) {
   ASSERT_EQ(r.outcomes.size(), 3u);
   EXPECT_EQ(r.attempts, 1);
   const std::vector<std::int64_t> after = {900, 650, 60};
+  const std::vector<std::int64_t> amounts = {100, 250, 40};
   for (std::size_t i = 0; i < batch.size(); ++i) {
     const auto& o = r.outcomes[i];
     EXPECT_EQ(o.outcome, ledger::error_code::ok) << i;
@@ -380,7 +381,8 @@ TEST_F(ledger_db, commit_batch_writes_journal_entries_caches_and_outbox) {
     EXPECT_EQ(o.transaction_id, batch[i].transaction_id);
     EXPECT_EQ(o.debit_balance_after, after[i]);
     EXPECT_EQ(o.response_status, 201);
-    EXPECT_EQ(o.response_body, ledger::receipt_json(ledger::transaction_type::transfer, batch[i].transaction_id, after[i]));
+    EXPECT_EQ(o.response_body, ledger::receipt_json(ledger::transaction_type::transfer, batch[i].transaction_id, after[i],
+                                                    ledger::payment_receipt_fields(0, amounts[i])));
     EXPECT_EQ(entries_of(batch[i].transaction_id), 2);
     EXPECT_EQ(journal_rows_of(batch[i].transaction_id), 1);
     EXPECT_EQ(outbox_rows_of(batch[i].transaction_id), 1);
@@ -532,7 +534,8 @@ TEST_F(ledger_db, a_committed_key_replays_its_stored_answer) {
   const batch_result first = commit_batch(*app_, {original});
   ASSERT_EQ(first.outcomes.at(0).outcome, ledger::error_code::ok);
   const std::string stored_body = first.outcomes[0].response_body;
-  ASSERT_EQ(stored_body, ledger::receipt_json(ledger::transaction_type::transfer, original.transaction_id, 900));
+  ASSERT_EQ(stored_body, ledger::receipt_json(ledger::transaction_type::transfer, original.transaction_id, 900,
+                                              ledger::payment_receipt_fields(0, 100)));
 
   posting_request again = transfer(a_, b_, 100, key);  // a new transaction id, the same request hash
   ASSERT_EQ(again.request_hash, original.request_hash);

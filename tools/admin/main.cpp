@@ -5,10 +5,15 @@
 //                                    (--incremental: only what changed since the last run)
 //   wallet-admin create-operator     make an operator principal and print its API key once
 //   wallet-admin providers create NAME   make a payment provider and print its signing secret once
+//   wallet-admin settlements import FILE
+//                                    import a provider's settlement report (docs/settlements.md);
+//                                    exit 0 if it matched the ledger, 1 if it found differences,
+//                                    2 if it could not be imported
 
 #include <CLI/CLI.hpp>
 #include <pqxx/pqxx>
 
+#include <chrono>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
@@ -20,6 +25,7 @@
 #include "persistence/flows.hpp"
 #include "persistence/principals.hpp"
 #include "persistence/reconcile.hpp"
+#include "persistence/settlements.hpp"
 
 namespace {
 
@@ -63,6 +69,47 @@ int report(const persistence::reconcile_run& run) {
   return run.ok.value_or(false) ? 0 : 1;
 }
 
+// Imports the report at `path`, read in chunks (never whole), and prints what the import found.
+int import_settlements(const config::settings& settings, const std::string& path, const std::string& imported_by) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    std::cerr << "wallet-admin: cannot read settlement report " << path << "\n";
+    return 2;
+  }
+  auto conn = persistence::connect(options_for(settings.database.url, settings));
+  constexpr std::size_t k_chunk_bytes = 1 << 20;
+  std::string buffer(k_chunk_bytes, '\0');
+  const persistence::report_chunks next_chunk = [&]() -> std::string_view {
+    in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+    if (in.bad()) throw std::runtime_error("cannot read " + path);
+    return std::string_view(buffer.data(), static_cast<std::size_t>(in.gcount()));
+  };
+  persistence::settlement_import_options options;
+  options.imported_by = imported_by;
+  options.amount_minor_max = settings.ledger.amount_minor_max;
+  const auto started = std::chrono::steady_clock::now();
+  const auto outcome = persistence::import_settlement_report(*conn, next_chunk, options);
+  const auto took_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
+  if (!outcome.error.empty()) {
+    std::cout << "settlement report " << path << " was not imported: " << outcome.error << "\n";
+    return 2;
+  }
+  const auto& s = outcome.summary;
+  const auto differences = s.posted_not_settled + s.settled_not_posted + s.amount_mismatch;
+  std::cout << "settlement import " << s.import_id << " (" << s.provider << "): " << s.lines << " lines settled "
+            << s.settled_from << " to " << s.settled_to << "\n"
+            << "  checked from:         " << s.checked_from << " (what was posted since, up to the last settlement)\n"
+            << "  matched lines:        " << s.matched << "\n"
+            << "  posted not settled:   " << s.posted_not_settled << "\n"
+            << "  settled not posted:   " << s.settled_not_posted << "\n"
+            << "  amount mismatch:      " << s.amount_mismatch << "\n"
+            << "  new exceptions:       " << s.new_exceptions << " (the others were open already)\n"
+            << "  resolved exceptions:  " << s.resolved_exceptions << " (of keys this report matched)\n"
+            << "  file sha256:          " << s.file_hash << "\n"
+            << "  took " << std::fixed << std::setprecision(1) << took_ms << " ms\n";
+  return differences == 0 ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -83,6 +130,16 @@ int main(int argc, char** argv) {
   std::string provider_name;
   create_provider->add_option("NAME", provider_name, "1 to 40 of a-z, 0-9, '_' and '-'")->required();
   providers->require_subcommand(1);
+  auto* settlements = app.add_subcommand("settlements", "Payment providers' settlement reports");
+  settlements->require_subcommand(1);
+  auto* settlements_import = settlements->add_subcommand(
+      "import", "Import a settlement report (CSV) and match it against the ledger; exit 0 if it matched, 1 if it "
+                "found differences, 2 if it could not be imported");
+  std::string report_path;
+  settlements_import->add_option("FILE", report_path, "The report: provider,paymentId,type,amount,currency,settledAt")
+      ->required();
+  std::string imported_by = "wallet-admin";
+  settlements_import->add_option("--by", imported_by, "Who imports it (kept with the import and its exceptions)");
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -139,6 +196,7 @@ int main(int argc, char** argv) {
                 << "\n";
       return 0;
     }
+    if (settlements_import->parsed()) return import_settlements(settings, report_path, imported_by);
   } catch (const std::exception& e) {
     std::cerr << "wallet-admin: " << e.what() << "\n";
     return 2;

@@ -85,7 +85,9 @@ int main(int argc, char** argv) {
       metrics.more_series = [&relay] { return relay->render_metrics(); };
     }
     api::routes routes(settings, service, &*limiter, metrics);
-    api::server server(settings.http, metrics, [&routes](const api::exchange_ptr& ex) { routes.handle(ex); });
+    api::server server(
+        settings.http, metrics, [&routes](const api::exchange_ptr& ex) { routes.handle(ex); },
+        [&routes](std::string_view method, std::string_view path) { return routes.limits(method, path); });
     server.start();
     spdlog::info("wallet-server listening on http://{}:{} ({} I/O threads, {} ledger writers)", settings.http.host,
                  server.port(), settings.http.io_threads, settings.writer.count);
