@@ -5,8 +5,11 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <sstream>
-#include <stdexcept>
 
 #include "base/assert.hpp"
 #include "events/stream_entry.hpp"

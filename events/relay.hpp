@@ -20,13 +20,9 @@
 // Payments never wait for it: the writers only insert outbox rows, which the relay's locks never
 // block, and the relay's failures only delay it (bounded backoff), on its own thread.
 
-#include <atomic>
-#include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <thread>
