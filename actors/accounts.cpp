@@ -17,7 +17,6 @@
 namespace actors {
 namespace {
 
-
 struct waiting_debit {
   debit_request request;
   reply_sink sink;
@@ -127,18 +126,19 @@ void process(account_actor* self, debit_request& req, const reply_sink& sink) {
   auto& gauges = *rt->writer_gauges[writer_index];
   if (st.inflight >= rt->inflight_max) {
     sink.deliver(unavailable(ledger::error_code::account_busy, "too many payments from this account are in flight",
-                                gauges.drain_seconds(st.inflight)));
+                             gauges.drain_seconds(st.inflight)));
     return;
   }
   if (const auto queued = gauges.queued.load(); queued >= rt->writer_queue_max) {
-    sink.deliver(unavailable(ledger::error_code::writer_busy, "the ledger writer is saturated",
-                                gauges.drain_seconds(queued)));
+    sink.deliver(
+        unavailable(ledger::error_code::writer_busy, "the ledger writer is saturated", gauges.drain_seconds(queued)));
     return;
   }
   const ledger::amount_minor available = committed_total(st) - st.reserved;
   const ledger::amount_minor amount = posting.posting.amount;
   if (balances_known(st) && available < amount && !takes_what_is_there) {
-    money_result r = refusal(ledger::error_code::insufficient_funds, "the debited account holds too little for this amount");
+    money_result r =
+        refusal(ledger::error_code::insufficient_funds, "the debited account holds too little for this amount");
     r.decided_before_writer = true;
     sink.deliver(std::move(r));
     return;
@@ -182,7 +182,7 @@ void process(account_actor* self, debit_request& req, const reply_sink& sink) {
             start_load(self);
             spdlog::error("account {}: ledger writer failed: {}", s.id, caf::to_string(err));
             sink.deliver(unavailable(ledger::error_code::outcome_unknown,
-                                 "the outcome of this request is unknown; retry with the same Idempotency-Key"));
+                                     "the outcome of this request is unknown; retry with the same Idempotency-Key"));
           });
 }
 
@@ -228,7 +228,8 @@ caf::behavior account_actor_behavior(account_actor* self, ledger::account_id id,
         }
         // Not (re)loaded yet: wait for the committed state, but only a bounded number.
         if (static_cast<std::int64_t>(st.waiting.size()) + st.inflight >= st.rt->inflight_max) {
-          sink.deliver(unavailable(ledger::error_code::account_busy, "too many payments from this account are in flight"));
+          sink.deliver(
+              unavailable(ledger::error_code::account_busy, "too many payments from this account are in flight"));
           return;
         }
         st.waiting.push_back({std::move(req), std::move(sink)});
@@ -315,8 +316,8 @@ caf::behavior account_registry(registry_actor* self, std::shared_ptr<account_run
             return;
           }
           // Linked: when the registry shard stops, its account actors stop with it.
-          auto actor = self->spawn<caf::linked>(account_actor_behavior, account, caf::actor_cast<caf::actor>(self),
-                                                rt.get());
+          auto actor =
+              self->spawn<caf::linked>(account_actor_behavior, account, caf::actor_cast<caf::actor>(self), rt.get());
           it = live.emplace(account, registry_entry{actor, 0, {}}).first;
           ++rt->live_actors;
         }
@@ -381,9 +382,8 @@ std::function<void(ledger::account_id, caf::actor)> load_from_database(std::shar
             result.found = true;
             result.record = std::move(*record);
           }
-          return [me, result = std::move(result)]() mutable {
-            caf::anon_send(me, loaded_atom::value, std::move(result));
-          };
+          return
+              [me, result = std::move(result)]() mutable { caf::anon_send(me, loaded_atom::value, std::move(result)); };
         },
         [me](ledger::error_code, std::string) {
           account_loaded result;

@@ -31,7 +31,7 @@ struct account_facts {
   std::optional<ledger::principal_id> owner_id;
   std::string currency;
   ledger::account_kind kind = ledger::account_kind::user;
-  std::vector<ledger::account_id> shards;  // by shard number
+  std::vector<ledger::account_id> shards;    // by shard number
   std::optional<ledger::fee_schedule> fees;  // a hint: see above
 };
 
@@ -56,8 +56,8 @@ class account_directory {
 
   // The shard a credit should land on when the posting is committed by `writer_index` of
   // `writer_count`: one whose number maps to that writer, so each shard row has one writer.
-  static ledger::account_id credit_row(const account_facts& facts, std::size_t writer_index,
-                                       std::size_t writer_count, std::uint64_t spread) {
+  static ledger::account_id credit_row(const account_facts& facts, std::size_t writer_index, std::size_t writer_count,
+                                       std::uint64_t spread) {
     if (facts.shards.empty()) return facts.id;
     std::vector<ledger::account_id> mine;
     for (std::size_t n = writer_index; n < facts.shards.size(); n += writer_count) mine.push_back(facts.shards[n]);

@@ -22,7 +22,8 @@ void money_flows::claim_deposit(deposit_claim_command command, finish_fn done) {
     const auto id = command.deposit_transaction_id;
     core_.readers->read<std::optional<persistence::deposit_record>>(
         [id](pqxx::connection& conn) { return persistence::find_deposit(conn, id); },
-        [this, command = std::move(command), finish](query_result<std::optional<persistence::deposit_record>> r) mutable {
+        [this, command = std::move(command),
+         finish](query_result<std::optional<persistence::deposit_record>> r) mutable {
           if (r.outcome != ledger::error_code::ok) return finish(database_unavailable(r.outcome));
           if (!r.value) {
             return finish(
@@ -30,10 +31,9 @@ void money_flows::claim_deposit(deposit_claim_command command, finish_fn done) {
           }
           auto rows = std::make_shared<persistence::flow_rows>();
           rows->claim = persistence::flow_rows::deposit_claim{command.deposit_transaction_id, command.chargeback};
-          rows->audit = audit_entry_for({command.principal, command.request_id},
-                                        command.chargeback ? "deposit.chargeback" : "deposit.refund",
-                                        "deposit:" + command.deposit_transaction_id,
-                                        json_members({{"reason", command.reason}}));
+          rows->audit = audit_entry_for(
+              {command.principal, command.request_id}, command.chargeback ? "deposit.chargeback" : "deposit.refund",
+              "deposit:" + command.deposit_transaction_id, json_members({{"reason", command.reason}}));
           claim(std::move(command), std::move(*r.value), std::move(rows), finish);
         });
   });
@@ -44,13 +44,13 @@ void money_flows::claim(deposit_claim_command command, persistence::deposit_reco
   const auto left = deposit.amount - deposit.refunded - deposit.charged_back;
   if (command.chargeback && deposit.charged_back > 0) {
     return finish(decided_early(ledger::error_code::already_charged_back,
-                          "deposit " + deposit.transaction_id + " was already charged back"));
+                                "deposit " + deposit.transaction_id + " was already charged back"));
   }
   const auto amount = command.amount.value_or(left);
   if (amount <= 0 || amount > left) {
     return finish(decided_early(ledger::error_code::refund_exceeds_payment,
-                          "deposit " + deposit.transaction_id + " has " + std::to_string(left) +
-                              " left to refund or charge back; " + std::to_string(amount) + " is more"));
+                                "deposit " + deposit.transaction_id + " has " + std::to_string(left) +
+                                    " left to refund or charge back; " + std::to_string(amount) + " is more"));
   }
   std::vector<std::pair<std::string, bool>> roles{{"clearing:" + deposit.provider, true}};
   if (command.chargeback) roles.emplace_back("chargeback_loss", true);
@@ -72,8 +72,8 @@ void money_flows::claim(deposit_claim_command command, persistence::deposit_reco
                                                           {"provider", deposit.provider},
                                                           {"paymentId", deposit.payment_id},
                                                           {"reason", command.reason}});
-                    request.receipt_fields = json_members(
-                        {{"depositId", deposit.transaction_id}, {"amount", std::to_string(amount)}}, true);
+                    request.receipt_fields =
+                        json_members({{"depositId", deposit.transaction_id}, {"amount", std::to_string(amount)}}, true);
                     request.rows = std::move(rows);
                     debit(0, std::move(request), std::nullopt, finish);
                   });

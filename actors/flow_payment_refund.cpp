@@ -19,9 +19,9 @@ namespace actors {
 namespace {
 
 money_result exceeds(const std::string& transfer_id, ledger::amount_minor left, ledger::amount_minor amount) {
-  auto r = refusal(ledger::error_code::refund_exceeds_payment,
-                   "transfer " + transfer_id + " has " + std::to_string(left) + " left to refund; " +
-                       std::to_string(amount) + " is more");
+  auto r = refusal(ledger::error_code::refund_exceeds_payment, "transfer " + transfer_id + " has " +
+                                                                   std::to_string(left) + " left to refund; " +
+                                                                   std::to_string(amount) + " is more");
   // A retry of a refund that committed finds less left: its stored receipt is the answer.
   r.decided_before_writer = true;
   return r;
@@ -37,7 +37,8 @@ void money_flows::refund_payment(payment_refund_command command, finish_fn done)
     const auto id = command.transfer_id;
     core_.readers->read<std::optional<persistence::payment_record>>(
         [id](pqxx::connection& conn) { return persistence::find_payment(conn, id); },
-        [this, command = std::move(command), finish](query_result<std::optional<persistence::payment_record>> r) mutable {
+        [this, command = std::move(command),
+         finish](query_result<std::optional<persistence::payment_record>> r) mutable {
           if (r.outcome != ledger::error_code::ok) return finish(database_unavailable(r.outcome));
           // Another principal's payment answers as if it did not exist.
           if (!r.value || (!command.by_operator && r.value->payee_owner != command.principal)) {
@@ -66,8 +67,8 @@ void money_flows::refund_to(payment_refund_command command, persistence::payment
   const auto writers = core_.runtime->writers.size();
   const auto credit_row = account_directory::credit_row(payer, core_.writer_index(payment.payee), writers, spread());
   auto rows = std::make_shared<persistence::flow_rows>();
-  rows->refund = persistence::flow_rows::payment_refund{payment.transaction_id, payment.payee, payment.payer,
-                                                        payment.amount};
+  rows->refund =
+      persistence::flow_rows::payment_refund{payment.transaction_id, payment.payee, payment.payer, payment.amount};
   // An operator's refund is an operator action; the payee's own is recorded by its journal row.
   if (command.by_operator) {
     rows->audit = audit_entry_for({command.principal, command.request_id}, "payment.refund",

@@ -36,15 +36,16 @@ void money_flows::transfer(transfer_command command, finish_fn done) {
         return finish(refusal(ledger::error_code::not_found,
                               "account " + std::to_string(command.from) + " (fromAccountId) was not found"));
       }
-      auto missing =
-          refusal(ledger::error_code::not_found, "account " + std::to_string(command.to) + " (toAccountId) was not found");
+      auto missing = refusal(ledger::error_code::not_found,
+                             "account " + std::to_string(command.to) + " (toAccountId) was not found");
       const auto to = command.to;
-      user_account(to, std::move(missing), finish,
-                   [this, command = std::move(command), payer = std::move(*payer), finish](account_facts payee) mutable {
-                     const bool charges = payee.fees && command.amount > 0 &&
-                                          ledger::payment_fee(*payee.fees, command.amount) > 0;
-                     pay(std::move(command), std::move(payer), std::move(payee), charges, false, finish);
-                   });
+      user_account(
+          to, std::move(missing), finish,
+          [this, command = std::move(command), payer = std::move(*payer), finish](account_facts payee) mutable {
+            const bool charges =
+                payee.fees && command.amount > 0 && ledger::payment_fee(*payee.fees, command.amount) > 0;
+            pay(std::move(command), std::move(payer), std::move(payee), charges, false, finish);
+          });
     });
   });
 }

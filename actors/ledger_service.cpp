@@ -170,8 +170,8 @@ void ledger_service::start() {
   const auto keys_from = key_cache::clock::now();
   d.start_actors();
   d.keys_and_audit = std::make_unique<keys_audit>(d.settings, d.core.readers, d.keys);
-  d.accounts = std::make_unique<account_cache>(static_cast<std::size_t>(d.settings.actors.accounts_live_max),
-                                               d.core.readers);
+  d.accounts =
+      std::make_unique<account_cache>(static_cast<std::size_t>(d.settings.actors.accounts_live_max), d.core.readers);
   d.flows = std::make_unique<money_flows>(d.settings, d.core, *d.accounts);
   d.settlements = std::make_unique<settlement_reports>(d.settings, d.core.readers);
   d.warm_caches();
@@ -247,16 +247,16 @@ void ledger_service::create_provider(request_origin origin, std::string name, st
 }
 
 void ledger_service::find_provider(std::string name, query_callback<std::optional<provider_view>> done) {
-  impl_->flows->provider(name, [done = std::move(done)](ledger::error_code code,
-                                                        std::optional<persistence::provider_record> p) {
-    done({code, {}, to_view(p)});
-  });
+  impl_->flows->provider(
+      name, [done = std::move(done)](ledger::error_code code, std::optional<persistence::provider_record> p) {
+        done({code, {}, to_view(p)});
+      });
 }
 
 void ledger_service::find_withdrawal(std::string id, query_callback<std::optional<withdrawal_view>> done) {
   read_view<std::optional<persistence::withdrawal_record>>(
-      *impl_->core.readers, [id = std::move(id)](pqxx::connection& conn) { return persistence::find_withdrawal(conn, id); },
-      std::move(done));
+      *impl_->core.readers,
+      [id = std::move(id)](pqxx::connection& conn) { return persistence::find_withdrawal(conn, id); }, std::move(done));
 }
 
 std::optional<principal_view> ledger_service::cached_principal(const std::string& key_hash_hex) {
@@ -308,8 +308,8 @@ void ledger_service::create_principal(request_origin origin, std::string name, l
       std::move(done));
 }
 
-void ledger_service::create_account(request_origin origin, ledger::principal_id owner, std::string currency,
-                                    int shards, query_callback<std::optional<account_view>> done) {
+void ledger_service::create_account(request_origin origin, ledger::principal_id owner, std::string currency, int shards,
+                                    query_callback<std::optional<account_view>> done) {
   read_view<std::optional<persistence::account_record>>(
       *impl_->core.readers,
       [this, origin = std::move(origin), owner, currency = std::move(currency), shards](pqxx::connection& conn) {
@@ -456,8 +456,7 @@ void ledger_service::start_reconciliation(request_origin origin, bool full, std:
 void ledger_service::find_reconciliation_run(std::int64_t id,
                                              query_callback<std::optional<reconciliation_run_view>> done) {
   read_view<std::optional<persistence::reconcile_run>>(
-      *impl_->core.readers, [id](pqxx::connection& conn) { return persistence::find_run(conn, id); },
-      std::move(done));
+      *impl_->core.readers, [id](pqxx::connection& conn) { return persistence::find_run(conn, id); }, std::move(done));
 }
 
 void ledger_service::latest_reconciliation(query_callback<reconciliation_status> done) {

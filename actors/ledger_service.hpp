@@ -98,8 +98,7 @@ class ledger_service {
   // Sets the fee schedule of the payments a user account receives; nullopt: no such user account.
   void set_fees(request_origin origin, ledger::account_id id, ledger::fee_schedule schedule,
                 query_callback<std::optional<account_view>> done);
-  void list_entries(ledger::account_id id, std::int64_t after, int limit,
-                    query_callback<entries_view> done);
+  void list_entries(ledger::account_id id, std::int64_t after, int limit, query_callback<entries_view> done);
   void find_transaction(std::string id, query_callback<std::optional<transaction_view>> done);
   // The event feed after the cursor `after` (docs/events.md): every event, or those that move
   // money on accounts of `owner` and/or on `account`; at most `limit`, looking at no more than
@@ -120,8 +119,8 @@ class ledger_service {
 
   // API keys (docs/keys-and-audit.md). A new key for `principal`, whose SHA-256 and last four
   // characters the caller made; at most auth.active_keys_max active keys a principal.
-  void create_key(request_origin origin, ledger::principal_id principal, std::string key_hash_hex,
-                  std::string key_hint, query_callback<key_change_view> done);
+  void create_key(request_origin origin, ledger::principal_id principal, std::string key_hash_hex, std::string key_hint,
+                  query_callback<key_change_view> done);
   // Revoking a key: refused here from the answer on, on other servers within auth.key_cache_ttl_ms.
   void revoke_key(request_origin origin, ledger::principal_id principal, std::int64_t key_id,
                   query_callback<key_change_view> done);

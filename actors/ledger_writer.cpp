@@ -227,8 +227,7 @@ std::unique_ptr<writer_backend> database_backend(writer_config config) {
   return std::make_unique<pg_backend>(std::move(config));
 }
 
-caf::actor spawn_ledger_writer(caf::actor_system& system, writer_config config,
-                               std::shared_ptr<writer_gauges> gauges) {
+caf::actor spawn_ledger_writer(caf::actor_system& system, writer_config config, std::shared_ptr<writer_gauges> gauges) {
   std::shared_ptr<writer_backend> backend = database_backend(config);
   return spawn_ledger_writer(system, std::move(config), std::move(gauges), std::move(backend), true);
 }

@@ -84,8 +84,7 @@ class writer_backend {
 // The server's backend: one PostgreSQL connection with the posting path's prepared statements.
 std::unique_ptr<writer_backend> database_backend(writer_config config);
 
-caf::actor spawn_ledger_writer(caf::actor_system& system, writer_config config,
-                               std::shared_ptr<writer_gauges> gauges);
+caf::actor spawn_ledger_writer(caf::actor_system& system, writer_config config, std::shared_ptr<writer_gauges> gauges);
 
 // A writer over `backend`. Detached (its own thread, as in the server) or scheduled (so a test
 // coordinator decides when it runs).

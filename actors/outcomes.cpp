@@ -45,8 +45,9 @@ money_result to_money_result(const persistence::posting_outcome& o) {
     case error_code::unknown_withdrawal: return refusal(o.outcome, "the withdrawal is not known to this ledger");
     case error_code::conflict: return refusal(o.outcome, "this provider payment was already deposited");
     case error_code::fees_changed:
-      return unavailable(o.outcome, "the payee's fees changed while this payment was prepared; retry with the same "
-                                    "Idempotency-Key");
+      return unavailable(o.outcome,
+                         "the payee's fees changed while this payment was prepared; retry with the same "
+                         "Idempotency-Key");
     case error_code::outcome_unknown:
       return unavailable(o.outcome, "the outcome of this request is unknown; retry with the same Idempotency-Key");
     case error_code::database_unavailable:

@@ -8,15 +8,13 @@ namespace actors {
 
 reader_pool::reader_pool(persistence::connection_options options, int readers, std::int64_t queue_max,
                          std::int64_t wait_ms, std::int64_t reconnect_backoff_ms)
-    : options_(std::move(options)),
-      queue_max_(queue_max),
-      wait_(wait_ms),
-      reconnect_backoff_(reconnect_backoff_ms) {
+    : options_(std::move(options)), queue_max_(queue_max), wait_(wait_ms), reconnect_backoff_(reconnect_backoff_ms) {
   threads_.reserve(static_cast<std::size_t>(readers));
-  for (int i = 0; i < readers; ++i) threads_.emplace_back([this] {
-    pthread_setname_np(pthread_self(), "wallet-reader");
-    run_thread();
-  });
+  for (int i = 0; i < readers; ++i)
+    threads_.emplace_back([this] {
+      pthread_setname_np(pthread_self(), "wallet-reader");
+      run_thread();
+    });
   expirer_ = std::thread([this] {
     pthread_setname_np(pthread_self(), "wallet-expirer");
     run_expirer();
@@ -35,7 +33,8 @@ void reader_pool::run_expirer() {
     }
     if (!expired.empty()) {
       lock.unlock();
-      for (auto& j : expired) j.fail(ledger::error_code::database_unavailable, "no database connection became free in time");
+      for (auto& j : expired)
+        j.fail(ledger::error_code::database_unavailable, "no database connection became free in time");
       lock.lock();
       continue;
     }

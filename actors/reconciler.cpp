@@ -132,8 +132,8 @@ void reconciler::run_thread() {
   // The timer ticks at the incremental interval (or the full one when incremental runs are off);
   // each tick asks the database how old the latest full run is, so that several processes share
   // one full-audit schedule.
-  const std::int64_t tick_s = config_.incremental_interval_s > 0 ? config_.incremental_interval_s
-                                                                 : config_.full_interval_s;
+  const std::int64_t tick_s =
+      config_.incremental_interval_s > 0 ? config_.incremental_interval_s : config_.full_interval_s;
   // With both timers off the thread only answers requests; "never" is a far future that every
   // clock conversion still represents.
   const auto tick = tick_s > 0 ? std::chrono::seconds(tick_s) : std::chrono::seconds(std::int64_t{10} * 365 * 86'400);

@@ -60,8 +60,8 @@ void settlement_reports::import(std::shared_ptr<const std::string> report, std::
                                 query_callback<settlement_import_view> done) {
   WALLET_ASSERT(report != nullptr, "an import has a report");
   if (importing_.exchange(true)) {
-    return done({ledger::error_code::server_busy, "another settlement report is being imported; retry when it is done",
-                 {}});
+    return done(
+        {ledger::error_code::server_busy, "another settlement report is being imported; retry when it is done", {}});
   }
   persistence::settlement_import_options options;
   options.imported_by = std::move(imported_by);
@@ -84,10 +84,11 @@ void settlement_reports::import(std::shared_ptr<const std::string> report, std::
         if (r.outcome != ledger::error_code::ok) return done({r.outcome, std::move(r.detail), {}});
         if (!r.value.error.empty()) return done({ledger::error_code::invalid_request, std::move(r.value.error), {}});
         const auto& s = r.value.summary;
-        spdlog::info("settlement import {} of {}: {} lines, {} matched, {} posted not settled, {} settled not posted, "
-                     "{} amount mismatches, {} new exceptions, {} resolved",
-                     s.import_id, s.provider, s.lines, s.matched, s.posted_not_settled, s.settled_not_posted,
-                     s.amount_mismatch, s.new_exceptions, s.resolved_exceptions);
+        spdlog::info(
+            "settlement import {} of {}: {} lines, {} matched, {} posted not settled, {} settled not posted, "
+            "{} amount mismatches, {} new exceptions, {} resolved",
+            s.import_id, s.provider, s.lines, s.matched, s.posted_not_settled, s.settled_not_posted, s.amount_mismatch,
+            s.new_exceptions, s.resolved_exceptions);
         done({ledger::error_code::ok, {}, to_view(s)});
       });
 }

@@ -38,9 +38,8 @@ account_view to_view(const persistence::account_record& a) {
 }
 
 entry_view to_view(const persistence::entry_record& e) {
-  return entry_view{e.id,         e.transaction_id, e.account_id,    e.currency,
-                    e.amount,     e.balance_after,  e.created_at,    e.account_owner,
-                    e.transaction_type};
+  return entry_view{e.id,         e.transaction_id, e.account_id,      e.currency, e.amount, e.balance_after,
+                    e.created_at, e.account_owner,  e.transaction_type};
 }
 
 entries_view to_view(const persistence::entries_page& page) {
@@ -94,10 +93,20 @@ provider_view to_view(const persistence::provider_record& p) {
 }
 
 withdrawal_view to_view(const persistence::withdrawal_record& w) {
-  return withdrawal_view{w.id,     w.account_id,  w.principal_id,   w.provider,
-                         w.currency, w.amount,   w.fee,            w.destination,
-                         w.status, w.transaction_id, w.settled_transaction_id, w.provider_payment_id,
-                         w.created_at, w.settled_at};
+  return withdrawal_view{w.id,
+                         w.account_id,
+                         w.principal_id,
+                         w.provider,
+                         w.currency,
+                         w.amount,
+                         w.fee,
+                         w.destination,
+                         w.status,
+                         w.transaction_id,
+                         w.settled_transaction_id,
+                         w.provider_payment_id,
+                         w.created_at,
+                         w.settled_at};
 }
 
 events_view to_view(const persistence::events_page& page) {

@@ -184,8 +184,8 @@ struct settlement_exception_view {
   std::int64_t import_id = 0;
   std::string kind;  // posted_not_settled, settled_not_posted, amount_mismatch
   std::string provider;
-  std::string payment_id;  // empty: none
-  std::string type;        // DEPOSIT, DEPOSIT_REFUND, CHARGEBACK, PAYOUT
+  std::string payment_id;     // empty: none
+  std::string type;           // DEPOSIT, DEPOSIT_REFUND, CHARGEBACK, PAYOUT
   std::string ledger_amount;  // empty: none
   std::string report_amount;  // empty: none
   std::string currency;
@@ -262,7 +262,7 @@ struct audit_page_view {
 // One event of the feed (GET /v1/events, docs/events.md): a committed journal transaction, the
 // public accounts it moved money on and what it moved on each. Events carry no balances.
 struct event_view {
-  std::int64_t cursor = 0;  // its feed position; `after` continues past it
+  std::int64_t cursor = 0;     // its feed position; `after` continues past it
   std::string transaction_id;  // also its event id
   std::string type;
   std::string currency;

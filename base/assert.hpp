@@ -15,9 +15,9 @@ namespace base::detail {
 }
 }  // namespace base::detail
 
-#define WALLET_ASSERT(cond, message)                                                   \
-  do {                                                                                 \
-    if (!(cond)) [[unlikely]] {                                                        \
-      ::base::detail::assertion_failed(#cond, message, __FILE__, __LINE__);          \
-    }                                                                                  \
+#define WALLET_ASSERT(cond, message)                                        \
+  do {                                                                      \
+    if (!(cond)) [[unlikely]] {                                             \
+      ::base::detail::assertion_failed(#cond, message, __FILE__, __LINE__); \
+    }                                                                       \
   } while (false)

@@ -145,8 +145,7 @@ std::vector<descriptor> describe(settings& s) {
       {"redis", "url", "Redis URL for rate-limit counters.", string_rule{&s.redis.url, {}, false}},
       {"redis", "command_timeout_ms", "Timeout of one Redis command before failing open.",
        int_rule{&s.redis.command_timeout_ms, 1, 10'000}},
-      {"redis", "connections", "Redis connections, each on its own thread.",
-       int_rule{&s.redis.connections, 1, 64}},
+      {"redis", "connections", "Redis connections, each on its own thread.", int_rule{&s.redis.connections, 1, 64}},
       {"redis", "batch_wait_us",
        "How long a Redis connection waits for more rate-limit checks to send in one round trip.",
        int_rule{&s.redis.batch_wait_us, 0, 100'000}},
@@ -189,8 +188,7 @@ std::vector<descriptor> describe(settings& s) {
 
       {"auth", "bootstrap_key", "API key of an operator ensured at start (empty: none).",
        string_rule{&s.auth.bootstrap_key, {}, true}},
-      {"auth", "key_cache_max", "API keys cached in memory at most.",
-       int_rule{&s.auth.key_cache_max, 1, 100'000'000}},
+      {"auth", "key_cache_max", "API keys cached in memory at most.", int_rule{&s.auth.key_cache_max, 1, 100'000'000}},
       {"auth", "key_cache_ttl_ms",
        "How long a cached API key is trusted since it was last confirmed: a key revoked on another server is "
        "refused here within this time. Revoked keys are looked for every third of it (one query).",
@@ -219,9 +217,7 @@ std::vector<descriptor> describe(settings& s) {
   };
 }
 
-std::string qualified(const descriptor& d) {
-  return std::string(d.section) + "." + std::string(d.key);
-}
+std::string qualified(const descriptor& d) { return std::string(d.section) + "." + std::string(d.key); }
 
 std::string flag_name(const descriptor& d) {
   std::string name = "--" + std::string(d.section) + "-" + std::string(d.key);
@@ -235,8 +231,7 @@ std::string join(const std::vector<std::string>& values) {
   return out;
 }
 
-[[noreturn]] void fail(const descriptor& d, std::string_view value, std::string_view source,
-                       std::string_view allowed) {
+[[noreturn]] void fail(const descriptor& d, std::string_view value, std::string_view source, std::string_view allowed) {
   std::ostringstream out;
   out << "invalid setting " << qualified(d) << " = \"" << value << "\" (from " << source << "): " << allowed;
   throw config_error(out.str());
@@ -329,18 +324,17 @@ void apply_toml_document(settings& s, const std::string& text, const std::string
       throw config_error("unknown top-level key \"" + std::string(section_key.str()) + "\" in " + source +
                          ": settings live in sections such as [http]");
     }
-    const bool known_section = std::any_of(table.begin(), table.end(),
-                                           [&](const descriptor& d) { return d.section == section_key.str(); });
+    const bool known_section =
+        std::any_of(table.begin(), table.end(), [&](const descriptor& d) { return d.section == section_key.str(); });
     if (!known_section) {
       throw config_error("unknown section [" + std::string(section_key.str()) + "] in " + source);
     }
     for (auto&& [key, node] : *section) {
-      auto it = std::find_if(table.begin(), table.end(), [&](const descriptor& d) {
-        return d.section == section_key.str() && d.key == key.str();
-      });
+      auto it = std::find_if(table.begin(), table.end(),
+                             [&](const descriptor& d) { return d.section == section_key.str() && d.key == key.str(); });
       if (it == table.end()) {
-        throw config_error("unknown setting " + std::string(section_key.str()) + "." + std::string(key.str()) +
-                           " in " + source);
+        throw config_error("unknown setting " + std::string(section_key.str()) + "." + std::string(key.str()) + " in " +
+                           source);
       }
       apply_toml(*it, node, source);
     }

@@ -172,7 +172,7 @@ environment process_environment();
 // Result of reading the command line: the settings, or a request to only print something.
 struct load_result {
   settings values;
-  bool exit_now = false;  // --help or --print-example-config was handled
+  bool exit_now = false;       // --help or --print-example-config was handled
   bool print_example = false;  // --print-example-config: the caller prints example_toml()
   int exit_code = 0;
 };

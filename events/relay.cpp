@@ -159,7 +159,8 @@ class outbox_relay::worker {
     const std::string failure = redis_.open(steady::now() + redis_timeout_);
     if (failure.empty()) {
       redis_backoff_.reset();
-      if (redis_down_) spdlog::info("events: Redis at {}:{} answers again; publishing", s_.endpoint.host, s_.endpoint.port);
+      if (redis_down_)
+        spdlog::info("events: Redis at {}:{} answers again; publishing", s_.endpoint.host, s_.endpoint.port);
       redis_down_ = false;
       return;
     }
@@ -308,8 +309,8 @@ std::string outbox_relay::render_metrics() const {
   const auto st = stats();
   std::ostringstream out;
   auto series = [&](const char* name, const char* help, const char* type, auto value) {
-    out << "# HELP " << name << ' ' << help << "\n# TYPE " << name << ' ' << type << '\n' << name << ' ' << value
-        << '\n';
+    out << "# HELP " << name << ' ' << help << "\n# TYPE " << name << ' ' << type << '\n'
+        << name << ' ' << value << '\n';
   };
   series("wallet_events_relay_lag_seconds", "Age of the oldest outbox row not yet published (0: none).", "gauge",
          st.lag_ms / 1000.0);

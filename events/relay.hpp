@@ -66,9 +66,9 @@ struct relay_stats {
   std::uint64_t rows_sequenced = 0;    // outbox rows given their feed position
   std::uint64_t redis_errors = 0;
   std::uint64_t database_errors = 0;
-  bool holds_lock = false;       // this relay held the relay lock in its last round
+  bool holds_lock = false;  // this relay held the relay lock in its last round
   bool redis_connected = false;
-  double lag_ms = 0;             // age of the oldest unpublished outbox row now; 0: none
+  double lag_ms = 0;  // age of the oldest unpublished outbox row now; 0: none
 };
 
 class outbox_relay {

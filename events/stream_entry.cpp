@@ -22,14 +22,10 @@ std::string amounts_json(const std::vector<persistence::event_leg>& legs) {
 
 stream_fields to_stream_fields(const persistence::event_record& e) {
   return {
-      {"eventId", e.transaction_id},
-      {"type", e.type},
-      {"transactionId", e.transaction_id},
-      {"currency", e.currency},
-      {"accounts", accounts_json(e.legs)},
-      {"amounts", amounts_json(e.legs)},
-      {"createdAt", e.created_at},
-      {"cursor", std::to_string(e.cursor)},
+      {"eventId", e.transaction_id},       {"type", e.type},
+      {"transactionId", e.transaction_id}, {"currency", e.currency},
+      {"accounts", accounts_json(e.legs)}, {"amounts", amounts_json(e.legs)},
+      {"createdAt", e.created_at},         {"cursor", std::to_string(e.cursor)},
   };
 }
 

@@ -110,8 +110,7 @@ void check_amount_field(const std::string& body, std::int64_t max_minor) {
     WALLET_ASSERT(!v || *v < 1 || *v > max_minor, "a string of digits within [1, max] is accepted");
   }
   if (is_integer) {
-    WALLET_ASSERT(scalar->integer < 1 || scalar->integer > max_minor ||
-                      scalar->integer > ledger::json_safe_integer_max,
+    WALLET_ASSERT(scalar->integer < 1 || scalar->integer > max_minor || scalar->integer > ledger::json_safe_integer_max,
                   "a JSON integer within [1, min(max, 2^53-1)] is accepted");
   }
   // An integer written without fraction or exponent is refused for its size or sign.

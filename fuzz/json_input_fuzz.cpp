@@ -68,9 +68,7 @@ void check_same_field(const api::json_scalar& mine, const json::value& theirs) {
     case kind::boolean:
       WALLET_ASSERT(theirs.is_bool() && theirs.get_bool() == mine.boolean, "a boolean field holds the DOM's boolean");
       break;
-    case kind::null:
-      WALLET_ASSERT(theirs.is_null(), "a null field is null to the DOM parser");
-      break;
+    case kind::null: WALLET_ASSERT(theirs.is_null(), "a null field is null to the DOM parser"); break;
   }
 }
 
@@ -165,8 +163,8 @@ void check_reader(const api::json_fields& object) {
       WALLET_ASSERT(owner > 0, "an accepted id is positive");
       WALLET_ASSERT(!currency.empty() && currency.size() <= 3, "an accepted currency is 1 to 3 bytes");
       WALLET_ASSERT(!shards || (*shards >= 1 && *shards <= ledger.hot_shards_max), "shards lie within bounds");
-      WALLET_ASSERT(hot.has_value() == (object.find("hot") != nullptr &&
-                                        object.find("hot")->type != api::json_scalar::kind::null),
+      WALLET_ASSERT(hot.has_value() ==
+                        (object.find("hot") != nullptr && object.find("hot")->type != api::json_scalar::kind::null),
                     "an optional bool is present exactly when sent");
     } else {
       WALLET_ASSERT(!f.error().empty(), "a failed reader says why");

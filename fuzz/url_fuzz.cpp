@@ -59,8 +59,8 @@ void check_parse_id(std::string_view text) {
   while (significant.size() > 1 && significant.front() == '0') significant.remove_prefix(1);
   // Compared as text, so that the model shares no arithmetic with the code under test.
   constexpr std::string_view int64_max = "9223372036854775807";
-  const bool fits = significant.size() < int64_max.size() ||
-                    (significant.size() == int64_max.size() && significant <= int64_max);
+  const bool fits =
+      significant.size() < int64_max.size() || (significant.size() == int64_max.size() && significant <= int64_max);
   const bool positive = significant != "0";
   WALLET_ASSERT(id.has_value() == (digits && fits && positive), "an id is 1 to 19 digits of a positive int64");
   if (id) WALLET_ASSERT(*id >= 1 && std::to_string(*id) == significant, "an id prints back as the digits sent");

@@ -43,10 +43,10 @@ struct exchange {
   bool has_idempotency_key = false;
   std::string content_type;
   std::string wallet_signature;  // a provider event's Wallet-Signature header
-  std::string client_address;  // the peer's IP address, for per-address limits
+  std::string client_address;    // the peer's IP address, for per-address limits
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
-  std::string route = "unmatched";  // the route label for metrics
-  std::atomic<std::int64_t> principal_id{0};  // once authenticated
+  std::string route = "unmatched";                                 // the route label for metrics
+  std::atomic<std::int64_t> principal_id{0};                       // once authenticated
   std::vector<std::pair<std::string, std::string>> extra_headers;  // e.g. RateLimit, added to the reply
   std::atomic<bool> answered{false};
 

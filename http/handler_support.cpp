@@ -69,15 +69,15 @@ void handler_support::count_unknown_account(const principal& who) { unknown_acco
 
 void handler_support::visible_account(const exchange_ptr& ex, const principal& who, ledger::account_id id,
                                       std::function<void(const actors::account_view&)> next) {
-  service.find_account(id, [this, ex, who, id, next = std::move(next)](
-                               actors::query_result<std::optional<actors::account_view>> r) {
-    if (r.outcome != ledger::error_code::ok) return unavailable(ex, r.outcome, r.detail);
-    if (!r.value || !r.value->visible_to(who.id, who.role)) {
-      count_unknown_account(who);
-      return fail(ex, ledger::error_code::not_found, "account " + std::to_string(id) + " was not found");
-    }
-    next(*r.value);
-  });
+  service.find_account(
+      id, [this, ex, who, id, next = std::move(next)](actors::query_result<std::optional<actors::account_view>> r) {
+        if (r.outcome != ledger::error_code::ok) return unavailable(ex, r.outcome, r.detail);
+        if (!r.value || !r.value->visible_to(who.id, who.role)) {
+          count_unknown_account(who);
+          return fail(ex, ledger::error_code::not_found, "account " + std::to_string(id) + " was not found");
+        }
+        next(*r.value);
+      });
 }
 
 void handler_support::answer_money(const exchange_ptr& ex, const principal& who, const actors::money_result& r) {

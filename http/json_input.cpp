@@ -108,8 +108,8 @@ struct flat_object_handler {
     // fraction is refused later, by the field that reads it, with a precise message. So is an
     // integer beyond the uint64 range or below the int64 one: the parser gives it as a double too,
     // but it is an integer too large, not a fraction.
-    v.type = v.text.find_first_of(".eE") == std::string::npos ? json_scalar::kind::big_integer
-                                                                : json_scalar::kind::fraction;
+    v.type =
+        v.text.find_first_of(".eE") == std::string::npos ? json_scalar::kind::big_integer : json_scalar::kind::fraction;
     return add(ec, std::move(v));
   }
   bool on_bool(bool b, boost::json::error_code& ec) {
@@ -221,9 +221,7 @@ std::int64_t field_reader::amount(std::string_view name, std::int64_t max_minor)
       value = *parsed;
       break;
     }
-    default:
-      fail("field " + quoted(name) + " must be an integer or a string of digits");
-      return 0;
+    default: fail("field " + quoted(name) + " must be an integer or a string of digits"); return 0;
   }
   auto check = ledger::check_request_amount(value, max_minor);
   if (!check.ok) {

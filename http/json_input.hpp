@@ -17,7 +17,7 @@ struct json_scalar {
   // big_integer: an integer outside int64 (either sign); fraction: a number with '.' or an exponent.
   enum class kind { string, integer, big_integer, fraction, boolean, null };
   kind type = kind::null;
-  std::string text;        // string contents, or the number as written
+  std::string text;  // string contents, or the number as written
   std::int64_t integer = 0;
   bool boolean = false;
 };

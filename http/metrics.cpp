@@ -34,8 +34,7 @@ std::string metrics::render(const std::string& extra) const {
           << cumulative << "\n";
     }
     cumulative += h.buckets[bounds_s.size()];
-    out << "wallet_http_request_duration_seconds_bucket{route=\"" << route << "\",le=\"+Inf\"} " << cumulative
-        << "\n";
+    out << "wallet_http_request_duration_seconds_bucket{route=\"" << route << "\",le=\"+Inf\"} " << cumulative << "\n";
     out << "wallet_http_request_duration_seconds_sum{route=\"" << route << "\"} " << h.sum_s << "\n";
     out << "wallet_http_request_duration_seconds_count{route=\"" << route << "\"} " << h.count << "\n";
   }
@@ -66,8 +65,8 @@ std::string metrics::render_page(const actors::service_stats& s,
                                  const std::optional<ratelimit::limiter::stats>& limiter) const {
   std::ostringstream out;
   auto gauge = [&](const char* name, const char* help, const char* type, auto value) {
-    out << "# HELP " << name << ' ' << help << "\n# TYPE " << name << ' ' << type << '\n' << name << ' ' << value
-        << '\n';
+    out << "# HELP " << name << ' ' << help << "\n# TYPE " << name << ' ' << type << '\n'
+        << name << ' ' << value << '\n';
   };
   gauge("wallet_account_actors_live", "Live account actors.", "gauge", s.live_account_actors);
   gauge("wallet_writer_postings_queued", "Postings queued at ledger writers.", "gauge", s.writer_queued);
@@ -100,7 +99,8 @@ std::string metrics::render_page(const actors::service_stats& s,
         s.reconcile_watermark);
   if (limiter) {
     const auto& l = *limiter;
-    gauge("wallet_ratelimit_redis_decisions_total", "Rate-limit decisions made in Redis.", "counter", l.redis_decisions);
+    gauge("wallet_ratelimit_redis_decisions_total", "Rate-limit decisions made in Redis.", "counter",
+          l.redis_decisions);
     gauge("wallet_ratelimit_fallback_decisions_total", "Rate-limit decisions made in process (Redis unusable).",
           "counter", l.fallback_decisions);
     gauge("wallet_ratelimit_redis_failures_total", "Failed Redis calls.", "counter", l.redis_failures);

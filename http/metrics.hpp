@@ -23,9 +23,9 @@ class metrics {
   std::atomic<std::int64_t> open_connections{0};
   std::atomic<std::int64_t> inflight_requests{0};
   std::atomic<std::uint64_t> connections_refused{0};
-  std::atomic<std::uint64_t> unauthenticated_refused{0};   // 429 before a key lookup, per address
-  std::atomic<std::uint64_t> unknown_account_refused{0};   // 429 to a principal naming unknown accounts
-  std::atomic<std::uint64_t> bodies_lingered{0};           // error answers followed by reading the body
+  std::atomic<std::uint64_t> unauthenticated_refused{0};  // 429 before a key lookup, per address
+  std::atomic<std::uint64_t> unknown_account_refused{0};  // 429 to a principal naming unknown accounts
+  std::atomic<std::uint64_t> bodies_lingered{0};          // error answers followed by reading the body
   // Series of parts the HTTP layer does not know (the outbox relay), appended to the page: set
   // before the server starts, then only called.
   std::function<std::string()> more_series;
@@ -39,7 +39,7 @@ class metrics {
 
  private:
   static constexpr std::array<double, 14> bounds_s{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
-                                                   0.1,    0.25,  0.5,    1.0,   2.5,   5.0,  10.0};
+                                                   0.1,    0.25,  0.5,    1.0,   2.5,  5.0,   10.0};
   struct histogram {
     std::array<std::uint64_t, bounds_s.size() + 1> buckets{};
     double sum_s = 0;

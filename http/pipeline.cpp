@@ -64,8 +64,8 @@ void pipeline::authenticate(const exchange_ptr& ex, std::function<void(const pri
       key_hash, [this, ex, next = std::move(next)](actors::query_result<std::optional<principal>> r) {
         if (r.outcome != ledger::error_code::ok) return support_.unavailable(ex, r.outcome, r.detail);
         if (!r.value) {
-          auto reply = problem_reply(problem_for(ledger::error_code::unauthorized, "the API key is not known"),
-                                     ex->request_id);
+          auto reply =
+              problem_reply(problem_for(ledger::error_code::unauthorized, "the API key is not known"), ex->request_id);
           reply.headers.emplace_back("WWW-Authenticate", "Bearer error=\"invalid_token\"");
           return ex->respond(std::move(reply));
         }

@@ -11,40 +11,117 @@ problem problem_for(ledger::error_code code, std::string detail, std::int64_t re
   p.code = std::string(ledger::to_string(code));
   p.detail = std::move(detail);
   switch (code) {
-    case error_code::ok: p.status = 200; p.title = "OK"; break;
-    case error_code::invalid_request: p.status = 400; p.title = "Invalid request"; break;
-    case error_code::unauthorized: p.status = 401; p.title = "Unauthorized"; break;
-    case error_code::forbidden: p.status = 403; p.title = "Forbidden"; break;
-    case error_code::not_found: p.status = 404; p.title = "Not found"; break;
-    case error_code::conflict: p.status = 409; p.title = "Conflict"; break;
-    case error_code::insufficient_funds: p.status = 422; p.title = "Insufficient funds"; break;
-    case error_code::account_inactive: p.status = 422; p.title = "Account inactive"; break;
-    case error_code::currency_mismatch: p.status = 422; p.title = "Currency mismatch"; break;
-    case error_code::same_account: p.status = 422; p.title = "Same account"; break;
-    case error_code::idempotency_key_reused: p.status = 422; p.title = "Idempotency key reused"; break;
-    case error_code::refund_exceeds_payment: p.status = 422; p.title = "Refund exceeds payment"; break;
-    case error_code::unknown_account: p.status = 422; p.title = "Unknown account"; break;
-    case error_code::unknown_withdrawal: p.status = 422; p.title = "Unknown withdrawal"; break;
-    case error_code::unknown_payment: p.status = 422; p.title = "Unknown payment"; break;
-    case error_code::bad_signature: p.status = 401; p.title = "Bad signature"; break;
-    case error_code::already_settled: p.status = 409; p.title = "Already settled"; break;
-    case error_code::already_charged_back: p.status = 409; p.title = "Already charged back"; break;
-    case error_code::fees_changed: p.status = 503; p.title = "Fees changed"; break;
-    case error_code::server_busy: p.status = 503; p.title = "Server busy"; break;
-    case error_code::account_busy: p.status = 503; p.title = "Account busy"; break;
-    case error_code::writer_busy: p.status = 503; p.title = "Ledger writer busy"; break;
-    case error_code::database_unavailable: p.status = 503; p.title = "Database unavailable"; break;
-    case error_code::outcome_unknown: p.status = 503; p.title = "Outcome unknown"; break;
-    case error_code::deadline_exceeded: p.status = 503; p.title = "Deadline exceeded"; break;
-    case error_code::internal: p.status = 500; p.title = "Internal error"; break;
+    case error_code::ok:
+      p.status = 200;
+      p.title = "OK";
+      break;
+    case error_code::invalid_request:
+      p.status = 400;
+      p.title = "Invalid request";
+      break;
+    case error_code::unauthorized:
+      p.status = 401;
+      p.title = "Unauthorized";
+      break;
+    case error_code::forbidden:
+      p.status = 403;
+      p.title = "Forbidden";
+      break;
+    case error_code::not_found:
+      p.status = 404;
+      p.title = "Not found";
+      break;
+    case error_code::conflict:
+      p.status = 409;
+      p.title = "Conflict";
+      break;
+    case error_code::insufficient_funds:
+      p.status = 422;
+      p.title = "Insufficient funds";
+      break;
+    case error_code::account_inactive:
+      p.status = 422;
+      p.title = "Account inactive";
+      break;
+    case error_code::currency_mismatch:
+      p.status = 422;
+      p.title = "Currency mismatch";
+      break;
+    case error_code::same_account:
+      p.status = 422;
+      p.title = "Same account";
+      break;
+    case error_code::idempotency_key_reused:
+      p.status = 422;
+      p.title = "Idempotency key reused";
+      break;
+    case error_code::refund_exceeds_payment:
+      p.status = 422;
+      p.title = "Refund exceeds payment";
+      break;
+    case error_code::unknown_account:
+      p.status = 422;
+      p.title = "Unknown account";
+      break;
+    case error_code::unknown_withdrawal:
+      p.status = 422;
+      p.title = "Unknown withdrawal";
+      break;
+    case error_code::unknown_payment:
+      p.status = 422;
+      p.title = "Unknown payment";
+      break;
+    case error_code::bad_signature:
+      p.status = 401;
+      p.title = "Bad signature";
+      break;
+    case error_code::already_settled:
+      p.status = 409;
+      p.title = "Already settled";
+      break;
+    case error_code::already_charged_back:
+      p.status = 409;
+      p.title = "Already charged back";
+      break;
+    case error_code::fees_changed:
+      p.status = 503;
+      p.title = "Fees changed";
+      break;
+    case error_code::server_busy:
+      p.status = 503;
+      p.title = "Server busy";
+      break;
+    case error_code::account_busy:
+      p.status = 503;
+      p.title = "Account busy";
+      break;
+    case error_code::writer_busy:
+      p.status = 503;
+      p.title = "Ledger writer busy";
+      break;
+    case error_code::database_unavailable:
+      p.status = 503;
+      p.title = "Database unavailable";
+      break;
+    case error_code::outcome_unknown:
+      p.status = 503;
+      p.title = "Outcome unknown";
+      break;
+    case error_code::deadline_exceeded:
+      p.status = 503;
+      p.title = "Deadline exceeded";
+      break;
+    case error_code::internal:
+      p.status = 500;
+      p.title = "Internal error";
+      break;
   }
   // Every 503 tells the client when to come back.
   p.retry_after_s = p.status == 503 ? std::max<std::int64_t>(1, retry_after_s) : retry_after_s;
   return p;
 }
 
-problem http_problem(int status, std::string code, std::string title, std::string detail,
-                     std::int64_t retry_after_s) {
+problem http_problem(int status, std::string code, std::string title, std::string detail, std::int64_t retry_after_s) {
   return problem{status, std::move(code), std::move(title), std::move(detail), retry_after_s};
 }
 

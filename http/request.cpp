@@ -51,7 +51,7 @@ std::size_t read_buffer_bytes_max(const config::http_settings& settings) {
 void fill_exchange(exchange& ex, bhttp::request<bhttp::string_body>& req) {
   const auto client_id = req.find("X-Request-Id");
   ex.request_id = client_id != req.end() && usable_request_id(client_id->value()) ? std::string(client_id->value())
-                                                                                   : new_request_id();
+                                                                                  : new_request_id();
   ex.method = std::string(req.method_string());
   ex.target = std::string(req.target());
   const auto q = ex.target.find('?');

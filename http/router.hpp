@@ -36,8 +36,8 @@ enum class param_kind : std::uint8_t {
 
 // The values of a path's `{...}` segments (a route has two at most, of the route's kind).
 struct path_params {
-  std::int64_t id = 0;   // param_kind::integer
-  std::string text;      // the segment as sent, either kind
+  std::int64_t id = 0;  // param_kind::integer
+  std::string text;     // the segment as sent, either kind
   // The second `{...}` segment, e.g. {keyId} of /v1/principals/{id}/keys/{keyId}.
   std::int64_t second_id = 0;
   std::string second_text;

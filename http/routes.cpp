@@ -42,8 +42,8 @@ struct routes::impl {
         r.headers.emplace_back("Allow", found.allowed);
         return ex->respond(std::move(r));
       }
-      return support.fail(ex,
-                          http_problem(404, "route_not_found", "Not found", "no route for " + ex->method + " " + ex->path));
+      return support.fail(
+          ex, http_problem(404, "route_not_found", "Not found", "no route for " + ex->method + " " + ex->path));
     }
     const route& r = *found.matched;
     ex->route = r.pattern;

@@ -59,7 +59,8 @@ struct server::impl {
 
   static std::vector<std::unique_ptr<asio::io_context>> make_contexts(std::int64_t n) {
     std::vector<std::unique_ptr<asio::io_context>> out;
-    for (std::int64_t i = 0; i < std::max<std::int64_t>(1, n); ++i) out.push_back(std::make_unique<asio::io_context>(1));
+    for (std::int64_t i = 0; i < std::max<std::int64_t>(1, n); ++i)
+      out.push_back(std::make_unique<asio::io_context>(1));
     return out;
   }
 
@@ -87,7 +88,9 @@ namespace {
 class session : public std::enable_shared_from_this<session> {
  public:
   session(tcp::socket&& socket, server::impl& srv)
-      : stream_(std::move(socket)), deadline_(stream_.get_executor()), buffer_(read_buffer_bytes_max(srv.settings)),
+      : stream_(std::move(socket)),
+        deadline_(stream_.get_executor()),
+        buffer_(read_buffer_bytes_max(srv.settings)),
         srv_(srv) {
     ++srv_.stats.open_connections;
   }
@@ -154,9 +157,9 @@ class session : public std::enable_shared_from_this<session> {
                                  "the request body exceeds " + std::to_string(limits_.body_bytes_max) + " bytes"));
     }
     if (ec == bhttp::error::header_limit) {
-      return refuse(http_problem(431, "headers_too_large", "Request header fields too large",
-                                 "the request headers exceed " + std::to_string(srv_.settings.header_bytes_max) +
-                                     " bytes"));
+      return refuse(
+          http_problem(431, "headers_too_large", "Request header fields too large",
+                       "the request headers exceed " + std::to_string(srv_.settings.header_bytes_max) + " bytes"));
     }
     if (ec && ec.category() == beast::error_code(bhttp::error::end_of_stream).category()) {
       return refuse(http_problem(400, "malformed_request", "Malformed request",
@@ -248,23 +251,23 @@ class session : public std::enable_shared_from_this<session> {
     res->prepare_payload();
 
     if (ex) {
-      const double seconds =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - ex->started).count();
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - ex->started).count();
       srv_.stats.observe(ex->route, r.status, seconds);
       if (r.status >= 500) {
-        spdlog::warn("req={} principal={} {} {} -> {} in {:.1f} ms", ex->request_id, ex->principal_id.load(), ex->method,
-                     ex->path, r.status, seconds * 1000);
+        spdlog::warn("req={} principal={} {} {} -> {} in {:.1f} ms", ex->request_id, ex->principal_id.load(),
+                     ex->method, ex->path, r.status, seconds * 1000);
       } else if (r.status >= 400) {
-        spdlog::info("req={} principal={} {} {} -> {} in {:.1f} ms", ex->request_id, ex->principal_id.load(), ex->method,
-                     ex->path, r.status, seconds * 1000);
+        spdlog::info("req={} principal={} {} {} -> {} in {:.1f} ms", ex->request_id, ex->principal_id.load(),
+                     ex->method, ex->path, r.status, seconds * 1000);
       } else {
-        spdlog::debug("req={} principal={} {} {} -> {} in {:.1f} ms", ex->request_id, ex->principal_id.load(), ex->method,
-                      ex->path, r.status, seconds * 1000);
+        spdlog::debug("req={} principal={} {} {} -> {} in {:.1f} ms", ex->request_id, ex->principal_id.load(),
+                      ex->method, ex->path, r.status, seconds * 1000);
       }
     }
     stream_.expires_after(std::chrono::milliseconds(srv_.settings.read_timeout_ms));
-    bhttp::async_write(stream_, *res,
-                       [self = shared_from_this(), res](beast::error_code ec, std::size_t) { self->on_write(ec, res->keep_alive()); });
+    bhttp::async_write(stream_, *res, [self = shared_from_this(), res](beast::error_code ec, std::size_t) {
+      self->on_write(ec, res->keep_alive());
+    });
   }
 
   void on_write(beast::error_code ec, bool keep_alive) {

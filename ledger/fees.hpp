@@ -12,8 +12,8 @@ namespace ledger {
 inline constexpr std::int32_t fee_bps_max = 10'000;  // 100 %
 
 struct fee_schedule {
-  std::int32_t bps = 0;      // 0 .. fee_bps_max
-  amount_minor fixed = 0;    // >= 0
+  std::int32_t bps = 0;    // 0 .. fee_bps_max
+  amount_minor fixed = 0;  // >= 0
 
   bool operator==(const fee_schedule& o) const { return bps == o.bps && fixed == o.fixed; }
   bool operator!=(const fee_schedule& o) const { return !(*this == o); }

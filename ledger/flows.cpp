@@ -52,8 +52,8 @@ std::optional<posting> withdrawal(account_id wallet, account_id pending_withdraw
                                   amount_minor amount, amount_minor fee, std::string currency) {
   const auto total = checked_add(amount, fee);
   if (!total || fee < 0) return std::nullopt;
-  auto p = make(transaction_type::withdrawal, wallet, pending_withdrawal, pending_withdrawal, *total,
-                std::move(currency));
+  auto p =
+      make(transaction_type::withdrawal, wallet, pending_withdrawal, pending_withdrawal, *total, std::move(currency));
   p.extra_credits.push_back({fee_revenue, fee});
   return p;
 }

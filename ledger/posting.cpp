@@ -38,7 +38,8 @@ posting_plan plan_posting(const posting& p, account_states& accounts) {
   if (p.shortfall_account != 0) {
     shortfall = find(accounts, p.shortfall_account);
     if (shortfall == nullptr) return rejected(error_code::not_found);
-    if (!shortfall->allow_negative || p.shortfall_account == p.debit_account) return rejected(error_code::invalid_request);
+    if (!shortfall->allow_negative || p.shortfall_account == p.debit_account)
+      return rejected(error_code::invalid_request);
   }
 
   std::vector<account_state*> shards;

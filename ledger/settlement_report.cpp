@@ -80,8 +80,7 @@ std::optional<std::int64_t> parse_rfc3339_us(std::string_view text) {
   const int hour = digits(text, 11, 2);
   const int minute = digits(text, 14, 2);
   const int second = digits(text, 17, 2);
-  if (text[4] != '-' || text[7] != '-' || (text[10] != 'T' && text[10] != 't') || text[13] != ':' ||
-      text[16] != ':') {
+  if (text[4] != '-' || text[7] != '-' || (text[10] != 'T' && text[10] != 't') || text[13] != ':' || text[16] != ':') {
     return std::nullopt;
   }
   if (year < 1 || month < 1 || month > 12 || day < 1 || hour < 0 || hour > 23 || minute < 0 || minute > 59 ||
@@ -275,8 +274,8 @@ bool settlement_report_parser::parse_line(std::string_view text,
   }
   line.payment_id = fields[1];
   if (!is_payment_id(line.payment_id)) {
-    return fail("paymentId " + shown(line.payment_id) + " must be 1 to " +
-                std::to_string(k_settlement_payment_id_max) + " printable ASCII characters without spaces");
+    return fail("paymentId " + shown(line.payment_id) + " must be 1 to " + std::to_string(k_settlement_payment_id_max) +
+                " printable ASCII characters without spaces");
   }
   const auto type = parse_settlement_type(fields[2]);
   if (!type) return fail("type " + shown(fields[2]) + " must be payment, refund, chargeback or payout");

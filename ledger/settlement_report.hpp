@@ -77,8 +77,8 @@ class settlement_report_parser {
 
   amount_minor amount_max_;
   std::int64_t lines_max_;
-  std::string partial_;     // the start of a line whose end has not arrived yet
-  std::string unquoted_;    // the unquoted fields of the current line, when any was quoted
+  std::string partial_;   // the start of a line whose end has not arrived yet
+  std::string unquoted_;  // the unquoted fields of the current line, when any was quoted
   std::int64_t line_no_ = 0;
   std::int64_t lines_ = 0;
   std::string provider_;

@@ -75,7 +75,8 @@ constexpr const char* k_find_system_sql = "SELECT id FROM account WHERE currency
 // The fee schedule of the payments a user account receives (migration 007): on its main row only,
 // also for a hot account (the ledger writer reads it there when it locks a shard).
 constexpr const char* k_set_fees = "account_set_fees";
-constexpr const char* k_set_fees_sql = "UPDATE account SET fee_bps = $2, fee_fixed = $3 WHERE id = $1 AND kind = 'user'";
+constexpr const char* k_set_fees_sql =
+    "UPDATE account SET fee_bps = $2, fee_fixed = $3 WHERE id = $1 AND kind = 'user'";
 
 constexpr const char* k_sweep_candidates = "account_sweep_candidates";
 constexpr const char* k_sweep_candidates_sql =
@@ -178,8 +179,8 @@ std::optional<account_record> make_hot(pqxx::connection& conn, ledger::account_i
   return loaded;
 }
 
-std::optional<account_record> set_status(pqxx::connection& conn, ledger::account_id id,
-                                         ledger::account_status status, const audit_entry* audit) {
+std::optional<account_record> set_status(pqxx::connection& conn, ledger::account_id id, ledger::account_status status,
+                                         const audit_entry* audit) {
   pqxx::work txn(conn);
   auto updated = txn.exec_prepared(k_set_status, id, std::string(ledger::to_string(status)));
   if (updated.affected_rows() == 0) return std::nullopt;

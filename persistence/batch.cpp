@@ -106,8 +106,8 @@ void append_outbox_event(std::string& p, const posting_request& r, const ledger:
   }
   p += "{\"transactionId\":\"" + r.transaction_id + "\",\"type\":\"";
   p += ledger::to_string(r.posting.type);
-  p += "\",\"currency\":\"" + r.posting.currency + "\",\"amount\":\"" + std::to_string(plan.amount) +
-       "\",\"entries\":[";
+  p +=
+      "\",\"currency\":\"" + r.posting.currency + "\",\"amount\":\"" + std::to_string(plan.amount) + "\",\"entries\":[";
   for (std::size_t i = 0; i < plan.entries.size(); ++i) {
     if (i > 0) p += ',';
     p += "{\"accountId\":" + std::to_string(plan.entries[i].account) + ",\"amount\":\"" +
@@ -135,8 +135,8 @@ struct payment_refund_state {
 struct flow_states {
   std::map<std::string, deposit_state> deposits;
   std::map<std::string, payment_refund_state> payment_refunds;  // by the payment's transaction id
-  std::map<std::string, std::string> withdrawals;  // id → status
-  std::set<std::pair<std::int64_t, std::string>> payments;  // (provider, payment id) deposited
+  std::map<std::string, std::string> withdrawals;               // id → status
+  std::set<std::pair<std::int64_t, std::string>> payments;      // (provider, payment id) deposited
 };
 
 // Locks the flow rows the postings check, and finds the provider payments already deposited.
@@ -228,11 +228,12 @@ void apply_flow_rows(pqxx::work& txn, const posting_request& r, const ledger::po
   }
   if (rows.deposit_payment) {
     const auto& d = *rows.deposit_payment;
-    writes += "INSERT INTO deposit_payment (transaction_id, account_id, provider_id, payment_id, currency, amount)"
-              " VALUES (" + tx + ", " + std::to_string(r.posting.credit_parent != 0 ? r.posting.credit_parent
-                                                                                  : r.posting.credit_account) +
-              ", " + std::to_string(d.provider_id) + ", " + q_or_null(d.payment_id) + ", " + q(r.posting.currency) +
-              ", " + std::to_string(plan.amount) + ");\n";
+    writes +=
+        "INSERT INTO deposit_payment (transaction_id, account_id, provider_id, payment_id, currency, amount)"
+        " VALUES (" +
+        tx + ", " + std::to_string(r.posting.credit_parent != 0 ? r.posting.credit_parent : r.posting.credit_account) +
+        ", " + std::to_string(d.provider_id) + ", " + q_or_null(d.payment_id) + ", " + q(r.posting.currency) + ", " +
+        std::to_string(plan.amount) + ");\n";
     if (!d.payment_id.empty()) states.payments.emplace(d.provider_id, d.payment_id);
   }
   if (rows.claim) {
@@ -259,10 +260,11 @@ void apply_flow_rows(pqxx::work& txn, const posting_request& r, const ledger::po
       // The first refund makes the row. Another server making it at the same time meets the primary
       // key: the batch is redone (commit_with_retries) and then finds it locked here.
       p = {true, f.payment_amount, 0};
-      writes += "INSERT INTO payment_refund_total (transaction_id, payee_id, payer_id, currency, amount, refunded)"
-                " VALUES (" + payment + ", " + std::to_string(f.payee) + ", " + std::to_string(f.payer) + ", " +
-                q(r.posting.currency) + ", " + std::to_string(f.payment_amount) + ", " + std::to_string(plan.amount) +
-                ");\n";
+      writes +=
+          "INSERT INTO payment_refund_total (transaction_id, payee_id, payer_id, currency, amount, refunded)"
+          " VALUES (" +
+          payment + ", " + std::to_string(f.payee) + ", " + std::to_string(f.payer) + ", " + q(r.posting.currency) +
+          ", " + std::to_string(f.payment_amount) + ", " + std::to_string(plan.amount) + ");\n";
     }
     p.refunded += plan.amount;
     writes += "INSERT INTO payment_refund (transaction_id, payment_transaction_id, amount) VALUES (" + tx + ", " +
@@ -270,26 +272,27 @@ void apply_flow_rows(pqxx::work& txn, const posting_request& r, const ledger::po
   }
   if (rows.withdrawal_request) {
     const auto& w = *rows.withdrawal_request;
-    writes += "INSERT INTO withdrawal (id, account_id, principal_id, provider_id, currency, amount, fee, destination,"
-              " transaction_id) VALUES (" + q(w.id) + "::uuid, " + std::to_string(r.posting.debit_account) + ", " +
-              std::to_string(w.principal) + ", " + std::to_string(w.provider_id) + ", " + q(r.posting.currency) +
-              ", " + std::to_string(w.amount) + ", " + std::to_string(w.fee) + ", " + q_or_null(w.destination) +
-              ", " + tx + ");\n";
+    writes +=
+        "INSERT INTO withdrawal (id, account_id, principal_id, provider_id, currency, amount, fee, destination,"
+        " transaction_id) VALUES (" +
+        q(w.id) + "::uuid, " + std::to_string(r.posting.debit_account) + ", " + std::to_string(w.principal) + ", " +
+        std::to_string(w.provider_id) + ", " + q(r.posting.currency) + ", " + std::to_string(w.amount) + ", " +
+        std::to_string(w.fee) + ", " + q_or_null(w.destination) + ", " + tx + ");\n";
   }
   if (rows.settle) {
     const auto& st = *rows.settle;
     const std::string status = st.paid ? "PAID" : "FAILED";
     states.withdrawals[st.withdrawal_id] = status;
     writes += "UPDATE withdrawal SET status = " + q(status) + ", settled_transaction_id = " + tx +
-              ", provider_payment_id = " + q_or_null(st.provider_payment_id) + ", settled_at = now() WHERE id = " +
-              q(st.withdrawal_id) + "::uuid;\n";
+              ", provider_payment_id = " + q_or_null(st.provider_payment_id) +
+              ", settled_at = now() WHERE id = " + q(st.withdrawal_id) + "::uuid;\n";
   }
   if (rows.audit) {
     const auto& a = *rows.audit;
     const auto detail = q(a.detail_json) + "::jsonb || jsonb_build_object('transactionId', " + q(r.transaction_id) +
                         ", 'amount', " + q(std::to_string(plan.amount)) + ")";
-    audit_writes += audit_insert_sql(std::to_string(a.principal), q(a.action), q(a.target), detail, q(a.request_id)) +
-                    ";\n";
+    audit_writes +=
+        audit_insert_sql(std::to_string(a.principal), q(a.action), q(a.target), detail, q(a.request_id)) + ";\n";
   }
 }
 
@@ -460,8 +463,8 @@ batch_result commit_once(pqxx::connection& conn, const std::vector<posting_reque
     std::string writes = bind_literals(k_insert_journal_sql, {q(j_ids), q(j_principals), q(j_keys), q(j_hashes),
                                                               q(j_types), q(j_status), q(j_bodies), q(j_meta)});
     writes += ";\n";
-    writes += bind_literals(k_insert_entries_sql,
-                            {q(e_tx), q(e_account), q(e_currency), q(e_amount), q(e_balance_after)});
+    writes +=
+        bind_literals(k_insert_entries_sql, {q(e_tx), q(e_account), q(e_currency), q(e_amount), q(e_balance_after)});
     writes += ";\n";
     writes += bind_literals(k_update_balances_sql, {q(u_ids), q(u_balances), q(u_versions)});
     writes += ";\n";
@@ -554,8 +557,8 @@ batch_result commit_batch(pqxx::connection& conn, const std::vector<posting_requ
   std::string refusal;
   if (auto committed = try_commit(conn, requests, all, refusal)) return std::move(*committed);
   if (requests.size() > 1) {
-    spdlog::warn("ledger batch of {} postings refused by the database ({}); isolating the offender",
-                 requests.size(), refusal);
+    spdlog::warn("ledger batch of {} postings refused by the database ({}); isolating the offender", requests.size(),
+                 refusal);
   }
 
   // Isolation: each posting in its own transaction, so one bad posting never fails its neighbours.

@@ -119,7 +119,6 @@ struct posting_outcome {
   std::vector<row_state> rows_after;
 };
 
-
 struct batch_result {
   std::vector<posting_outcome> outcomes;  // one per request, in request order
   std::vector<row_state> rows;            // every row written, after COMMIT

@@ -25,9 +25,11 @@ std::unique_ptr<pqxx::connection> connect(const connection_options& options) {
   const std::int64_t connect_timeout_s = std::max<std::int64_t>(1, (options.connect_timeout_ms + 999) / 1000);
   if (is_url) {
     conninfo += (conninfo.find('?') == std::string::npos ? "?" : "&");
-    conninfo += "connect_timeout=" + std::to_string(connect_timeout_s) + "&application_name=" + options.application_name;
+    conninfo +=
+        "connect_timeout=" + std::to_string(connect_timeout_s) + "&application_name=" + options.application_name;
   } else {
-    conninfo += " connect_timeout=" + std::to_string(connect_timeout_s) + " application_name=" + options.application_name;
+    conninfo +=
+        " connect_timeout=" + std::to_string(connect_timeout_s) + " application_name=" + options.application_name;
   }
   auto conn = std::make_unique<pqxx::connection>(conninfo);
   // Every connection gets the statements of the reads and administrative writes: whoever opened
@@ -90,12 +92,8 @@ std::string pg_array(const std::vector<std::string>& values) {
   return out;
 }
 
-bool is_retryable_sqlstate(const std::string& sqlstate) {
-  return sqlstate == "40001" || sqlstate == "40P01";
-}
+bool is_retryable_sqlstate(const std::string& sqlstate) { return sqlstate == "40001" || sqlstate == "40P01"; }
 
-bool is_timeout_sqlstate(const std::string& sqlstate) {
-  return sqlstate == "55P03" || sqlstate == "57014";
-}
+bool is_timeout_sqlstate(const std::string& sqlstate) { return sqlstate == "55P03" || sqlstate == "57014"; }
 
 }  // namespace persistence

@@ -9,9 +9,7 @@ namespace {
 
 constexpr const char* k_utc = "'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'";
 
-std::string utc(const std::string& column) {
-  return "to_char(" + column + " AT TIME ZONE 'UTC', " + k_utc + ")";
-}
+std::string utc(const std::string& column) { return "to_char(" + column + " AT TIME ZONE 'UTC', " + k_utc + ")"; }
 
 std::string text_or_empty(const pqxx::field& f) { return f.is_null() ? std::string() : f.as<std::string>(); }
 
@@ -60,11 +58,12 @@ std::optional<provider_record> create_provider(pqxx::connection& conn, const std
                                                const std::string& signing_secret, const audit_entry* audit) {
   pqxx::work txn(conn);
   if (!txn.exec_params("SELECT 1 FROM provider WHERE name = $1", name).empty()) return std::nullopt;
-  auto principal = txn.exec_params1("INSERT INTO principal (name, role) VALUES ($1, 'provider') RETURNING id",
-                                    "provider " + name);
+  auto principal =
+      txn.exec_params1("INSERT INTO principal (name, role) VALUES ($1, 'provider') RETURNING id", "provider " + name);
   auto rows = txn.exec_params(
       "INSERT INTO provider (name, principal_id, signing_secret) VALUES ($1, $2, $3)"
-      " ON CONFLICT (name) DO NOTHING RETURNING " + k_provider_columns,
+      " ON CONFLICT (name) DO NOTHING RETURNING " +
+          k_provider_columns,
       name, principal[0].as<std::int64_t>(), signing_secret);
   if (rows.empty()) return std::nullopt;  // created meanwhile by another request; this one rolls back
   auto out = read_provider(rows[0]);
@@ -101,8 +100,8 @@ std::optional<deposit_record> find_deposit(pqxx::connection& conn, const std::st
 std::optional<deposit_record> find_deposit_by_payment(pqxx::connection& conn, std::int64_t provider_id,
                                                       const std::string& payment_id) {
   pqxx::read_transaction txn(conn);
-  auto rows = txn.exec_params(k_deposit_select + "WHERE d.provider_id = $1 AND d.payment_id = $2", provider_id,
-                              payment_id);
+  auto rows =
+      txn.exec_params(k_deposit_select + "WHERE d.provider_id = $1 AND d.payment_id = $2", provider_id, payment_id);
   if (rows.empty()) return std::nullopt;
   return read_deposit(rows[0]);
 }
@@ -112,8 +111,9 @@ std::optional<withdrawal_record> find_withdrawal(pqxx::connection& conn, const s
   auto rows = txn.exec_params(
       "SELECT w.id::text, w.account_id, w.principal_id, w.provider_id, p.name, w.currency, w.amount, w.fee,"
       "       w.destination, w.status, w.transaction_id::text, w.settled_transaction_id::text,"
-      "       w.provider_payment_id, " + utc("w.created_at") + ", " + utc("w.settled_at") +
-      "  FROM withdrawal w JOIN provider p ON p.id = w.provider_id WHERE w.id = $1::uuid",
+      "       w.provider_payment_id, " +
+          utc("w.created_at") + ", " + utc("w.settled_at") +
+          "  FROM withdrawal w JOIN provider p ON p.id = w.provider_id WHERE w.id = $1::uuid",
       id);
   if (rows.empty()) return std::nullopt;
   const auto& row = rows[0];

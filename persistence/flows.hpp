@@ -32,8 +32,7 @@ struct provider_record {
 // Creates a provider and its principal; nullopt when the name is taken. `audit`, when given, is
 // recorded in the same transaction (never with the secret).
 std::optional<provider_record> create_provider(pqxx::connection& conn, const std::string& name,
-                                               const std::string& signing_secret,
-                                               const audit_entry* audit = nullptr);
+                                               const std::string& signing_secret, const audit_entry* audit = nullptr);
 std::optional<provider_record> find_provider(pqxx::connection& conn, const std::string& name);
 std::vector<provider_record> list_providers(pqxx::connection& conn);
 

@@ -106,9 +106,8 @@ entries_page list_entries(pqxx::connection& conn, ledger::account_id id, std::in
       break;
     }
     auto entry = read_entry(row);
-    entry.transaction_type =
-        std::string(ledger::to_string(parse_column(ledger::parse_transaction_type, row[7].as<std::string>(),
-                                                   "journal_transaction.type")));
+    entry.transaction_type = std::string(ledger::to_string(
+        parse_column(ledger::parse_transaction_type, row[7].as<std::string>(), "journal_transaction.type")));
     page.entries.push_back(std::move(entry));
   }
   return page;

@@ -51,11 +51,12 @@ std::string row_transactions_sql(const std::string& row) {
 // One result row per entry of each event (an event without entries still gives one, with NULLs),
 // with the public account of the entry and its owner. The columns read_events reads, in order.
 const std::string k_event_rows_sql =
-    std::string("SELECT o.id, o.feed_seq, t.ord - 1, t.tx->>'transactionId', t.tx->>'type', t.tx->>'currency',"
-                " to_char(o.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'),"
-                " COALESCE(a.parent_id, x.account), x.amount, a.owner_id"
-                " FROM outbox_event o"
-                " CROSS JOIN LATERAL jsonb_array_elements(") +
+    std::string(
+        "SELECT o.id, o.feed_seq, t.ord - 1, t.tx->>'transactionId', t.tx->>'type', t.tx->>'currency',"
+        " to_char(o.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'),"
+        " COALESCE(a.parent_id, x.account), x.amount, a.owner_id"
+        " FROM outbox_event o"
+        " CROSS JOIN LATERAL jsonb_array_elements(") +
     row_transactions_sql("o") +
     ") WITH ORDINALITY AS t(tx, ord)"
     " LEFT JOIN LATERAL (SELECT (e->>'accountId')::bigint AS account, (e->>'amount')::bigint AS amount, n"
@@ -69,15 +70,14 @@ const std::string k_events_of_rows_sql =
 // The events after the position ($1, $2) of the next $3 rows that still have any: the row of the
 // cursor itself only when it holds transactions after index $2.
 constexpr const char* k_feed = "outbox_feed";
-const std::string k_feed_sql =
-    k_event_rows_sql +
-    " WHERE o.id IN (SELECT r.id FROM outbox_event r WHERE r.feed_seq >= $1"
-    "                   AND (r.feed_seq > $1 OR jsonb_array_length(" +
-    row_transactions_sql("r") +
-    ") > $2 + 1)"
-    "                 ORDER BY r.feed_seq LIMIT $3)"
-    "   AND (o.feed_seq > $1 OR t.ord - 1 > $2)"
-    " ORDER BY o.feed_seq, t.ord, x.n";
+const std::string k_feed_sql = k_event_rows_sql +
+                               " WHERE o.id IN (SELECT r.id FROM outbox_event r WHERE r.feed_seq >= $1"
+                               "                   AND (r.feed_seq > $1 OR jsonb_array_length(" +
+                               row_transactions_sql("r") +
+                               ") > $2 + 1)"
+                               "                 ORDER BY r.feed_seq LIMIT $3)"
+                               "   AND (o.feed_seq > $1 OR t.ord - 1 > $2)"
+                               " ORDER BY o.feed_seq, t.ord, x.n";
 
 // How many rows the feed reads in its first query; each further query of one call reads twice as
 // many, up to the second bound, until the page is full or `scan_max` events were looked at.
@@ -191,8 +191,8 @@ events_page read_event_feed(pqxx::connection& conn, std::int64_t after, int limi
   std::int64_t position = after;
   std::int64_t scanned = 0;
   for (std::int64_t rows_wanted = k_feed_rows_first;; rows_wanted = std::min(rows_wanted * 2, k_feed_rows_max)) {
-    const auto rows = txn.exec_prepared(k_feed, position >> k_event_index_bits,
-                                        position & (k_events_per_row_max - 1), rows_wanted);
+    const auto rows =
+        txn.exec_prepared(k_feed, position >> k_event_index_bits, position & (k_events_per_row_max - 1), rows_wanted);
     const auto events = read_events(rows);
     std::set<std::int64_t> outbox_rows;
     for (const auto& e : events) {

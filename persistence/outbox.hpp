@@ -52,7 +52,7 @@ struct event_record {
   std::string transaction_id;  // also the event's id: stable, so consumers deduplicate by it
   std::string type;            // the journal transaction's type (a ledger::transaction_type's text)
   std::string currency;
-  std::string created_at;  // when its batch's transaction began: UTC, microseconds
+  std::string created_at;       // when its batch's transaction began: UTC, microseconds
   std::vector<event_leg> legs;  // in the order its entries first name them
 
   bool touches_owner(ledger::principal_id owner) const;

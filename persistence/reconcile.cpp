@@ -90,10 +90,10 @@ constexpr const char* k_lock_holders_where =
     " AND l.pid IS DISTINCT FROM pg_backend_pid()";
 
 constexpr const char* k_watermark = "reconcile_watermark";
-const std::string k_watermark_sql =
-    std::string("SELECT COALESCE((SELECT max(id) FROM ledger_entry), 0),"
-                " ARRAY(SELECT DISTINCT l.virtualtransaction FROM pg_locks l WHERE ") +
-    k_lock_holders_where + ")::text";
+const std::string k_watermark_sql = std::string(
+                                        "SELECT COALESCE((SELECT max(id) FROM ledger_entry), 0),"
+                                        " ARRAY(SELECT DISTINCT l.virtualtransaction FROM pg_locks l WHERE ") +
+                                    k_lock_holders_where + ")::text";
 
 constexpr const char* k_writers_left = "reconcile_writers_left";
 const std::string k_writers_left_sql = std::string("SELECT count(*) FROM pg_locks l WHERE ") + k_lock_holders_where +
@@ -127,8 +127,8 @@ constexpr const char* k_fill_full_sql =
     "   FROM ledger_entry GROUP BY account_id, currency";
 
 // The run's entries per account.
-#define WALLET_RECONCILE_PER_ACCOUNT                                                                          \
-  "WITH t AS (SELECT account_id, sum(entries_all) AS entries, sum(amount_all) AS amount,"                    \
+#define WALLET_RECONCILE_PER_ACCOUNT                                                      \
+  "WITH t AS (SELECT account_id, sum(entries_all) AS entries, sum(amount_all) AS amount," \
   "                  max(last_entry_id) AS last_entry_id FROM reconcile_totals GROUP BY account_id) "
 
 // --- The checks (each returns at most $1 rows) -------------------------------------------------
@@ -327,12 +327,12 @@ constexpr const char* k_fail_run_sql =
 
 // --- Reading runs ----------------------------------------------------------------------------
 
-#define WALLET_RECONCILE_RUN_COLUMNS                                                                          \
-  "SELECT id, kind, status, COALESCE(phase, ''), requested_by,"                                              \
-  " to_char(started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'),"                             \
-  " COALESCE(to_char(finished_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'), ''),"              \
-  " from_entry_id, through_entry_id, ok, COALESCE(accounts_checked, 0), COALESCE(entries_checked, 0),"       \
-  " COALESCE(transactions_checked, 0), COALESCE(duration_ms, 0), COALESCE(error, '')"                        \
+#define WALLET_RECONCILE_RUN_COLUMNS                                                                   \
+  "SELECT id, kind, status, COALESCE(phase, ''), requested_by,"                                        \
+  " to_char(started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'),"                      \
+  " COALESCE(to_char(finished_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'), ''),"       \
+  " from_entry_id, through_entry_id, ok, COALESCE(accounts_checked, 0), COALESCE(entries_checked, 0)," \
+  " COALESCE(transactions_checked, 0), COALESCE(duration_ms, 0), COALESCE(error, '')"                  \
   " FROM reconciliation_run "
 
 constexpr const char* k_find_run = "reconcile_find_run";
@@ -413,8 +413,8 @@ double elapsed_ms(std::chrono::steady_clock::time_point since) {
 // What one run has learnt so far.
 struct run_state {
   reconcile_kind kind = reconcile_kind::incremental;
-  std::int64_t from_entry_id = 0;      // exclusive
-  std::int64_t through_entry_id = 0;   // the new watermark
+  std::int64_t from_entry_id = 0;     // exclusive
+  std::int64_t through_entry_id = 0;  // the new watermark
   std::vector<reconcile_finding> findings;
   std::int64_t accounts_checked = 0;
   std::int64_t entries_checked = 0;
@@ -428,8 +428,7 @@ struct run_state {
 
 // Reads the watermark into `state` and waits, bounded, until every transaction that could still
 // add an entry id at or below it has ended.
-void settle_watermark(pqxx::connection& conn, std::int64_t run_id, run_state& state,
-                              const run_options& options) {
+void settle_watermark(pqxx::connection& conn, std::int64_t run_id, run_state& state, const run_options& options) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(options.statement_timeout_ms);
   std::string writers;
   {
@@ -474,8 +473,7 @@ void settle_watermark(pqxx::connection& conn, std::int64_t run_id, run_state& st
 void check_transactions(pqxx::transaction_base& txn, run_state& state) {
   const bool full = state.kind == reconcile_kind::full;
   const auto row = full ? txn.exec_prepared1(k_transactions_full, k_findings_per_check_max)
-                        : txn.exec_prepared1(k_transactions_incremental, k_findings_per_check_max,
-                                             state.from_entry_id);
+                        : txn.exec_prepared1(k_transactions_incremental, k_findings_per_check_max, state.from_entry_id);
   state.transactions_checked = row[0].as<std::int64_t>();
   if (row[1].is_null()) return;
   for (const auto& t : txn.exec_prepared(k_transaction_sums, row[1].as<std::string>())) {
@@ -495,34 +493,35 @@ void run_checks(pqxx::transaction_base& txn, run_state& state) {
   }
   txn.exec(k_analyze_totals_sql);
 
-  for (const auto& r : full ? txn.exec_prepared(k_currencies_full, limit)
-                            : txn.exec_prepared(k_currencies_incremental, limit)) {
+  for (const auto& r :
+       full ? txn.exec_prepared(k_currencies_full, limit) : txn.exec_prepared(k_currencies_incremental, limit)) {
     state.add(reconcile_check::currency_zero_sum, std::nullopt, {}, r[0].as<std::string>(), std::nullopt,
               "the entries in " + r[0].as<std::string>() + " sum to " + text(r[1]));
   }
   check_transactions(txn, state);
-  for (const auto& r : full ? txn.exec_prepared(k_caches_full, limit) : txn.exec_prepared(k_caches_incremental, limit)) {
+  for (const auto& r :
+       full ? txn.exec_prepared(k_caches_full, limit) : txn.exec_prepared(k_caches_incremental, limit)) {
     state.add(reconcile_check::account_cache, r[0].as<std::int64_t>(), {}, {}, std::nullopt,
-              "cache: balance " + text(r[1]) + ", version " + text(r[2]) + "; entries: sum " + text(r[3]) +
-                  ", count " + text(r[4]));
+              "cache: balance " + text(r[1]) + ", version " + text(r[2]) + "; entries: sum " + text(r[3]) + ", count " +
+                  text(r[4]));
   }
-  for (const auto& r : full ? txn.exec_prepared(k_balance_after_full, limit)
-                            : txn.exec_prepared(k_balance_after_incremental, limit)) {
-    state.add(reconcile_check::balance_after, r[0].as<std::int64_t>(), {}, {}, r[1].as<std::int64_t>(),
-              "the last entry " + text(r[1]) + " has balance_after " + text(r[2]) + "; the entries sum to " +
-                  text(r[3]));
+  for (const auto& r :
+       full ? txn.exec_prepared(k_balance_after_full, limit) : txn.exec_prepared(k_balance_after_incremental, limit)) {
+    state.add(
+        reconcile_check::balance_after, r[0].as<std::int64_t>(), {}, {}, r[1].as<std::int64_t>(),
+        "the last entry " + text(r[1]) + " has balance_after " + text(r[2]) + "; the entries sum to " + text(r[3]));
   }
-  for (const auto& r : full ? txn.exec_prepared(k_negatives_full, limit)
-                            : txn.exec_prepared(k_negatives_incremental, limit)) {
+  for (const auto& r :
+       full ? txn.exec_prepared(k_negatives_full, limit) : txn.exec_prepared(k_negatives_incremental, limit)) {
     state.add(reconcile_check::negative_balance, r[0].as<std::int64_t>(), {}, {}, std::nullopt,
               "balance " + text(r[1]) + " on an account that may not go below zero");
   }
   for (const auto& r : txn.exec_prepared(k_entry_accounts, limit, full ? 0 : state.from_entry_id)) {
-    state.add(reconcile_check::entry_account, r[1].as<std::int64_t>(), {}, r[2].as<std::string>(),
-              r[0].as<std::int64_t>(),
-              r[3].is_null() ? "entry " + text(r[0]) + " names account " + text(r[1]) + ", which does not exist"
-                             : "entry " + text(r[0]) + " is in " + text(r[2]) + " but account " + text(r[1]) +
-                                   " is in " + text(r[3]));
+    state.add(
+        reconcile_check::entry_account, r[1].as<std::int64_t>(), {}, r[2].as<std::string>(), r[0].as<std::int64_t>(),
+        r[3].is_null()
+            ? "entry " + text(r[0]) + " names account " + text(r[1]) + ", which does not exist"
+            : "entry " + text(r[0]) + " is in " + text(r[2]) + " but account " + text(r[1]) + " is in " + text(r[3]));
   }
   if (full) {
     for (const auto& r : txn.exec_prepared(k_account_checkpoints, limit)) {
@@ -756,9 +755,10 @@ reconcile_run execute_run(pqxx::connection& conn, std::int64_t run_id, reconcile
     while (!reason.empty() && (reason.back() == '\n' || reason.back() == ' ')) reason.pop_back();
     const auto* sql = dynamic_cast<const pqxx::sql_error*>(&e);
     if (sql != nullptr && is_timeout_sqlstate(sql->sqlstate())) {
-      reason = (options.stopping && options.stopping() ? "stopped: the process is shutting down (" :
-                "a statement ran longer than ledger.reconcile_statement_timeout_ms = " +
-                    std::to_string(options.statement_timeout_ms) + " ms (") +
+      reason = (options.stopping && options.stopping()
+                    ? "stopped: the process is shutting down ("
+                    : "a statement ran longer than ledger.reconcile_statement_timeout_ms = " +
+                          std::to_string(options.statement_timeout_ms) + " ms (") +
                reason + ")";
     }
     pqxx::nontransaction txn(conn);

@@ -115,8 +115,7 @@ struct run_options {
 // and releases the advisory lock. An incremental run with no finished run before it is made a
 // full one. Throws only when the connection is lost; the run then stays 'running' until the next
 // claim marks it failed.
-reconcile_run execute_run(pqxx::connection& conn, std::int64_t run_id, reconcile_kind kind,
-                          const run_options& options);
+reconcile_run execute_run(pqxx::connection& conn, std::int64_t run_id, reconcile_kind kind, const run_options& options);
 
 std::optional<reconcile_run> find_run(pqxx::connection& conn, std::int64_t run_id);
 // The latest run with a verdict (status finished), with its findings.

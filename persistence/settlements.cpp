@@ -80,8 +80,9 @@ constexpr const char* k_lock_provider_sql = "SELECT pg_advisory_xact_lock(hashte
 constexpr const char* k_period_start = "settlement_period_start";
 const std::string k_period_start_sql =
     "SELECT COALESCE((SELECT (extract(epoch FROM max(settled_to)) * 1000000)::bigint FROM settlement_import"
-    "                  WHERE provider = $1 AND settled_to < " + from_us("$2") +
-    "                    AND settled_to >= " + from_us("$2") + " - $3::bigint * interval '1 microsecond'), $2)";
+    "                  WHERE provider = $1 AND settled_to < " +
+    from_us("$2") + "                    AND settled_to >= " + from_us("$2") +
+    " - $3::bigint * interval '1 microsecond'), $2)";
 
 // The ledger side ($1 the provider; $2 and $3 the report's earliest and latest settledAt, $4 the
 // margin around them, $5 the start of its period; microseconds).
@@ -94,12 +95,17 @@ const std::string k_fill_posted_sql =
     "   SELECT s.id FROM account s JOIN account c ON s.parent_id = c.id WHERE c.system_role = 'clearing:' || $1"
     " )"
     " SELECT t.id, t.type, t.metadata ->> 'paymentId', abs(sum(e.amount))::bigint, min(e.currency), t.created_at,"
-    "        t.created_at BETWEEN " + from_us("$5") + " AND " + from_us("$3") +
+    "        t.created_at BETWEEN " +
+    from_us("$5") + " AND " + from_us("$3") +
     "   FROM journal_transaction t JOIN ledger_entry e ON e.transaction_id = t.id"
     "  WHERE t.metadata ->> 'provider' = $1"
     "    AND t.type IN ('DEPOSIT', 'DEPOSIT_REFUND', 'CHARGEBACK', 'PAYOUT')"
-    "    AND t.created_at >= " + from_us("$2") + " - $4::bigint * interval '1 microsecond'"
-    "    AND t.created_at <= " + from_us("$3") + " + $4::bigint * interval '1 microsecond'"
+    "    AND t.created_at >= " +
+    from_us("$2") +
+    " - $4::bigint * interval '1 microsecond'"
+    "    AND t.created_at <= " +
+    from_us("$3") +
+    " + $4::bigint * interval '1 microsecond'"
     "    AND e.account_id IN (SELECT id FROM clearing)"
     "  GROUP BY t.id";
 
@@ -152,7 +158,8 @@ const std::string k_match_sql =
     " )"
     " SELECT kind, payment_id, type, CASE WHEN r_left_n > 0 THEN l_left ELSE l_left_in_period END, l_currency,"
     "        CASE WHEN r_left_n > 0 THEN l_first ELSE l_first_in_period END, r_left, r_currency, r_left_n, paired,"
-    "        " + from_us("r_settled_us") +
+    "        " +
+    from_us("r_settled_us") +
     "   FROM compared WHERE kind IS NOT NULL OR paired > 0"
     " UNION ALL"
     " SELECT 'posted_not_settled', NULL, type, amount, currency, transaction_id, NULL, NULL, 0, 0, NULL"
@@ -194,34 +201,38 @@ const std::string k_insert_import_sql =
     "INSERT INTO settlement_import (id, provider, file_hash, lines, settled_from, settled_to, checked_from, matched,"
     "                               posted_not_settled, settled_not_posted, amount_mismatch, new_exceptions,"
     "                               resolved_exceptions, imported_by)"
-    " VALUES ($1, $2, $3, $4, " + from_us("$5") + ", " + from_us("$6") + ", " + from_us("$7") +
+    " VALUES ($1, $2, $3, $4, " +
+    from_us("$5") + ", " + from_us("$6") + ", " + from_us("$7") +
     ", $8, $9, $10, $11, $12, $13, $14)"
-    " RETURNING " + utc("settled_from") + ", " + utc("settled_to") + ", " + utc("checked_from") + ", " +
-    utc("created_at");
+    " RETURNING " +
+    utc("settled_from") + ", " + utc("settled_to") + ", " + utc("checked_from") + ", " + utc("created_at");
 
 // The columns of an exception, in the order read_exception reads them.
 const std::string k_exception_columns_sql =
     "id, import_id, kind, provider, payment_id, type, ledger_amount::text, report_amount::text, currency,"
-    " report_currency, transaction_id::text, " + utc("settled_at") + ", owner, status, note, resolved_by, " +
-    utc("resolved_at") + ", " + utc("created_at");
+    " report_currency, transaction_id::text, " +
+    utc("settled_at") + ", owner, status, note, resolved_by, " + utc("resolved_at") + ", " + utc("created_at");
 
 constexpr const char* k_list_all = "settlement_list_all";
 const std::string k_list_all_sql =
     "SELECT " + k_exception_columns_sql + " FROM settlement_exception WHERE id > $1 ORDER BY id LIMIT $2";
 
 constexpr const char* k_list_by_status = "settlement_list_by_status";
-const std::string k_list_by_status_sql = "SELECT " + k_exception_columns_sql +
-                                         " FROM settlement_exception WHERE status = $3 AND id > $1 ORDER BY id LIMIT $2";
+const std::string k_list_by_status_sql =
+    "SELECT " + k_exception_columns_sql +
+    " FROM settlement_exception WHERE status = $3 AND id > $1 ORDER BY id LIMIT $2";
 
 // $3 empty: the owner stays.
 constexpr const char* k_resolve = "settlement_resolve";
 const std::string k_resolve_sql =
     "UPDATE settlement_exception SET status = 'resolved', note = $2, owner = COALESCE(NULLIF($3, ''), owner),"
     "       resolved_by = $4, resolved_at = now()"
-    " WHERE id = $1 AND status = 'open' RETURNING " + k_exception_columns_sql;
+    " WHERE id = $1 AND status = 'open' RETURNING " +
+    k_exception_columns_sql;
 
 constexpr const char* k_find_exception = "settlement_find_exception";
-const std::string k_find_exception_sql = "SELECT " + k_exception_columns_sql + " FROM settlement_exception WHERE id = $1";
+const std::string k_find_exception_sql =
+    "SELECT " + k_exception_columns_sql + " FROM settlement_exception WHERE id = $1";
 
 // Defining a statement libpqxx already knows, with the same text, does nothing; each function
 // calls this first, so any connection (a reader's, wallet-admin's, a test's) can run them.
@@ -282,7 +293,8 @@ settlement_exception_record read_exception(const pqxx::row& row) {
 class sha256 {
  public:
   sha256() : ctx_(EVP_MD_CTX_new(), EVP_MD_CTX_free) {
-    if (!ctx_ || EVP_DigestInit_ex(ctx_.get(), EVP_sha256(), nullptr) != 1) throw std::runtime_error("SHA-256 is unavailable");
+    if (!ctx_ || EVP_DigestInit_ex(ctx_.get(), EVP_sha256(), nullptr) != 1)
+      throw std::runtime_error("SHA-256 is unavailable");
   }
   void update(std::string_view bytes) {
     if (EVP_DigestUpdate(ctx_.get(), bytes.data(), bytes.size()) != 1) throw std::runtime_error("SHA-256 failed");
@@ -404,9 +416,8 @@ settlement_import_outcome import_settlement_report(pqxx::connection& conn, const
                          "matched by settlement import " + std::to_string(s.import_id) + " of " + provider, resolver)
           .affected_rows());
   txn.exec(k_nested_loops_sql);
-  s.new_exceptions =
-      static_cast<std::int64_t>(txn.exec_prepared0(k_insert_exceptions, s.import_id, provider, options.imported_by)
-                                    .affected_rows());
+  s.new_exceptions = static_cast<std::int64_t>(
+      txn.exec_prepared0(k_insert_exceptions, s.import_id, provider, options.imported_by).affected_rows());
   WALLET_ASSERT(s.new_exceptions <= s.posted_not_settled + s.settled_not_posted + s.amount_mismatch,
                 "an import adds no more exceptions than it found");
   WALLET_ASSERT(s.matched <= s.lines, "no more lines match than the report has");

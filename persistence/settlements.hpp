@@ -121,7 +121,6 @@ struct settlement_resolution {
 // `audit`, when given, is recorded in the same transaction when the exception is resolved.
 settlement_resolution resolve_settlement_exception(pqxx::connection& conn, std::int64_t id, const std::string& note,
                                                    const std::optional<std::string>& owner,
-                                                   const std::string& resolved_by,
-                                                   const audit_entry* audit = nullptr);
+                                                   const std::string& resolved_by, const audit_entry* audit = nullptr);
 
 }  // namespace persistence

@@ -85,9 +85,7 @@ return {0, 0, left, left}
 )lua";
 
 std::int64_t unix_now_ms() {
-  return std::chrono::duration_cast<milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration_cast<milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 std::size_t class_index(route_class cls) { return cls == route_class::write ? 0 : 1; }
@@ -117,9 +115,7 @@ std::string context_error(const redisContext& context) {
   return context.errstr[0] != '\0' ? std::string(context.errstr) : "unknown hiredis error";
 }
 
-std::string reply_error(const redisReply& reply) {
-  return std::string(reply.str, static_cast<std::size_t>(reply.len));
-}
+std::string reply_error(const redisReply& reply) { return std::string(reply.str, static_cast<std::size_t>(reply.len)); }
 
 bool is_noscript(const redisReply& reply) {
   return reply.type == REDIS_REPLY_ERROR && reply_error(reply).rfind("NOSCRIPT", 0) == 0;
@@ -151,13 +147,11 @@ class redis_session {
 
   // Opens the connection and, if `script` is given, loads it; everything before `deadline`.
   // Returns an empty string on success, or why it failed.
-  std::string open(const redis_endpoint& endpoint, steady::time_point deadline,
-                   const char* script) {
+  std::string open(const redis_endpoint& endpoint, steady::time_point deadline, const char* script) {
     close();
     const auto budget = std::chrono::duration_cast<milliseconds>(deadline - steady::now());
     if (budget < milliseconds(1)) return "timed out before connecting";
-    context_ptr context(redisConnectWithTimeout(endpoint.host.c_str(), endpoint.port,
-                                                to_timeval(budget)));
+    context_ptr context(redisConnectWithTimeout(endpoint.host.c_str(), endpoint.port, to_timeval(budget)));
     if (!context) return "cannot allocate a hiredis context";
     if (context->err != 0) return "connect: " + context_error(*context);
     redisEnableKeepAlive(context.get());
@@ -169,8 +163,7 @@ class redis_session {
       if (endpoint.username.empty()) {
         redisAppendCommand(get(), "AUTH %s", endpoint.password.c_str());
       } else {
-        redisAppendCommand(get(), "AUTH %s %s", endpoint.username.c_str(),
-                           endpoint.password.c_str());
+        redisAppendCommand(get(), "AUTH %s %s", endpoint.username.c_str(), endpoint.password.c_str());
       }
       ++expected;
     }
@@ -250,8 +243,7 @@ struct pending_check {
 // waits for a reconnect.
 class limiter::impl {
  public:
-  impl(const config::redis_settings& redis, const config::ratelimit_settings& limits,
-       const limiter_bounds& bounds)
+  impl(const config::redis_settings& redis, const config::ratelimit_settings& limits, const limiter_bounds& bounds)
       : endpoint_(parse_redis_url(redis.url)),
         timeout_(redis.command_timeout_ms),
         retry_interval_(redis.retry_interval_ms),
@@ -263,9 +255,9 @@ class limiter::impl {
         local_(algorithm_, bounds.fallback_entries_max) {
     WALLET_ASSERT(redis.connections >= 1, "redis.connections is validated to be positive");
     WALLET_ASSERT(redis.command_timeout_ms >= 1, "command timeout is validated positive");
-    WALLET_ASSERT(bounds.queue_checks_max >= 1 && bounds.batch_checks_max >= 1 &&
-                            bounds.completions_max >= 1 && bounds.pings_max >= 1,
-                        "limiter bounds must be positive");
+    WALLET_ASSERT(bounds.queue_checks_max >= 1 && bounds.batch_checks_max >= 1 && bounds.completions_max >= 1 &&
+                      bounds.pings_max >= 1,
+                  "limiter bounds must be positive");
     try {
       completer_ = std::thread([this] {
         pthread_setname_np(pthread_self(), "wallet-rl-done");
@@ -294,9 +286,7 @@ class limiter::impl {
   void check(std::int64_t principal_id, route_class cls, std::function<void(decision)> done) {
     const window_policy& policy = policies_[class_index(cls)];
     if (!enabled_) {
-      deliver([done = std::move(done), d = unlimited_decision(policy)]() mutable {
-        invoke(done, std::move(d));
-      });
+      deliver([done = std::move(done), d = unlimited_decision(policy)]() mutable { invoke(done, std::move(d)); });
       return;
     }
     if (!using_fallback_.load(std::memory_order_acquire)) {
@@ -311,9 +301,7 @@ class limiter::impl {
     }
     // Fallback, a full queue (Redis too slow for the load) or shutdown: decide here, now, and
     // hand the callback to the completer so it still runs on a limiter thread.
-    deliver([done = std::move(done), d = decide_locally(principal_id, cls)]() mutable {
-      invoke(done, std::move(d));
-    });
+    deliver([done = std::move(done), d = decide_locally(principal_id, cls)]() mutable { invoke(done, std::move(d)); });
   }
 
   void ping(std::function<void(bool, std::string)> done) {
@@ -336,8 +324,7 @@ class limiter::impl {
   }
 
   stats snapshot() const {
-    return stats{redis_decisions_.load(std::memory_order_relaxed),
-                 fallback_decisions_.load(std::memory_order_relaxed),
+    return stats{redis_decisions_.load(std::memory_order_relaxed), fallback_decisions_.load(std::memory_order_relaxed),
                  redis_failures_.load(std::memory_order_relaxed),
                  transitions_to_fallback_.load(std::memory_order_relaxed),
                  using_fallback_.load(std::memory_order_relaxed)};
@@ -354,8 +341,7 @@ class limiter::impl {
     }
   }
 
-  static void invoke_ping(std::function<void(bool, std::string)>& done, bool ok,
-                          std::string detail) {
+  static void invoke_ping(std::function<void(bool, std::string)>& done, bool ok, std::string detail) {
     try {
       done(ok, std::move(detail));
     } catch (const std::exception& e) {
@@ -385,8 +371,7 @@ class limiter::impl {
   void deliver(std::function<void()> job) {
     {
       std::lock_guard lock(completions_mutex_);
-      if (!completions_closed_ &&
-          static_cast<std::int64_t>(completions_.size()) < bounds_.completions_max) {
+      if (!completions_closed_ && static_cast<std::int64_t>(completions_.size()) < bounds_.completions_max) {
         completions_.push_back(std::move(job));
         completions_cv_.notify_one();
         return;
@@ -451,8 +436,7 @@ class limiter::impl {
     }
     if (switched) {
       work_cv_.notify_all();
-      spdlog::info("ratelimit: Redis at {}:{} answers again; deciding in Redis", endpoint_.host,
-                   endpoint_.port);
+      spdlog::info("ratelimit: Redis at {}:{} answers again; deciding in Redis", endpoint_.host, endpoint_.port);
     }
   }
 
@@ -467,11 +451,9 @@ class limiter::impl {
         session.close();
         next_attempt = steady::now() + retry_interval_;
       }
-      if (!session.is_open() && !stopping_flag_.load(std::memory_order_acquire) &&
-          steady::now() >= next_attempt) {
+      if (!session.is_open() && !stopping_flag_.load(std::memory_order_acquire) && steady::now() >= next_attempt) {
         next_attempt = steady::now() + retry_interval_;
-        const std::string failure =
-            session.open(endpoint_, steady::now() + timeout_, script_text());
+        const std::string failure = session.open(endpoint_, steady::now() + timeout_, script_text());
         if (failure.empty()) {
           connected(session);
         } else {
@@ -507,11 +489,9 @@ class limiter::impl {
         stopping = stopping_;
         // A connection from before the last switch to fallback takes nothing: it is closed at the
         // top of the next pass, and the checks are left to current connections.
-        const bool current =
-            session.is_open() && session.epoch == epoch_.load(std::memory_order_relaxed);
+        const bool current = session.is_open() && session.epoch == epoch_.load(std::memory_order_relaxed);
         if (stopping || current || using_fallback_.load(std::memory_order_relaxed)) {
-          while (!queue_.empty() &&
-                 static_cast<std::int64_t>(batch.size()) < bounds_.batch_checks_max) {
+          while (!queue_.empty() && static_cast<std::int64_t>(batch.size()) < bounds_.batch_checks_max) {
             batch.push_back(std::move(queue_.front()));
             queue_.pop_front();
           }
@@ -520,8 +500,7 @@ class limiter::impl {
         if (!queue_.empty() && !batch.empty()) work_cv_.notify_one();
       }
       if (batch.empty()) continue;
-      if (!stopping && session.is_open() &&
-          session.epoch == epoch_.load(std::memory_order_acquire)) {
+      if (!stopping && session.is_open() && session.epoch == epoch_.load(std::memory_order_acquire)) {
         // A failed batch counts as this connection's attempt: the next waits a full interval.
         if (!run_batch(session, batch)) next_attempt = steady::now() + retry_interval_;
       } else {
@@ -531,15 +510,12 @@ class limiter::impl {
     }
   }
 
-  const char* script_text() const {
-    return algorithm_ == algorithm::sliding ? sliding_script : fixed_script;
-  }
+  const char* script_text() const { return algorithm_ == algorithm::sliding ? sliding_script : fixed_script; }
 
   void append_check(redis_session& session, const pending_check& item) {
     const window_policy& policy = policies_[class_index(item.cls)];
     redisAppendCommand(session.get(), "EVALSHA %s 1 %s %lld %lld", session.script_sha().c_str(),
-                       key_prefix(item.principal_id, item.cls).c_str(),
-                       static_cast<long long>(policy.limit),
+                       key_prefix(item.principal_id, item.cls).c_str(), static_cast<long long>(policy.limit),
                        static_cast<long long>(policy.window_ms));
   }
 
@@ -634,8 +610,7 @@ class limiter::impl {
   }
 
   std::pair<bool, std::string> probe() {
-    const std::string where =
-        "redis " + endpoint_.host + ":" + std::to_string(endpoint_.port) + ": ";
+    const std::string where = "redis " + endpoint_.host + ":" + std::to_string(endpoint_.port) + ": ";
     const auto deadline = steady::now() + timeout_;
     redis_session session;
     if (std::string failure = session.open(endpoint_, deadline, nullptr); !failure.empty()) {
@@ -725,14 +700,11 @@ limiter::limiter(const config::redis_settings& redis, const config::ratelimit_se
 
 limiter::~limiter() = default;
 
-void limiter::check(std::int64_t principal_id, route_class cls,
-                    std::function<void(decision)> done) {
+void limiter::check(std::int64_t principal_id, route_class cls, std::function<void(decision)> done) {
   impl_->check(principal_id, cls, std::move(done));
 }
 
-void limiter::ping(std::function<void(bool ok, std::string detail)> done) {
-  impl_->ping(std::move(done));
-}
+void limiter::ping(std::function<void(bool ok, std::string detail)> done) { impl_->ping(std::move(done)); }
 
 limiter::stats limiter::snapshot() const { return impl_->snapshot(); }
 

@@ -36,11 +36,11 @@ struct decision {
 // Internal bounds of the limiter. They belong with the other limits in config/; until they move
 // there they are named here, in one place, and tests shrink them to reach the overflow paths.
 struct limiter_bounds {
-  std::int64_t queue_checks_max = 4'096;          // checks waiting for a Redis worker
-  std::int64_t batch_checks_max = 64;             // checks one worker pipelines in one round trip
-  std::int64_t completions_max = 65'536;          // decided checks waiting for their callback
-  std::int64_t pings_max = 256;                   // readiness pings waiting for one probe
-  std::int64_t fallback_entries_max = 100'000;    // principal x class counters kept in process
+  std::int64_t queue_checks_max = 4'096;        // checks waiting for a Redis worker
+  std::int64_t batch_checks_max = 64;           // checks one worker pipelines in one round trip
+  std::int64_t completions_max = 65'536;        // decided checks waiting for their callback
+  std::int64_t pings_max = 256;                 // readiness pings waiting for one probe
+  std::int64_t fallback_entries_max = 100'000;  // principal x class counters kept in process
 };
 
 class limiter {

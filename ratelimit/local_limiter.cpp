@@ -7,16 +7,14 @@
 namespace ratelimit {
 
 local_limiter::local_limiter(algorithm algo, std::int64_t entries_max)
-    : algorithm_(algo),
-      entries_per_shard_max_(std::max<std::int64_t>(1, entries_max / std::int64_t{shard_count_})) {
+    : algorithm_(algo), entries_per_shard_max_(std::max<std::int64_t>(1, entries_max / std::int64_t{shard_count_})) {
   WALLET_ASSERT(entries_max >= 1, "fallback_entries_max must be positive");
 }
 
 std::size_t local_limiter::key_hash::operator()(const key& k) const noexcept {
   // splitmix64's finalizer: every input bit reaches every output bit, so shards (chosen from the
   // high bits) stay even for ids that share low bits. The class goes into the low bit first.
-  std::uint64_t x = (static_cast<std::uint64_t>(k.principal_id) << 1) ^
-                    static_cast<std::uint64_t>(k.cls);
+  std::uint64_t x = (static_cast<std::uint64_t>(k.principal_id) << 1) ^ static_cast<std::uint64_t>(k.cls);
   x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
   x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
   return static_cast<std::size_t>(x ^ (x >> 31));
@@ -38,8 +36,8 @@ local_limiter::entry* local_limiter::find_or_insert(shard& s, const key& k, std:
   return &s.entries.emplace(k, entry{}).first->second;
 }
 
-outcome local_limiter::take(std::int64_t principal_id, route_class cls,
-                            const window_policy& policy, std::int64_t now_ms) {
+outcome local_limiter::take(std::int64_t principal_id, route_class cls, const window_policy& policy,
+                            std::int64_t now_ms) {
   WALLET_ASSERT(policy.window_ms >= 1 && policy.limit >= 1, "window policy not positive");
   const std::int64_t index = now_ms / policy.window_ms;
   const std::int64_t elapsed_ms = now_ms - index * policy.window_ms;

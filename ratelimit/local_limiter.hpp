@@ -24,8 +24,7 @@ class local_limiter {
 
   // Decides one request at `now_ms` (milliseconds since the Unix epoch, so windows line up with
   // the ones Redis uses) and counts it if it passes.
-  outcome take(std::int64_t principal_id, route_class cls, const window_policy& policy,
-               std::int64_t now_ms);
+  outcome take(std::int64_t principal_id, route_class cls, const window_policy& policy, std::int64_t now_ms);
 
   std::int64_t size() const;
 

@@ -11,8 +11,7 @@ std::int64_t parse_number(std::string_view text, std::int64_t max, const char* w
   std::int64_t value = 0;
   const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (error != std::errc{} || end != text.data() + text.size() || value < 0 || value > max) {
-    throw std::invalid_argument(std::string("redis.url: bad ") + what + " '" + std::string(text) +
-                                "'");
+    throw std::invalid_argument(std::string("redis.url: bad ") + what + " '" + std::string(text) + "'");
   }
   return value;
 }
@@ -23,8 +22,9 @@ redis_endpoint parse_redis_url(const std::string& url) {
   constexpr std::string_view scheme = "redis://";
   std::string_view rest = url;
   if (rest.substr(0, scheme.size()) != scheme) {
-    throw std::invalid_argument("redis.url must start with redis:// (TLS and unix sockets are "
-                                "not supported), got a URL with another scheme");
+    throw std::invalid_argument(
+        "redis.url must start with redis:// (TLS and unix sockets are "
+        "not supported), got a URL with another scheme");
   }
   rest.remove_prefix(scheme.size());
 

@@ -15,8 +15,7 @@ algorithm parse_algorithm(const std::string& name) {
 
 window_policy policy_for(const config::ratelimit_settings& settings, route_class cls) {
   const std::int64_t burst = cls == route_class::write ? settings.burst : settings.read_burst;
-  const std::int64_t rate =
-      cls == route_class::write ? settings.rate_per_second : settings.read_rate_per_second;
+  const std::int64_t rate = cls == route_class::write ? settings.rate_per_second : settings.read_rate_per_second;
   WALLET_ASSERT(burst >= 1 && rate >= 1, "burst and rate are validated to be positive");
   // config bounds both at 10^7, so burst * 1000 cannot overflow.
   return window_policy{burst, (burst * 1000 + rate - 1) / rate};
@@ -33,8 +32,8 @@ outcome evaluate_sliding(std::int64_t current, std::int64_t previous, std::int64
   const double prev = static_cast<double>(previous);
   const double estimate = cur + prev * left / window;
   if (estimate + 1 <= limit) {
-    return outcome{true, static_cast<std::int64_t>(std::floor(limit - estimate - 1)),
-                   static_cast<std::int64_t>(left), 0};
+    return outcome{true, static_cast<std::int64_t>(std::floor(limit - estimate - 1)), static_cast<std::int64_t>(left),
+                   0};
   }
   double wait = 0;
   if (cur + 1 <= limit) {

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The test command: installs what is missing, builds every target (one configuration), starts
+# The test command: installs what is missing, checks the layout of the sources (.clang-format),
+# builds every target (one configuration), starts
 # private PostgreSQL and Redis under var/test (ports 55433 and 56380, never the run command's),
 # applies migrations to an empty database, and runs every test. Extra arguments go to ctest,
 # e.g. `scripts/test.sh -L ledger` or `scripts/test.sh -R e2e`.
@@ -7,6 +8,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/install-deps.sh
+# The layout first: a file that differs from .clang-format fails the run before any build.
+bash scripts/format.sh --check
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 ninja -C build
 

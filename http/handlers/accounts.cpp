@@ -33,7 +33,8 @@ void create_account(handler_support& s, const exchange_ptr& ex, const principal&
   if (hot.value_or(false) && !is_operator) {
     return s.fail(ex, ledger::error_code::forbidden, "only an operator makes an account hot");
   }
-  const int shard_count = hot.value_or(false) ? static_cast<int>(shards.value_or(s.settings.ledger.hot_shards_default)) : 0;
+  const int shard_count =
+      hot.value_or(false) ? static_cast<int>(shards.value_or(s.settings.ledger.hot_shards_default)) : 0;
   s.service.create_account({who.id, ex->request_id}, owner, currency, shard_count,
                            [&s, ex, owner](actors::query_result<std::optional<actors::account_view>> r) {
                              if (r.outcome != ledger::error_code::ok) return s.unavailable(ex, r.outcome, r.detail);
@@ -47,9 +48,8 @@ void create_account(handler_support& s, const exchange_ptr& ex, const principal&
 
 void get_account(handler_support& s, const exchange_ptr& ex, const principal& who, ledger::account_id id) {
   s.visible_account(ex, who, id, [&s, ex, id](const actors::account_view& a) {
-    s.service.reserved(id, [ex, a](ledger::amount_minor reserved) {
-      ex->respond(json_reply(200, account_json(a, reserved)));
-    });
+    s.service.reserved(
+        id, [ex, a](ledger::amount_minor reserved) { ex->respond(json_reply(200, account_json(a, reserved))); });
   });
 }
 
@@ -106,8 +106,9 @@ void balance_as_of(handler_support& s, const exchange_ptr& ex, const principal& 
     const auto decoded = percent_decode(*text);
     as_of_us = decoded ? parse_rfc3339_us(*decoded) : std::nullopt;
     if (!as_of_us) {
-      return s.invalid(ex, "query parameter \"asOf\" must be an RFC 3339 date-time with an offset, e.g. "
-                           "2026-11-30T01:59:00Z or 2026-11-30T02:59:00.123456+01:00 (send '+' as is or as %2B)");
+      return s.invalid(ex,
+                       "query parameter \"asOf\" must be an RFC 3339 date-time with an offset, e.g. "
+                       "2026-11-30T01:59:00Z or 2026-11-30T02:59:00.123456+01:00 (send '+' as is or as %2B)");
     }
   }
   s.visible_account(ex, who, id, [&s, ex, id, as_of_us](const actors::account_view& a) {
@@ -144,10 +145,9 @@ void add_account_routes(router& r, handler_support& s) {
            s.service.set_status({who.id, ex->request_id}, p.id, ledger::account_status::active,
                                 changed_account(s, ex, p.id));
          }});
-  r.add({"GET", "/v1/accounts/{id}/balance", access::principal, rate_class::read, param_kind::integer, true,
-         [&s](const exchange_ptr& ex, const principal& who, const path_params& p) {
-           balance_as_of(s, ex, who, p.id);
-         }});
+  r.add(
+      {"GET", "/v1/accounts/{id}/balance", access::principal, rate_class::read, param_kind::integer, true,
+       [&s](const exchange_ptr& ex, const principal& who, const path_params& p) { balance_as_of(s, ex, who, p.id); }});
 }
 
 }  // namespace api::handlers

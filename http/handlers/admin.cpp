@@ -17,7 +17,8 @@ void reconciliation(handler_support& s, const exchange_ptr& ex) {
                     "no reconciliation run has finished yet; start one with POST /v1/admin/reconciliation");
     }
     auto o = reconciliation_run_json(*r.value.latest);
-    o["runningRunId"] = r.value.running_run_id ? boost::json::value(*r.value.running_run_id) : boost::json::value(nullptr);
+    o["runningRunId"] =
+        r.value.running_run_id ? boost::json::value(*r.value.running_run_id) : boost::json::value(nullptr);
     ex->respond(json_reply(200, o));
   });
 }
@@ -35,22 +36,23 @@ void start_reconciliation(handler_support& s, const exchange_ptr& ex, const prin
     if (!f.ok()) return s.invalid(ex, f.error());
     full = requested.value_or(false);
   }
-  s.service.start_reconciliation(
-      {who.id, ex->request_id}, full, "operator " + std::to_string(who.id),
-      [&s, ex](actors::query_result<actors::reconciliation_claim_view> r) {
-        if (r.outcome != ledger::error_code::ok) return s.unavailable(ex, r.outcome, r.detail);
-        const auto& claim = r.value;
-        boost::json::object o;
-        o["runId"] = claim.run_id;
-        o["status"] = "running";
-        o["kind"] = claim.kind;
-        o["started"] = claim.started;
-        const auto location = "/v1/admin/reconciliation/runs/" + std::to_string(claim.run_id);
-        o["location"] = location;
-        auto reply = json_reply(202, o);
-        reply.headers.emplace_back("Location", location);
-        ex->respond(std::move(reply));
-      });
+  s.service.start_reconciliation({who.id, ex->request_id}, full, "operator " + std::to_string(who.id),
+                                 [&s, ex](actors::query_result<actors::reconciliation_claim_view> r) {
+                                   if (r.outcome != ledger::error_code::ok)
+                                     return s.unavailable(ex, r.outcome, r.detail);
+                                   const auto& claim = r.value;
+                                   boost::json::object o;
+                                   o["runId"] = claim.run_id;
+                                   o["status"] = "running";
+                                   o["kind"] = claim.kind;
+                                   o["started"] = claim.started;
+                                   const auto location =
+                                       "/v1/admin/reconciliation/runs/" + std::to_string(claim.run_id);
+                                   o["location"] = location;
+                                   auto reply = json_reply(202, o);
+                                   reply.headers.emplace_back("Location", location);
+                                   ex->respond(std::move(reply));
+                                 });
 }
 
 void reconciliation_run(handler_support& s, const exchange_ptr& ex, const path_params& p) {

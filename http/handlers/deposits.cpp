@@ -72,10 +72,12 @@ void claim(handler_support& s, const exchange_ptr& ex, const principal& who, con
 void add_deposit_routes(router& r, handler_support& s) {
   r.add({"POST", "/v1/deposits", access::operator_, rate_class::write, param_kind::integer, true,
          [&s](const exchange_ptr& ex, const principal& who, const path_params&) { deposit(s, ex, who); }});
-  r.add({"POST", "/v1/deposits/{id}/refunds", access::operator_, rate_class::write, param_kind::text, false,
-         [&s](const exchange_ptr& ex, const principal& who, const path_params& p) { claim(s, ex, who, p.text, false); }});
-  r.add({"POST", "/v1/deposits/{id}/chargebacks", access::operator_, rate_class::write, param_kind::text, false,
-         [&s](const exchange_ptr& ex, const principal& who, const path_params& p) { claim(s, ex, who, p.text, true); }});
+  r.add(
+      {"POST", "/v1/deposits/{id}/refunds", access::operator_, rate_class::write, param_kind::text, false,
+       [&s](const exchange_ptr& ex, const principal& who, const path_params& p) { claim(s, ex, who, p.text, false); }});
+  r.add(
+      {"POST", "/v1/deposits/{id}/chargebacks", access::operator_, rate_class::write, param_kind::text, false,
+       [&s](const exchange_ptr& ex, const principal& who, const path_params& p) { claim(s, ex, who, p.text, true); }});
 }
 
 }  // namespace api::handlers

@@ -55,7 +55,8 @@ void list_events(handler_support& s, const exchange_ptr& ex, const principal& wh
   }
   if (auto text = query_param(ex->query, "after")) {
     auto v = ledger::parse_digits(*text);
-    if (!v) return s.invalid(ex, "query parameter \"after\" must be an event cursor (the \"next\" of the previous page)");
+    if (!v)
+      return s.invalid(ex, "query parameter \"after\" must be an event cursor (the \"next\" of the previous page)");
     after = *v;
   }
   if (auto text = query_param(ex->query, "accountId")) {
@@ -76,9 +77,8 @@ void list_events(handler_support& s, const exchange_ptr& ex, const principal& wh
   // An account that is not the caller's answers 404, as everywhere else. Events name a hot
   // account's shards as the account itself, so a shard (which only an operator may name) means
   // its account.
-  s.visible_account(ex, who, *account, [read](const actors::account_view& a) {
-    read(a.parent_id != 0 ? a.parent_id : a.id);
-  });
+  s.visible_account(ex, who, *account,
+                    [read](const actors::account_view& a) { read(a.parent_id != 0 ? a.parent_id : a.id); });
 }
 
 }  // namespace

@@ -26,9 +26,9 @@ void create_principal(handler_support& s, const exchange_ptr& ex, const principa
   auto key = new_api_key();
   s.service.create_principal({who.id, ex->request_id}, name, *role, sha256_hex(key), api_key_hint(key),
                              [&s, ex, key](actors::query_result<principal> r) {
-    if (r.outcome != ledger::error_code::ok) return s.unavailable(ex, r.outcome, r.detail);
-    ex->respond(json_reply(201, new_principal_json(r.value, key)));
-  });
+                               if (r.outcome != ledger::error_code::ok) return s.unavailable(ex, r.outcome, r.detail);
+                               ex->respond(json_reply(201, new_principal_json(r.value, key)));
+                             });
 }
 
 }  // namespace

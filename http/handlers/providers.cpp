@@ -83,8 +83,9 @@ std::optional<actors::provider_event_command> read_event(handler_support& s, con
     if (!is_valid_uuid(cmd.withdrawal_id)) return s.invalid(ex, "field \"withdrawalId\" must be a UUID"), std::nullopt;
     cmd.withdrawal_id = canonical_uuid(cmd.withdrawal_id);
   } else {
-    s.invalid(ex, "field \"type\" must be one of: payment.succeeded, payment.refunded, payout.paid, payout.failed, "
-                  "chargeback.created");
+    s.invalid(ex,
+              "field \"type\" must be one of: payment.succeeded, payment.refunded, payout.paid, payout.failed, "
+              "chargeback.created");
     return std::nullopt;
   }
   if (!cmd.currency.empty() && !ledger::is_valid_currency(cmd.currency)) {
@@ -98,7 +99,8 @@ std::optional<actors::provider_event_command> read_event(handler_support& s, con
 }
 
 // {"eventId","transactionId","duplicate"}: the same for every delivery of the event.
-void answer_event(handler_support& s, const exchange_ptr& ex, const std::string& event_id, const actors::money_result& r) {
+void answer_event(handler_support& s, const exchange_ptr& ex, const std::string& event_id,
+                  const actors::money_result& r) {
   if (r.outcome != ledger::error_code::ok) return s.fail(ex, r.outcome, r.detail, r.retry_after_s);
   boost::json::object o;
   o["eventId"] = event_id;
@@ -119,16 +121,14 @@ void provider_event(handler_support& s, const exchange_ptr& ex) {
   s.service.find_provider(name, [&s, ex, cmd = std::move(*cmd)](
                                     actors::query_result<std::optional<actors::provider_view>> r) mutable {
     if (r.outcome != ledger::error_code::ok) return s.unavailable(ex, r.outcome, r.detail);
-    const auto now = std::chrono::duration_cast<std::chrono::seconds>(
-                         std::chrono::system_clock::now().time_since_epoch())
-                         .count();
+    const auto now =
+        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
     if (!r.value || !verify_signature(ex->wallet_signature, r.value->signing_secret, ex->body, now)) {
       return bad_signature(s, ex);
     }
     const auto event_id = cmd.event_id;
-    s.service.provider_event(std::move(cmd), [&s, ex, event_id](actors::money_result result) {
-      answer_event(s, ex, event_id, result);
-    });
+    s.service.provider_event(
+        std::move(cmd), [&s, ex, event_id](actors::money_result result) { answer_event(s, ex, event_id, result); });
   });
 }
 

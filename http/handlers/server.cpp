@@ -29,8 +29,8 @@ class readiness {
     {
       std::lock_guard lock(mutex_);
       const bool ready = state_.database_ok && state_.redis_ok;
-      const bool fresh = known_ && ready &&
-                         now - at_ < std::chrono::milliseconds(support_.settings.http.readyz_refresh_ms);
+      const bool fresh =
+          known_ && ready && now - at_ < std::chrono::milliseconds(support_.settings.http.readyz_refresh_ms);
       if (fresh || (known_ && waiters_.size() >= k_waiters_max)) return ex->respond(answer(state_, ex->request_id));
       waiters_.push_back(ex);
       if (!probing_) start_probe = probing_ = true;

@@ -111,23 +111,22 @@ void list_exceptions(handler_support& s, const exchange_ptr& ex) {
   std::int64_t after = 0;
   if (auto text = query_param(ex->query, "after")) {
     const auto v = ledger::parse_digits(*text);
-    if (!v) return s.invalid(ex, "query parameter \"after\" must be an exception id (the \"next\" of the previous page)");
+    if (!v)
+      return s.invalid(ex, "query parameter \"after\" must be an exception id (the \"next\" of the previous page)");
     after = *v;
   }
-  s.service.list_settlement_exceptions(status, after, static_cast<int>(limit),
-                                       [&s, ex](actors::query_result<actors::settlement_exceptions_view> r) {
-                                         if (r.outcome != ledger::error_code::ok) {
-                                           return s.unavailable(ex, r.outcome, r.detail);
-                                         }
-                                         json::array items;
-                                         for (const auto& e : r.value.exceptions) items.push_back(exception_json(e));
-                                         json::object o;
-                                         o["exceptions"] = std::move(items);
-                                         o["next"] = r.value.next_after
-                                                         ? json::value(std::to_string(*r.value.next_after))
-                                                         : json::value(nullptr);
-                                         ex->respond(json_reply(200, o));
-                                       });
+  s.service.list_settlement_exceptions(
+      status, after, static_cast<int>(limit), [&s, ex](actors::query_result<actors::settlement_exceptions_view> r) {
+        if (r.outcome != ledger::error_code::ok) {
+          return s.unavailable(ex, r.outcome, r.detail);
+        }
+        json::array items;
+        for (const auto& e : r.value.exceptions) items.push_back(exception_json(e));
+        json::object o;
+        o["exceptions"] = std::move(items);
+        o["next"] = r.value.next_after ? json::value(std::to_string(*r.value.next_after)) : json::value(nullptr);
+        ex->respond(json_reply(200, o));
+      });
 }
 
 // {"note", "owner"?}: the note (and who, and when) stay on the exception as its audit record.
@@ -150,7 +149,8 @@ void resolve(handler_support& s, const exchange_ptr& ex, const principal& who, c
         if (r.outcome == ledger::error_code::conflict) return s.fail(ex, r.outcome, r.detail);
         if (r.outcome != ledger::error_code::ok) return s.unavailable(ex, r.outcome, r.detail);
         if (!r.value) {
-          return s.fail(ex, ledger::error_code::not_found, "settlement exception " + std::to_string(id) + " was not found");
+          return s.fail(ex, ledger::error_code::not_found,
+                        "settlement exception " + std::to_string(id) + " was not found");
         }
         ex->respond(json_reply(200, exception_json(*r.value)));
       });
@@ -159,7 +159,12 @@ void resolve(handler_support& s, const exchange_ptr& ex, const principal& who, c
 }  // namespace
 
 void add_settlement_routes(router& r, handler_support& s) {
-  route import{"POST", "/v1/admin/settlements", access::operator_, rate_class::read, param_kind::integer, false,
+  route import{"POST",
+               "/v1/admin/settlements",
+               access::operator_,
+               rate_class::read,
+               param_kind::integer,
+               false,
                [&s](const exchange_ptr& ex, const principal& who, const path_params&) { import_report(s, ex, who); }};
   import.body_bytes_max = s.settings.http.settlement_body_bytes_max;
   import.deadline_ms = s.settings.http.settlement_deadline_ms;

@@ -38,13 +38,14 @@ void get_withdrawal(handler_support& s, const exchange_ptr& ex, const principal&
   const std::string not_found = "withdrawal " + text + " was not found";
   if (!is_valid_uuid(text)) return s.fail(ex, ledger::error_code::not_found, not_found);
   const auto id = canonical_uuid(text);
-  s.service.find_withdrawal(id, [&s, ex, who, not_found](actors::query_result<std::optional<actors::withdrawal_view>> r) {
-    if (r.outcome != ledger::error_code::ok) return s.unavailable(ex, r.outcome, r.detail);
-    if (!r.value || !r.value->visible_to(who.id, who.role)) {
-      return s.fail(ex, ledger::error_code::not_found, not_found);
-    }
-    ex->respond(json_reply(200, withdrawal_json(*r.value)));
-  });
+  s.service.find_withdrawal(id,
+                            [&s, ex, who, not_found](actors::query_result<std::optional<actors::withdrawal_view>> r) {
+                              if (r.outcome != ledger::error_code::ok) return s.unavailable(ex, r.outcome, r.detail);
+                              if (!r.value || !r.value->visible_to(who.id, who.role)) {
+                                return s.fail(ex, ledger::error_code::not_found, not_found);
+                              }
+                              ex->respond(json_reply(200, withdrawal_json(*r.value)));
+                            });
 }
 
 // An operator settles a withdrawal: {"providerPaymentId"?}.
@@ -77,11 +78,16 @@ void add_withdrawal_routes(router& r, handler_support& s) {
   r.add({"POST", "/v1/withdrawals", access::principal, rate_class::write, param_kind::integer, true,
          [&s](const exchange_ptr& ex, const principal& who, const path_params&) { withdraw(s, ex, who); }});
   r.add({"GET", "/v1/withdrawals/{id}", access::principal, rate_class::read, param_kind::text, false,
-         [&s](const exchange_ptr& ex, const principal& who, const path_params& p) { get_withdrawal(s, ex, who, p.text); }});
-  r.add({"POST", "/v1/withdrawals/{id}/confirm", access::operator_, rate_class::write, param_kind::text, false,
-         [&s](const exchange_ptr& ex, const principal& who, const path_params& p) { settle(s, ex, who, p.text, true); }});
+         [&s](const exchange_ptr& ex, const principal& who, const path_params& p) {
+           get_withdrawal(s, ex, who, p.text);
+         }});
+  r.add(
+      {"POST", "/v1/withdrawals/{id}/confirm", access::operator_, rate_class::write, param_kind::text, false,
+       [&s](const exchange_ptr& ex, const principal& who, const path_params& p) { settle(s, ex, who, p.text, true); }});
   r.add({"POST", "/v1/withdrawals/{id}/fail", access::operator_, rate_class::write, param_kind::text, false,
-         [&s](const exchange_ptr& ex, const principal& who, const path_params& p) { settle(s, ex, who, p.text, false); }});
+         [&s](const exchange_ptr& ex, const principal& who, const path_params& p) {
+           settle(s, ex, who, p.text, false);
+         }});
 }
 
 }  // namespace api::handlers

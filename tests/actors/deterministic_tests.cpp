@@ -101,7 +101,8 @@ struct account_fixture : test_coordinator_fixture<> {
   }
 
   // A transfer of `amount` from the payer to the payee, as its money flow hands it to the registry.
-  static debit_request transfer(ledger::amount_minor amount, const std::string& key, std::optional<account_facts> payer) {
+  static debit_request transfer(ledger::amount_minor amount, const std::string& key,
+                                std::optional<account_facts> payer) {
     debit_request req;
     req.owner = k_owner;
     req.posting.posting.type = ledger::transaction_type::transfer;

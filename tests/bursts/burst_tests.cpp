@@ -101,9 +101,9 @@ int count_status(const std::vector<outcome>& v, int status) {
 // Journal transactions of `principal` under any of `keys`.
 int journal_count(std::int64_t principal, const std::vector<std::string>& keys) {
   if (keys.empty()) return 0;
-  return std::stoi(ts::query_value("SELECT count(*) FROM journal_transaction WHERE principal_id = " +
-                                   std::to_string(principal) +
-                                   " AND idempotency_key = ANY(" + ts::sql_text_array(keys) + ")"));
+  return std::stoi(
+      ts::query_value("SELECT count(*) FROM journal_transaction WHERE principal_id = " + std::to_string(principal) +
+                      " AND idempotency_key = ANY(" + ts::sql_text_array(keys) + ")"));
 }
 
 // A fresh operator for one test: its rate-limit counters in the shared Redis start empty
@@ -136,8 +136,7 @@ void expect_rate_limited(const outcome& o, int burst, int window_s) {
   EXPECT_GE(seconds, 1);
   EXPECT_LE(seconds, window_s + 1);
   EXPECT_EQ(r.header("RateLimit-Policy"), std::to_string(burst) + ";w=" + std::to_string(window_s));
-  EXPECT_EQ(r.header("RateLimit"),
-            "limit=" + std::to_string(burst) + ", remaining=0, reset=" + retry_after);
+  EXPECT_EQ(r.header("RateLimit"), "limit=" + std::to_string(burst) + ", remaining=0, reset=" + retry_after);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -294,8 +293,7 @@ TEST_P(RedisOutage, FailsOpenToTheSameLimitsAndRecovers) {
         auto r = client.get("/v1/accounts/" + std::to_string(a), alice.key);
         const auto ms = ts::elapsed_ms(started);
         long long seen = slowest_ms.load();
-        while (ms > seen && !slowest_ms.compare_exchange_weak(seen, ms)) {
-        }
+        while (ms > seen && !slowest_ms.compare_exchange_weak(seen, ms)) {}
         if (r.status == 200) {
           ++served;
         } else {
@@ -349,8 +347,8 @@ TEST_P(RedisOutage, FailsOpenToTheSameLimitsAndRecovers) {
     redis.start();
   }
   const double redis_at_restart = ts::metric_value(server.port(), redis_decisions, 0);
-  EXPECT_TRUE(ts::eventually(
-      [&] { return ts::metric_value(server.port(), redis_decisions, 0) > redis_at_restart; }, 30s, 50ms))
+  EXPECT_TRUE(
+      ts::eventually([&] { return ts::metric_value(server.port(), redis_decisions, 0) > redis_at_restart; }, 30s, 50ms))
       << "rate limits were not counted in Redis again after it came back";
   EXPECT_TRUE(ts::eventually(
       [&] { return ts::metric_value(server.port(), "wallet_ratelimit_fallback_active", 0) == 0; }, 10s, 50ms));
@@ -429,7 +427,8 @@ TEST_P(AccountFlood, ExcessGets503AccountBusyAndEveryAcceptedOneCommits) {
 
 INSTANTIATE_TEST_SUITE_P(PlainAndHot, AccountFlood, ::testing::Values(0, 4),
                          [](const ::testing::TestParamInfo<int>& info) {
-                           return info.param == 0 ? std::string("Plain") : "Hot" + std::to_string(info.param) + "Shards";
+                           return info.param == 0 ? std::string("Plain")
+                                                  : "Hot" + std::to_string(info.param) + "Shards";
                          });
 
 // A server whose database is unreachable (a closed port) still starts (no migrations, no
@@ -552,8 +551,8 @@ TEST(Shedding, GlobalInflightBoundAnswers503ServerBusy) {
     EXPECT_EQ(r.status, 201) << r.body;
   }
   EXPECT_EQ(journal_count(payer.id, keys), 2);
-  EXPECT_TRUE(ts::eventually(
-      [&] { return c.get("/v1/accounts/" + std::to_string(to), payee.key).status == 200; }, 5s, 20ms));
+  EXPECT_TRUE(
+      ts::eventually([&] { return c.get("/v1/accounts/" + std::to_string(to), payee.key).status == 200; }, 5s, 20ms));
   EXPECT_EQ(ts::balance(c, payee.key, to), 200);
 }
 
@@ -603,8 +602,8 @@ TEST(Shedding, WriterQueueBoundAnswers503WriterBusy) {
   EXPECT_GE(std::stoi(busy.header("Retry-After").empty() ? "0" : busy.header("Retry-After")), 1);
   EXPECT_LT(ts::elapsed_ms(started), 2000);
   const std::string deposit_key = ts::unique_key("writer-busy-deposit");
-  auto busy_deposit = c.post("/v1/deposits", op.key, R"({"accountId":)" + std::to_string(accounts[2]) + R"(,"amount":5})",
-                             deposit_key);
+  auto busy_deposit =
+      c.post("/v1/deposits", op.key, R"({"accountId":)" + std::to_string(accounts[2]) + R"(,"amount":5})", deposit_key);
   EXPECT_EQ(busy_deposit.status, 503) << busy_deposit.body;
   EXPECT_EQ(code_of(busy_deposit), "writer_busy") << busy_deposit.body;
   EXPECT_EQ(journal_count(payers[2].id, {refused_key}), 0);

@@ -117,15 +117,13 @@ class load_run {
   load_run(int port, const std::string& op, const std::string& name, const std::string& database_url, int seed)
       : out_dir_(test_support::build_dir() + "/chaos/out/" + name) {
     fs::remove_all(out_dir_);
-    const std::vector<std::string> args{"--port", std::to_string(port), "--operator-key", op,
-                                        "--workload", "mix", "--accounts", std::to_string(k_load_accounts),
-                                        "--hot-shards", "4", "--rate", std::to_string(k_load_rate),
-                                        "--duration", std::to_string(k_load_seconds), "--retries",
-                                        "--retries-max", "10", "--retry-after-max", "2", "--connections", "256",
-                                        "--timeout-ms", "15000", "--drain-timeout", "60",
-                                        // Exactly once, checked in the database: one row per id.
-                                        "--database-url", database_url, "--out-dir", out_dir_, "--quiet",
-                                        "--seed", std::to_string(seed)};
+    const std::vector<std::string> args{
+        "--port", std::to_string(port), "--operator-key", op, "--workload", "mix", "--accounts",
+        std::to_string(k_load_accounts), "--hot-shards", "4", "--rate", std::to_string(k_load_rate), "--duration",
+        std::to_string(k_load_seconds), "--retries", "--retries-max", "10", "--retry-after-max", "2", "--connections",
+        "256", "--timeout-ms", "15000", "--drain-timeout", "60",
+        // Exactly once, checked in the database: one row per id.
+        "--database-url", database_url, "--out-dir", out_dir_, "--quiet", "--seed", std::to_string(seed)};
     const std::string binary = test_support::build_dir() + "/tools/loadgen/wallet-loadgen";
     result_ = std::async(std::launch::async, [binary, args] {
       return test_support::run_program(binary, args, test_support::current_environment(), std::chrono::minutes(4));
@@ -215,8 +213,8 @@ class chaos_test : public ::testing::Test {
 
   // The end of every scenario: the load generator's verdict and counts, the probe applied once,
   // the ledger's invariants, and the recovery bound. Prints the scenario's figures.
-  static void check_outcome(const std::string& name, load_run& load, const server_process& server,
-                            const probe& p, double recovery_s, const std::string& extra_figures) {
+  static void check_outcome(const std::string& name, load_run& load, const server_process& server, const probe& p,
+                            double recovery_s, const std::string& extra_figures) {
     const int port = server.port();
     const std::string& op = server.operator_key();
     const auto run = load.wait();
@@ -250,17 +248,17 @@ class chaos_test : public ::testing::Test {
     EXPECT_EQ(test_support::balance(c, op, p.from), k_probe_funds - 1) << "the probe's transfer applied once";
     std::string report;
     EXPECT_TRUE(services_->reconcile_clean(report)) << report;
-    EXPECT_GE(recovery_s, 0) << "no 201 within " << k_probe_give_up.count() << " s of the fault's end; the server's log ends:\n"
+    EXPECT_GE(recovery_s, 0) << "no 201 within " << k_probe_give_up.count()
+                             << " s of the fault's end; the server's log ends:\n"
                              << last_lines(server.log(), 40);
     EXPECT_LT(recovery_s, k_recovery_bound_s);
 
     std::ostringstream line;
     line << std::fixed << std::setprecision(2) << "chaos figures: " << name << ": first 201 " << recovery_s
-         << " s after the fault ended; " << scheduled << " requests, " << acknowledged << " acknowledged, "
-         << retried << " retried after 429/503 (" << retried_found_committed
-         << " answered from the stored result), " << replayed << " unknown outcomes replayed (" << found_committed
-         << " had committed, " << applied_on_replay << " applied on replay, " << refused << " refused)"
-         << extra_figures;
+         << " s after the fault ended; " << scheduled << " requests, " << acknowledged << " acknowledged, " << retried
+         << " retried after 429/503 (" << retried_found_committed << " answered from the stored result), " << replayed
+         << " unknown outcomes replayed (" << found_committed << " had committed, " << applied_on_replay
+         << " applied on replay, " << refused << " refused)" << extra_figures;
     std::cout << line.str() << std::endl;
     ::testing::Test::RecordProperty("figures", line.str());
   }

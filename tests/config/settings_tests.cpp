@@ -302,14 +302,14 @@ TEST(precedence, file_then_environment_then_flags) {
   const load_result loaded = load_with({"--config", file.path(), "--http-port", "3333", "--redis-connections=6"}, env);
   const settings& s = loaded.values;
   EXPECT_FALSE(loaded.exit_now);
-  EXPECT_EQ(s.http.port, 3333);                 // file, env and flag: the flag wins
-  EXPECT_EQ(s.redis.connections, 6);            // env and flag: the flag wins
-  EXPECT_EQ(s.http.io_threads, 4);              // file and env: the env wins
-  EXPECT_EQ(s.log.level, "warn");               // file and env: the env wins
-  EXPECT_EQ(s.http.host, "10.0.0.1");           // file only
-  EXPECT_EQ(s.writer.count, 3);                 // file only
-  EXPECT_EQ(s.redis.url, "redis://file:1");     // file only
-  EXPECT_EQ(s.log.format, "text");              // nobody: default
+  EXPECT_EQ(s.http.port, 3333);              // file, env and flag: the flag wins
+  EXPECT_EQ(s.redis.connections, 6);         // env and flag: the flag wins
+  EXPECT_EQ(s.http.io_threads, 4);           // file and env: the env wins
+  EXPECT_EQ(s.log.level, "warn");            // file and env: the env wins
+  EXPECT_EQ(s.http.host, "10.0.0.1");        // file only
+  EXPECT_EQ(s.writer.count, 3);              // file only
+  EXPECT_EQ(s.redis.url, "redis://file:1");  // file only
+  EXPECT_EQ(s.log.format, "text");           // nobody: default
   EXPECT_EQ(s.database.url, "postgresql://wallet_app@127.0.0.1:5432/wallet");
 
   // The same file without environment or flags gives the file's values.
@@ -358,8 +358,8 @@ TEST(environment, names_follow_the_key_rule_of_the_design) {
 TEST(environment, unrelated_variables_are_ignored) {
   // Other variables, including WALLET_* ones that name no setting (the test harness sets
   // WALLET_BUILD_DIR), and lower-case spellings leave the defaults alone.
-  const settings s = load_from("", {{"WALLET_BUILD_DIR", "/tmp"}, {"wallet_http_port", "1"}, {"HTTP_PORT", "1"},
-                                    {"PATH", "/usr/bin"}});
+  const settings s = load_from(
+      "", {{"WALLET_BUILD_DIR", "/tmp"}, {"wallet_http_port", "1"}, {"HTTP_PORT", "1"}, {"PATH", "/usr/bin"}});
   EXPECT_EQ(fields(s), documented_defaults());
 }
 
@@ -390,7 +390,9 @@ TEST(invalid, out_of_range_integers_from_every_source) {
   EXPECT_EQ(env_error("WALLET_ACTORS_ACCOUNTS_LIVE_MAX", "15"),
             "invalid setting actors.accounts_live_max = \"15\" (from WALLET_ACTORS_ACCOUNTS_LIVE_MAX): "
             "must be an integer from 16 to 100000000");
-  EXPECT_EQ(error_of([] { load_with({"--http-port", "65536"}); }),
+  EXPECT_EQ(error_of([] {
+              load_with({"--http-port", "65536"});
+            }),
             "invalid setting http.port = \"65536\" (from --http-port): must be an integer from 1 to 65535");
   // The edges themselves are accepted.
   EXPECT_EQ(load_from("[http]\nport = 65535\n", {}).http.port, 65535);
@@ -410,9 +412,10 @@ TEST(settlement_limits, are_settings_of_their_own_within_their_bounds) {
   EXPECT_EQ(env_error("WALLET_HTTP_SETTLEMENT_BODY_BYTES_MAX", "1073741825"),
             "invalid setting http.settlement_body_bytes_max = \"1073741825\" (from "
             "WALLET_HTTP_SETTLEMENT_BODY_BYTES_MAX): must be an integer from 256 to 1073741824");
-  EXPECT_EQ(file_error("[http]\nsettlement_body_bytes_max = 255\n"),
-            "invalid setting http.settlement_body_bytes_max = \"255\" (from configuration): must be an integer from 256 "
-            "to 1073741824");
+  EXPECT_EQ(
+      file_error("[http]\nsettlement_body_bytes_max = 255\n"),
+      "invalid setting http.settlement_body_bytes_max = \"255\" (from configuration): must be an integer from 256 "
+      "to 1073741824");
   const auto s = load_from("", {{"WALLET_HTTP_SETTLEMENT_DEADLINE_MS", "600000"}});
   EXPECT_EQ(s.http.settlement_deadline_ms, 600'000);
   EXPECT_EQ(s.http.request_deadline_ms, 5'000);
@@ -429,7 +432,9 @@ TEST(invalid, non_integer_text_for_an_integer) {
     EXPECT_EQ(message, "invalid setting http.port = \"" + std::string(text) +
                            "\" (from WALLET_HTTP_PORT): must be an integer from 1 to 65535");
   }
-  EXPECT_EQ(error_of([] { load_with({"--writer-count", "two"}); }),
+  EXPECT_EQ(error_of([] {
+              load_with({"--writer-count", "two"});
+            }),
             "invalid setting writer.count = \"two\" (from --writer-count): must be an integer from 1 to 64");
 }
 
@@ -483,7 +488,9 @@ TEST(invalid, enum_strings) {
   EXPECT_EQ(env_error("WALLET_RATELIMIT_ALGORITHM", "token_bucket"),
             "invalid setting ratelimit.algorithm = \"token_bucket\" (from WALLET_RATELIMIT_ALGORITHM): "
             "must be one of: sliding, fixed");
-  EXPECT_EQ(error_of([] { load_with({"--log-level", "verbose"}); }),
+  EXPECT_EQ(error_of([] {
+              load_with({"--log-level", "verbose"});
+            }),
             "invalid setting log.level = \"verbose\" (from --log-level): "
             "must be one of: trace, debug, info, warn, error, critical, off");
   EXPECT_EQ(load_from("", {{"WALLET_RATELIMIT_ALGORITHM", "fixed"}}).ratelimit.algorithm, "fixed");
@@ -500,8 +507,8 @@ TEST(invalid, empty_required_strings) {
             "invalid setting http.host = \"\" (from WALLET_HTTP_HOST): must not be empty");
   EXPECT_EQ(env_error("WALLET_LOG_LEVEL", ""),
             "invalid setting log.level = \"\" (from WALLET_LOG_LEVEL): must not be empty");
-  const settings s = load_from("[database]\nowner_url = \"\"\n[auth]\nbootstrap_key = \"\"\n",
-                               {{"WALLET_AUTH_BOOTSTRAP_KEY", ""}});
+  const settings s =
+      load_from("[database]\nowner_url = \"\"\n[auth]\nbootstrap_key = \"\"\n", {{"WALLET_AUTH_BOOTSTRAP_KEY", ""}});
   EXPECT_EQ(s.database.owner_url, "");
   EXPECT_EQ(s.auth.bootstrap_key, "");
 }
@@ -513,7 +520,9 @@ TEST(invalid, bad_boolean_text) {
               "invalid setting ratelimit.enabled = \"" + std::string(text) +
                   "\" (from WALLET_RATELIMIT_ENABLED): must be true or false");
   }
-  EXPECT_EQ(error_of([] { load_with({"--database-migrate-on-start", "nope"}); }),
+  EXPECT_EQ(error_of([] {
+              load_with({"--database-migrate-on-start", "nope"});
+            }),
             "invalid setting database.migrate_on_start = \"nope\" (from --database-migrate-on-start): "
             "must be true or false");
 }
@@ -523,7 +532,9 @@ TEST(invalid, broken_file) {
   const std::string syntax = file_error("[http\nport = 1\n");
   EXPECT_EQ(syntax.rfind("cannot parse configuration: ", 0), 0u) << syntax;
   EXPECT_NE(syntax.find("line 1"), std::string::npos) << syntax;
-  EXPECT_EQ(error_of([] { load_with({"--config", "/nonexistent/wallet.toml"}); }),
+  EXPECT_EQ(error_of([] {
+              load_with({"--config", "/nonexistent/wallet.toml"});
+            }),
             "cannot read configuration file /nonexistent/wallet.toml");
 }
 

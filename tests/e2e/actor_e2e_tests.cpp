@@ -73,7 +73,8 @@ TEST(AccountActors, LiveActorsAreBounded) {
     ts::deposit(c, op, accounts.back(), 100);
   }
   for (int i = 0; i < 16; ++i) {
-    auto r = c.post("/v1/transfers", alice.key, transfer_body(accounts[static_cast<std::size_t>(i)], payee, 10), ts::unique_key("b"));
+    auto r = c.post("/v1/transfers", alice.key, transfer_body(accounts[static_cast<std::size_t>(i)], payee, 10),
+                    ts::unique_key("b"));
     ASSERT_EQ(r.status, 201) << r.body;
   }
   auto shed = c.post("/v1/transfers", alice.key, transfer_body(accounts[16], payee, 10), ts::unique_key("b"));
@@ -189,7 +190,8 @@ TEST(AccountActors, FreezeAndUnfreezeReachALiveActorUnderLoad) {
   stop = true;
   for (auto& t : payers) t.join();
 
-  for (int p : {0, 4}) EXPECT_EQ(results[p], (std::map<std::string, int>{{"422 account_inactive", finished_in(p)}})) << p;
+  for (int p : {0, 4})
+    EXPECT_EQ(results[p], (std::map<std::string, int>{{"422 account_inactive", finished_in(p)}})) << p;
   for (int p : {2, 6}) EXPECT_EQ(results[p], (std::map<std::string, int>{{"201", finished_in(p)}})) << p;
   for (int p : {1, 3, 5, k_spanning}) {
     for (const auto& [outcome, count] : results[p]) {

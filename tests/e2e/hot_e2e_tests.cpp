@@ -12,8 +12,8 @@
 #include "tests/support/support.hpp"
 
 namespace ts = test_support;
-using test_support::transfer_body;
 using test_support::concurrently;
+using test_support::transfer_body;
 
 namespace {
 
@@ -77,10 +77,13 @@ TEST_F(HotE2E, ManyPayersIntoOneHotMerchant) {
   EXPECT_EQ(transactions.size(), 2000u);
   EXPECT_EQ(ts::balance(c, merchant.key, shop), paid.load());
   // Each payment is one journal row with one credit on the merchant or one of its shards.
-  EXPECT_EQ(ts::query_value("SELECT count(*) FROM ledger_entry e JOIN account a ON a.id = e.account_id"
-                            " WHERE (a.id = " + std::to_string(shop) + " OR a.parent_id = " + std::to_string(shop) +
-                            ") AND e.amount > 0 AND e.transaction_id IN (SELECT id FROM journal_transaction WHERE type = 'TRANSFER')"),
-            "2000");
+  EXPECT_EQ(
+      ts::query_value(
+          "SELECT count(*) FROM ledger_entry e JOIN account a ON a.id = e.account_id"
+          " WHERE (a.id = " +
+          std::to_string(shop) + " OR a.parent_id = " + std::to_string(shop) +
+          ") AND e.amount > 0 AND e.transaction_id IN (SELECT id FROM journal_transaction WHERE type = 'TRANSFER')"),
+      "2000");
   auto account = c.get("/v1/accounts/" + std::to_string(shop), merchant.key).json().as_object();
   EXPECT_TRUE(account.at("hot").as_bool());
   EXPECT_EQ(account.at("shards").as_array().size(), 8u);
@@ -100,8 +103,8 @@ TEST_F(HotE2E, PaydayPaysExactlyWhatTheBalanceCovers) {
     thread_local std::unique_ptr<ts::http_client> client;
     if (!client) client = std::make_unique<ts::http_client>(port());
     const auto& to = staff[static_cast<std::size_t>(i % 50)];
-    salaries.count(
-        client->post("/v1/transfers", employer.key, transfer_body(payroll, to.account, 1000), ts::unique_key("salary")));
+    salaries.count(client->post("/v1/transfers", employer.key, transfer_body(payroll, to.account, 1000),
+                                ts::unique_key("salary")));
   });
   EXPECT_EQ(salaries.created.load(), 1500);
   EXPECT_EQ(salaries.refused.load(), 500);
@@ -130,7 +133,8 @@ TEST_F(HotE2E, PayoutsWhilePaymentsStreamIn) {
     if (!client) client = std::make_unique<ts::http_client>(port());
     if (i % 4 == 3) {
       const std::int64_t amount = 700;
-      auto r = client->post("/v1/transfers", merchant.key, transfer_body(shop, bank_account, amount), ts::unique_key("payout"));
+      auto r = client->post("/v1/transfers", merchant.key, transfer_body(shop, bank_account, amount),
+                            ts::unique_key("payout"));
       if (r.status == 201) {
         paid_out += amount;
         EXPECT_GE(std::stoll(std::string(r.json().as_object().at("fromBalanceAfter").as_string())), 0);
@@ -217,23 +221,28 @@ TEST(HotUnswept, SweepConsolidatesShards) {
   const auto shop = ts::create_account(c, op, merchant.id, "EUR", 4);
   auto payers = make_payers(c, op, 6, 1000);
   for (const auto& p : payers) {
-    ASSERT_EQ(c.post("/v1/transfers", p.who.key, transfer_body(p.account, shop, 300), ts::unique_key("in")).status, 201);
+    ASSERT_EQ(c.post("/v1/transfers", p.who.key, transfer_body(p.account, shop, 300), ts::unique_key("in")).status,
+              201);
   }
-  const auto sweeps_before = std::stoll(ts::query_value("SELECT count(*) FROM journal_transaction WHERE type = 'SWEEP'"));
+  const auto sweeps_before =
+      std::stoll(ts::query_value("SELECT count(*) FROM journal_transaction WHERE type = 'SWEEP'"));
   auto sweep = sweep_now(c, op);
   ASSERT_EQ(sweep.status, 200) << sweep.body;
-  const auto shards_with_money = std::stoll(ts::query_value(
-      "SELECT count(DISTINCT e.account_id) FROM ledger_entry e JOIN account a ON a.id = e.account_id WHERE a.parent_id = " +
-      std::to_string(shop)));
+  const auto shards_with_money =
+      std::stoll(ts::query_value("SELECT count(DISTINCT e.account_id) FROM ledger_entry e JOIN account a ON a.id = "
+                                 "e.account_id WHERE a.parent_id = " +
+                                 std::to_string(shop)));
   EXPECT_GE(sweep.json().as_object().at("sweeps").as_int64(), shards_with_money);
-  EXPECT_GE(std::stoll(ts::query_value("SELECT count(*) FROM journal_transaction WHERE type = 'SWEEP'")) - sweeps_before,
-            shards_with_money);
+  EXPECT_GE(
+      std::stoll(ts::query_value("SELECT count(*) FROM journal_transaction WHERE type = 'SWEEP'")) - sweeps_before,
+      shards_with_money);
   // Exactly one sweep per shard of this account that held money, none for the empty ones.
-  EXPECT_EQ(std::stoll(ts::query_value(
-                "SELECT count(*) FROM journal_transaction j WHERE j.type = 'SWEEP' AND EXISTS (SELECT 1 FROM ledger_entry e"
-                " JOIN account a ON a.id = e.account_id WHERE e.transaction_id = j.id AND a.parent_id = " +
-                std::to_string(shop) + ")")),
-            shards_with_money);
+  EXPECT_EQ(
+      std::stoll(ts::query_value(
+          "SELECT count(*) FROM journal_transaction j WHERE j.type = 'SWEEP' AND EXISTS (SELECT 1 FROM ledger_entry e"
+          " JOIN account a ON a.id = e.account_id WHERE e.transaction_id = j.id AND a.parent_id = " +
+          std::to_string(shop) + ")")),
+      shards_with_money);
   auto account = c.get("/v1/accounts/" + std::to_string(shop), merchant.key).json().as_object();
   EXPECT_EQ(account.at("mainBalance").as_string(), "1800");
   EXPECT_EQ(account.at("balance").as_string(), "1800");
@@ -268,7 +277,8 @@ TEST(HotUnswept, MakeHotLater) {
   EXPECT_EQ(too_many.status, 400) << too_many.body;
   auto payers = make_payers(c, op, 3, 500);
   for (const auto& p : payers) {
-    ASSERT_EQ(c.post("/v1/transfers", p.who.key, transfer_body(p.account, shop, 200), ts::unique_key("in")).status, 201);
+    ASSERT_EQ(c.post("/v1/transfers", p.who.key, transfer_body(p.account, shop, 200), ts::unique_key("in")).status,
+              201);
   }
   EXPECT_EQ(ts::query_value("SELECT balance FROM account WHERE id = " + std::to_string(shop)), "0");
   EXPECT_EQ(ts::balance(c, merchant.key, shop), 600);

@@ -13,8 +13,8 @@
 #include "tests/support/support.hpp"
 
 namespace ts = test_support;
-using test_support::transfer_body;
 using test_support::concurrently;
+using test_support::transfer_body;
 
 namespace {
 
@@ -58,7 +58,9 @@ TEST_F(LedgerE2E, ConcurrentTransfersNeverOverdraw) {
   EXPECT_EQ(ts::balance(c, bob.key, b), 50000);
   EXPECT_TRUE(ts::reconciliation_ok(c, op()));
   EXPECT_EQ(ts::query_value("SELECT COALESCE(sum(amount), 0) FROM ledger_entry"), "0");
-  EXPECT_EQ(ts::query_value("SELECT count(*) FROM ledger_entry WHERE account_id = " + std::to_string(a) + " AND amount = -1000"), "50");
+  EXPECT_EQ(ts::query_value("SELECT count(*) FROM ledger_entry WHERE account_id = " + std::to_string(a) +
+                            " AND amount = -1000"),
+            "50");
 }
 
 // While a debit is in flight (its batch stalled on a row lock held here), the payer's
@@ -214,19 +216,25 @@ TEST_F(LedgerE2E, BadInputIsRefusedPrecisely) {
       {R"({"fromAccountId":)" + from + R"(,"toAccountId":)" + to + R"(,"amount":1e3})", 400, "invalid_request"},
       {R"({"fromAccountId":)" + from + R"(,"toAccountId":)" + to + R"(,"amount":"12a"})", 400, "invalid_request"},
       {R"({"fromAccountId":)" + from + R"(,"toAccountId":)" + to + R"(,"amount":"-12"})", 400, "invalid_request"},
-      {R"({"fromAccountId":)" + from + R"(,"toAccountId":)" + to + R"(,"amount":9007199254740992})", 400, "invalid_request"},
-      {R"({"fromAccountId":)" + from + R"(,"toAccountId":)" + to + R"(,"amount":"99999999999999999999"})", 400, "invalid_request"},
-      {R"({"fromAccountId":)" + from + R"(,"toAccountId":)" + to + R"(,"amount":"1000000000000000001"})", 400, "invalid_request"},
+      {R"({"fromAccountId":)" + from + R"(,"toAccountId":)" + to + R"(,"amount":9007199254740992})", 400,
+       "invalid_request"},
+      {R"({"fromAccountId":)" + from + R"(,"toAccountId":)" + to + R"(,"amount":"99999999999999999999"})", 400,
+       "invalid_request"},
+      {R"({"fromAccountId":)" + from + R"(,"toAccountId":)" + to + R"(,"amount":"1000000000000000001"})", 400,
+       "invalid_request"},
       {R"({"fromAccountId":)" + from + R"(,"toAccountId":)" + to + R"(,"amount":true})", 400, "invalid_request"},
-      {R"({"fromAccountId":)" + from + R"(,"toAccountId":)" + to + R"(,"amount":10,"memo":"x"})", 400, "invalid_request"},
-      {R"({"fromAccountId":)" + from + R"(,"toAccountId":)" + to + R"(,"amount":10,"amount":20})", 400, "invalid_request"},
+      {R"({"fromAccountId":)" + from + R"(,"toAccountId":)" + to + R"(,"amount":10,"memo":"x"})", 400,
+       "invalid_request"},
+      {R"({"fromAccountId":)" + from + R"(,"toAccountId":)" + to + R"(,"amount":10,"amount":20})", 400,
+       "invalid_request"},
       {R"({"fromAccountId":")" + from + R"(x","toAccountId":)" + to + R"(,"amount":10})", 400, "invalid_request"},
       {R"({"toAccountId":)" + to + R"(,"amount":10})", 400, "invalid_request"},
       {R"([1,2])", 400, "invalid_request"},
       {R"({"fromAccountId":)" + from + R"(,"toAccountId":{"x":1},"amount":10})", 400, "invalid_request"},
       {R"(not json)", 400, "invalid_request"},
       {R"({"fromAccountId":)" + from + R"(,"toAccountId":)" + from + R"(,"amount":10})", 422, "same_account"},
-      {R"({"fromAccountId":)" + from + R"(,"toAccountId":)" + std::to_string(usd) + R"(,"amount":10})", 422, "currency_mismatch"},
+      {R"({"fromAccountId":)" + from + R"(,"toAccountId":)" + std::to_string(usd) + R"(,"amount":10})", 422,
+       "currency_mismatch"},
       {R"({"fromAccountId":)" + from + R"(,"toAccountId":)" + to + R"(,"amount":999999})", 422, "insufficient_funds"},
       {R"({"fromAccountId":)" + to + R"(,"toAccountId":)" + from + R"(,"amount":10})", 404, "not_found"},
       {R"({"fromAccountId":)" + from + R"(,"toAccountId":987654321,"amount":10})", 404, "not_found"},
@@ -248,7 +256,8 @@ TEST_F(LedgerE2E, BadInputIsRefusedPrecisely) {
   auto long_key = c.post("/v1/transfers", alice.key, transfer_body(a, b, 10), std::string(256, 'k'));
   EXPECT_EQ(long_key.status, 400) << long_key.body;
   auto text = c.request("POST", "/v1/transfers", transfer_body(a, b, 10),
-                        {{"Authorization", "Bearer " + alice.key}, {"Content-Type", "text/plain"},
+                        {{"Authorization", "Bearer " + alice.key},
+                         {"Content-Type", "text/plain"},
                          {"Idempotency-Key", ts::unique_key("media")}});
   EXPECT_EQ(text.status, 415) << text.body;
   auto anonymous = c.request("POST", "/v1/transfers", transfer_body(a, b, 10), {{"Content-Type", "application/json"}});
@@ -256,7 +265,8 @@ TEST_F(LedgerE2E, BadInputIsRefusedPrecisely) {
   auto unknown = c.post("/v1/transfers", "wk_not_a_key", transfer_body(a, b, 10), ts::unique_key("unknown"));
   EXPECT_EQ(unknown.status, 401) << unknown.body;
   // A user may not deposit; a frozen account refuses to pay.
-  auto user_deposit = c.post("/v1/deposits", alice.key, R"({"accountId":)" + from + R"(,"amount":10})", ts::unique_key("d"));
+  auto user_deposit =
+      c.post("/v1/deposits", alice.key, R"({"accountId":)" + from + R"(,"amount":10})", ts::unique_key("d"));
   EXPECT_EQ(user_deposit.status, 403) << user_deposit.body;
 
   EXPECT_EQ(ts::query_value("SELECT count(*) FROM ledger_entry"), entries_before);
@@ -291,9 +301,9 @@ TEST_F(LedgerE2E, ReadsShowTheLedger) {
   auto p1 = page1.json().as_object();
   ASSERT_EQ(p1.at("entries").as_array().size(), 3u);
   ASSERT_TRUE(p1.at("next").is_string());
-  auto page2 = c.get("/v1/accounts/" + std::to_string(a) + "/entries?limit=3&after=" +
-                         std::string(p1.at("next").as_string()),
-                     alice.key);
+  auto page2 =
+      c.get("/v1/accounts/" + std::to_string(a) + "/entries?limit=3&after=" + std::string(p1.at("next").as_string()),
+            alice.key);
   auto p2 = page2.json().as_object();
   ASSERT_EQ(p2.at("entries").as_array().size(), 3u);
   EXPECT_TRUE(p2.at("next").is_null());
@@ -306,7 +316,6 @@ TEST_F(LedgerE2E, ReadsShowTheLedger) {
   auto stranger = ts::create_principal(c, op());
   EXPECT_EQ(c.get("/v1/transactions/" + last_tx, stranger.key).status, 404);
 }
-
 
 // A user names, as its payer, the id the next account will get; that account is then created
 // for another user, whose first payment from it must go through at once. (A leftover actor of
@@ -333,8 +342,8 @@ TEST_F(LedgerE2E, NamingAnAccountThatDoesNotExistLeavesNothingBehind) {
 TEST_F(LedgerE2E, ATransactionShowsOnlyYourOwnBalances) {
   ts::http_client c(port());
   const auto [alice, bob, a, b] = two_parties(c);
-  auto deposited = c.post("/v1/deposits", op(), R"({"accountId":)" + std::to_string(a) + R"(,"amount":700})",
-                          ts::unique_key("dep"));
+  auto deposited =
+      c.post("/v1/deposits", op(), R"({"accountId":)" + std::to_string(a) + R"(,"amount":700})", ts::unique_key("dep"));
   ASSERT_EQ(deposited.status, 201) << deposited.body;
   auto paid = c.post("/v1/transfers", alice.key, transfer_body(a, b, 200), ts::unique_key("pay"));
   ASSERT_EQ(paid.status, 201) << paid.body;

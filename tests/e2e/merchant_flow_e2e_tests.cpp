@@ -32,12 +32,13 @@ class MerchantFlowE2E : public ts::shared_server_test<MerchantFlowE2E> {
  protected:
   // A principal with one empty EUR account (hot with `shards` > 0).
   std::pair<ts::principal, std::int64_t> account_of(ts::http_client& c, const std::string& role = "user",
-                                                     int shards = 0) const {
+                                                    int shards = 0) const {
     auto who = ts::create_principal(c, op(), role);
     return {who, ts::create_account(c, op(), who.id, "EUR", shards)};
   }
 
-  ts::response put_fees(ts::http_client& c, const std::string& key, std::int64_t account, const std::string& body) const {
+  ts::response put_fees(ts::http_client& c, const std::string& key, std::int64_t account,
+                        const std::string& body) const {
     return c.request("PUT", "/v1/accounts/" + std::to_string(account) + "/fees", body,
                      {{"Authorization", "Bearer " + key}, {"Content-Type", "application/json"}});
   }
@@ -75,7 +76,8 @@ class MerchantFlowE2E : public ts::shared_server_test<MerchantFlowE2E> {
     const auto j = r.json();
     for (const auto& e : j.as_object().at("entries").as_array()) {
       const auto id = e.as_object().at("accountId").as_int64();
-      const auto parent = ts::query_value("SELECT COALESCE(parent_id, id) FROM account WHERE id = " + std::to_string(id));
+      const auto parent =
+          ts::query_value("SELECT COALESCE(parent_id, id) FROM account WHERE id = " + std::to_string(id));
       out[std::stoll(parent)] += std::stoll(str(e.as_object().at("amount")));
     }
     return out;
@@ -155,17 +157,17 @@ TEST_F(MerchantFlowE2E, AFeeScheduleIsCheckedAndOnlyAnOperatorSetsIt) {
   ts::http_client c(port());
   const auto [shop, m] = account_of(c, "merchant", 2);
   set_fees(c, m, 100, 5);
-  for (const auto* body : {R"({"feeBps":10001,"feeFixed":0})", R"({"feeBps":-1,"feeFixed":0})",
-                           R"({"feeBps":100,"feeFixed":-1})", R"({"feeBps":100})", R"({"feeFixed":0})",
-                           R"({"feeBps":1.5,"feeFixed":0})", R"({"feeBps":100,"feeFixed":0,"x":1})",
-                           R"({"feeBps":100,"feeFixed":"1e3"})"}) {
+  for (const auto* body :
+       {R"({"feeBps":10001,"feeFixed":0})", R"({"feeBps":-1,"feeFixed":0})", R"({"feeBps":100,"feeFixed":-1})",
+        R"({"feeBps":100})", R"({"feeFixed":0})", R"({"feeBps":1.5,"feeFixed":0})",
+        R"({"feeBps":100,"feeFixed":0,"x":1})", R"({"feeBps":100,"feeFixed":"1e3"})"}) {
     auto r = put_fees(c, op(), m, body);
     EXPECT_EQ(r.status, 400) << body << ": " << r.body;
   }
   EXPECT_EQ(put_fees(c, shop.key, m, fees_body(0, 0)).status, 403);
   EXPECT_EQ(put_fees(c, op(), 9'000'000'000'000LL, fees_body(0, 0)).status, 404);
-  const auto shard = std::stoll(ts::query_value("SELECT id FROM account WHERE parent_id = " + std::to_string(m) +
-                                                " ORDER BY shard_no LIMIT 1"));
+  const auto shard = std::stoll(
+      ts::query_value("SELECT id FROM account WHERE parent_id = " + std::to_string(m) + " ORDER BY shard_no LIMIT 1"));
   EXPECT_EQ(put_fees(c, op(), shard, fees_body(0, 0)).status, 404);
   const auto [alice, a] = account_of(c);
   ts::deposit(c, op(), a, 1'000);
@@ -219,8 +221,8 @@ TEST_F(MerchantFlowE2E, ARefundDoesNotReturnTheFee) {
   ts::deposit(c, op(), m, 500);
   set_fees(c, m, 250, 30);
   const auto payment = paid(c, alice.key, a, m, 1'000);  // fee 55
-  const auto fees_after_payment = std::stoll(ts::query_value(
-      "SELECT balance FROM account WHERE id = " + std::to_string(fee_revenue())));
+  const auto fees_after_payment =
+      std::stoll(ts::query_value("SELECT balance FROM account WHERE id = " + std::to_string(fee_revenue())));
 
   auto r = refund(c, shop.key, payment, R"({"amount":400})");
   ASSERT_EQ(r.status, 201) << r.body;
@@ -282,8 +284,8 @@ TEST_F(MerchantFlowE2E, OnlyThePayeesOwnerOrAnOperatorRefunds) {
   const auto [eve, e] = account_of(c);
   ts::deposit(c, op(), a, 1'000);
   const auto payment = paid(c, alice.key, a, m, 1'000);
-  auto deposit = c.post("/v1/deposits", op(), R"({"accountId":)" + std::to_string(a) + R"(,"amount":5})",
-                        ts::unique_key("d"));
+  auto deposit =
+      c.post("/v1/deposits", op(), R"({"accountId":)" + std::to_string(a) + R"(,"amount":5})", ts::unique_key("d"));
   ASSERT_EQ(deposit.status, 201) << deposit.body;
   const auto deposit_tx = str(deposit.json().as_object().at("transactionId"));
 
@@ -387,8 +389,8 @@ TEST_F(MerchantFlowE2E, ARefundFromAHotMerchantNeverOverdrawsIt) {
     EXPECT_EQ(tally.refused.load(), 1) << "round " << round;
     EXPECT_EQ(tally.other.load(), 0);
     EXPECT_EQ(ts::balance(c, shop.key, m), 0);
-    EXPECT_EQ(ts::query_value("SELECT count(*) FROM account WHERE (id = " + std::to_string(m) + " OR parent_id = " +
-                              std::to_string(m) + ") AND balance < 0"),
+    EXPECT_EQ(ts::query_value("SELECT count(*) FROM account WHERE (id = " + std::to_string(m) +
+                              " OR parent_id = " + std::to_string(m) + ") AND balance < 0"),
               "0");
     for (std::size_t i = 0; i < payers.size(); ++i) {
       EXPECT_EQ(ts::balance(c, payers[i].first.key, payers[i].second), refunded[i] * 100) << i;

@@ -26,8 +26,7 @@ namespace {
 constexpr std::int64_t k_fee = 50;  // the EUR withdrawal fee of this suite's server
 
 std::int64_t now_s() {
-  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 std::string json_of(const boost::json::object& o) { return boost::json::serialize(o); }
@@ -66,13 +65,12 @@ class MoneyFlowE2E : public ts::shared_server_test<MoneyFlowE2E> {
 
   // The id and balance of a system account (0 when it does not exist yet).
   static std::int64_t system_balance(const std::string& role) {
-    const auto v = ts::query_value("SELECT COALESCE(sum(balance), 0) FROM account WHERE currency = 'EUR' AND system_role = '" +
-                                   role + "'");
+    const auto v = ts::query_value(
+        "SELECT COALESCE(sum(balance), 0) FROM account WHERE currency = 'EUR' AND system_role = '" + role + "'");
     return std::stoll(v);
   }
 
-  ts::response signed_event(ts::http_client& c, const provider& p, const std::string& body,
-                            std::int64_t at = 0) const {
+  ts::response signed_event(ts::http_client& c, const provider& p, const std::string& body, std::int64_t at = 0) const {
     return c.request("POST", "/v1/provider-events", body,
                      {{"Content-Type", "application/json"},
                       {"Wallet-Signature", api::sign(p.secret, at == 0 ? now_s() : at, body)}});
@@ -104,7 +102,8 @@ class MoneyFlowE2E : public ts::shared_server_test<MoneyFlowE2E> {
   }
 
   static std::int64_t system_id(const std::string& role) {
-    return std::stoll(ts::query_value("SELECT id FROM account WHERE currency = 'EUR' AND system_role = '" + role + "'"));
+    return std::stoll(
+        ts::query_value("SELECT id FROM account WHERE currency = 'EUR' AND system_role = '" + role + "'"));
   }
 };
 
@@ -119,11 +118,13 @@ TEST_F(MoneyFlowE2E, EachFlowPostsTheEntriesOfItsRow) {
   const auto clearing = "clearing:" + p.name;
 
   // DEPOSIT: clearing:<provider> → wallet.
-  auto r = signed_event(c, p, event(p, "ev-pay-1", "payment.succeeded",
-                                    {{"paymentId", "pay-1"}, {"accountId", a}, {"amount", 10'000}, {"currency", "EUR"}}));
+  auto r = signed_event(c, p,
+                        event(p, "ev-pay-1", "payment.succeeded",
+                              {{"paymentId", "pay-1"}, {"accountId", a}, {"amount", 10'000}, {"currency", "EUR"}}));
   ASSERT_EQ(r.status, 200) << r.body;
   const auto deposit_tx = str(r.json().as_object().at("transactionId"));
-  EXPECT_EQ(entries(c, deposit_tx), (std::map<std::int64_t, std::int64_t>{{system_id(clearing), -10'000}, {a, 10'000}}));
+  EXPECT_EQ(entries(c, deposit_tx),
+            (std::map<std::int64_t, std::int64_t>{{system_id(clearing), -10'000}, {a, 10'000}}));
   EXPECT_EQ(ts::balance(c, alice.key, a), 10'000);
 
   // DEPOSIT_REFUND: wallet → clearing:<provider>.
@@ -152,8 +153,9 @@ TEST_F(MoneyFlowE2E, EachFlowPostsTheEntriesOfItsRow) {
   // PAYOUT, by the provider's event: pending_withdrawal → clearing:<provider>.
   r = signed_event(c, p, event(p, "ev-payout-1", "payout.paid", {{"withdrawalId", paid_id}, {"paymentId", "po-1"}}));
   ASSERT_EQ(r.status, 200) << r.body;
-  EXPECT_EQ(entries(c, str(r.json().as_object().at("transactionId"))),
-            (std::map<std::int64_t, std::int64_t>{{system_id("pending_withdrawal"), -2'000}, {system_id(clearing), 2'000}}));
+  EXPECT_EQ(
+      entries(c, str(r.json().as_object().at("transactionId"))),
+      (std::map<std::int64_t, std::int64_t>{{system_id("pending_withdrawal"), -2'000}, {system_id(clearing), 2'000}}));
   auto got = c.get("/v1/withdrawals/" + paid_id, alice.key);
   ASSERT_EQ(got.status, 200) << got.body;
   EXPECT_EQ(str(got.json().as_object().at("status")), "PAID");
@@ -230,7 +232,8 @@ TEST_F(MoneyFlowE2E, TheSameEventDeliveredTwentyTimesAtOncePostsOnce) {
   EXPECT_EQ(duplicates, 19);
   EXPECT_EQ(ts::balance(c, alice.key, a), 700);
   EXPECT_EQ(ts::query_value("SELECT count(*) FROM provider_event e JOIN provider p ON p.id = e.provider_id"
-                            " WHERE p.name = '" + p.name + "'"),
+                            " WHERE p.name = '" +
+                            p.name + "'"),
             "1");
 }
 
@@ -261,8 +264,10 @@ TEST_F(MoneyFlowE2E, EventsThatDoNotVerifyAreRefusedWithoutATrace) {
                            {{"Content-Type", "application/json"}, {"Authorization", "Bearer " + op()}}),
                  "an operator's API key and no signature");
   EXPECT_EQ(ts::balance(c, alice.key, a), 0);
-  const auto events_of_provider = "SELECT count(*) FROM provider_event e JOIN provider p ON p.id = e.provider_id"
-                                  " WHERE p.name = '" + p.name + "'";
+  const auto events_of_provider =
+      "SELECT count(*) FROM provider_event e JOIN provider p ON p.id = e.provider_id"
+      " WHERE p.name = '" +
+      p.name + "'";
   EXPECT_EQ(ts::query_value(events_of_provider), "0");
   // The genuine delivery still posts.
   auto r = signed_event(c, p, body);
@@ -280,14 +285,16 @@ TEST_F(MoneyFlowE2E, EventsNamingUnknownThingsAre422) {
     EXPECT_EQ(r.status, 422) << r.body;
     return str(r.json().as_object().at("code"));
   };
-  EXPECT_EQ(code_of(event(p, "u1", "payment.succeeded",
-                          {{"paymentId", "x"}, {"accountId", 9'000'000'000'000LL}, {"amount", 1}, {"currency", "EUR"}})),
-            "unknown_account");
+  EXPECT_EQ(
+      code_of(event(p, "u1", "payment.succeeded",
+                    {{"paymentId", "x"}, {"accountId", 9'000'000'000'000LL}, {"amount", 1}, {"currency", "EUR"}})),
+      "unknown_account");
   EXPECT_EQ(code_of(event(p, "u2", "payment.refunded", {{"paymentId", "no-such-payment"}})), "unknown_payment");
   EXPECT_EQ(code_of(event(p, "u3", "payout.paid", {{"withdrawalId", "01234567-89ab-7def-8123-456789abcdef"}})),
             "unknown_withdrawal");
   EXPECT_EQ(ts::query_value("SELECT count(*) FROM provider_event e JOIN provider p ON p.id = e.provider_id"
-                            " WHERE p.name = '" + p.name + "'"),
+                            " WHERE p.name = '" +
+                            p.name + "'"),
             "0");
 }
 
@@ -346,7 +353,8 @@ TEST_F(MoneyFlowE2E, AConfirmRacingAFailSettlesOnce) {
     EXPECT_EQ(status, cr.status == 201 ? "PAID" : "FAILED");
     EXPECT_EQ(ts::balance(c, alice.key, a), cr.status == 201 ? 2'000 - 1'000 - k_fee : 2'000 - k_fee);
     EXPECT_EQ(ts::query_value("SELECT count(*) FROM journal_transaction WHERE type IN ('PAYOUT', 'PAYOUT_FAILED')"
-                              " AND metadata->>'withdrawalId' = '" + id + "'"),
+                              " AND metadata->>'withdrawalId' = '" +
+                              id + "'"),
               "1");
   }
 }
@@ -383,7 +391,8 @@ TEST_F(MoneyFlowE2E, RefundsRacingForOneDepositNeverExceedIt) {
     }
     EXPECT_EQ(made, 1);
     EXPECT_EQ(ts::balance(c, alice.key, a), 1'400);
-    EXPECT_EQ(ts::query_value("SELECT refunded FROM deposit_payment WHERE transaction_id = '" + deposit_tx + "'"), "600");
+    EXPECT_EQ(ts::query_value("SELECT refunded FROM deposit_payment WHERE transaction_id = '" + deposit_tx + "'"),
+              "600");
   }
 }
 
@@ -393,7 +402,8 @@ TEST_F(MoneyFlowE2E, RefundsRacingForOneDepositNeverExceedIt) {
 TEST_F(MoneyFlowE2E, TheDatabaseHoldsTheLimitsOfADeposit) {
   ts::http_client c(port());
   const auto [alice, a] = wallet(c);
-  auto r = c.post("/v1/deposits", op(), R"({"accountId":)" + std::to_string(a) + R"(,"amount":1000})", ts::unique_key("d"));
+  auto r =
+      c.post("/v1/deposits", op(), R"({"accountId":)" + std::to_string(a) + R"(,"amount":1000})", ts::unique_key("d"));
   ASSERT_EQ(r.status, 201) << r.body;
   const auto deposit_tx = str(r.json().as_object().at("transactionId"));
   r = post_money(c, "/v1/deposits/" + deposit_tx + "/chargebacks", op(), R"({"amount":300})");
@@ -411,11 +421,12 @@ TEST_F(MoneyFlowE2E, TheDatabaseHoldsTheLimitsOfADeposit) {
   EXPECT_EQ(str(r.json().as_object().at("amount")), "700");
   EXPECT_EQ(ts::balance(c, alice.key, a), 0);
 
-  EXPECT_THROW(ts::execute_sql("UPDATE deposit_payment SET refunded = refunded + 1 WHERE transaction_id = '" +
-                              deposit_tx + "'"),
-               std::exception);
+  EXPECT_THROW(
+      ts::execute_sql("UPDATE deposit_payment SET refunded = refunded + 1 WHERE transaction_id = '" + deposit_tx + "'"),
+      std::exception);
   EXPECT_THROW(ts::execute_sql("UPDATE deposit_payment SET chargeback_transaction_id = gen_random_uuid()"
-                              " WHERE transaction_id = '" + deposit_tx + "'"),
+                               " WHERE transaction_id = '" +
+                               deposit_tx + "'"),
                std::exception);
 }
 

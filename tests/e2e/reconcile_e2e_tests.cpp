@@ -33,7 +33,8 @@ class ReconcileE2E : public ts::shared_server_test<ReconcileE2E> {
       if (r.status != 202) return {};
       auto claim = r.json().as_object();
       if (claim.at("started").as_bool()) {
-        EXPECT_EQ(r.header("Location"), "/v1/admin/reconciliation/runs/" + std::to_string(claim.at("runId").as_int64()));
+        EXPECT_EQ(r.header("Location"),
+                  "/v1/admin/reconciliation/runs/" + std::to_string(claim.at("runId").as_int64()));
         return claim;
       }
       ts::wait_for_reconciliation_run(c, op(), claim.at("runId").as_int64());
@@ -184,8 +185,10 @@ TEST(ReconcileTimers, IncrementalRunsTickAndTheFullAuditHasItsOwnInterval) {
   auto timer_run_after = [](std::int64_t after, const std::string& kind) {
     std::string found = "0";
     for (int poll = 0; poll < k_polls_max && found == "0"; ++poll) {
-      found = ts::query_value("SELECT count(*) FROM reconciliation_run WHERE requested_by = 'timer'"
-                              " AND status = 'finished' AND kind = '" + kind + "' AND id > " + std::to_string(after));
+      found = ts::query_value(
+          "SELECT count(*) FROM reconciliation_run WHERE requested_by = 'timer'"
+          " AND status = 'finished' AND kind = '" +
+          kind + "' AND id > " + std::to_string(after));
       if (found == "0") std::this_thread::sleep_for(k_poll);
     }
     return found != "0";
@@ -200,7 +203,8 @@ TEST(ReconcileTimers, IncrementalRunsTickAndTheFullAuditHasItsOwnInterval) {
     ts::server_process server(hourly);
     EXPECT_TRUE(timer_run_after(before, "incremental"));
     EXPECT_EQ(ts::query_value("SELECT count(*) FROM reconciliation_run WHERE requested_by = 'timer' AND kind = 'full'"
-                              " AND id > " + std::to_string(before)),
+                              " AND id > " +
+                              std::to_string(before)),
               "0");
   }
   ts::server_process::options every_second = hourly;

@@ -124,18 +124,20 @@ TEST_F(SettlementE2E, EachKindOfDifferenceBecomesExactlyOneException) {
              ts::unique_key("wd"));
   ASSERT_EQ(r.status, 201) << r.body;
   const std::string withdrawal(r.json().as_object().at("id").as_string());
-  r = c.post("/v1/withdrawals/" + withdrawal + "/confirm", op(), R"({"providerPaymentId":"po_1"})", ts::unique_key("c"));
+  r = c.post("/v1/withdrawals/" + withdrawal + "/confirm", op(), R"({"providerPaymentId":"po_1"})",
+             ts::unique_key("c"));
   ASSERT_EQ(r.status, 201) << r.body;
   EXPECT_EQ(count("SELECT count(*) FROM ledger_entry e JOIN account a ON a.id = e.account_id"
-                  " WHERE a.system_role = 'clearing:" + w.provider + "'"),
+                  " WHERE a.system_role = 'clearing:" +
+                  w.provider + "'"),
             "6")
       << "each of the provider's six transactions has an entry on its clearing account";
   const auto after = now("1 second");
 
-  const auto report = k_header + line(w.provider, "pay_1", "payment", 10'000, w.before) +
-                      line(w.provider, "pay_1", "refund", 300, after) +
-                      line(w.provider, "pay_2", "payment", 1'999, after) +
-                      line(w.provider, "pay_4", "payment", 4'000, after) + line(w.provider, "po_1", "payout", 700, after);
+  const auto report =
+      k_header + line(w.provider, "pay_1", "payment", 10'000, w.before) +
+      line(w.provider, "pay_1", "refund", 300, after) + line(w.provider, "pay_2", "payment", 1'999, after) +
+      line(w.provider, "pay_4", "payment", 4'000, after) + line(w.provider, "po_1", "payout", 700, after);
   r = import(c, report);
   ASSERT_EQ(r.status, 200) << r.body;
   const auto summary = r.json().as_object();
@@ -209,8 +211,9 @@ TEST_F(SettlementE2E, AMalformedLineImportsNothing) {
   const auto w = make_world(c);
   deposit(c, w, 1'000, "b_1");
   const auto at = now();
-  const auto bad = k_header + line(w.provider, "b_1", "payment", 1'000, at) + line(w.provider, "b_2", "payment", 5, at) +
-                   w.provider + ",b_3,payment,12.50,EUR," + at + "\n" + line(w.provider, "b_4", "payment", 5, at);
+  const auto bad = k_header + line(w.provider, "b_1", "payment", 1'000, at) +
+                   line(w.provider, "b_2", "payment", 5, at) + w.provider + ",b_3,payment,12.50,EUR," + at + "\n" +
+                   line(w.provider, "b_4", "payment", 5, at);
   auto r = import(c, bad);
   ASSERT_EQ(r.status, 400) << r.body;
   auto problem = r.json().as_object();
@@ -307,8 +310,8 @@ TEST_F(SettlementE2E, ALaterReportResolvesWhatItMatches) {
   // Its owner is who imported the first report; the same operator imported the second.
   EXPECT_EQ(text(d2, "resolvedBy"),
             "settlement import " + std::to_string(second.at("importId").as_int64()) + " (" + text(d2, "owner") + ")");
-  EXPECT_EQ(text(d2, "note"), "matched by settlement import " + std::to_string(second.at("importId").as_int64()) +
-                                  " of " + w.provider);
+  EXPECT_EQ(text(d2, "note"),
+            "matched by settlement import " + std::to_string(second.at("importId").as_int64()) + " of " + w.provider);
   EXPECT_EQ(text(by_key.at("posted_not_settled d_3"), "transactionId"), d3);
   EXPECT_EQ(text(by_key.at("posted_not_settled d_3"), "status"), "open");
   EXPECT_EQ(text(by_key.at("settled_not_posted d_1"), "type"), "DEPOSIT_REFUND");
@@ -398,8 +401,10 @@ TEST(SettlementLimits, OneImportAtATime) {
   });
   // The first import waits for the lock once it has read its report (a one-key advisory lock shows
   // its key's low 32 bits as objid).
-  const auto waiting = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND objsubid = 1"
-                       " AND objid::bigint = (hashtext('settlement:" + provider + "')::bigint & 4294967295)";
+  const auto waiting =
+      "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND objsubid = 1"
+      " AND objid::bigint = (hashtext('settlement:" +
+      provider + "')::bigint & 4294967295)";
   ASSERT_TRUE(ts::eventually([&] { return ts::query_value(waiting) == "1"; }, std::chrono::seconds(60),
                              std::chrono::milliseconds(20)));
   auto second = c.request("POST", "/v1/admin/settlements", report, headers);

@@ -61,8 +61,8 @@ feed_page read_feed(http_client& c, const std::string& key, const std::string& a
 
 // Every event after `after` that `key` may see, following `next` until the feed ends (at most
 // `pages_max` pages). `short_pages` counts pages that came back short while more followed.
-json::array read_all(http_client& c, const std::string& key, std::string after, int limit,
-                     std::int64_t account = 0, int* short_pages = nullptr, int pages_max = 10'000) {
+json::array read_all(http_client& c, const std::string& key, std::string after, int limit, std::int64_t account = 0,
+                     int* short_pages = nullptr, int pages_max = 10'000) {
   json::array out;
   for (int page = 0; page < pages_max; ++page) {
     auto p = read_feed(c, key, after, limit, account);
@@ -232,9 +232,7 @@ TEST_F(events_e2e, a_server_killed_under_load_loses_no_event) {
     });
   });
   const bool flowing = eventually(
-      [&] {
-        return answered.load() >= 60 && metric_value(server.port(), "wallet_events_published_total", 0) >= 30;
-      },
+      [&] { return answered.load() >= 60 && metric_value(server.port(), "wallet_events_published_total", 0) >= 30; },
       std::chrono::seconds(60), std::chrono::milliseconds(20));
   const int answered_before_kill = answered.load();
   server.kill();
@@ -244,7 +242,8 @@ TEST_F(events_e2e, a_server_killed_under_load_loses_no_event) {
   EXPECT_EQ(gave_up.load(), 0);
   EXPECT_EQ(answered.load(), 300);
 
-  ASSERT_TRUE(eventually([&] { return unpublished_rows() == 0; }, std::chrono::seconds(60), std::chrono::milliseconds(20)));
+  ASSERT_TRUE(
+      eventually([&] { return unpublished_rows() == 0; }, std::chrono::seconds(60), std::chrono::milliseconds(20)));
   const auto committed = committed_transactions(accounts);
   for (const auto& id : acknowledged) EXPECT_EQ(committed.count(id), 1u) << id;
   const auto counts = counts_by_event(entries_touching(accounts));

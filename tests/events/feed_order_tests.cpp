@@ -32,8 +32,8 @@ class feed_order_test : public events_suite {
                                 std::to_string(from) + R"(,"amount":"-1"},{"accountId":)" + std::to_string(to) +
                                 R"(,"amount":"1"}]}]})";
     return txn
-        .exec("INSERT INTO outbox_event (transaction_ids, topic, payload) VALUES (ARRAY[" +
-              txn.quote(transaction_id) + "]::uuid[], 'ledger.batch', " + txn.quote(payload) + "::jsonb) RETURNING id")[0][0]
+        .exec("INSERT INTO outbox_event (transaction_ids, topic, payload) VALUES (ARRAY[" + txn.quote(transaction_id) +
+              "]::uuid[], 'ledger.batch', " + txn.quote(payload) + "::jsonb) RETURNING id")[0][0]
         .as<std::int64_t>();
   }
 
@@ -71,8 +71,7 @@ TEST_F(feed_order_test, a_batch_that_commits_after_a_later_id_gets_the_later_pos
 
   // Rows other tests' servers left unsequenced get their positions first; then the feed's end,
   // where nothing of this test is yet.
-  while (sequence(*relay) > 0) {
-  }
+  while (sequence(*relay) > 0) {}
   auto page = persistence::read_event_feed(*reader, 0, 10, 10'000'000, only_these);
   ASSERT_TRUE(page.events.empty());
   const auto start = page.next;

@@ -63,9 +63,11 @@ events::relay_config events_suite::relay_config() {
 
 std::set<std::string> events_suite::committed_transactions(const std::vector<std::int64_t>& accounts) {
   const auto ids = id_list(accounts);
-  const auto rows = sql_column(owner_url(), "SELECT DISTINCT e.transaction_id::text FROM ledger_entry e"
-                                            " JOIN account a ON a.id = e.account_id"
-                                            " WHERE a.id IN (" + ids + ") OR a.parent_id IN (" + ids + ")");
+  const auto rows = sql_column(owner_url(),
+                               "SELECT DISTINCT e.transaction_id::text FROM ledger_entry e"
+                               " JOIN account a ON a.id = e.account_id"
+                               " WHERE a.id IN (" +
+                                   ids + ") OR a.parent_id IN (" + ids + ")");
   return {rows.begin(), rows.end()};
 }
 
@@ -77,9 +79,8 @@ std::vector<stream_entry> events_suite::entries_touching(const std::vector<std::
   std::vector<stream_entry> out;
   for (auto& e : read_stream(redis_url())) {
     const auto named = accounts_of(e);
-    if (std::any_of(named.begin(), named.end(), [&](std::int64_t a) {
-          return std::find(accounts.begin(), accounts.end(), a) != accounts.end();
-        })) {
+    if (std::any_of(named.begin(), named.end(),
+                    [&](std::int64_t a) { return std::find(accounts.begin(), accounts.end(), a) != accounts.end(); })) {
       out.push_back(std::move(e));
     }
   }
@@ -109,10 +110,9 @@ std::string id_list(const std::vector<std::int64_t>& ids) {
   return out;
 }
 
-std::string transfer(http_client& c, const std::string& key, std::int64_t from, std::int64_t to,
-                     std::int64_t amount) {
-  const auto r = c.post("/v1/transfers", key, test_support::transfer_body(from, to, amount),
-                        test_support::unique_key("transfer"));
+std::string transfer(http_client& c, const std::string& key, std::int64_t from, std::int64_t to, std::int64_t amount) {
+  const auto r =
+      c.post("/v1/transfers", key, test_support::transfer_body(from, to, amount), test_support::unique_key("transfer"));
   EXPECT_EQ(r.status, 201) << r.body;
   if (r.status != 201) return "";
   return std::string(r.json().as_object().at("transactionId").as_string());

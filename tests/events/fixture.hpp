@@ -55,8 +55,7 @@ class events_suite : public ::testing::Test {
 std::string id_list(const std::vector<std::int64_t>& ids);
 
 // A transfer's transaction id (201), or "" with a test failure.
-std::string transfer(http_client& c, const std::string& key, std::int64_t from, std::int64_t to,
-                     std::int64_t amount);
+std::string transfer(http_client& c, const std::string& key, std::int64_t from, std::int64_t to, std::int64_t amount);
 
 // The public account ids of a stream entry's `accounts` field.
 std::vector<std::int64_t> accounts_of(const stream_entry& e);

@@ -105,10 +105,12 @@ TEST_F(relay_test, a_relay_stopped_between_its_xadds_and_the_mark_publishes_them
   pay(server.port(), p, 60, 4);
   const auto committed = committed_transactions(p.all());
   ASSERT_GE(committed.size(), 64u);
-  const auto mine = sql_column(owner_url(), "SELECT DISTINCT o.id::text FROM outbox_event o"
-                                            " CROSS JOIN LATERAL unnest(o.transaction_ids) AS t(id)"
-                                            " JOIN ledger_entry e ON e.transaction_id = t.id"
-                                            " WHERE e.account_id IN (" + id_list(p.all()) + ")");
+  const auto mine = sql_column(owner_url(),
+                               "SELECT DISTINCT o.id::text FROM outbox_event o"
+                               " CROSS JOIN LATERAL unnest(o.transaction_ids) AS t(id)"
+                               " JOIN ledger_entry e ON e.transaction_id = t.id"
+                               " WHERE e.account_id IN (" +
+                                   id_list(p.all()) + ")");
   const std::set<std::string> my_rows(mine.begin(), mine.end());
 
   std::mutex mutex;
@@ -117,15 +119,16 @@ TEST_F(relay_test, a_relay_stopped_between_its_xadds_and_the_mark_publishes_them
   hooks.after_stream_write = [&](const std::vector<std::int64_t>& rows) {
     std::lock_guard lock(mutex);
     if (!aborted.empty()) return;
-    const bool holds_mine = std::any_of(rows.begin(), rows.end(),
-                                        [&](std::int64_t id) { return my_rows.count(std::to_string(id)) != 0; });
+    const bool holds_mine =
+        std::any_of(rows.begin(), rows.end(), [&](std::int64_t id) { return my_rows.count(std::to_string(id)) != 0; });
     if (!holds_mine) return;
     aborted = rows;
     throw events::round_aborted("stopped between XADD and the mark by the test");
   };
   events::outbox_relay relay(relay_config(), hooks);
   relay.start();
-  ASSERT_TRUE(eventually([&] { return unpublished_rows() == 0; }, std::chrono::seconds(60), std::chrono::milliseconds(20)))
+  ASSERT_TRUE(
+      eventually([&] { return unpublished_rows() == 0; }, std::chrono::seconds(60), std::chrono::milliseconds(20)))
       << unpublished_rows() << " rows still unpublished";
   relay.stop();
 
@@ -165,8 +168,7 @@ TEST_F(relay_test, two_relays_on_one_database_never_publish_a_row_at_the_same_ti
     h.after_stream_write = [&, relay](const std::vector<std::int64_t>& rows) {
       const int now_inside = ++inside;
       int seen = most_inside.load();
-      while (now_inside > seen && !most_inside.compare_exchange_weak(seen, now_inside)) {
-      }
+      while (now_inside > seen && !most_inside.compare_exchange_weak(seen, now_inside)) {}
       ++rounds_by_relay[static_cast<std::size_t>(relay)];
       {
         std::lock_guard lock(mutex);
@@ -183,7 +185,8 @@ TEST_F(relay_test, two_relays_on_one_database_never_publish_a_row_at_the_same_ti
   first.start();
   second.start();
   pay(server.port(), p, 300, 8);
-  ASSERT_TRUE(eventually([&] { return unpublished_rows() == 0; }, std::chrono::seconds(60), std::chrono::milliseconds(20)));
+  ASSERT_TRUE(
+      eventually([&] { return unpublished_rows() == 0; }, std::chrono::seconds(60), std::chrono::milliseconds(20)));
   first.stop();
   second.stop();
 

@@ -40,7 +40,8 @@ std::vector<stream_entry> read_stream(const std::string& url, const std::string&
   if (!c || c->err != 0) throw std::runtime_error("cannot connect to Redis at " + url);
   redisSetTimeout(c.get(), timeout);
   if (endpoint.database != 0) {
-    reply_ptr r(static_cast<redisReply*>(redisCommand(c.get(), "SELECT %lld", static_cast<long long>(endpoint.database))));
+    reply_ptr r(
+        static_cast<redisReply*>(redisCommand(c.get(), "SELECT %lld", static_cast<long long>(endpoint.database))));
     if (!r || r->type == REDIS_REPLY_ERROR) throw std::runtime_error("SELECT failed");
   }
   std::vector<stream_entry> out;

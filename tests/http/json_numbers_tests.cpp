@@ -46,13 +46,13 @@ TEST(json_numbers, integers_beyond_int64_are_big_integers_whatever_their_size) {
 TEST(json_numbers, an_integer_amount_is_refused_for_its_size_or_sign_never_for_a_fraction) {
   // Every integer that is not an amount is told why: too large for a JSON number, or not positive.
   EXPECT_EQ(amount_error("9007199254740991"), "");
-  for (const std::string big : {"9007199254740992", "9223372036854775808", "18446744073709551616",
-                                "123456789012345678901234567890"}) {
+  for (const std::string big :
+       {"9007199254740992", "9223372036854775808", "18446744073709551616", "123456789012345678901234567890"}) {
     const auto error = amount_error(big);
     EXPECT_NE(error.find("larger than 2^53-1"), std::string::npos) << big << ": " << error;
   }
-  for (const std::string negative : {"-1", "-0", "-9223372036854775808", "-9223372036854775809",
-                                     "-123456789012345678901234567890"}) {
+  for (const std::string negative :
+       {"-1", "-0", "-9223372036854775808", "-9223372036854775809", "-123456789012345678901234567890"}) {
     const auto error = amount_error(negative);
     EXPECT_NE(error.find("positive"), std::string::npos) << negative << ": " << error;
     EXPECT_EQ(error.find("fraction"), std::string::npos) << negative << ": " << error;

@@ -274,7 +274,8 @@ TEST(openapi_document, problem_codes_include_every_code_the_http_sources_name) {
   // HTTP-level code cannot be added to the server alone.
   const std::regex call(R"re(http_problem\(\s*[0-9]{3}\s*,\s*"([a-z_]+)")re");
   std::set<std::string> named;
-  for (const auto& file : std::filesystem::directory_iterator(std::filesystem::path(test_support::source_dir()) / "http")) {
+  for (const auto& file :
+       std::filesystem::directory_iterator(std::filesystem::path(test_support::source_dir()) / "http")) {
     if (file.path().extension() != ".cpp") continue;
     const auto text = read_file(file.path());
     for (std::sregex_iterator it(text.begin(), text.end(), call), end; it != end; ++it) named.insert((*it)[1]);
@@ -320,7 +321,8 @@ TEST(openapi_check, match_template_routes_as_the_server_does) {
   // A withdrawal's or a deposit's id is text: the handler, not the router, refuses a non-UUID.
   EXPECT_EQ(spec().match_template("GET", "/v1/withdrawals/" + k_transaction_id), "/v1/withdrawals/{id}");
   EXPECT_EQ(spec().match_template("GET", "/v1/withdrawals/not-a-uuid"), "/v1/withdrawals/{id}");
-  EXPECT_EQ(spec().match_template("POST", "/v1/withdrawals/" + k_transaction_id + "/fail"), "/v1/withdrawals/{id}/fail");
+  EXPECT_EQ(spec().match_template("POST", "/v1/withdrawals/" + k_transaction_id + "/fail"),
+            "/v1/withdrawals/{id}/fail");
   EXPECT_EQ(spec().match_template("POST", "/v1/deposits/" + k_transaction_id + "/chargebacks"),
             "/v1/deposits/{id}/chargebacks");
   EXPECT_EQ(spec().match_template("POST", "/v1/provider-events"), "/v1/provider-events");
@@ -339,24 +341,25 @@ TEST(openapi_check, match_template_routes_as_the_server_does) {
 const std::string k_account =
     R"({"id":7,"ownerId":3,"currency":"EUR","kind":"user","status":"active","balance":"49000",)"
     R"("available":"49000","hot":false,"createdAt":"2026-11-30T01:59:00.123456Z"})";
-const std::string k_receipt =
-    R"({"transactionId":")" + k_transaction_id + R"(","status":"COMPLETED","fromBalanceAfter":"49000","fee":"0","netAmount":"1000"})";
+const std::string k_receipt = R"({"transactionId":")" + k_transaction_id +
+                              R"(","status":"COMPLETED","fromBalanceAfter":"49000","fee":"0","netAmount":"1000"})";
 
 TEST(openapi_validator, accepts_good_bodies) {
   // Bodies shaped as the server makes them fit their schemas, optional and nullable parts included.
   EXPECT_EQ(spec().validate_schema("Account", k_account), std::vector<std::string>{});
   EXPECT_EQ(spec().validate_schema("Account", R"({"id":1,"ownerId":null,"currency":"EUR","kind":"system",)"
-                                               R"("status":"active","balance":"-50000","available":"0","hot":true,)"
-                                               R"("mainBalance":"-50000","shards":[{"id":2,"shardNo":0,"balance":"0"}],)"
-                                               R"("createdAt":"2026-11-30T01:59:00.000000Z"})"),
+                                              R"("status":"active","balance":"-50000","available":"0","hot":true,)"
+                                              R"("mainBalance":"-50000","shards":[{"id":2,"shardNo":0,"balance":"0"}],)"
+                                              R"("createdAt":"2026-11-30T01:59:00.000000Z"})"),
             std::vector<std::string>{});
   EXPECT_EQ(spec().validate_schema("TransferReceipt", k_receipt), std::vector<std::string>{});
   EXPECT_EQ(spec().validate_schema("EntriesPage", R"({"entries":[],"next":null})"), std::vector<std::string>{});
   EXPECT_EQ(spec().validate_schema("TransferRequest", R"({"fromAccountId":"7","toAccountId":8,"amount":"1000"})"),
             std::vector<std::string>{});
   EXPECT_EQ(spec().validate_schema("Problem", R"({"type":"about:blank","title":"Not found","status":404,)"
-                                               R"("code":"not_found","detail":"account 9 was not found",)"
-                                               R"("requestId":")" + k_request_id + R"("})"),
+                                              R"("code":"not_found","detail":"account 9 was not found",)"
+                                              R"("requestId":")" +
+                                                  k_request_id + R"("})"),
             std::vector<std::string>{});
 }
 
@@ -377,7 +380,8 @@ TEST(openapi_validator, rejects_a_wrong_type) {
 TEST(openapi_validator, rejects_an_extra_property) {
   // additionalProperties: false refuses a property the schema does not name.
   const auto errors = spec().validate_schema(
-      "TransferReceipt", R"({"transactionId":")" + k_transaction_id + R"(","status":"COMPLETED","fromBalanceAfter":"1","fee":"0","netAmount":"1","tip":"0"})");
+      "TransferReceipt", R"({"transactionId":")" + k_transaction_id +
+                             R"(","status":"COMPLETED","fromBalanceAfter":"1","fee":"0","netAmount":"1","tip":"0"})");
   EXPECT_TRUE(says(errors, "$.tip", "is not allowed")) << joined(errors);
 }
 
@@ -391,15 +395,16 @@ TEST(openapi_validator, rejects_a_value_outside_the_enum) {
 
 TEST(openapi_validator, rejects_a_string_that_does_not_match_the_pattern) {
   // Money in answers is a string of digits: "12.50" is refused.
-  const auto errors = spec().validate_schema(
-      "TransferReceipt", R"({"transactionId":")" + k_transaction_id + R"(","status":"COMPLETED","fromBalanceAfter":"12.50"})");
+  const auto errors =
+      spec().validate_schema("TransferReceipt", R"({"transactionId":")" + k_transaction_id +
+                                                    R"(","status":"COMPLETED","fromBalanceAfter":"12.50"})");
   EXPECT_TRUE(says(errors, "$.fromBalanceAfter", "does not match the pattern")) << joined(errors);
 }
 
 TEST(openapi_validator, rejects_a_different_constant) {
   // A receipt's status is always COMPLETED.
-  const auto errors = spec().validate_schema(
-      "TransferReceipt", R"({"transactionId":")" + k_transaction_id + R"(","status":"PENDING","fromBalanceAfter":"1"})");
+  const auto errors = spec().validate_schema("TransferReceipt", R"({"transactionId":")" + k_transaction_id +
+                                                                    R"(","status":"PENDING","fromBalanceAfter":"1"})");
   EXPECT_TRUE(says(errors, "$.status", "is not the constant \"COMPLETED\"")) << joined(errors);
 }
 
@@ -412,10 +417,10 @@ TEST(openapi_validator, takes_null_only_where_the_type_list_allows_it) {
 
 TEST(openapi_validator, checks_each_item_of_an_array) {
   // An entry inside a page is checked against Entry: a fractional amount is refused where it is.
-  const auto errors = spec().validate_schema(
-      "EntriesPage", R"({"entries":[{"id":1,"transactionId":")" + k_transaction_id +
-                         R"(","accountId":7,"currency":"EUR","amount":"1.5","balanceAfter":"2",)"
-                         R"("createdAt":"2026-11-30T01:59:00.123456Z"}],"next":null})");
+  const auto errors =
+      spec().validate_schema("EntriesPage", R"({"entries":[{"id":1,"transactionId":")" + k_transaction_id +
+                                                R"(","accountId":7,"currency":"EUR","amount":"1.5","balanceAfter":"2",)"
+                                                R"("createdAt":"2026-11-30T01:59:00.123456Z"}],"next":null})");
   EXPECT_TRUE(says(errors, "$.entries[0].amount", "does not match the pattern")) << joined(errors);
 }
 
@@ -431,15 +436,15 @@ TEST(openapi_validator, checks_lengths_and_item_counts) {
   // minLength, maxLength and minItems are checked (a principal's name, a hot account's shards).
   EXPECT_TRUE(says(spec().validate_schema("CreatePrincipalRequest", R"({"name":"","role":"user"})"), "$.name",
                    "shorter than minLength"));
-  EXPECT_TRUE(says(spec().validate_schema("CreatePrincipalRequest", R"({"name":")" + std::string(201, 'a') +
-                                                                         R"(","role":"user"})"),
-                   "$.name", "longer than maxLength"));
+  EXPECT_TRUE(says(
+      spec().validate_schema("CreatePrincipalRequest", R"({"name":")" + std::string(201, 'a') + R"(","role":"user"})"),
+      "$.name", "longer than maxLength"));
   auto account = json::parse(k_account).as_object();
   account["hot"] = true;
   account["mainBalance"] = "0";
   account["shards"] = json::array();
-  EXPECT_TRUE(says(spec().validate_value(json::parse(R"({"$ref":"#/components/schemas/Account"})"), account), "$.shards",
-                   "fewer than minItems"));
+  EXPECT_TRUE(says(spec().validate_value(json::parse(R"({"$ref":"#/components/schemas/Account"})"), account),
+                   "$.shards", "fewer than minItems"));
 }
 
 TEST(openapi_validator, one_of_takes_exactly_one_branch) {
@@ -470,7 +475,8 @@ TEST(openapi_validator, a_provider_event_needs_the_fields_of_its_type) {
   }
   for (const std::string& fields :
        {std::string(R"("type":"payment.succeeded","paymentId":"p-1","amount":"500","currency":"EUR"})"),
-        std::string(R"("type":"payment.succeeded","paymentId":"p-1","accountId":null,"amount":"500","currency":"EUR"})"),
+        std::string(
+            R"("type":"payment.succeeded","paymentId":"p-1","accountId":null,"amount":"500","currency":"EUR"})"),
         std::string(R"("type":"payment.refunded","withdrawalId":")" + k_transaction_id + R"("})"),
         std::string(R"("type":"payout.paid","paymentId":"p-1"})")}) {
     EXPECT_TRUE(says(spec().validate_schema("ProviderEvent", head + fields), "$", "fits 0 of the 3 schemas of oneOf"))
@@ -494,14 +500,15 @@ header_map answer_headers(header_map extra = {}) {
 }
 
 const std::string k_busy = R"({"type":"about:blank","title":"Server busy","status":503,"code":"server_busy",)"
-                           R"("detail":"retry later","requestId":")" + k_request_id + R"("})";
+                           R"("detail":"retry later","requestId":")" +
+                           k_request_id + R"("})";
 
 TEST(openapi_answers, accepts_a_good_answer_with_its_headers) {
   // A transfer's 201, replayed, with its rate-limit headers, is what the document says.
-  const auto errors = spec().validate(
-      "POST", "/v1/transfers", 201, "application/json", k_receipt,
-      answer_headers({{"Idempotent-Replayed", "true"}, {"RateLimit", "limit=200, remaining=17, reset=1"},
-                      {"RateLimit-Policy", "200;w=2"}}));
+  const auto errors = spec().validate("POST", "/v1/transfers", 201, "application/json", k_receipt,
+                                      answer_headers({{"Idempotent-Replayed", "true"},
+                                                      {"RateLimit", "limit=200, remaining=17, reset=1"},
+                                                      {"RateLimit-Policy", "200;w=2"}}));
   EXPECT_EQ(errors, std::vector<std::string>{});
   // Media type parameters do not matter: the metrics page is text/plain; version=0.0.4.
   EXPECT_EQ(spec().validate("GET", "/metrics", 200, "text/plain; version=0.0.4", "# HELP x\n", answer_headers()),
@@ -531,8 +538,8 @@ TEST(openapi_answers, rejects_a_body_that_is_not_json) {
 
 TEST(openapi_answers, rejects_a_body_that_does_not_fit) {
   // A readiness answer that says something else than "ready" is refused, with where.
-  const auto errors = spec().validate("GET", "/readyz", 200, "application/json",
-                                      R"({"status":"ok","database":"ok","redis":"ok"})");
+  const auto errors =
+      spec().validate("GET", "/readyz", 200, "application/json", R"({"status":"ok","database":"ok","redis":"ok"})");
   EXPECT_TRUE(says(errors, "$.status", "is not the constant \"ready\"")) << joined(errors);
 }
 
@@ -545,10 +552,11 @@ TEST(openapi_answers, requires_the_required_headers) {
   EXPECT_TRUE(says(spec().validate("POST", "/v1/deposits", 503, "application/problem+json", k_busy, answer_headers()),
                    "POST /v1/deposits 503", "header Retry-After is required but absent"));
   const std::string unauthorized = R"({"type":"about:blank","title":"Unauthorized","status":401,"code":"unauthorized",)"
-                                   R"("detail":"the API key is not known","requestId":")" + k_request_id + R"("})";
-  EXPECT_TRUE(says(spec().validate("GET", "/v1/accounts/{id}", 401, "application/problem+json", unauthorized,
-                                   answer_headers()),
-                   "GET /v1/accounts/{id} 401", "header WWW-Authenticate is required but absent"));
+                                   R"("detail":"the API key is not known","requestId":")" +
+                                   k_request_id + R"("})";
+  EXPECT_TRUE(
+      says(spec().validate("GET", "/v1/accounts/{id}", 401, "application/problem+json", unauthorized, answer_headers()),
+           "GET /v1/accounts/{id} 401", "header WWW-Authenticate is required but absent"));
   EXPECT_EQ(spec().validate("GET", "/v1/accounts/{id}", 401, "application/problem+json", unauthorized,
                             answer_headers({{"WWW-Authenticate", "Bearer error=\"invalid_token\""}})),
             std::vector<std::string>{});
@@ -569,9 +577,11 @@ TEST(openapi_answers, checks_a_present_header_against_its_schema) {
 TEST(openapi_answers, checks_answers_to_requests_no_operation_matches) {
   // A 405 needs Allow; a 404 route_not_found and a 413 are problems; a 200 is not an unrouted answer.
   const std::string not_allowed = R"({"type":"about:blank","title":"Method not allowed","status":405,)"
-                                  R"("code":"method_not_allowed","detail":"use GET","requestId":")" + k_request_id + R"("})";
-  EXPECT_EQ(spec().validate_unrouted(405, "application/problem+json", not_allowed, answer_headers({{"Allow", "GET, POST"}})),
-            std::vector<std::string>{});
+                                  R"("code":"method_not_allowed","detail":"use GET","requestId":")" +
+                                  k_request_id + R"("})";
+  EXPECT_EQ(
+      spec().validate_unrouted(405, "application/problem+json", not_allowed, answer_headers({{"Allow", "GET, POST"}})),
+      std::vector<std::string>{});
   EXPECT_TRUE(says(spec().validate_unrouted(405, "application/problem+json", not_allowed, answer_headers()),
                    "unrouted 405", "header Allow is required but absent"));
   EXPECT_FALSE(spec().validate_unrouted(200, "application/json", "{}", answer_headers()).empty());

@@ -99,9 +99,8 @@ std::string request_id_for(const std::string& sent) {
 }
 
 bool is_generated(const std::string& id) {
-  return id.size() == 16 && std::all_of(id.begin(), id.end(), [](char c) {
-           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
-         });
+  return id.size() == 16 &&
+         std::all_of(id.begin(), id.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
 }
 
 TEST(read_limits, bound_the_body_the_header_and_what_beast_leaves_unbounded) {
@@ -114,7 +113,8 @@ TEST(read_limits, bound_the_body_the_header_and_what_beast_leaves_unbounded) {
   EXPECT_FALSE(read_as_the_server(head + "0\r\nX-Trailer: " + std::string(1000, 't') + "\r\n\r\n", settings));
   EXPECT_FALSE(read_as_the_server(head + "1;ext=" + std::string(1000, 'e') + "\r\nx\r\n0\r\n\r\n", settings));
   const std::string with_length = "POST / HTTP/1.1\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n";
-  const std::string with_length_past = "POST / HTTP/1.1\r\nContent-Length: " + std::to_string(body.size() + 1) + "\r\n\r\n";
+  const std::string with_length_past =
+      "POST / HTTP/1.1\r\nContent-Length: " + std::to_string(body.size() + 1) + "\r\n\r\n";
   EXPECT_FALSE(read_as_the_server(with_length + body, settings));
   EXPECT_FALSE(read_as_the_server("GET / HTTP/1.1\r\nX-Big: " + std::string(8000, 'h') + "\r\n\r\n", settings));
 
@@ -141,7 +141,8 @@ TEST(read_limits, a_route_with_a_limit_of_its_own_reads_under_that_limit_only) {
   EXPECT_TRUE(read.refused_at_header);
   read = read_with_route_limit("POST /r HTTP/1.1\r\nContent-Length: 1073741824\r\n\r\n", settings, 1'000'000);
   EXPECT_TRUE(read.refused_at_header);
-  const std::string chunked = "POST /r HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n186a0\r\n" + body + "\r\n0\r\n\r\n";
+  const std::string chunked =
+      "POST /r HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n186a0\r\n" + body + "\r\n0\r\n\r\n";
   read = read_with_route_limit(chunked, settings, 1'000'000);
   EXPECT_FALSE(read.ec) << read.ec.message();
   EXPECT_EQ(read.body, body);

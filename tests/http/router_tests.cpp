@@ -37,7 +37,8 @@ TEST(router, an_integer_parameter_matches_a_positive_id_only) {
   ASSERT_NE(found.matched, nullptr);
   EXPECT_EQ(found.matched->pattern, "/v1/accounts/{id}");
   EXPECT_EQ(found.params.id, 42);
-  for (const char* path : {"/v1/accounts/abc", "/v1/accounts/0", "/v1/accounts/-1", "/v1/accounts/99999999999999999999"}) {
+  for (const char* path :
+       {"/v1/accounts/abc", "/v1/accounts/0", "/v1/accounts/-1", "/v1/accounts/99999999999999999999"}) {
     const auto missing = r.find("GET", path);
     EXPECT_EQ(missing.matched, nullptr) << path;
     EXPECT_EQ(missing.allowed, "") << path;
@@ -91,10 +92,14 @@ TEST(router, the_server_table_keeps_the_pipeline_rules) {
   actors::ledger_service service(settings);
   metrics stats;
   routes server_routes(settings, service, nullptr, stats);
-  const std::set<std::string> money_moving{
-      "POST /v1/transfers",        "POST /v1/deposits",           "POST /v1/deposits/{id}/refunds",
-      "POST /v1/deposits/{id}/chargebacks", "POST /v1/withdrawals", "POST /v1/withdrawals/{id}/confirm",
-      "POST /v1/withdrawals/{id}/fail", "POST /v1/transfers/{id}/refunds"};
+  const std::set<std::string> money_moving{"POST /v1/transfers",
+                                           "POST /v1/deposits",
+                                           "POST /v1/deposits/{id}/refunds",
+                                           "POST /v1/deposits/{id}/chargebacks",
+                                           "POST /v1/withdrawals",
+                                           "POST /v1/withdrawals/{id}/confirm",
+                                           "POST /v1/withdrawals/{id}/fail",
+                                           "POST /v1/transfers/{id}/refunds"};
   std::set<std::string> seen;
   for (const auto& r : server_routes.table().table()) {
     EXPECT_TRUE(seen.insert(r.method + " " + r.pattern).second) << r.pattern;

@@ -136,9 +136,9 @@ TEST_F(HttpServer, WrongMethodIs405WithAllow) {
     const char* target;
     const char* allow;
   };
-  for (const auto& p : {probe{"GET", "/v1/transfers", "POST"}, probe{"DELETE", "/healthz", "GET"},
-                        probe{"POST", "/metrics", "GET"}, probe{"PUT", "/v1/accounts/1", "GET"},
-                        probe{"GET", "/v1/deposits", "POST"}}) {
+  for (const auto& p :
+       {probe{"GET", "/v1/transfers", "POST"}, probe{"DELETE", "/healthz", "GET"}, probe{"POST", "/metrics", "GET"},
+        probe{"PUT", "/v1/accounts/1", "GET"}, probe{"GET", "/v1/deposits", "POST"}}) {
     auto r = c.request(p.method, p.target, {}, {{"Authorization", "Bearer " + op()}});
     ASSERT_EQ(r.status, 405) << p.method << " " << p.target << " " << r.body;
     EXPECT_EQ(r.header("Allow"), p.allow) << p.method << " " << p.target;
@@ -161,7 +161,8 @@ TEST_F(HttpServer, OversizedBodyIs413) {
     ts::raw_connection raw(port());
     std::string request =
         "POST /v1/transfers HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
-        "Transfer-Encoding: chunked\r\nAuthorization: Bearer " + op() + "\r\n\r\n";
+        "Transfer-Encoding: chunked\r\nAuthorization: Bearer " +
+        op() + "\r\n\r\n";
     for (int i = 0; i < 4; ++i) request += "200\r\n" + std::string(512, 'y') + "\r\n";
     request += "0\r\n\r\n";
     raw.send(request);
@@ -188,9 +189,10 @@ TEST_F(HttpServer, OversizedBodyIs413) {
 TEST_F(HttpServer, OversizedBodyIs413EvenForClientsThatSendAllOfItFirst) {
   ts::raw_connection raw(port());
   const std::size_t body_size = 8 * 1024 * 1024;
-  const std::string head = "POST /v1/transfers HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
-                           "Content-Length: " + std::to_string(body_size) + "\r\nAuthorization: Bearer " + op() +
-                           "\r\n\r\n";
+  const std::string head =
+      "POST /v1/transfers HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+      "Content-Length: " +
+      std::to_string(body_size) + "\r\nAuthorization: Bearer " + op() + "\r\n\r\n";
   ASSERT_TRUE(raw.send(head));
   ASSERT_TRUE(raw.send(std::string(body_size, 'x'))) << "the server reset the connection before the body was sent";
   auto got = raw.read_until_closed(30s);
@@ -203,9 +205,9 @@ TEST_F(HttpServer, OversizedBodyIs413EvenForClientsThatSendAllOfItFirst) {
 // Garbage bytes that are not HTTP answer 400 problem+json (malformed_request) and the server
 // then closes the connection.
 TEST_F(HttpServer, MalformedRequestIs400AndConnectionClosed) {
-  for (const std::string& garbage : {std::string("\x01\x02\x03 garbage \xff\xfe\r\n\r\n"),
-                                    std::string("GET /healthz HTTP/9.9.9\r\n\r\n"),
-                                    std::string("GET /healthz HTTP/1.1\r\nBad Header Line\r\n\r\n")}) {
+  for (const std::string& garbage :
+       {std::string("\x01\x02\x03 garbage \xff\xfe\r\n\r\n"), std::string("GET /healthz HTTP/9.9.9\r\n\r\n"),
+        std::string("GET /healthz HTTP/1.1\r\nBad Header Line\r\n\r\n")}) {
     ts::raw_connection raw(port());
     ASSERT_TRUE(raw.send(garbage));
     const auto started = std::chrono::steady_clock::now();
@@ -257,8 +259,7 @@ TEST_F(HttpServer, TrailersAndChunkExtensionsAreBoundedByTheReadBuffer) {
   ts::raw_connection endless(port());
   ASSERT_TRUE(endless.send(head + "0\r\nX-Trailer: "));
   const std::string piece(4096, 't');
-  for (int sent = 0; sent < 256 && !endless.peer_closed() && endless.send(piece); ++sent) {
-  }
+  for (int sent = 0; sent < 256 && !endless.peer_closed() && endless.send(piece); ++sent) {}
   auto got = endless.read_until_closed(10s);
   EXPECT_TRUE(got.closed);
   auto [status, body] = parse_raw_response(got.bytes);
@@ -449,7 +450,8 @@ TEST(HttpShutdown, RequestInFlightAtSigtermCompletes) {
     return client.post("/v1/transfers", alice.key, transfer_body(a, b, 1200), key);
   });
   // The transfer is in flight once the ledger writer waits on our lock.
-  ASSERT_TRUE(ts::eventually([&] { return lock.waiters() >= 1; }, 15s, 20ms)) << "the transfer never reached the database";
+  ASSERT_TRUE(ts::eventually([&] { return lock.waiters() >= 1; }, 15s, 20ms))
+      << "the transfer never reached the database";
 
   auto exit_code = std::async(std::launch::async, [&] { return server->terminate(60s); });
   // Draining: new connections are refused while the transfer is still waiting.
@@ -483,7 +485,8 @@ TEST(HttpShutdown, RequestInFlightAtSigtermCompletes) {
                             std::to_string(alice.id) + " AND idempotency_key = '" + key + "'"),
             "1");
   EXPECT_EQ(ts::query_value("SELECT balance FROM account WHERE id = " + std::to_string(a)), "3800");
-  EXPECT_EQ(ts::query_value("SELECT count(*) FROM journal_transaction WHERE idempotency_key = '" + late_key + "'"), "0");
+  EXPECT_EQ(ts::query_value("SELECT count(*) FROM journal_transaction WHERE idempotency_key = '" + late_key + "'"),
+            "0");
 
   // With nothing left in flight the process must exit promptly. (It once hung here for good:
   // ~actor_system waited for account actors nobody stopped.) If it hangs, end it so that the
@@ -558,7 +561,6 @@ TEST(HttpConfig, BadPortStopsStartWithExitCode2) {
   EXPECT_NE(r.output.find("http.port"), std::string::npos) << r.output;
 }
 
-
 // Requests that cost the server a database read without a valid key are bounded: an unknown key
 // is remembered (repeating it costs no read), requests whose key needs a read are limited per
 // client address (429 before the read), a principal that names accounts that do not exist is
@@ -614,7 +616,8 @@ TEST_F(HttpFloods, NewKeysFromOneAddressAreLimitedBeforeTheirRead) {
       ++limited;
     }
   }
-  const auto elapsed_s = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started).count();
+  const auto elapsed_s =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started).count();
   // At most the burst plus what refilled meanwhile (1/s) got through to a read.
   EXPECT_LE(unauthorized, 5 + elapsed_s + 1);
   EXPECT_EQ(unauthorized + limited, 40);
@@ -639,7 +642,8 @@ TEST_F(HttpFloods, NamingAccountsThatDoNotExistIsLimitedPerPrincipal) {
       ++limited;
     }
   }
-  const auto elapsed_s = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started).count();
+  const auto elapsed_s =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started).count();
   EXPECT_LE(not_found, 5 + elapsed_s + 1);
   EXPECT_EQ(not_found + limited, 40);
   EXPECT_LE(reads(c) - before, not_found);

@@ -51,8 +51,8 @@ class load {
               record.statuses.insert(r.status);
             } else {
               const auto key = ts::unique_key("sigterm-load");
-              const auto r = c.post("/v1/transfers", payer.key,
-                                    ts::transfer_body(from_alice ? a : b, from_alice ? b : a, 1), key);
+              const auto r =
+                  c.post("/v1/transfers", payer.key, ts::transfer_body(from_alice ? a : b, from_alice ? b : a, 1), key);
               std::lock_guard lock(record.mutex);
               record.statuses.insert(r.status);
               if (r.status == 201) record.committed_keys.push_back(key);
@@ -136,7 +136,8 @@ TEST_F(HttpShutdownUnderLoad, SigtermWhileRequestsFlowExitsZero) {
     load clients(server.port(), alice_, a_, bob_, b_, record_);
     const int before = record_.answers.load();
     ASSERT_TRUE(ts::eventually([&] { return record_.answers.load() >= before + 200; }, 120s))
-        << "the load was not served:\n" << server.log();
+        << "the load was not served:\n"
+        << server.log();
     EXPECT_EQ(server.terminate(120s), 0) << "round " << round << ":\n" << server.log();
     clients.stop();
   }
@@ -158,16 +159,15 @@ TEST_F(HttpShutdownUnderLoad, SigtermWithRateLimitChecksPendingExitsZero) {
   ts::server_process server(o);
   ts::http_client probe(server.port());
   load clients(server.port(), alice_, a_, bob_, b_, record_);
-  ASSERT_TRUE(ts::eventually([&] { return record_.answers.load() >= 100; }, 120s))
-      << "the load was not served:\n" << server.log();
+  ASSERT_TRUE(ts::eventually([&] { return record_.answers.load() >= 100; }, 120s)) << "the load was not served:\n"
+                                                                                   << server.log();
 
   redis.pause();
   // Clients' requests now get stuck in their rate-limit checks (the probe's own request to
   // /metrics is in flight too, and passes no check). One stuck check is enough for what this
   // test proves; waiting for all of them at once raced the checks' own command timeout, after
   // which the limiter fails open and the clients flow again.
-  ASSERT_TRUE(ts::eventually(
-      [&] { return ts::metric_value(probe, "wallet_http_inflight_requests") >= 2; }, 60s))
+  ASSERT_TRUE(ts::eventually([&] { return ts::metric_value(probe, "wallet_http_inflight_requests") >= 2; }, 60s))
       << "no client's check got stuck behind the paused Redis";
   EXPECT_EQ(server.terminate(120s), 0) << server.log();
   // The HTTP threads did stop with the checks still pending (no grace to wait for them).

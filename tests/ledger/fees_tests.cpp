@@ -39,10 +39,10 @@ TEST(fees, the_int64_edges_are_exact) {
   // amount × bps overflows int64 for large amounts: the product is taken in 128 bits, so the
   // share is exact; a fixed part that overflows the sum is capped at the amount, never wrapped.
   EXPECT_EQ(payment_fee({fee_bps_max, 0}, k_max), k_max);
-  EXPECT_EQ(payment_fee({5'000, 0}, k_max), k_max / 2);                          // floor((2^63 - 1) / 2)
-  EXPECT_EQ(payment_fee({1, 0}, k_max), 922'337'203'685'477);                    // floor((2^63 - 1) / 10000)
-  EXPECT_EQ(payment_fee({9'999, 0}, k_max), 9'222'449'699'651'090'329);          // floor((2^63 - 1) × 0.9999)
-  EXPECT_EQ(payment_fee({1, k_max}, k_max), k_max);                              // fixed + share overflows
+  EXPECT_EQ(payment_fee({5'000, 0}, k_max), k_max / 2);                  // floor((2^63 - 1) / 2)
+  EXPECT_EQ(payment_fee({1, 0}, k_max), 922'337'203'685'477);            // floor((2^63 - 1) / 10000)
+  EXPECT_EQ(payment_fee({9'999, 0}, k_max), 9'222'449'699'651'090'329);  // floor((2^63 - 1) × 0.9999)
+  EXPECT_EQ(payment_fee({1, k_max}, k_max), k_max);                      // fixed + share overflows
   EXPECT_EQ(payment_fee({0, k_max}, 1), 1);
   EXPECT_EQ(payment_fee({5'000, k_max - 1}, 3), 3);
   EXPECT_EQ(payment_fee({1, 10}, k_max), 922'337'203'685'487);

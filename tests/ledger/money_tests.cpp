@@ -79,12 +79,15 @@ TEST(parse_digits, refuses_overflow_and_more_than_nineteen_digits) {
 
 TEST(parse_digits, refuses_anything_but_ascii_digits) {
   // Signs, spaces, decimals, exponents, hex, and non-ASCII digits are all refused.
-  for (const char* text : {"", "+1", "-1", " 1", "1 ", "1.0", "1.", ".5", "1e3", "1E3", "0x10", "1_000", "1,000",
-                           "12a", "a12", "\xef\xbc\x91" /* fullwidth 1 */, "\t5", "NaN", "Infinity"}) {
+  for (const char* text : {"", "+1", "-1", " 1", "1 ", "1.0", "1.", ".5", "1e3", "1E3", "0x10", "1_000", "1,000", "12a",
+                           "a12", "\xef\xbc\x91" /* fullwidth 1 */, "\t5", "NaN", "Infinity"}) {
     EXPECT_EQ(parse_digits(text), std::nullopt) << "text: \"" << text << "\"";
   }
   // An embedded NUL is not a terminator: the view's whole length is checked.
-  EXPECT_EQ(parse_digits(std::string_view("12\0" "3", 4)), std::nullopt);
+  EXPECT_EQ(parse_digits(std::string_view("12\0"
+                                          "3",
+                                          4)),
+            std::nullopt);
 }
 
 TEST(check_request_amount, positive_and_at_most_the_maximum) {

@@ -98,8 +98,8 @@ std::vector<entry_tuple> tuples(const std::vector<entry_line>& entries) {
 }
 
 // Every field of every row, so that "unchanged" means exactly unchanged.
-std::map<account_id, std::tuple<std::string, account_status, bool, amount_minor, std::int64_t, account_id>>
-snapshot(const account_states& states) {
+std::map<account_id, std::tuple<std::string, account_status, bool, amount_minor, std::int64_t, account_id>> snapshot(
+    const account_states& states) {
   std::map<account_id, std::tuple<std::string, account_status, bool, amount_minor, std::int64_t, account_id>> out;
   for (const auto& [id, s] : states) {
     out.emplace(id, std::make_tuple(s.currency, s.status, s.allow_negative, s.balance, s.version, s.parent_id));
@@ -225,8 +225,8 @@ TEST(posting, hot_debit_draws_main_first_then_shards_in_order) {
 
 TEST(posting, hot_debit_follows_the_given_shard_order_and_skips_empty_rows) {
   // The shards are drawn in the order the posting lists them; rows holding nothing get no entry.
-  account_states states = states_of({account(10, 0), shard(11, 10, 50), shard(12, 10, 0), shard(13, 10, 40),
-                                     account(2, 0)});
+  account_states states =
+      states_of({account(10, 0), shard(11, 10, 50), shard(12, 10, 0), shard(13, 10, 40), account(2, 0)});
   const account_states before = states;
   const posting_plan plan = plan_posting(hot_debit(10, {13, 12, 11}, 2, 70), states);
   expect_applied(before, states, plan);
@@ -251,8 +251,7 @@ TEST(posting, hot_debit_exactly_covering_the_total_empties_every_row) {
   const account_states before = states;
   const posting_plan plan = plan_posting(hot_debit(10, {11, 12}, 2, 100), states);
   expect_applied(before, states, plan);
-  EXPECT_EQ(tuples(plan.entries),
-            (std::vector<entry_tuple>{{10, -30, 0}, {11, -50, 0}, {12, -20, 0}, {2, 100, 100}}));
+  EXPECT_EQ(tuples(plan.entries), (std::vector<entry_tuple>{{10, -30, 0}, {11, -50, 0}, {12, -20, 0}, {2, 100, 100}}));
   EXPECT_EQ(plan.debit_balance_after, 0);
   expect_refused(hot_debit(10, {11, 12}, 2, 1), states, error_code::insufficient_funds);
 }
@@ -353,8 +352,8 @@ TEST(posting, sweep_of_a_named_amount_is_bounded_by_the_shard) {
 TEST(posting, sweep_ignores_status_but_not_currency) {
   // Sweeping keeps a frozen hot account's total unchanged, so status does not stop it; a shard in
   // another currency still does.
-  account_states states = states_of({with_status(account(10, 0), account_status::frozen),
-                                     with_status(shard(11, 10, 40), account_status::frozen)});
+  account_states states = states_of(
+      {with_status(account(10, 0), account_status::frozen), with_status(shard(11, 10, 40), account_status::frozen)});
   const posting_plan plan = plan_posting(sweep(11, 10), states);
   ASSERT_EQ(plan.outcome, error_code::ok);
   EXPECT_EQ(tuples(plan.entries), (std::vector<entry_tuple>{{11, -40, 0}, {10, 40, 40}}));
@@ -369,20 +368,25 @@ TEST(posting_batch, a_refused_posting_does_not_change_what_later_postings_see) {
   account_states states = states_of({account(1, 100), account(2, 0), account(3, 0), account(4, k_max - 10),
                                      account(5, 0, "USD"), account(10, 30), shard(11, 10, 50)});
   const std::vector<posting> batch = {
-      transfer(1, 2, 80),               // ok: 1 -> 20
-      transfer(1, 3, 50),               // insufficient: 1 still 20
-      transfer(1, 5, 10),               // currency mismatch
-      transfer(1, 3, 20),               // ok: 1 -> 0
-      transfer(2, 3, 81),               // insufficient: 2 holds 80
-      transfer(2, 3, 80),               // ok
-      hot_debit(10, {11}, 4, 60),       // credit overflow, refused after the funds check
-      hot_debit(10, {11}, 3, 80),       // ok: the main row and the shard were untouched by the refusal
+      transfer(1, 2, 80),          // ok: 1 -> 20
+      transfer(1, 3, 50),          // insufficient: 1 still 20
+      transfer(1, 5, 10),          // currency mismatch
+      transfer(1, 3, 20),          // ok: 1 -> 0
+      transfer(2, 3, 81),          // insufficient: 2 holds 80
+      transfer(2, 3, 80),          // ok
+      hot_debit(10, {11}, 4, 60),  // credit overflow, refused after the funds check
+      hot_debit(10, {11}, 3, 80),  // ok: the main row and the shard were untouched by the refusal
   };
   const std::vector<posting_plan> plans = plan_postings(batch, states);
   ASSERT_EQ(plans.size(), batch.size());
-  const std::vector<error_code> outcomes = {
-      error_code::ok, error_code::insufficient_funds, error_code::currency_mismatch, error_code::ok,
-      error_code::insufficient_funds, error_code::ok, error_code::invalid_request, error_code::ok};
+  const std::vector<error_code> outcomes = {error_code::ok,
+                                            error_code::insufficient_funds,
+                                            error_code::currency_mismatch,
+                                            error_code::ok,
+                                            error_code::insufficient_funds,
+                                            error_code::ok,
+                                            error_code::invalid_request,
+                                            error_code::ok};
   for (std::size_t i = 0; i < plans.size(); ++i) {
     EXPECT_EQ(plans[i].outcome, outcomes[i]) << "posting " << i;
     EXPECT_EQ(plans[i].entries.empty(), outcomes[i] != error_code::ok) << "posting " << i;

@@ -64,7 +64,8 @@ TEST(settlement_report, reads_every_type_and_the_range_of_settled_at) {
                        "stripe,po_1,payout,9000,USD,2026-12-01T00:00:00.25Z\n");
   ASSERT_TRUE(r.ok) << r.error;
   ASSERT_EQ(r.lines.size(), 4u);
-  EXPECT_EQ(r.lines[0], (owned_line{2, "stripe", "pi_1", transaction_type::deposit, 5000, "EUR", 1'796'032'800'000'000}));
+  EXPECT_EQ(r.lines[0],
+            (owned_line{2, "stripe", "pi_1", transaction_type::deposit, 5000, "EUR", 1'796'032'800'000'000}));
   EXPECT_EQ(r.lines[1].type, transaction_type::deposit_refund);
   EXPECT_EQ(r.lines[2].type, transaction_type::chargeback);
   EXPECT_EQ(r.lines[3].type, transaction_type::payout);
@@ -77,9 +78,10 @@ TEST(settlement_report, reads_every_type_and_the_range_of_settled_at) {
 
 TEST(settlement_report, the_chunking_of_the_text_changes_nothing) {
   // CRLF line ends, a byte order mark, quoted fields and no final line end, cut every way from 1 byte up.
-  const std::string text = "\xEF\xBB\xBFprovider,paymentId,type,amount,currency,settledAt\r\n"
-                           "adyen,\"pi,\"\"x\"\"\",payment,1,EUR,2026-01-01T00:00:00+01:00\r\n"
-                           "\"adyen\",pi_2,\"refund\",\"2\",EUR,2026-01-01T00:00:00.123456789-02:30";
+  const std::string text =
+      "\xEF\xBB\xBFprovider,paymentId,type,amount,currency,settledAt\r\n"
+      "adyen,\"pi,\"\"x\"\"\",payment,1,EUR,2026-01-01T00:00:00+01:00\r\n"
+      "\"adyen\",pi_2,\"refund\",\"2\",EUR,2026-01-01T00:00:00.123456789-02:30";
   const auto whole = parse(text);
   ASSERT_TRUE(whole.ok) << whole.error;
   ASSERT_EQ(whole.lines.size(), 2u);
@@ -128,7 +130,8 @@ TEST(settlement_report, names_the_bad_line_and_what_is_wrong) {
       {"other,pi_9,payment,5,EUR,2026-11-30T10:00:00Z", "one provider"},
   };
   for (const auto& c : cases) {
-    const auto r = parse(k_header + "stripe,pi_0,payment,5,EUR,2026-11-30T10:00:00Z\n" + c.line + "\nstripe,pi_2,payment,5,EUR,2026-11-30T10:00:00Z\n");
+    const auto r = parse(k_header + "stripe,pi_0,payment,5,EUR,2026-11-30T10:00:00Z\n" + c.line +
+                         "\nstripe,pi_2,payment,5,EUR,2026-11-30T10:00:00Z\n");
     EXPECT_FALSE(r.ok) << c.line;
     EXPECT_EQ(r.error_line, 3) << c.line;
     EXPECT_EQ(r.error.rfind("line 3: ", 0), 0u) << r.error;

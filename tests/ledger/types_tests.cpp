@@ -12,8 +12,8 @@ namespace {
 TEST(currency, exactly_three_upper_case_ascii_letters) {
   // ISO 4217 shape: three letters A-Z; anything shorter, longer, lower-case or non-letter is refused.
   for (const char* ok : {"EUR", "USD", "JPY", "AAA", "ZZZ"}) EXPECT_TRUE(is_valid_currency(ok)) << ok;
-  for (const char* bad : {"", "E", "EU", "EURO", "eur", "Eur", "EUr", "E1R", "123", "EU ", " EU", "E-R", "@UR",
-                          "[UR", "\xc3\x84U" /* ÄU */}) {
+  for (const char* bad : {"", "E", "EU", "EURO", "eur", "Eur", "EUr", "E1R", "123", "EU ", " EU", "E-R", "@UR", "[UR",
+                          "\xc3\x84U" /* ÄU */}) {
     EXPECT_FALSE(is_valid_currency(bad)) << "\"" << bad << "\"";
   }
   EXPECT_FALSE(is_valid_currency(std::string_view("EU\0", 3)));

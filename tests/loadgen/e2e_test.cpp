@@ -31,7 +31,8 @@ TEST(e2e, short_run_against_the_real_server_passes) {
   ts::http_client c(server.port());
   ASSERT_TRUE(ts::eventually([&] { return c.request("GET", "/readyz").status == 200; }, std::chrono::seconds(30),
                              std::chrono::milliseconds(100)))
-      << "the server was not ready (its database and Redis answering) within 30 s:\n" << server.log();
+      << "the server was not ready (its database and Redis answering) within 30 s:\n"
+      << server.log();
 
   loadgen::options o;
   o.port = server.port();

@@ -67,7 +67,9 @@ std::int64_t key_sequence(const std::string& key) {
 }
 
 answer problem(http::status status, const std::string& code) {
-  return {status, json::serialize(json::object{{"type", "about:blank"}, {"code", code}, {"status", static_cast<int>(status)}}), {}};
+  return {status,
+          json::serialize(json::object{{"type", "about:blank"}, {"code", code}, {"status", static_cast<int>(status)}}),
+          {}};
 }
 
 std::optional<std::int64_t> amount_of(const json::value* v) {
@@ -195,7 +197,8 @@ struct fake_wallet::impl {
     const auto to = body["toAccountId"].as_int64();
     const auto amount = amount_of(body.if_contains("amount"));
     const auto payer = accounts.find(from);
-    if (payer == accounts.end() || payer->second.owner_id != who.id) return problem(http::status::not_found, "not_found");
+    if (payer == accounts.end() || payer->second.owner_id != who.id)
+      return problem(http::status::not_found, "not_found");
     if (!accounts.contains(to) || !amount || *amount <= 0) return problem(http::status::bad_request, "invalid_request");
     if (payer->second.balance < *amount) return problem(http::status::unprocessable_entity, "insufficient_funds");
     ++transfers_answered;
@@ -246,7 +249,8 @@ struct fake_wallet::impl {
       const auto id = next_principal++;
       principals[new_key] = {id, std::string(body["role"].as_string())};
       return {http::status::created,
-              json::serialize(json::object{{"id", id}, {"name", body["name"]}, {"role", body["role"]}, {"apiKey", new_key}}),
+              json::serialize(
+                  json::object{{"id", id}, {"name", body["name"]}, {"role", body["role"]}, {"apiKey", new_key}}),
               {}};
     }
     if (request.method() == http::verb::post && target == "/v1/accounts") {
@@ -265,9 +269,11 @@ struct fake_wallet::impl {
       if (auto it = stored.find(scope); it != stored.end()) return it->second;
       const auto account_id = body["accountId"].as_int64();
       const auto amount = amount_of(body.if_contains("amount"));
-      if (!accounts.contains(account_id) || !amount || *amount <= 0) return problem(http::status::bad_request, "invalid_request");
+      if (!accounts.contains(account_id) || !amount || *amount <= 0)
+        return problem(http::status::bad_request, "invalid_request");
       const auto id = record({{0, -*amount}, {account_id, *amount}});
-      answer a{http::status::created, json::serialize(json::object{{"transactionId", id}, {"status", "COMPLETED"}}), {}};
+      answer a{
+          http::status::created, json::serialize(json::object{{"transactionId", id}, {"status", "COMPLETED"}}), {}};
       stored[scope] = a;
       return a;
     }
@@ -309,7 +315,8 @@ struct fake_wallet::impl {
       const auto it = transactions.find(target.substr(17));
       if (it == transactions.end()) return problem(http::status::not_found, "not_found");
       json::array entries;
-      for (const auto& e : it->second) entries.push_back({{"accountId", e.account_id}, {"amount", std::to_string(e.amount)}});
+      for (const auto& e : it->second)
+        entries.push_back({{"accountId", e.account_id}, {"amount", std::to_string(e.amount)}});
       return {http::status::ok, json::serialize(json::object{{"id", it->first}, {"entries", entries}}), {}};
     }
     // Reconciliation as the real server does it: POST starts a run (202 with its id), the run's
@@ -322,7 +329,8 @@ struct fake_wallet::impl {
       runs.push_back({sum == 0 && !behaviour.reconciliation_broken, false});
       const auto id = static_cast<std::int64_t>(runs.size());
       return {http::status::accepted,
-              json::serialize(json::object{{"runId", id}, {"status", "running"}, {"started", true}}), {}};
+              json::serialize(json::object{{"runId", id}, {"status", "running"}, {"started", true}}),
+              {}};
     }
     if (request.method() == http::verb::get && target.starts_with("/v1/admin/reconciliation/runs/")) {
       if (!is_operator) return problem(http::status::forbidden, "forbidden");

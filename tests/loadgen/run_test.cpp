@@ -177,7 +177,8 @@ TEST(run, answers_lost_after_commit_are_replayed_and_found_committed) {
   EXPECT_EQ(outcome.acknowledged, 300);
   EXPECT_EQ(server.transfers_recorded(), 300);
   EXPECT_EQ(outcome.total.classes.at("201").count, 294);
-  EXPECT_NE(out.str().find("unknown outcomes replayed with their Idempotency-Key: 6; 6 had committed"), std::string::npos)
+  EXPECT_NE(out.str().find("unknown outcomes replayed with their Idempotency-Key: 6; 6 had committed"),
+            std::string::npos)
       << out.str();
   show(out, err);
 }
@@ -209,8 +210,10 @@ TEST(run, requests_lost_before_applying_are_replayed_and_applied) {
   std::stringstream text;
   text << summary.rdbuf();
   EXPECT_NE(text.str().find(R"("acknowledged":300)"), std::string::npos) << text.str();
-  EXPECT_NE(text.str().find(R"("unknown_outcomes":{"replayed":6,"found_committed":0,"applied_on_replay":6,"refused":0,"unresolved":0})"),
-            std::string::npos)
+  EXPECT_NE(
+      text.str().find(
+          R"("unknown_outcomes":{"replayed":6,"found_committed":0,"applied_on_replay":6,"refused":0,"unresolved":0})"),
+      std::string::npos)
       << text.str();
   std::filesystem::remove_all(dir);
 }
@@ -313,6 +316,4 @@ TEST(run, search_and_spike_runs_write_their_reports) {
 
 }  // namespace
 
-namespace {
-
-}  // namespace
+namespace {}  // namespace

@@ -42,7 +42,9 @@ connection_options options_for(const std::string& url) {
   return o;
 }
 
-std::unique_ptr<pqxx::connection> owner_connection() { return connect(options_for(test_support::owner_database_url())); }
+std::unique_ptr<pqxx::connection> owner_connection() {
+  return connect(options_for(test_support::owner_database_url()));
+}
 
 std::unique_ptr<pqxx::connection> app_connection() {
   auto conn = connect(options_for(test_support::database_url()));
@@ -100,8 +102,7 @@ class ledger_db : public ::testing::Test {
     owner_ = owner_connection();
     app_ = app_connection();
     principal_ = int_of(*owner_, "INSERT INTO principal (name, role) VALUES (" +
-                                     sql_literal(unique_key("persistence")) +
-                                     ", 'user') RETURNING id");
+                                     sql_literal(unique_key("persistence")) + ", 'user') RETURNING id");
     clearing_ = ensure_clearing_account(*app_, k_currency);
     a_ = new_account();
     b_ = new_account();
@@ -136,9 +137,8 @@ class ledger_db : public ::testing::Test {
   }
 
   void fund(std::int64_t account, std::int64_t amount) {
-    const batch_result r =
-        commit_batch(*app_,
-                     {request(ledger::transaction_type::deposit, clearing_, account, amount, unique_key("fund"))});
+    const batch_result r = commit_batch(
+        *app_, {request(ledger::transaction_type::deposit, clearing_, account, amount, unique_key("fund"))});
     ASSERT_EQ(r.outcomes.at(0).outcome, ledger::error_code::ok);
   }
 
@@ -174,7 +174,8 @@ class ledger_db : public ::testing::Test {
       EXPECT_EQ(version(id), int_of(*owner_, "SELECT count(*) FROM ledger_entry" + where)) << id;
       EXPECT_EQ(0, int_of(*owner_,
                           "SELECT count(*) FROM (SELECT balance_after, sum(amount) OVER (ORDER BY id) AS running"
-                          " FROM ledger_entry" + where + ") x WHERE balance_after <> running"))
+                          " FROM ledger_entry" +
+                              where + ") x WHERE balance_after <> running"))
           << id;
     }
   }
@@ -291,9 +292,11 @@ TEST_F(ledger_db, a_balanced_transaction_inserted_directly_commits) {
   const std::string tx = new_uuid();
   {
     pqxx::work txn(*owner_);
-    txn.exec("INSERT INTO journal_transaction (id, principal_id, idempotency_key, request_hash, type,"
-             " response_status, response_body) VALUES (" + sql_literal(tx) + ", " + std::to_string(principal_) + ", " +
-             sql_literal(unique_key("direct")) + ", 'direct', 'TRANSFER', 201, '{}')");
+    txn.exec(
+        "INSERT INTO journal_transaction (id, principal_id, idempotency_key, request_hash, type,"
+        " response_status, response_body) VALUES (" +
+        sql_literal(tx) + ", " + std::to_string(principal_) + ", " + sql_literal(unique_key("direct")) +
+        ", 'direct', 'TRANSFER', 201, '{}')");
     txn.exec("INSERT INTO ledger_entry (transaction_id, account_id, currency, amount, balance_after) VALUES (" +
              sql_literal(tx) + ", " + std::to_string(source) + ", 'XTS', -100, -100), (" + sql_literal(tx) + ", " +
              std::to_string(a_) + ", 'XTS', 100, 100)");
@@ -312,8 +315,8 @@ TEST_F(ledger_db, entries_and_journal_rows_are_append_only_for_every_role) {
   // The app role has no UPDATE or DELETE grant on the ledger tables (permission denied), and the
   // owner, who has them, is stopped by the append-only triggers; the rows stay as they were.
   fund(a_, 500);
-  const std::string entry = std::to_string(
-      int_of(*owner_, "SELECT max(id) FROM ledger_entry WHERE account_id = " + std::to_string(a_)));
+  const std::string entry =
+      std::to_string(int_of(*owner_, "SELECT max(id) FROM ledger_entry WHERE account_id = " + std::to_string(a_)));
   const std::string tx = text_of(*owner_, "SELECT transaction_id::text FROM ledger_entry WHERE id = " + entry);
   const std::vector<std::string> statements = {
       "UPDATE ledger_entry SET amount = amount + 1 WHERE id = " + entry,
@@ -334,7 +337,8 @@ TEST_F(ledger_db, entries_and_journal_rows_are_append_only_for_every_role) {
   EXPECT_EQ(journal_rows_of(tx), 1);
 
   // The app role may move balance caches but not re-own or re-denominate an account.
-  const auto currency = sql_error_of([&] { run(*app_, "UPDATE account SET currency = 'XXX' WHERE id = " + std::to_string(a_)); });
+  const auto currency =
+      sql_error_of([&] { run(*app_, "UPDATE account SET currency = 'XXX' WHERE id = " + std::to_string(a_)); });
   EXPECT_TRUE(currency.insufficient_privilege) << currency.message;
   const auto remove = sql_error_of([&] { run(*app_, "DELETE FROM account WHERE id = " + std::to_string(a_)); });
   EXPECT_TRUE(remove.insufficient_privilege) << remove.message;
@@ -344,7 +348,8 @@ TEST_F(ledger_db, a_normal_account_cannot_hold_a_negative_balance) {
   // CHECK (allow_negative OR balance >= 0) refuses -1 on a normal account for both roles; an
   // account that allows negatives takes it (rolled back, so caches still match entries).
   for (auto* conn : {owner_.get(), app_.get()}) {
-    const auto refused = sql_error_of([&] { run(*conn, "UPDATE account SET balance = -1 WHERE id = " + std::to_string(b_)); });
+    const auto refused =
+        sql_error_of([&] { run(*conn, "UPDATE account SET balance = -1 WHERE id = " + std::to_string(b_)); });
     EXPECT_EQ(refused.sqlstate, "23514");
     EXPECT_NE(refused.message.find("account_balance_not_negative"), std::string::npos) << refused.message;
   }
@@ -358,7 +363,8 @@ TEST_F(ledger_db, a_normal_account_cannot_hold_a_negative_balance) {
   const std::int64_t negative_ok = new_account(true);
   pqxx::work txn(*owner_);
   txn.exec("UPDATE account SET balance = -1 WHERE id = " + std::to_string(negative_ok));
-  EXPECT_EQ(txn.exec1("SELECT balance FROM account WHERE id = " + std::to_string(negative_ok))[0].as<std::int64_t>(), -1);
+  EXPECT_EQ(txn.exec1("SELECT balance FROM account WHERE id = " + std::to_string(negative_ok))[0].as<std::int64_t>(),
+            -1);
   txn.abort();
 }
 
@@ -381,23 +387,26 @@ TEST_F(ledger_db, commit_batch_writes_journal_entries_caches_and_outbox) {
     EXPECT_EQ(o.transaction_id, batch[i].transaction_id);
     EXPECT_EQ(o.debit_balance_after, after[i]);
     EXPECT_EQ(o.response_status, 201);
-    EXPECT_EQ(o.response_body, ledger::receipt_json(ledger::transaction_type::transfer, batch[i].transaction_id, after[i],
-                                                    ledger::payment_receipt_fields(0, amounts[i])));
+    EXPECT_EQ(o.response_body, ledger::receipt_json(ledger::transaction_type::transfer, batch[i].transaction_id,
+                                                    after[i], ledger::payment_receipt_fields(0, amounts[i])));
     EXPECT_EQ(entries_of(batch[i].transaction_id), 2);
     EXPECT_EQ(journal_rows_of(batch[i].transaction_id), 1);
     EXPECT_EQ(outbox_rows_of(batch[i].transaction_id), 1);
-    EXPECT_EQ(text_of(*owner_,
-                      "SELECT response_body FROM journal_transaction WHERE id = " + sql_literal(o.transaction_id)),
-              o.response_body);
+    EXPECT_EQ(
+        text_of(*owner_, "SELECT response_body FROM journal_transaction WHERE id = " + sql_literal(o.transaction_id)),
+        o.response_body);
   }
   const std::string batch_row = "(SELECT id FROM outbox_event WHERE " +
-                                sql_literal(std::as_const(batch[0].transaction_id)) +
-                                "::uuid = ANY(transaction_ids))";
-  EXPECT_EQ(text_of(*owner_, "SELECT array_to_string(transaction_ids, ',') || ' ' || topic FROM outbox_event"
-                             " WHERE id = " + batch_row),
+                                sql_literal(std::as_const(batch[0].transaction_id)) + "::uuid = ANY(transaction_ids))";
+  EXPECT_EQ(text_of(*owner_,
+                    "SELECT array_to_string(transaction_ids, ',') || ' ' || topic FROM outbox_event"
+                    " WHERE id = " +
+                        batch_row),
             batch[0].transaction_id + "," + batch[1].transaction_id + "," + batch[2].transaction_id + " ledger.batch");
-  EXPECT_EQ(text_of(*owner_, "SELECT string_agg(t->>'transactionId' || ':' || (t->>'amount'), ',')"
-                             " FROM outbox_event, jsonb_array_elements(payload->'transactions') AS t WHERE id = " + batch_row),
+  EXPECT_EQ(text_of(*owner_,
+                    "SELECT string_agg(t->>'transactionId' || ':' || (t->>'amount'), ',')"
+                    " FROM outbox_event, jsonb_array_elements(payload->'transactions') AS t WHERE id = " +
+                        batch_row),
             batch[0].transaction_id + ":100," + batch[1].transaction_id + ":250," + batch[2].transaction_id + ":40");
   EXPECT_EQ(balance(a_), 650);
   EXPECT_EQ(balance(b_), 60);
@@ -421,10 +430,11 @@ TEST_F(ledger_db, a_key_reused_with_another_request_fails_alone) {
   fund(a_, 1000);
   const std::string reused_key = unique_key("reused");
   const std::string stored_tx = new_uuid();
-  run(*owner_, "INSERT INTO journal_transaction (id, principal_id, idempotency_key, request_hash, type,"
-               " response_status, response_body) VALUES (" + sql_literal(stored_tx) + ", " +
-               std::to_string(principal_) +
-               ", " + sql_literal(reused_key) + ", 'another-request', 'TRANSFER', 201, '{\"stored\":true}')");
+  run(*owner_,
+      "INSERT INTO journal_transaction (id, principal_id, idempotency_key, request_hash, type,"
+      " response_status, response_body) VALUES (" +
+          sql_literal(stored_tx) + ", " + std::to_string(principal_) + ", " + sql_literal(reused_key) +
+          ", 'another-request', 'TRANSFER', 201, '{\"stored\":true}')");
 
   std::vector<posting_request> batch = {transfer(a_, b_, 100, unique_key("k")), transfer(a_, d_, 200, reused_key),
                                         transfer(a_, b_, 300, unique_key("k"))};
@@ -586,9 +596,9 @@ TEST_F(ledger_db, a_refused_posting_leaves_no_trace_and_its_key_stays_free) {
   // commits later once the funds are there; the neighbours commit meanwhile.
   fund(a_, 100);
   const std::string key = unique_key("later");
-  const batch_result r = commit_batch(*app_, {transfer(a_, b_, 150, key),
-                                              transfer(a_, 999'999'999'999, 1, unique_key("k")),
-                                              transfer(a_, d_, 60, unique_key("k"))});
+  const batch_result r =
+      commit_batch(*app_, {transfer(a_, b_, 150, key), transfer(a_, 999'999'999'999, 1, unique_key("k")),
+                           transfer(a_, d_, 60, unique_key("k"))});
   ASSERT_EQ(r.outcomes.size(), 3u);
   EXPECT_EQ(r.outcomes[0].outcome, ledger::error_code::insufficient_funds);
   EXPECT_EQ(r.outcomes[1].outcome, ledger::error_code::not_found);
@@ -603,7 +613,6 @@ TEST_F(ledger_db, a_refused_posting_leaves_no_trace_and_its_key_stays_free) {
   EXPECT_EQ(keys_committed(key), 1);
   expect_caches_match_entries();
 }
-
 
 std::unique_ptr<pqxx::connection> app_connection_named(const std::string& application_name) {
   connection_options o = options_for(test_support::database_url());
@@ -632,10 +641,11 @@ TEST_F(ledger_db, a_key_committed_while_the_batch_waits_for_its_rows_is_replayed
   batch_result r;
   std::thread batch([&] { r = commit_batch(*waiting, {mine}); });
   ASSERT_TRUE(test_support::eventually([&] { return test_support::backends_blocked_by(owner_->backendpid()) > 0; }));
-  other.exec("INSERT INTO journal_transaction (id, principal_id, idempotency_key, request_hash, type,"
-             " response_status, response_body) VALUES (" + sql_literal(theirs) + ", " + std::to_string(principal_) +
-             ", " + sql_literal(key) + ", " + sql_literal(mine.request_hash) + ", 'TRANSFER', 201, " +
-             sql_literal(stored_body) + ")");
+  other.exec(
+      "INSERT INTO journal_transaction (id, principal_id, idempotency_key, request_hash, type,"
+      " response_status, response_body) VALUES (" +
+      sql_literal(theirs) + ", " + std::to_string(principal_) + ", " + sql_literal(key) + ", " +
+      sql_literal(mine.request_hash) + ", 'TRANSFER', 201, " + sql_literal(stored_body) + ")");
   other.exec("INSERT INTO ledger_entry (transaction_id, account_id, currency, amount, balance_after) VALUES (" +
              sql_literal(theirs) + ", " + std::to_string(a_) + ", 'XTS', -500, 0), (" + sql_literal(theirs) + ", " +
              std::to_string(b_) + ", 'XTS', 500, 500)");
@@ -669,15 +679,16 @@ TEST_F(ledger_db, the_isolation_fallback_answers_each_posting_by_what_became_of_
   std::vector<posting_request> batch = {transfer(a_, b_, 100, unique_key("k")), transfer(a_, b_, 200, offender_key),
                                         transfer(d_, b_, 300, contended_key)};
   const std::string trigger = "wallet_test_refuse_key_" + std::to_string(::getpid());
-  run(*owner_, "CREATE FUNCTION " + trigger + "() RETURNS trigger LANGUAGE plpgsql AS $fn$ BEGIN IF NEW.idempotency_key = " +
-                   sql_literal(offender_key) +
-                   " THEN RAISE EXCEPTION 'test refuses this key'; END IF; RETURN NEW; END $fn$");
+  run(*owner_,
+      "CREATE FUNCTION " + trigger + "() RETURNS trigger LANGUAGE plpgsql AS $fn$ BEGIN IF NEW.idempotency_key = " +
+          sql_literal(offender_key) + " THEN RAISE EXCEPTION 'test refuses this key'; END IF; RETURN NEW; END $fn$");
   run(*owner_, "CREATE TRIGGER " + trigger + " BEFORE INSERT ON journal_transaction FOR EACH ROW EXECUTE FUNCTION " +
                    trigger + "()");
   pqxx::work holder(*owner_);
-  holder.exec("INSERT INTO journal_transaction (id, principal_id, idempotency_key, request_hash, type,"
-              " response_status, response_body) VALUES (gen_random_uuid(), " + std::to_string(principal_) + ", " +
-              sql_literal(contended_key) + ", 'held', 'TRANSFER', 201, '{}')");
+  holder.exec(
+      "INSERT INTO journal_transaction (id, principal_id, idempotency_key, request_hash, type,"
+      " response_status, response_body) VALUES (gen_random_uuid(), " +
+      std::to_string(principal_) + ", " + sql_literal(contended_key) + ", 'held', 'TRANSFER', 201, '{}')");
   connection_options o = options_for(test_support::database_url());
   o.lock_timeout_ms = 200;
   auto conn = connect(o);
@@ -710,8 +721,8 @@ TEST_F(ledger_db, an_account_read_sees_its_shards_in_one_snapshot) {
   // and over: every read must see the same total. Reading the main row and the shards in two
   // statements lets a sweep commit between them, and the read then misses the swept money.
   const std::int64_t hot = new_account();
-  run(*owner_, "INSERT INTO account (owner_id, currency, kind, parent_id, shard_no) VALUES (" + std::to_string(principal_) +
-                   ", 'XTS', 'shard', " + std::to_string(hot) + ", 0)");
+  run(*owner_, "INSERT INTO account (owner_id, currency, kind, parent_id, shard_no) VALUES (" +
+                   std::to_string(principal_) + ", 'XTS', 'shard', " + std::to_string(hot) + ", 0)");
   const std::int64_t shard = int_of(*owner_, "SELECT id FROM account WHERE parent_id = " + std::to_string(hot));
   constexpr std::int64_t k_sweeps = 300;
   fund(shard, k_sweeps);

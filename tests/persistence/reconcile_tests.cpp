@@ -148,9 +148,11 @@ class scratch_ledger : public ::testing::Test {
   std::string insert_directly(const std::vector<line>& lines, bool move_caches = true) {
     const std::string tx = text_of("SELECT gen_random_uuid()::text");
     pqxx::work txn(*owner_);
-    txn.exec("INSERT INTO journal_transaction (id, principal_id, idempotency_key, request_hash, type, response_status,"
-             " response_body) VALUES (" + sql_literal(tx) + ", " + std::to_string(principal_) + ", " +
-             sql_literal("direct-" + tx) + ", 'direct', 'TRANSFER', 201, '{}')");
+    txn.exec(
+        "INSERT INTO journal_transaction (id, principal_id, idempotency_key, request_hash, type, response_status,"
+        " response_body) VALUES (" +
+        sql_literal(tx) + ", " + std::to_string(principal_) + ", " + sql_literal("direct-" + tx) +
+        ", 'direct', 'TRANSFER', 201, '{}')");
     std::string values;
     for (const auto& l : lines) {
       if (!values.empty()) values += ", ";
@@ -192,8 +194,8 @@ class scratch_ledger : public ::testing::Test {
   }
 
   std::string run_field(std::int64_t run_id, const std::string& column) {
-    return text_of("SELECT COALESCE(" + column + "::text, '') FROM reconciliation_run WHERE id = " +
-                   std::to_string(run_id));
+    return text_of("SELECT COALESCE(" + column +
+                   "::text, '') FROM reconciliation_run WHERE id = " + std::to_string(run_id));
   }
 
   std::unique_ptr<pqxx::connection> owner_;
@@ -235,7 +237,8 @@ TEST_F(scratch_ledger, a_clean_ledger_passes_and_an_incremental_run_reads_only_t
   EXPECT_EQ(second.entries_checked, 20);
   EXPECT_EQ(second.accounts_checked, 3);
   EXPECT_EQ(second.transactions_checked, 10);
-  EXPECT_EQ(int_of("SELECT balance FROM reconciliation_account_checkpoint WHERE account_id = " + std::to_string(d)), 100);
+  EXPECT_EQ(int_of("SELECT balance FROM reconciliation_account_checkpoint WHERE account_id = " + std::to_string(d)),
+            100);
 
   // A full run agrees with the checkpoints the incremental runs left.
   const auto full = clean_run(reconcile_kind::full);
@@ -373,8 +376,10 @@ TEST_F(scratch_ledger, a_change_before_the_checkpoint_is_caught_by_the_full_run_
   const auto a_entry = std::to_string(entry_of(tx, a));
   const auto b_entry = std::to_string(entry_of(tx, b));
   owner_exec("ALTER TABLE ledger_entry DISABLE TRIGGER ledger_entry_append_only");
-  owner_exec("UPDATE ledger_entry SET amount = -amount, balance_after = CASE id WHEN " + a_entry + " THEN 1300 ELSE 700 END"
-             " WHERE id IN (" + a_entry + ", " + b_entry + ")");
+  owner_exec("UPDATE ledger_entry SET amount = -amount, balance_after = CASE id WHEN " + a_entry +
+             " THEN 1300 ELSE 700 END"
+             " WHERE id IN (" +
+             a_entry + ", " + b_entry + ")");
   owner_exec("ALTER TABLE ledger_entry ENABLE TRIGGER ledger_entry_append_only");
   owner_exec("UPDATE account SET balance = 1300 WHERE id = " + std::to_string(a));
   owner_exec("UPDATE account SET balance = 700 WHERE id = " + std::to_string(b));
@@ -385,7 +390,8 @@ TEST_F(scratch_ledger, a_change_before_the_checkpoint_is_caught_by_the_full_run_
   EXPECT_EQ(incremental.passed(check::checkpoint), std::nullopt);
 
   const auto full = run(reconcile_kind::full);
-  EXPECT_EQ(names_of(full), (std::multiset<named>{{check::checkpoint, a, "", "", 0}, {check::checkpoint, b, "", "", 0}}))
+  EXPECT_EQ(names_of(full),
+            (std::multiset<named>{{check::checkpoint, a, "", "", 0}, {check::checkpoint, b, "", "", 0}}))
       << describe(full);
   EXPECT_EQ(full.passed(check::checkpoint), false);
   clean_run(reconcile_kind::full);
@@ -429,8 +435,8 @@ TEST_F(scratch_ledger, the_watermark_waits_for_a_writer_that_took_its_ids_before
   std::string phase;
   for (int poll = 0; poll < k_phase_polls_max && phase != "waiting"; ++poll) {
     pqxx::nontransaction txn(*watcher);
-    const auto row = txn.exec1("SELECT COALESCE(phase, status) FROM reconciliation_run WHERE id = " +
-                               std::to_string(claim.run_id));
+    const auto row =
+        txn.exec1("SELECT COALESCE(phase, status) FROM reconciliation_run WHERE id = " + std::to_string(claim.run_id));
     phase = row[0].as<std::string>();
     if (phase != "waiting") std::this_thread::sleep_for(k_phase_poll);
   }

@@ -22,8 +22,8 @@ namespace ratelimit {
 namespace {
 
 using namespace std::chrono_literals;
-using test_support::redis_process;
 using ratelimit_test::unique_principal;
+using test_support::redis_process;
 
 // Ten writes per two-second window: small enough to exhaust quickly, long enough that a burst
 // fired at once lands in one window.
@@ -96,9 +96,9 @@ std::pair<bool, std::string> ping_now(limiter& l) {
 
 // Each of `threads` threads fires, all at once, `count` checks for each (principal, count) pair,
 // spreading the threads over `limiters`. Returns every decision once all callbacks have run.
-std::vector<std::pair<std::int64_t, decision>> fire(
-    const std::vector<limiter*>& limiters,
-    const std::vector<std::pair<std::int64_t, int>>& per_thread, int threads) {
+std::vector<std::pair<std::int64_t, decision>> fire(const std::vector<limiter*>& limiters,
+                                                    const std::vector<std::pair<std::int64_t, int>>& per_thread,
+                                                    int threads) {
   collector results;
   std::atomic<bool> go{false};
   std::vector<std::thread> pool;
@@ -123,8 +123,7 @@ std::vector<std::pair<std::int64_t, decision>> fire(
 }
 
 void expect_header_matches(const decision& d) {
-  EXPECT_EQ(d.header, "limit=" + std::to_string(d.limit) +
-                          ", remaining=" + std::to_string(d.remaining) +
+  EXPECT_EQ(d.header, "limit=" + std::to_string(d.limit) + ", remaining=" + std::to_string(d.remaining) +
                           ", reset=" + std::to_string(d.reset_s));
 }
 
@@ -371,8 +370,7 @@ TEST(limiter_redis, ping_reports_live_and_dead_redis) {
   EXPECT_TRUE(ok) << detail;
   EXPECT_NE(detail.find("PONG"), std::string::npos);
 
-  limiter dead(redis_at("redis://127.0.0.1:" + std::to_string(test_support::free_port())),
-               small_limits());
+  limiter dead(redis_at("redis://127.0.0.1:" + std::to_string(test_support::free_port())), small_limits());
   const auto started = std::chrono::steady_clock::now();
   const auto [dead_ok, dead_detail] = ping_now(dead);
   EXPECT_LT(std::chrono::steady_clock::now() - started, 1s);

@@ -24,12 +24,9 @@ struct reply_deleter {
 std::string reply_text(const redisReply& reply) {
   switch (reply.type) {
     case REDIS_REPLY_STRING:
-    case REDIS_REPLY_STATUS:
-      return std::string(reply.str, static_cast<std::size_t>(reply.len));
-    case REDIS_REPLY_INTEGER:
-      return std::to_string(reply.integer);
-    case REDIS_REPLY_NIL:
-      return "";
+    case REDIS_REPLY_STATUS: return std::string(reply.str, static_cast<std::size_t>(reply.len));
+    case REDIS_REPLY_INTEGER: return std::to_string(reply.integer);
+    case REDIS_REPLY_NIL: return "";
     case REDIS_REPLY_ARRAY: {
       std::string joined;
       for (std::size_t i = 0; i < reply.elements; ++i) {
@@ -39,8 +36,7 @@ std::string reply_text(const redisReply& reply) {
       return joined;
     }
     default:
-      throw std::runtime_error("redis error reply: " +
-                               std::string(reply.str, static_cast<std::size_t>(reply.len)));
+      throw std::runtime_error("redis error reply: " + std::string(reply.str, static_cast<std::size_t>(reply.len)));
   }
 }
 
@@ -52,8 +48,7 @@ std::string redis_command(const std::string& url, const std::string& command) {
   std::unique_ptr<redisContext, context_deleter> context(
       redisConnectWithTimeout(endpoint.host.c_str(), endpoint.port, timeout));
   if (!context || context->err != 0) {
-    throw std::runtime_error("cannot connect to " + url + ": " +
-                             (context ? context->errstr : "out of memory"));
+    throw std::runtime_error("cannot connect to " + url + ": " + (context ? context->errstr : "out of memory"));
   }
   redisSetTimeout(context.get(), timeout);
   if (!endpoint.password.empty()) {
@@ -76,8 +71,8 @@ std::string redis_command(const std::string& url, const std::string& command) {
     argv.push_back(word.c_str());
     lengths.push_back(word.size());
   }
-  std::unique_ptr<redisReply, reply_deleter> reply(static_cast<redisReply*>(redisCommandArgv(
-      context.get(), static_cast<int>(argv.size()), argv.data(), lengths.data())));
+  std::unique_ptr<redisReply, reply_deleter> reply(static_cast<redisReply*>(
+      redisCommandArgv(context.get(), static_cast<int>(argv.size()), argv.data(), lengths.data())));
   if (!reply) throw std::runtime_error("no reply from " + url + ": " + context->errstr);
   return reply_text(*reply);
 }
@@ -88,8 +83,7 @@ std::int64_t redis_time_ms(const std::string& url) {
   return std::stoll(time.substr(0, space)) * 1000 + std::stoll(time.substr(space + 1)) / 1000;
 }
 
-void wait_for_window_room(const std::string& url, std::int64_t window_ms,
-                          std::chrono::milliseconds margin) {
+void wait_for_window_room(const std::string& url, std::int64_t window_ms, std::chrono::milliseconds margin) {
   const std::int64_t now = redis_time_ms(url);
   const std::int64_t left = window_ms - now % window_ms;
   if (left >= margin.count()) return;

@@ -19,8 +19,7 @@ std::int64_t redis_time_ms(const std::string& url);
 
 // Sleeps until at least `margin` is left in the current fixed window of `window_ms` by Redis's
 // clock, so a test that must fit in one fixed window does.
-void wait_for_window_room(const std::string& url, std::int64_t window_ms,
-                          std::chrono::milliseconds margin);
+void wait_for_window_room(const std::string& url, std::int64_t window_ms, std::chrono::milliseconds margin);
 
 // A principal id no earlier run of the tests used.
 std::int64_t unique_principal();

@@ -119,8 +119,7 @@ TEST(local_limiter, same_counts_per_principal_and_class) {
     EXPECT_EQ(allowed_a_read, 5);
     const outcome denied = local.take(1, route_class::write, policy, now + 100);
     EXPECT_FALSE(denied.allowed);
-    EXPECT_TRUE(local.take(1, route_class::write, policy, now + 100 + denied.retry_after_ms)
-                    .allowed);
+    EXPECT_TRUE(local.take(1, route_class::write, policy, now + 100 + denied.retry_after_ms).allowed);
   }
 }
 

@@ -37,12 +37,14 @@ std::string sql_text_array(const std::vector<std::string>& texts) {
 }
 
 int backends_blocked_by(int blocker_pid) {
-  return std::stoi(query_value(
-      "WITH RECURSIVE waiting(pid) AS ("
-      "  SELECT pid FROM pg_stat_activity WHERE " + std::to_string(blocker_pid) + " = ANY(pg_blocking_pids(pid))"
-      "  UNION"
-      "  SELECT a.pid FROM pg_stat_activity a JOIN waiting w ON w.pid = ANY(pg_blocking_pids(a.pid))"
-      ") SELECT count(*) FROM waiting"));
+  return std::stoi(
+      query_value("WITH RECURSIVE waiting(pid) AS ("
+                  "  SELECT pid FROM pg_stat_activity WHERE " +
+                  std::to_string(blocker_pid) +
+                  " = ANY(pg_blocking_pids(pid))"
+                  "  UNION"
+                  "  SELECT a.pid FROM pg_stat_activity a JOIN waiting w ON w.pid = ANY(pg_blocking_pids(a.pid))"
+                  ") SELECT count(*) FROM waiting"));
 }
 
 struct account_lock::impl {

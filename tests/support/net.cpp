@@ -59,7 +59,8 @@ int listen_loopback(int port) {
 int local_port(int fd) {
   sockaddr_in addr{};
   socklen_t len = sizeof(addr);
-  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) throw std::runtime_error("getsockname() failed");
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0)
+    throw std::runtime_error("getsockname() failed");
   return ntohs(addr.sin_port);
 }
 
@@ -213,8 +214,7 @@ void tcp_relay::run() {
     if (::poll(fds.data(), fds.size(), 100) <= 0) continue;
     if (fds[0].revents != 0) {
       char buf[64];
-      while (::read(wake_fds_[0], buf, sizeof(buf)) > 0) {
-      }
+      while (::read(wake_fds_[0], buf, sizeof(buf)) > 0) {}
     }
     if (listen_fd_ >= 0 && fds[1].revents != 0) {
       const int client = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);

@@ -19,16 +19,17 @@ namespace json = boost::json;
 
 namespace {
 
-constexpr std::array<std::string_view, 8> k_methods = {"get", "put", "post", "delete", "options", "head", "patch", "trace"};
+constexpr std::array<std::string_view, 8> k_methods = {"get",     "put",  "post",  "delete",
+                                                       "options", "head", "patch", "trace"};
 
 // Schemas nest deeper than this only through a $ref cycle.
 constexpr int k_schema_depth_max = 64;
 
 // The keywords check() validates, and those it reads past as annotations.
 const std::set<std::string, std::less<>> k_checked_keywords = {
-    "$ref",      "type",      "const",     "enum",      "properties", "required", "additionalProperties",
-    "items",     "minItems",  "maxItems",  "minLength", "maxLength",  "pattern",  "minimum",
-    "maximum",   "oneOf",     "anyOf",     "allOf"};
+    "$ref",    "type",     "const",    "enum",      "properties", "required", "additionalProperties",
+    "items",   "minItems", "maxItems", "minLength", "maxLength",  "pattern",  "minimum",
+    "maximum", "oneOf",    "anyOf",    "allOf"};
 const std::set<std::string, std::less<>> k_annotation_keywords = {
     "description", "title", "examples", "default", "format", "deprecated", "readOnly", "writeOnly", "$comment"};
 
@@ -346,7 +347,8 @@ std::vector<std::string> openapi_spec::check_response(const std::string& label, 
       if (lower(key) == media) entry = &value;
     }
     if (entry == nullptr) {
-      errors.push_back(label + ": content type \"" + std::string(content_type) + "\" is not one of " + join(documented));
+      errors.push_back(label + ": content type \"" + std::string(content_type) + "\" is not one of " +
+                       join(documented));
     } else if (const auto* schema = entry->is_object() ? entry->get_object().if_contains("schema") : nullptr) {
       json::value instance;
       bool parsed = true;
@@ -467,12 +469,12 @@ void openapi_spec::check(const json::value& schema_value, const json::value& ins
   if (instance.is_string()) {
     const std::string text(instance.get_string());
     const auto length = utf8_length(text);
-    if (const auto* m = schema.if_contains("minLength"); m != nullptr && is_number(*m) &&
-                                                          static_cast<long double>(length) < as_long_double(*m)) {
+    if (const auto* m = schema.if_contains("minLength");
+        m != nullptr && is_number(*m) && static_cast<long double>(length) < as_long_double(*m)) {
       errors.push_back(where + ": " + shown(instance) + " is shorter than minLength " + shown(*m));
     }
-    if (const auto* m = schema.if_contains("maxLength"); m != nullptr && is_number(*m) &&
-                                                          static_cast<long double>(length) > as_long_double(*m)) {
+    if (const auto* m = schema.if_contains("maxLength");
+        m != nullptr && is_number(*m) && static_cast<long double>(length) > as_long_double(*m)) {
       errors.push_back(where + ": " + shown(instance) + " is longer than maxLength " + shown(*m));
     }
     if (const auto* p = schema.if_contains("pattern"); p != nullptr && p->is_string()) {
@@ -483,12 +485,12 @@ void openapi_spec::check(const json::value& schema_value, const json::value& ins
   }
 
   if (is_number(instance)) {
-    if (const auto* m = schema.if_contains("minimum"); m != nullptr && is_number(*m) &&
-                                                        as_long_double(instance) < as_long_double(*m)) {
+    if (const auto* m = schema.if_contains("minimum");
+        m != nullptr && is_number(*m) && as_long_double(instance) < as_long_double(*m)) {
       errors.push_back(where + ": " + shown(instance) + " is below the minimum " + shown(*m));
     }
-    if (const auto* m = schema.if_contains("maximum"); m != nullptr && is_number(*m) &&
-                                                        as_long_double(instance) > as_long_double(*m)) {
+    if (const auto* m = schema.if_contains("maximum");
+        m != nullptr && is_number(*m) && as_long_double(instance) > as_long_double(*m)) {
       errors.push_back(where + ": " + shown(instance) + " is above the maximum " + shown(*m));
     }
   }
@@ -512,7 +514,8 @@ void openapi_spec::check(const json::value& schema_value, const json::value& ins
         check(*property, value, at, errors, depth + 1);
       } else if (additional != nullptr) {
         if (additional->is_bool() && !additional->get_bool()) {
-          errors.push_back(at + ": the property \"" + std::string(key) + "\" is not allowed (additionalProperties: false)");
+          errors.push_back(at + ": the property \"" + std::string(key) +
+                           "\" is not allowed (additionalProperties: false)");
         } else {
           check(*additional, value, at, errors, depth + 1);
         }
@@ -522,12 +525,12 @@ void openapi_spec::check(const json::value& schema_value, const json::value& ins
 
   if (instance.is_array()) {
     const auto& array = instance.get_array();
-    if (const auto* m = schema.if_contains("minItems"); m != nullptr && is_number(*m) &&
-                                                         static_cast<long double>(array.size()) < as_long_double(*m)) {
+    if (const auto* m = schema.if_contains("minItems");
+        m != nullptr && is_number(*m) && static_cast<long double>(array.size()) < as_long_double(*m)) {
       errors.push_back(where + ": " + std::to_string(array.size()) + " items are fewer than minItems " + shown(*m));
     }
-    if (const auto* m = schema.if_contains("maxItems"); m != nullptr && is_number(*m) &&
-                                                         static_cast<long double>(array.size()) > as_long_double(*m)) {
+    if (const auto* m = schema.if_contains("maxItems");
+        m != nullptr && is_number(*m) && static_cast<long double>(array.size()) > as_long_double(*m)) {
       errors.push_back(where + ": " + std::to_string(array.size()) + " items are more than maxItems " + shown(*m));
     }
     if (const auto* items = schema.if_contains("items")) {
@@ -603,7 +606,8 @@ struct document_walker {
       } else if (key == "items" || key == "additionalProperties") {
         walk_schema(value, at);
       } else if ((key == "oneOf" || key == "anyOf" || key == "allOf") && value.is_array()) {
-        for (std::size_t i = 0; i < value.get_array().size(); ++i) walk_schema(value.get_array()[i], at + "/" + std::to_string(i));
+        for (std::size_t i = 0; i < value.get_array().size(); ++i)
+          walk_schema(value.get_array()[i], at + "/" + std::to_string(i));
       }
     }
   }

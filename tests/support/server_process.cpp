@@ -22,14 +22,10 @@ namespace test_support {
 std::string server_binary() { return build_dir() + "/tools/server/wallet-server"; }
 
 std::map<std::string, std::string> unlimited_rates() {
-  return {{"WALLET_RATELIMIT_RATE_PER_SECOND", "1000000"},
-          {"WALLET_RATELIMIT_BURST", "1000000"},
-          {"WALLET_RATELIMIT_READ_RATE_PER_SECOND", "1000000"},
-          {"WALLET_RATELIMIT_READ_BURST", "1000000"},
-          {"WALLET_AUTH_UNAUTHENTICATED_PER_SECOND", "1000000"},
-          {"WALLET_AUTH_UNAUTHENTICATED_BURST", "1000000"},
-          {"WALLET_AUTH_UNKNOWN_ACCOUNTS_PER_SECOND", "1000000"},
-          {"WALLET_AUTH_UNKNOWN_ACCOUNTS_BURST", "1000000"}};
+  return {{"WALLET_RATELIMIT_RATE_PER_SECOND", "1000000"},        {"WALLET_RATELIMIT_BURST", "1000000"},
+          {"WALLET_RATELIMIT_READ_RATE_PER_SECOND", "1000000"},   {"WALLET_RATELIMIT_READ_BURST", "1000000"},
+          {"WALLET_AUTH_UNAUTHENTICATED_PER_SECOND", "1000000"},  {"WALLET_AUTH_UNAUTHENTICATED_BURST", "1000000"},
+          {"WALLET_AUTH_UNKNOWN_ACCOUNTS_PER_SECOND", "1000000"}, {"WALLET_AUTH_UNKNOWN_ACCOUNTS_BURST", "1000000"}};
 }
 
 server_process::server_process() : server_process(options{}) {}
@@ -133,7 +129,8 @@ server_process::~server_process() {
     kill();
     if (options_.stop_timeout_fails) {
       ADD_FAILURE() << "wallet-server did not exit within " << options_.stop_timeout.count()
-                    << " ms of SIGTERM; killed. Log:\n" << log();
+                    << " ms of SIGTERM; killed. Log:\n"
+                    << log();
     }
   } else if (code != 0 && exit_signal_ != SIGKILL) {
     ADD_FAILURE() << "wallet-server exited with " << exit_description_ << " after SIGTERM. Log:\n" << log();

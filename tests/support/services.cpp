@@ -45,9 +45,9 @@ redis_process::~redis_process() { kill(); }
 
 void redis_process::start() {
   if (pid_ > 0) throw std::runtime_error("redis-server on port " + std::to_string(port_) + " is already running");
-  std::vector<std::string> args = {"redis-server", "--port", std::to_string(port_), "--bind", "127.0.0.1",
-                                   "--save", "", "--appendonly", "no", "--daemonize", "no",
-                                   "--logfile", "", "--loglevel", "warning", "--dir", "/tmp"};
+  std::vector<std::string> args = {
+      "redis-server", "--port", std::to_string(port_), "--bind", "127.0.0.1",  "--save",  "",      "--appendonly", "no",
+      "--daemonize",  "no",     "--logfile",           "",       "--loglevel", "warning", "--dir", "/tmp"};
   auto argv = c_array(args);
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
@@ -102,7 +102,8 @@ std::string pg_bin_dir() {
   for (const auto& entry : fs::directory_iterator("/usr/lib/postgresql")) {
     const auto name = entry.path().filename().string();
     if (name.empty() || !std::all_of(name.begin(), name.end(), ::isdigit)) continue;
-    if (fs::exists(entry.path() / "bin" / "pg_ctl")) found.emplace_back(std::stoi(name), (entry.path() / "bin").string());
+    if (fs::exists(entry.path() / "bin" / "pg_ctl"))
+      found.emplace_back(std::stoi(name), (entry.path() / "bin").string());
   }
   if (found.empty()) throw std::runtime_error("no PostgreSQL under /usr/lib/postgresql");
   return std::max_element(found.begin(), found.end())->second;
@@ -148,8 +149,7 @@ private_services::private_services(std::string dir) : dir_(std::move(dir)) {
   }
   auto env = tool_environment();
   for (const auto& [k, v] : env_) env[k] = v;
-  const auto migrated =
-      run_program(build_dir() + "/tools/admin/wallet-admin", {"migrate"}, env, k_script_timeout);
+  const auto migrated = run_program(build_dir() + "/tools/admin/wallet-admin", {"migrate"}, env, k_script_timeout);
   if (migrated.exit_code != 0) throw std::runtime_error("wallet-admin migrate failed:\n" + migrated.output);
 }
 
@@ -207,8 +207,7 @@ void private_services::start() { services_script("start", true); }
 bool private_services::reconcile_clean(std::string& report) const {
   auto env = tool_environment();
   for (const auto& [k, v] : env_) env[k] = v;
-  const auto r =
-      run_program(build_dir() + "/tools/admin/wallet-admin", {"reconcile"}, env, k_script_timeout);
+  const auto r = run_program(build_dir() + "/tools/admin/wallet-admin", {"reconcile"}, env, k_script_timeout);
   report = r.output;
   return r.exit_code == 0;
 }

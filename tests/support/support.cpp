@@ -37,7 +37,8 @@ std::string build_dir() { return env_or("WALLET_BUILD_DIR", "build"); }
 std::string source_dir() { return env_or("WALLET_SOURCE_DIR", "."); }
 
 principal create_principal(http_client& c, const std::string& operator_key, const std::string& role) {
-  auto r = c.post("/v1/principals", operator_key, R"({"name":"test )" + unique_key(role) + R"(","role":")" + role + "\"}");
+  auto r =
+      c.post("/v1/principals", operator_key, R"({"name":"test )" + unique_key(role) + R"(","role":")" + role + "\"}");
   EXPECT_EQ(r.status, 201) << r.body;
   auto j = r.json().as_object();
   return {j.at("id").as_int64(), std::string(j.at("apiKey").as_string())};
@@ -121,7 +122,8 @@ bool reconciliation_ok(http_client& c, const std::string& operator_key, bool ful
 std::string unique_key(const std::string& prefix) {
   static std::atomic<std::uint64_t> counter{0};
   thread_local std::mt19937_64 random{std::random_device{}()};
-  return prefix + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + "-" + std::to_string(random() % 1000000);
+  return prefix + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + "-" +
+         std::to_string(random() % 1000000);
 }
 
 std::string transfer_body(std::int64_t from, std::int64_t to, std::int64_t amount) {

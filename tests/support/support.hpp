@@ -49,7 +49,7 @@ struct principal {
 };
 principal create_principal(http_client& c, const std::string& operator_key, const std::string& role = "user");
 std::int64_t create_account(http_client& c, const std::string& operator_key, std::int64_t owner,
-                             const std::string& currency = "EUR", int hot_shards = 0);
+                            const std::string& currency = "EUR", int hot_shards = 0);
 void deposit(http_client& c, const std::string& operator_key, std::int64_t account, std::int64_t amount);
 // Balance (main + shards) as the API reports it.
 std::int64_t balance(http_client& c, const std::string& key, std::int64_t account);

@@ -55,7 +55,10 @@ int report(const persistence::reconcile_run& run) {
             << "  transactions checked:  " << run.transactions_checked << "\n";
   for (auto check : persistence::k_reconcile_checks) {
     const auto passed = run.passed(check);
-    std::cout << "  " << persistence::to_string(check) << ": " << (!passed ? "not checked" : *passed ? "ok" : "BROKEN")
+    std::cout << "  " << persistence::to_string(check) << ": "
+              << (!passed   ? "not checked"
+                  : *passed ? "ok"
+                            : "BROKEN")
               << "\n";
   }
   for (const auto& f : run.findings) {
@@ -133,8 +136,9 @@ int main(int argc, char** argv) {
   auto* settlements = app.add_subcommand("settlements", "Payment providers' settlement reports");
   settlements->require_subcommand(1);
   auto* settlements_import = settlements->add_subcommand(
-      "import", "Import a settlement report (CSV) and match it against the ledger; exit 0 if it matched, 1 if it "
-                "found differences, 2 if it could not be imported");
+      "import",
+      "Import a settlement report (CSV) and match it against the ledger; exit 0 if it matched, 1 if it "
+      "found differences, 2 if it could not be imported");
   std::string report_path;
   settlements_import->add_option("FILE", report_path, "The report: provider,paymentId,type,amount,currency,settledAt")
       ->required();
@@ -177,13 +181,15 @@ int main(int argc, char** argv) {
     if (create_operator->parsed()) {
       auto conn = persistence::connect(options_for(settings.database.url, settings));
       const auto key = api::new_api_key();
-      const auto p = persistence::create_principal(*conn, operator_name, ledger::role::operator_role, api::sha256_hex(key));
+      const auto p =
+          persistence::create_principal(*conn, operator_name, ledger::role::operator_role, api::sha256_hex(key));
       std::cout << "operator " << p.id << " (" << p.name << "): API key " << key << "\n";
       return 0;
     }
     if (create_provider->parsed()) {
       if (!ledger::is_valid_provider_name(provider_name)) {
-        std::cerr << "wallet-admin: a provider name is 1 to 40 of a-z, 0-9, '_' and '-', starting with a letter or digit\n";
+        std::cerr
+            << "wallet-admin: a provider name is 1 to 40 of a-z, 0-9, '_' and '-', starting with a letter or digit\n";
         return 1;
       }
       auto conn = persistence::connect(options_for(settings.database.url, settings));
@@ -192,8 +198,8 @@ int main(int argc, char** argv) {
         std::cerr << "wallet-admin: a provider named \"" << provider_name << "\" exists already\n";
         return 1;
       }
-      std::cout << "provider " << created->id << " (" << created->name << "): signing secret " << created->signing_secret
-                << "\n";
+      std::cout << "provider " << created->id << " (" << created->name << "): signing secret "
+                << created->signing_secret << "\n";
       return 0;
     }
     if (settlements_import->parsed()) return import_settlements(settings, report_path, imported_by);

@@ -61,19 +61,18 @@ std::string describe(const http_response& response) {
 namespace {
 
 bool transient(const http_response& r) {
-  return r.error == transport_error::connect || r.error == transport_error::timeout ||
-         r.error == transport_error::io || r.error == transport_error::queue_full || r.status == 429 ||
-         r.status == 503;
+  return r.error == transport_error::connect || r.error == transport_error::timeout || r.error == transport_error::io ||
+         r.error == transport_error::queue_full || r.status == 429 || r.status == 503;
 }
 
 struct retrying_call : std::enable_shared_from_this<retrying_call> {
   retrying_call(http_client& c, std::size_t t, http_request r, int max, http_callback cb)
-      : client(c), thread(t), request(std::move(r)), attempts_max(max), callback(std::move(cb)),
-        timer(c.context(t)) {}
+      : client(c), thread(t), request(std::move(r)), attempts_max(max), callback(std::move(cb)), timer(c.context(t)) {}
 
   void send() {
     ++attempts;
-    client.pool(thread).submit(request, [self = shared_from_this()](http_response&& r) { self->on_answer(std::move(r)); });
+    client.pool(thread).submit(request,
+                               [self = shared_from_this()](http_response&& r) { self->on_answer(std::move(r)); });
   }
 
   void on_answer(http_response&& r) {
@@ -120,8 +119,8 @@ void run_bulk(http_client& client, std::size_t count, std::size_t concurrency, c
   auto state = std::make_shared<shared_state>();
   // A chain runs one task after another until none is left; `concurrency` chains run at once.
   auto chain = std::make_shared<std::function<void(std::size_t)>>();
-  *chain = [&client, count, &task, state, chain_weak = std::weak_ptr<std::function<void(std::size_t)>>(chain)](
-               std::size_t thread) {
+  *chain = [&client, count, &task, state,
+            chain_weak = std::weak_ptr<std::function<void(std::size_t)>>(chain)](std::size_t thread) {
     const std::size_t i = state->next.fetch_add(1);
     if (i >= count) return;
     task(i, thread, [&client, state, thread, chain_weak, count] {

@@ -86,7 +86,11 @@ struct driver::open_sender : std::enable_shared_from_this<open_sender> {
 };
 
 driver::driver(const options& o, http_client& client, const setup_data& setup, run_stats& stats, std::string run_id)
-    : options_(o), client_(client), setup_(setup), stats_(stats), run_id_(std::move(run_id)),
+    : options_(o),
+      client_(client),
+      setup_(setup),
+      stats_(stats),
+      run_id_(std::move(run_id)),
       account_ids_(setup.account_ids()) {
   for (std::size_t t = 0; t < client.threads(); ++t) {
     threads_.push_back(std::make_unique<thread_state>(o, setup, t));
@@ -249,7 +253,8 @@ void progress_printer::end_line() {
 std::int64_t wait_phase(const options& o, driver& d, run_stats& stats, progress_printer& progress,
                         steady::time_point schedule_end, const std::string& label) {
   auto next_print = steady::now() + std::chrono::seconds(1);
-  const auto drain_deadline = schedule_end + std::chrono::microseconds(static_cast<std::int64_t>(o.drain_timeout_s * 1e6));
+  const auto drain_deadline =
+      schedule_end + std::chrono::microseconds(static_cast<std::int64_t>(o.drain_timeout_s * 1e6));
   // Bounded by the drain deadline: a phase that does not drain is given up.
   while (d.senders_active() > 0 || d.in_flight() > 0) {
     const auto now = steady::now();

@@ -16,7 +16,8 @@ histogram::histogram(std::int64_t highest_value, int significant_digits)
   // of two, and each further bucket doubles the unit while keeping the same number of counters.
   std::int64_t largest_single_unit = 2;
   for (int i = 0; i < significant_digits; ++i) largest_single_unit *= 10;
-  const int sub_bucket_count_magnitude = static_cast<int>(std::ceil(std::log2(static_cast<double>(largest_single_unit))));
+  const int sub_bucket_count_magnitude =
+      static_cast<int>(std::ceil(std::log2(static_cast<double>(largest_single_unit))));
   sub_bucket_half_count_magnitude_ = sub_bucket_count_magnitude - 1;
   sub_bucket_count_ = std::int64_t{1} << sub_bucket_count_magnitude;
   sub_bucket_half_count_ = sub_bucket_count_ / 2;
@@ -47,8 +48,8 @@ std::size_t histogram::counts_index(std::int64_t value) const {
 
 std::int64_t histogram::value_from_counts_index(std::size_t index) const {
   int bucket = static_cast<int>(index >> sub_bucket_half_count_magnitude_) - 1;
-  std::int64_t sub_bucket = static_cast<std::int64_t>(index & static_cast<std::size_t>(sub_bucket_half_count_ - 1)) +
-                            sub_bucket_half_count_;
+  std::int64_t sub_bucket =
+      static_cast<std::int64_t>(index & static_cast<std::size_t>(sub_bucket_half_count_ - 1)) + sub_bucket_half_count_;
   if (bucket < 0) {
     sub_bucket -= sub_bucket_half_count_;
     bucket = 0;

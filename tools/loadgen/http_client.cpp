@@ -286,10 +286,10 @@ http_client::~http_client() { stop(); }
 
 void http_client::submit(std::size_t i, http_request request, http_callback callback) {
   WALLET_ASSERT(i < pools_.size(), "submit to an existing I/O thread");
-  asio::post(*contexts_[i], [pool = pools_[i].get(), request = std::move(request),
-                             callback = std::move(callback)]() mutable {
-    pool->submit(std::move(request), std::move(callback));
-  });
+  asio::post(*contexts_[i],
+             [pool = pools_[i].get(), request = std::move(request), callback = std::move(callback)]() mutable {
+               pool->submit(std::move(request), std::move(callback));
+             });
 }
 
 std::uint64_t http_client::reconnects() const {

@@ -34,7 +34,7 @@ struct http_response {
   int status = 0;  // 0 when `error` is set
   transport_error error = transport_error::none;
   std::string body;
-  double retry_after_s = -1;  // the Retry-After header in seconds; -1 when absent
+  double retry_after_s = -1;         // the Retry-After header in seconds; -1 when absent
   bool idempotent_replayed = false;  // `Idempotent-Replayed: true`: the stored answer of an earlier attempt
 };
 

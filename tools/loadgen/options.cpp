@@ -67,12 +67,12 @@ std::vector<descriptor> describe(options& o) {
   return {
       {"host", "Server address.", text_target{&o.host}},
       {"port", "Server HTTP port.", int_target{&o.port, 1, 65535}},
-      {"operator-key",
-       "Operator API key (default: $WALLET_LOADGEN_OPERATOR_KEY, then $WALLET_AUTH_BOOTSTRAP_KEY).",
+      {"operator-key", "Operator API key (default: $WALLET_LOADGEN_OPERATOR_KEY, then $WALLET_AUTH_BOOTSTRAP_KEY).",
        text_target{&o.operator_key}},
-      {"workload", "hot-merchant: N payers pay one hot merchant; payday: one hot employer pays N salaries; "
-                   "p2p: random payer and payee among N accounts; mix: payments, P2P and salaries together "
-                   "(weights --mix-*).",
+      {"workload",
+       "hot-merchant: N payers pay one hot merchant; payday: one hot employer pays N salaries; "
+       "p2p: random payer and payee among N accounts; mix: payments, P2P and salaries together "
+       "(weights --mix-*).",
        choice_target{workload, {"hot-merchant", "payday", "p2p", "mix"}}},
       {"mix-payments", "Mix: weight of payments into the hot merchant.", real_target{&o.mix_payments, 0, 1'000}},
       {"mix-p2p", "Mix: weight of P2P transfers.", real_target{&o.mix_p2p, 0, 1'000}},
@@ -93,8 +93,9 @@ std::vector<descriptor> describe(options& o) {
       {"setup-file", "Where the setup (ids and keys) is saved; reused instead of recreated when it exists.",
        text_target{&o.setup_file}},
       {"setup-only", "Create the setup and stop.", flag_target{&o.setup_only, true}},
-      {"mode", "open: arrivals at a scheduled rate; closed: N users, each waiting for its answer; "
-               "search: open-loop steps up to the highest rate within --p99-target-ms.",
+      {"mode",
+       "open: arrivals at a scheduled rate; closed: N users, each waiting for its answer; "
+       "search: open-loop steps up to the highest rate within --p99-target-ms.",
        choice_target{mode, {"open", "closed", "search"}}},
       {"profile", "Open-loop rate profile: constant, ramp or spike.",
        choice_target{profile, {"constant", "ramp", "spike"}}},
@@ -104,8 +105,7 @@ std::vector<descriptor> describe(options& o) {
       {"ramp-seconds", "Ramp profile: seconds to reach --rate.", real_target{&o.ramp_s, 0, 86'400}},
       {"spike-multiplier", "Spike profile: peak rate as a multiple of --rate.",
        real_target{&o.spike_multiplier, 1, 1'000}},
-      {"spike-start", "Spike profile: seconds at baseline before the spike.",
-       real_target{&o.spike_start_s, 0, 86'400}},
+      {"spike-start", "Spike profile: seconds at baseline before the spike.", real_target{&o.spike_start_s, 0, 86'400}},
       {"spike-duration", "Spike profile: seconds held at the peak.", real_target{&o.spike_duration_s, 0, 86'400}},
       {"spike-ramp-seconds", "Spike profile: seconds to ramp up (and again down).",
        real_target{&o.spike_ramp_s, 0, 3'600}},
@@ -119,8 +119,9 @@ std::vector<descriptor> describe(options& o) {
       {"search-step-seconds", "Search: seconds per step.", real_target{&o.search_step_seconds, 1, 3'600}},
       {"search-refine", "Search: bisection steps between the last good and the first bad rate.",
        int_target{&o.search_refine, 0, 10}},
-      {"search-pause-seconds", "Search: idle seconds before each step, so that one step's backlog does not "
-                               "spill into the next.",
+      {"search-pause-seconds",
+       "Search: idle seconds before each step, so that one step's backlog does not "
+       "spill into the next.",
        real_target{&o.search_pause_seconds, 0, 600}},
       {"p99-target-ms", "Search: latency target for the p99 of accepted transfers.",
        real_target{&o.p99_target_ms, 0.1, 600'000}},
@@ -162,9 +163,7 @@ std::string key_of(const std::string& flag) {
 
 // Sets one value from its text form (a flag's argument or a scenario value turned into text).
 void assign(const descriptor& d, const std::string& text, const std::string& origin) {
-  auto fail = [&](const std::string& why) {
-    throw options_error(origin + " " + d.name + " = '" + text + "': " + why);
-  };
+  auto fail = [&](const std::string& why) { throw options_error(origin + " " + d.name + " = '" + text + "': " + why); };
   std::visit(
       [&](const auto& t) {
         using target = std::decay_t<decltype(t)>;
@@ -271,9 +270,8 @@ void apply_scenario(const std::string& toml_text, options& values) {
   auto table_of = describe(values);
   for (const auto& [key, node] : table) {
     const std::string name(key.str());
-    const auto it = std::find_if(table_of.begin(), table_of.end(), [&](const descriptor& d) {
-      return key_of(d.name) == name || d.name == name;
-    });
+    const auto it = std::find_if(table_of.begin(), table_of.end(),
+                                 [&](const descriptor& d) { return key_of(d.name) == name || d.name == name; });
     if (it == table_of.end()) throw options_error("scenario file: unknown key '" + name + "'");
     // A boolean key reads like its flag: `no_verify = true` is `--no-verify`.
     std::string text;

@@ -24,8 +24,8 @@ struct options {
 
   // Workload and setup.
   workload_kind workload = workload_kind::hot_merchant;
-  std::int64_t accounts = 1'000;          // payers, salary receivers or P2P accounts
-  std::int64_t hot_shards = 16;           // shards of the merchant / employer account; 0: not hot
+  std::int64_t accounts = 1'000;  // payers, salary receivers or P2P accounts
+  std::int64_t hot_shards = 16;   // shards of the merchant / employer account; 0: not hot
   std::string currency = "EUR";
   std::int64_t fund_amount_minor = 10'000'000;  // deposited into each funded account
   std::int64_t amount_min_minor = 1;
@@ -60,7 +60,7 @@ struct options {
   double search_step_factor = 1.5;
   double search_max_rate = 200'000;
   double search_step_seconds = 10;
-  std::int64_t search_refine = 2;  // bisection steps between the last good and first bad rate
+  std::int64_t search_refine = 2;   // bisection steps between the last good and first bad rate
   double search_pause_seconds = 3;  // idle time before each step, so a step after an overload starts calm
   double p99_target_ms = 100;
 

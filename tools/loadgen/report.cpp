@@ -39,8 +39,12 @@ boost::json::object counts_json(const std::map<std::string, std::int64_t>& count
 }
 
 boost::json::object step_json(const search_step& s) {
-  return {{"rate", s.rate},           {"achieved", s.achieved}, {"p50_ms", json_ms(s.p50_us)},
-          {"p99_ms", json_ms(s.p99_us)}, {"not_accepted", s.not_accepted}, {"ok", s.ok}};
+  return {{"rate", s.rate},
+          {"achieved", s.achieved},
+          {"p50_ms", json_ms(s.p50_us)},
+          {"p99_ms", json_ms(s.p99_us)},
+          {"not_accepted", s.not_accepted},
+          {"ok", s.ok}};
 }
 
 // The p-th percentile of a second's accepted latencies, or nothing when none was accepted.
@@ -196,8 +200,8 @@ std::optional<spike_result> analyze_spike(const options& o, const run_stats& sta
   r.p99_accepted_us = during.value_at_percentile(99);
   // Back at baseline: three seconds in a row whose p99 is within half again the baseline's
   // (or 5 ms above it, so that a sub-millisecond baseline does not demand the impossible).
-  const double threshold = std::max(1.5 * static_cast<double>(r.baseline_p99_us),
-                                    static_cast<double>(r.baseline_p99_us) + 5'000.0);
+  const double threshold =
+      std::max(1.5 * static_cast<double>(r.baseline_p99_us), static_cast<double>(r.baseline_p99_us) + 5'000.0);
   const auto first_second = static_cast<std::size_t>(std::ceil(r.end_s));
   for (std::size_t s = first_second; s + 3 <= series.size(); ++s) {
     bool calm = true;
@@ -219,7 +223,8 @@ void print_table(std::ostream& out, const run_report& report) {
   out << "wallet-loadgen: " << report.description << "\n\n";
   out << std::left << std::setw(30) << "status" << std::right << std::setw(10) << "count" << std::setw(10) << "p50 ms"
       << std::setw(10) << "p90 ms" << std::setw(10) << "p99 ms" << std::setw(10) << "p99.9 ms" << std::setw(10)
-      << "max ms" << "\n";
+      << "max ms"
+      << "\n";
   auto row = [&](const std::string& name, std::int64_t count, const histogram& h) {
     out << std::left << std::setw(30) << name << std::right << std::setw(10) << count << std::fixed
         << std::setprecision(2) << std::setw(10) << ms(h.value_at_percentile(50)) << std::setw(10)
@@ -228,13 +233,14 @@ void print_table(std::ostream& out, const run_report& report) {
   };
   for (const auto& [name, c] : t.classes) row(name, c.count, c.latency_us);
   row("accepted (200/201)", t.accepted_us.count(), t.accepted_us);
-  out << "\n" << std::fixed << std::setprecision(1) << "requests: " << t.scheduled << " scheduled, " << t.finished
+  out << "\n"
+      << std::fixed << std::setprecision(1) << "requests: " << t.scheduled << " scheduled, " << t.finished
       << " answered; intended rate " << t.intended_rate() << "/s, achieved " << t.achieved_rate() << "/s\n";
   out << "latency is counted from each request's scheduled send time; sent late by p99 "
       << ms(t.send_lag_us.value_at_percentile(99)) << " ms, max " << ms(t.send_lag_us.max()) << " ms\n";
   if (t.send_lag_us.value_at_percentile(99) > k_send_lag_warning_us) {
-    out << "WARNING: the load generator fell behind its own schedule (p99 send lag above "
-        << ms(k_send_lag_warning_us) << " ms; starved of CPU or overloaded): the server saw less load than intended\n";
+    out << "WARNING: the load generator fell behind its own schedule (p99 send lag above " << ms(k_send_lag_warning_us)
+        << " ms; starved of CPU or overloaded): the server saw less load than intended\n";
   }
   if (t.retries > 0) {
     out << "retries: " << t.retries << " extra attempts for " << t.retried_requests << " requests; they ended as";
@@ -270,10 +276,10 @@ void print_table(std::ostream& out, const run_report& report) {
   }
   if (report.spike) {
     const auto& s = *report.spike;
-    out << std::setprecision(1) << "\nspike: " << s.start_s << " s to " << s.end_s << " s; first answers 429: "
-        << 100 * s.share_429 << "%, 503: " << 100 * s.share_503 << "%; p99 of accepted during the spike "
-        << ms(s.p99_accepted_us) << " ms (before: " << ms(s.baseline_p99_us) << " ms); no answer: "
-        << 100 * s.share_errors << "%; ";
+    out << std::setprecision(1) << "\nspike: " << s.start_s << " s to " << s.end_s
+        << " s; first answers 429: " << 100 * s.share_429 << "%, 503: " << 100 * s.share_503
+        << "%; p99 of accepted during the spike " << ms(s.p99_accepted_us) << " ms (before: " << ms(s.baseline_p99_us)
+        << " ms); no answer: " << 100 * s.share_errors << "%; ";
     if (s.recovery_s >= 0) {
       out << "back at baseline " << s.recovery_s << " s after the spike\n";
     } else {
@@ -429,8 +435,8 @@ std::string html_report(const run_report& report, const run_stats& stats) {
   std::ostringstream html;
   html << "<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>wallet-loadgen report</title>\n"
        << "<style>body{font-family:sans-serif;margin:2em;max-width:1000px}pre{background:#f6f6f6;padding:1em;"
-       << "overflow-x:auto}</style></head><body>\n<h1>wallet-loadgen</h1>\n<p>"
-       << escape_html(report.description) << "</p>\n"
+       << "overflow-x:auto}</style></head><body>\n<h1>wallet-loadgen</h1>\n<p>" << escape_html(report.description)
+       << "</p>\n"
        << svg_chart("Latency of accepted requests by scheduled second (from scheduled send time)", "ms", latency, true)
        << svg_chart("Requests per second: intended, answered, and final status by scheduled second", "/s", rates, false)
        << "<h2>Summary</h2>\n<pre>" << escape_html(table.str()) << "</pre>\n</body></html>\n";

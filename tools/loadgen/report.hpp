@@ -34,14 +34,14 @@ struct spike_result {
   double duration_s = 0;
   double share_429 = 0;  // of requests whose first answer was 429
   double share_503 = 0;
-  double share_errors = 0;  // of requests whose first attempt got no HTTP answer at all
-  std::int64_t p99_accepted_us = 0;   // of requests scheduled during the spike
-  std::int64_t baseline_p99_us = 0;   // before the spike, after the warm-up
-  double recovery_s = -1;             // from the end of the spike until p99 is back; -1: never
+  double share_errors = 0;           // of requests whose first attempt got no HTTP answer at all
+  std::int64_t p99_accepted_us = 0;  // of requests scheduled during the spike
+  std::int64_t baseline_p99_us = 0;  // before the spike, after the warm-up
+  double recovery_s = -1;            // from the end of the spike until p99 is back; -1: never
 };
 
 struct cpu_usage {
-  double user_s = 0;    // the whole process (getrusage)
+  double user_s = 0;  // the whole process (getrusage)
   double system_s = 0;
   double io_threads_s = 0;  // the HTTP client's I/O threads alone
   double wall_s = 0;
@@ -52,7 +52,7 @@ struct cpu_usage {
 // replayed with its own Idempotency-Key until the server gave a definite answer.
 struct unknown_outcomes {
   std::int64_t replayed = 0;
-  std::int64_t found_committed = 0;   // answered 201 from the stored result: it had committed
+  std::int64_t found_committed = 0;    // answered 201 from the stored result: it had committed
   std::int64_t applied_on_replay = 0;  // answered 201 without it: it had not, and applied now
   std::int64_t refused = 0;            // answered 4xx: it never applied
   std::int64_t unresolved = 0;         // no definite answer even then

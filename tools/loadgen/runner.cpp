@@ -91,7 +91,8 @@ run_outcome run_loadgen(const options& o, std::ostream& out, std::ostream& err) 
         // The previous step may have left the server with a backlog (queues, dirty pages, a
         // checkpoint); a pause keeps it from being charged to this step.
         if (!first_step) {
-          std::this_thread::sleep_for(std::chrono::microseconds(static_cast<std::int64_t>(o.search_pause_seconds * 1e6)));
+          std::this_thread::sleep_for(
+              std::chrono::microseconds(static_cast<std::int64_t>(o.search_pause_seconds * 1e6)));
         }
         first_step = false;
         const auto start = steady::now();
@@ -99,13 +100,14 @@ run_outcome run_loadgen(const options& o, std::ostream& out, std::ostream& err) 
         stats.begin_window("step " + std::to_string(static_cast<long long>(rate)) + "/s", d.now_s(),
                            d.now_s() + o.search_step_seconds);
         d.start_open(rate_profile::constant(rate, o.search_step_seconds), start);
-        const auto unanswered = wait_phase(o, d, stats, progress, end, std::to_string(static_cast<long long>(rate)) + "/s");
+        const auto unanswered =
+            wait_phase(o, d, stats, progress, end, std::to_string(static_cast<long long>(rate)) + "/s");
         abandoned += unanswered;
         step_outcome outcome{evaluate_step(o, stats.windows().back(), rate), unanswered > 0};
         const auto& step = outcome.step;
         err << "search: " << rate << "/s -> " << std::fixed << std::setprecision(1) << step.achieved
-            << "/s accepted, p99 " << format_ms(step.p99_us) << " ms, " << step.not_accepted << " not accepted: "
-            << (step.ok ? "within target" : "missed") << "\n";
+            << "/s accepted, p99 " << format_ms(step.p99_us) << " ms, " << step.not_accepted
+            << " not accepted: " << (step.ok ? "within target" : "missed") << "\n";
         return outcome;
       });
       description << ", search from " << o.search_start_rate << "/s, steps of " << o.search_step_seconds

@@ -20,9 +20,7 @@ rate_profile::rate_profile(std::vector<rate_segment> segments) : segments_(std::
   }
 }
 
-rate_profile rate_profile::constant(double rate, double duration_s) {
-  return rate_profile({{duration_s, rate, rate}});
-}
+rate_profile rate_profile::constant(double rate, double duration_s) { return rate_profile({{duration_s, rate, rate}}); }
 
 rate_profile rate_profile::ramp(double rate_from, double rate, double ramp_s, double duration_s) {
   ramp_s = std::min(ramp_s, duration_s);

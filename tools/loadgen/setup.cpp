@@ -89,8 +89,8 @@ class party_builder : public std::enable_shared_from_this<party_builder> {
   }
 
   void deposit() {
-    boost::json::object body{{"accountId", party_.account_id}, {"amount", spec_.deposit_minor},
-                             {"externalRef", spec_.deposit_key}};
+    boost::json::object body{
+        {"accountId", party_.account_id}, {"amount", spec_.deposit_minor}, {"externalRef", spec_.deposit_key}};
     call("/v1/deposits", boost::json::serialize(body), spec_.deposit_key,
          [self = shared_from_this()](boost::json::object&&) { self->done_(self->party_, ""); });
   }
@@ -224,17 +224,18 @@ setup_data create_setup(const options& o, http_client& client, std::ostream& log
   std::atomic<std::size_t> finished{0};
   run_bulk(client, specs.size(), static_cast<std::size_t>(o.setup_concurrency),
            [&](std::size_t i, std::size_t thread, std::function<void()> done) {
-             auto builder = std::make_shared<party_builder>(
-                 o, client, thread, specs[i], [&, i, done](std::optional<party> p, std::string error) {
-                   if (p) {
-                     built[i] = std::move(p);
-                   } else {
-                     std::lock_guard lock(errors_mutex);
-                     if (errors.size() < 10) errors.push_back(std::move(error));
-                   }
-                   ++finished;
-                   done();
-                 });
+             auto builder = std::make_shared<party_builder>(o, client, thread, specs[i],
+                                                            [&, i, done](std::optional<party> p, std::string error) {
+                                                              if (p) {
+                                                                built[i] = std::move(p);
+                                                              } else {
+                                                                std::lock_guard lock(errors_mutex);
+                                                                if (errors.size() < 10)
+                                                                  errors.push_back(std::move(error));
+                                                              }
+                                                              ++finished;
+                                                              done();
+                                                            });
              builder->start();
            });
   if (!errors.empty()) {

@@ -25,9 +25,9 @@ struct setup_data {
   workload_kind workload = workload_kind::hot_merchant;
   std::string currency;
   std::uint64_t seed = 0;
-  std::vector<party> parties;      // payers, salary receivers or P2P accounts
-  std::optional<party> hub;        // the hot merchant (hot-merchant, mix) or the employer (payday)
-  std::optional<party> employer;   // the employer of the mix workload
+  std::vector<party> parties;     // payers, salary receivers or P2P accounts
+  std::optional<party> hub;       // the hot merchant (hot-merchant, mix) or the employer (payday)
+  std::optional<party> employer;  // the employer of the mix workload
 
   // Every account of the closed system: the parties' in order, then the hub's, then the
   // employer's.

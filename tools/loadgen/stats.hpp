@@ -40,7 +40,7 @@ struct class_stats {
 struct window_stats {
   std::string name;
   double start_s = 0;
-  double end_s = 0;         // of the schedule, not of the last answer
+  double end_s = 0;  // of the schedule, not of the last answer
   std::int64_t scheduled = 0;
   std::int64_t finished = 0;
   std::map<std::string, class_stats> classes;
@@ -87,8 +87,8 @@ class run_stats {
   void on_attempt(const std::string& status_class, bool first);
   void on_retry();
   // The final outcome of a request.
-  void on_finished(const std::string& status_class, std::int64_t latency_us, double scheduled_s,
-                   double completed_s, bool was_retried);
+  void on_finished(const std::string& status_class, std::int64_t latency_us, double scheduled_s, double completed_s,
+                   bool was_retried);
 
   progress_snapshot progress(double now_s);
   // Copies, under the lock, for the report.

@@ -79,8 +79,9 @@ std::optional<std::string> reconciliation_failure(const options& o, http_client&
       last = call_blocking(client, operator_get(o, target));
       auto run = last && last->status == 200 ? parse_object(last->body) : std::nullopt;
       const auto status = run ? string_field(*run, "status") : std::nullopt;
-      if (!status) return "reconciliation run " + std::to_string(*run_id) + " could not be read: " +
-                          (last ? describe(*last) : std::string("no answer"));
+      if (!status)
+        return "reconciliation run " + std::to_string(*run_id) +
+               " could not be read: " + (last ? describe(*last) : std::string("no answer"));
       if (*status != "running") {
         ended = std::move(run);
       } else {
@@ -150,7 +151,8 @@ void check_through_api(const options& o, http_client& client, const std::vector<
     switch (found[i]) {
       case presence::present: break;
       case presence::missing:
-        if (missing++ < k_listed_failures_max) v.fail("transaction " + id + " was answered 201 but is not in the ledger");
+        if (missing++ < k_listed_failures_max)
+          v.fail("transaction " + id + " was answered 201 but is not in the ledger");
         break;
       case presence::unknown:
         if (unknown++ < k_listed_failures_max) v.fail("transaction " + id + " could not be read: " + detail[i]);
@@ -160,7 +162,8 @@ void check_through_api(const options& o, http_client& client, const std::vector<
         break;
     }
   }
-  if (missing > k_listed_failures_max) v.fail(std::to_string(missing) + " acknowledged transactions are missing in all");
+  if (missing > k_listed_failures_max)
+    v.fail(std::to_string(missing) + " acknowledged transactions are missing in all");
   if (unknown > k_listed_failures_max) v.fail(std::to_string(unknown) + " transactions could not be read in all");
   if (malformed > k_listed_failures_max) v.fail(std::to_string(malformed) + " transactions are malformed in all");
   v.notes.push_back(std::to_string(committed.size() - missing - unknown - malformed) + " of " +
@@ -201,8 +204,10 @@ void check_in_database(const options& o, const std::vector<committed_transfer>& 
       v.fail("transaction " + c.transaction_id + " is in the database " + std::to_string(n) + " times");
     }
   }
-  if (missing > k_listed_failures_max) v.fail(std::to_string(missing) + " acknowledged transactions are missing in all");
-  if (doubled > k_listed_failures_max) v.fail(std::to_string(doubled) + " transactions are stored more than once in all");
+  if (missing > k_listed_failures_max)
+    v.fail(std::to_string(missing) + " acknowledged transactions are missing in all");
+  if (doubled > k_listed_failures_max)
+    v.fail(std::to_string(doubled) + " transactions are stored more than once in all");
   v.notes.push_back(std::to_string(committed.size() - missing) + " of " + std::to_string(committed.size()) +
                     " acknowledged transactions found in the database");
 }
@@ -227,8 +232,7 @@ std::vector<std::optional<std::int64_t>> read_balances(const options& o, http_cl
 
 verification verify_run(const options& o, http_client& client, const setup_data& setup,
                         const std::vector<std::optional<std::int64_t>>& balances_before,
-                        const std::vector<committed_transfer>& committed, std::int64_t unresolved,
-                        std::ostream& log) {
+                        const std::vector<committed_transfer>& committed, std::int64_t unresolved, std::ostream& log) {
   verification v;
   if (unresolved > 0) {
     v.fail(std::to_string(unresolved) + " requests never got a definite answer, even when replayed");

@@ -48,7 +48,6 @@ std::vector<std::optional<std::int64_t>> read_balances(const options& o, http_cl
 // 5xx) even after replaying them: their effect cannot be accounted for, which fails the run.
 verification verify_run(const options& o, http_client& client, const setup_data& setup,
                         const std::vector<std::optional<std::int64_t>>& balances_before,
-                        const std::vector<committed_transfer>& committed, std::int64_t unresolved,
-                        std::ostream& log);
+                        const std::vector<committed_transfer>& committed, std::int64_t unresolved, std::ostream& log);
 
 }  // namespace loadgen

@@ -27,9 +27,7 @@ operation workload_generator::next() {
       op.from = hub_;
       op.to = party_(rng_);
       break;
-    case workload_kind::p2p:
-      pick_pair(op);
-      break;
+    case workload_kind::p2p: pick_pair(op); break;
     case workload_kind::mix: {
       const double draw = unit_(rng_) * mix_total_;
       if (draw < mix_p2p_from_) {

@@ -15,7 +15,7 @@
 namespace loadgen {
 
 struct operation {
-  bool transfer = true;  // false: a balance read of `from`
+  bool transfer = true;    // false: a balance read of `from`
   std::uint32_t from = 0;  // account indexes of setup_data::account_ids()
   std::uint32_t to = 0;
   std::int64_t amount_minor = 0;
