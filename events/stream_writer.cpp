@@ -8,6 +8,7 @@
 
 #include "base/assert.hpp"
 #include "events/stream_entry.hpp"
+#include "ratelimit/redis_handles.hpp"
 
 namespace events {
 namespace {
@@ -17,28 +18,10 @@ using std::chrono::milliseconds;
 // XADDs sent before their replies are read: bounds the memory of one round trip on both sides.
 constexpr std::size_t k_pipeline_commands_max = 1'024;
 
-struct reply_deleter {
-  void operator()(redisReply* reply) const { freeReplyObject(reply); }
-};
-using reply_ptr = std::unique_ptr<redisReply, reply_deleter>;
-
-struct context_deleter {
-  void operator()(redisContext* context) const { redisFree(context); }
-};
-using context_ptr = std::unique_ptr<redisContext, context_deleter>;
-
-// A timeval of zero means "no timeout" to hiredis, so callers never pass less than 1 ms.
-timeval to_timeval(milliseconds ms) {
-  timeval tv{};
-  tv.tv_sec = static_cast<decltype(tv.tv_sec)>(ms.count() / 1000);
-  tv.tv_usec = static_cast<decltype(tv.tv_usec)>((ms.count() % 1000) * 1000);
-  return tv;
-}
-
-std::string context_error(const redisContext& context) {
-  if (context.err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK)) return "timed out";
-  return context.errstr[0] != '\0' ? std::string(context.errstr) : "unknown hiredis error";
-}
+using ratelimit::redis::context_error;
+using ratelimit::redis::context_ptr;
+using ratelimit::redis::reply_ptr;
+using ratelimit::redis::to_timeval;
 
 milliseconds left(stream_writer::clock::time_point deadline) {
   return std::chrono::duration_cast<milliseconds>(deadline - stream_writer::clock::now());

@@ -22,6 +22,7 @@
 #include "ratelimit/local_limiter.hpp"
 #include "ratelimit/redis_url.hpp"
 #include "ratelimit/window.hpp"
+#include "ratelimit/redis_handles.hpp"
 
 namespace ratelimit {
 namespace {
@@ -91,29 +92,10 @@ std::int64_t unix_now_ms() {
 std::size_t class_index(route_class cls) { return cls == route_class::write ? 0 : 1; }
 const char* class_name(route_class cls) { return cls == route_class::write ? "write" : "read"; }
 
-struct reply_deleter {
-  void operator()(redisReply* reply) const { freeReplyObject(reply); }
-};
-using reply_ptr = std::unique_ptr<redisReply, reply_deleter>;
-
-struct context_deleter {
-  void operator()(redisContext* context) const { redisFree(context); }
-};
-using context_ptr = std::unique_ptr<redisContext, context_deleter>;
-
-// A timeval of zero means "no timeout" to hiredis, so callers never pass less than 1 ms.
-timeval to_timeval(milliseconds ms) {
-  timeval tv{};
-  tv.tv_sec = static_cast<decltype(tv.tv_sec)>(ms.count() / 1000);
-  tv.tv_usec = static_cast<decltype(tv.tv_usec)>((ms.count() % 1000) * 1000);
-  return tv;
-}
-
-std::string context_error(const redisContext& context) {
-  // A receive timeout surfaces as an I/O error with EAGAIN; say so plainly in the log.
-  if (context.err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK)) return "timed out";
-  return context.errstr[0] != '\0' ? std::string(context.errstr) : "unknown hiredis error";
-}
+using redis::context_error;
+using redis::context_ptr;
+using redis::reply_ptr;
+using redis::to_timeval;
 
 std::string reply_error(const redisReply& reply) { return std::string(reply.str, static_cast<std::size_t>(reply.len)); }
 
