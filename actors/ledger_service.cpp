@@ -3,6 +3,7 @@
 #include <boost/json/object.hpp>
 #include <boost/json/serialize.hpp>
 #include <caf/all.hpp>
+#include <unistd.h>
 #include <pqxx/pqxx>
 #include <spdlog/spdlog.h>
 
@@ -17,6 +18,8 @@
 #include "actors/settlements.hpp"
 #include "actors/sweeper.hpp"
 #include "actors/view_conversions.hpp"
+#include "cluster/lease_keeper.hpp"
+#include "persistence/leases.hpp"
 #include "persistence/accounts.hpp"
 #include "persistence/database.hpp"
 #include "persistence/flows.hpp"
@@ -68,6 +71,9 @@ struct ledger_service::impl {
   key_cache keys;
   std::unique_ptr<keys_audit> keys_and_audit;
   std::unique_ptr<key_revocations> revocations;
+  // Cluster mode (docs/scaling.md): the partitions this node leases, and their keeper.
+  std::shared_ptr<cluster::ownership> ownership;
+  std::unique_ptr<cluster::lease_keeper> leases;
   std::uint64_t preloaded_keys = 0;  // written once in start(), before any reader of stats()
   std::uint64_t preloaded_accounts = 0;
   bool started = false;
@@ -79,6 +85,7 @@ struct ledger_service::impl {
 
   void start_actors();
   void start_reconciler();
+  void join_cluster();
   void warm_caches();
 };
 
@@ -99,6 +106,7 @@ void ledger_service::impl::start_actors() {
                                                s.database.connection_wait_ms, s.database.reconnect_backoff_ms);
   core.runtime = std::make_shared<account_runtime>();
   core.runtime->load = load_from_database(core.readers);
+  core.runtime->ownership = ownership;
   core.runtime->writer_queue_max = s.writer.queue_postings_max;
   core.runtime->inflight_max = s.actors.account_inflight_max;
   core.runtime->idle_ms = s.actors.account_idle_ms;
@@ -159,6 +167,26 @@ void ledger_service::impl::warm_caches() {
   }
 }
 
+// Cluster mode: checks the deployment's partition count and makes this node's ownership; the
+// keeper's first round (after the actors are up) takes the node's share of the partitions.
+void ledger_service::impl::join_cluster() {
+  const auto& c = settings.cluster;
+  if (!c.enabled) return;
+  auto conn = persistence::connect(database_options(settings, "wallet-lease-keeper"));
+  const int stored = persistence::ensure_partitions(*conn, static_cast<int>(c.partitions));
+  if (stored != c.partitions) {
+    throw std::runtime_error("cluster.partitions = " + std::to_string(c.partitions) + ", but this deployment has " +
+                             std::to_string(stored) + " partitions: every node must use " + std::to_string(stored));
+  }
+  std::string node = c.node_id;
+  if (node.empty()) {
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    node = std::string(host) + "-" + std::to_string(settings.http.port);
+  }
+  ownership = std::make_shared<cluster::ownership>(node, stored);
+}
+
 ledger_service::ledger_service(const config::settings& settings) : impl_(std::make_unique<impl>(settings)) {}
 
 ledger_service::~ledger_service() { stop(); }
@@ -168,6 +196,7 @@ void ledger_service::start() {
   // Every key the cache will hold is read from here on: the first check for revoked keys covers
   // the revocations since.
   const auto keys_from = key_cache::clock::now();
+  d.join_cluster();
   d.start_actors();
   d.keys_and_audit = std::make_unique<keys_audit>(d.settings, d.core.readers, d.keys);
   d.accounts =
@@ -181,6 +210,18 @@ void ledger_service::start() {
   d.sweeps = std::make_unique<sweeper>(d.core);
   d.sweeps->start(std::chrono::milliseconds(d.settings.ledger.sweep_interval_ms));
   d.start_reconciler();
+  if (d.ownership) {
+    const auto& c = d.settings.cluster;
+    cluster::keeper_config kc;
+    kc.database = database_options(d.settings, "wallet-lease-keeper");
+    kc.address = !c.advertise_address.empty()
+                     ? c.advertise_address
+                     : d.settings.http.host + ":" + std::to_string(d.settings.http.port + 1000);
+    kc.ttl = std::chrono::milliseconds(c.lease_ttl_ms);
+    kc.renew_interval = std::chrono::milliseconds(c.lease_renew_ms);
+    d.leases = std::make_unique<cluster::lease_keeper>(std::move(kc), d.ownership);
+    d.leases->start();
+  }
   d.started = true;
 }
 
@@ -189,6 +230,8 @@ void ledger_service::stop() {
   if (!d.started) return;
   d.started = false;
   d.core.stopped = true;
+  // Leases first: the partitions are taken over at once rather than after their TTL.
+  if (d.leases) d.leases->stop();
   d.sweeps->stop();
   d.revocations->stop();
   d.reconciliations->stop();
@@ -567,6 +610,7 @@ service_stats ledger_service::stats() const {
     s.batches += g->batches.load();
     s.postings += g->postings.load();
     s.writer_failures += g->failures.load();
+    s.fenced_postings += g->fenced.load();
     s.writers_connected = s.writers_connected && g->connected.load();
   }
   s.reader_queued = d.core.readers ? d.core.readers->queued() : 0;
@@ -585,6 +629,14 @@ service_stats ledger_service::stats() const {
   s.reconcile_last_ok = r.last_ok;
   s.reconcile_last_ms = r.last_ms;
   s.reconcile_watermark = r.watermark;
+  if (d.leases) {
+    const auto k = d.leases->stats();
+    s.cluster_enabled = true;
+    s.partitions_held = k.held;
+    s.cluster_nodes = k.nodes;
+    s.leases_lost = k.lost;
+    s.lease_failures = k.failures;
+  }
   return s;
 }
 

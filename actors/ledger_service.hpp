@@ -41,6 +41,13 @@ struct service_stats {
   bool reconcile_last_ok = true;
   double reconcile_last_ms = 0;
   std::int64_t reconcile_watermark = 0;
+  // Cluster mode (docs/scaling.md).
+  bool cluster_enabled = false;
+  int partitions_held = 0;
+  int cluster_nodes = 0;
+  std::uint64_t leases_lost = 0;      // taken over by another node while held here
+  std::uint64_t lease_failures = 0;   // lease rounds the database did not answer
+  std::uint64_t fenced_postings = 0;  // debits refused at commit: the node had lost the lease
 };
 
 class ledger_service {
