@@ -130,9 +130,11 @@ void process(account_actor* self, debit_request& req, const reply_sink& sink) {
     // writer commits them only while that lease still stands (the fence, persistence/batch.cpp).
     const auto lease = rt->ownership->lease_for(st.id);
     if (!lease) {
-      sink.deliver(unavailable(
+      auto r = unavailable(
           ledger::error_code::not_partition_owner,
-          "account " + std::to_string(st.id) + " is debited by another node now; retry with the same Idempotency-Key"));
+          "account " + std::to_string(st.id) + " is debited by another node now; retry with the same Idempotency-Key");
+      r.partition = rt->ownership->partition_of(st.id);
+      sink.deliver(std::move(r));
       return;
     }
     if (st.lease_epoch != 0 && st.lease_epoch != lease->epoch) {

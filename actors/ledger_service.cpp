@@ -3,11 +3,13 @@
 #include <boost/json/object.hpp>
 #include <boost/json/serialize.hpp>
 #include <caf/all.hpp>
+#include <caf/io/middleman.hpp>
 #include <unistd.h>
 #include <pqxx/pqxx>
 #include <spdlog/spdlog.h>
 
 #include "actors/account_cache.hpp"
+#include "actors/cluster_link.hpp"
 #include "actors/key_cache.hpp"
 #include "actors/key_revocations.hpp"
 #include "actors/keys_audit.hpp"
@@ -74,6 +76,8 @@ struct ledger_service::impl {
   // Cluster mode (docs/scaling.md): the partitions this node leases, and their keeper.
   std::shared_ptr<cluster::ownership> ownership;
   std::unique_ptr<cluster::lease_keeper> leases;
+  forward_handler serve_forwarded;
+  std::unique_ptr<cluster_link> link;
   std::uint64_t preloaded_keys = 0;  // written once in start(), before any reader of stats()
   std::uint64_t preloaded_accounts = 0;
   bool started = false;
@@ -99,6 +103,8 @@ void ledger_service::impl::start_actors() {
   core.caf_config->set("scheduler.policy",
                        s.actors.scheduler_policy == "sharing" ? caf::atom("sharing") : caf::atom("stealing"));
   core.caf_config->set("logger.console", caf::atom("none"));
+  // Cluster mode: other nodes' forwarded requests arrive through the middleman.
+  if (ownership) core.caf_config->load<caf::io::middleman>();
   core.system = std::make_unique<caf::actor_system>(*core.caf_config);
 
   core.readers = std::make_shared<reader_pool>(database_options(s, "wallet-reader"),
@@ -217,6 +223,18 @@ void ledger_service::start() {
     kc.address = !c.advertise_address.empty()
                      ? c.advertise_address
                      : d.settings.http.host + ":" + std::to_string(d.settings.http.port + 1000);
+    // Listening before the first lease round publishes the address: a peer that reads it can connect.
+    auto serve =
+        d.serve_forwarded ? d.serve_forwarded : [](forwarded_request, std::function<void(forwarded_reply)> done) {
+          forwarded_reply r;
+          r.detail = "this node serves no forwarded requests";
+          done(std::move(r));
+        };
+    // A forward leaves the client's deadline a quarter for the answer to travel back.
+    const auto bound =
+        std::chrono::milliseconds(std::max<std::int64_t>(1, d.settings.http.request_deadline_ms * 3 / 4));
+    d.link = std::make_unique<cluster_link>(*d.core.system, d.ownership, std::move(serve), bound);
+    d.link->listen(kc.address);
     kc.ttl = std::chrono::milliseconds(c.lease_ttl_ms);
     kc.renew_interval = std::chrono::milliseconds(c.lease_renew_ms);
     d.leases = std::make_unique<cluster::lease_keeper>(std::move(kc), d.ownership);
@@ -232,6 +250,7 @@ void ledger_service::stop() {
   d.core.stopped = true;
   // Leases first: the partitions are taken over at once rather than after their TTL.
   if (d.leases) d.leases->stop();
+  if (d.link) d.link->stop();
   d.sweeps->stop();
   d.revocations->stop();
   d.reconciliations->stop();
@@ -597,6 +616,43 @@ void ledger_service::resolve_settlement_exception(request_origin origin, std::in
 void ledger_service::ensure_operator_blocking(const std::string& key_hash_hex) {
   auto conn = persistence::connect(database_options(impl_->settings, "wallet-bootstrap"));
   persistence::ensure_operator(*conn, "bootstrap operator", key_hash_hex);
+}
+
+void ledger_service::set_forward_handler(forward_handler handler) { impl_->serve_forwarded = std::move(handler); }
+
+bool ledger_service::forwards() const { return impl_->link != nullptr; }
+
+void ledger_service::forward(int partition, forwarded_request request, std::function<void(forwarded_reply)> done) {
+  if (!impl_->link || impl_->core.stopped.load()) {
+    forwarded_reply r;
+    r.detail = "the server is shutting down";
+    return done(std::move(r));
+  }
+  auto& d = *impl_;
+  if (!d.ownership->holder_address(partition).empty())
+    return d.link->forward(partition, std::move(request), std::move(done));
+  // The keeper's last round saw nobody holding it: the partition may have been taken since. One
+  // read of the lease table, then the forward (which fails at once if still nobody holds it).
+  d.core.readers->read<std::vector<persistence::lease_owner>>(
+      [](pqxx::connection& conn) { return persistence::lease_owners(conn); },
+      [&d, partition, request = std::move(request),
+       done = std::move(done)](query_result<std::vector<persistence::lease_owner>> r) mutable {
+        if (r.outcome == ledger::error_code::ok) {
+          std::vector<std::string> holders(static_cast<std::size_t>(d.ownership->partitions()));
+          for (const auto& owner : r.value) {
+            if (owner.partition >= 0 && owner.partition < d.ownership->partitions()) {
+              holders[static_cast<std::size_t>(owner.partition)] = owner.address;
+            }
+          }
+          d.ownership->set_holders(std::move(holders));
+        }
+        if (d.core.stopped.load()) {
+          forwarded_reply stopped;
+          stopped.detail = "the server is shutting down";
+          return done(std::move(stopped));
+        }
+        d.link->forward(partition, std::move(request), std::move(done));
+      });
 }
 
 service_stats ledger_service::stats() const {

@@ -122,6 +122,13 @@ void lease_keeper::run_round() {
     if (acquired > 0) spdlog::info("node {} took {} partitions (partition@epoch): {}", me, acquired, taken);
   }
 
+  // Who holds what now: where this node forwards the debits it does not hold.
+  std::vector<std::string> holders(static_cast<std::size_t>(partitions));
+  for (const auto& owner : persistence::lease_owners(conn)) {
+    if (owner.partition >= 0 && owner.partition < partitions) holders[owner.partition] = owner.address;
+  }
+  owned_->set_holders(std::move(holders));
+
   std::lock_guard stats_lock(stats_mutex_);
   ++stats_.rounds;
   stats_.lost += lost;

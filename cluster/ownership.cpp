@@ -42,4 +42,15 @@ std::vector<ownership::held_lease> ownership::held() const {
   return out;
 }
 
+void ownership::set_holders(std::vector<std::string> addresses) {
+  std::lock_guard lock(holders_mutex_);
+  holders_ = std::move(addresses);
+}
+
+std::string ownership::holder_address(int partition) const {
+  std::lock_guard lock(holders_mutex_);
+  if (partition < 0 || static_cast<std::size_t>(partition) >= holders_.size()) return {};
+  return holders_[static_cast<std::size_t>(partition)];
+}
+
 }  // namespace cluster

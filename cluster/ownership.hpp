@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -56,6 +57,11 @@ class ownership {
   // The partitions held now, with their epochs, in partition order.
   std::vector<held_lease> held() const;
 
+  // Where each partition's holder is reached ("": nobody holds it), as the keeper's last round
+  // read the lease table: where a debit this node does not hold is forwarded.
+  void set_holders(std::vector<std::string> addresses);
+  std::string holder_address(int partition) const;
+
  private:
   struct slot {
     std::atomic<std::int64_t> epoch{0};  // 0: not held
@@ -64,6 +70,8 @@ class ownership {
   std::string node_id_;
   int partitions_;
   std::unique_ptr<slot[]> slots_;
+  mutable std::mutex holders_mutex_;
+  std::vector<std::string> holders_;
 };
 
 }  // namespace cluster

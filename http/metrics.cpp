@@ -56,7 +56,14 @@ std::string metrics::render(const std::string& extra) const {
       << "# HELP wallet_http_bodies_lingered_total Error answers after which the rest of the body was read and "
          "discarded.\n"
       << "# TYPE wallet_http_bodies_lingered_total counter\n"
-      << "wallet_http_bodies_lingered_total " << bodies_lingered.load() << "\n";
+      << "wallet_http_bodies_lingered_total " << bodies_lingered.load() << "\n"
+      << "# HELP wallet_cluster_forwarded_requests_total Debits sent to the node holding their partition.\n"
+      << "# TYPE wallet_cluster_forwarded_requests_total counter\n"
+      << "wallet_cluster_forwarded_requests_total " << forwarded_requests.load() << "\n"
+      << "# HELP wallet_cluster_forward_failures_total Forwarded debits that did not reach the holder or got no "
+         "answer in time.\n"
+      << "# TYPE wallet_cluster_forward_failures_total counter\n"
+      << "wallet_cluster_forward_failures_total " << forward_failures.load() << "\n";
   out << extra;
   return out.str();
 }

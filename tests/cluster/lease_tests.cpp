@@ -128,13 +128,15 @@ TEST_F(leases, two_nodes_split_the_partitions_and_one_leaving_hands_them_back) {
   EXPECT_EQ(of_b.size(), static_cast<std::size_t>(k_partitions / 2));
   for (int p : of_a) EXPECT_EQ(of_b.count(p), 0u) << "partition " << p << " has one holder";
   // b took them one epoch above a's.
-  for (const auto& l : b.owned->held()) EXPECT_EQ(l.epoch, epoch_of_a.at(l.partition) + 1) << "partition " << l.partition;
+  for (const auto& l : b.owned->held())
+    EXPECT_EQ(l.epoch, epoch_of_a.at(l.partition) + 1) << "partition " << l.partition;
   EXPECT_EQ(a.keeper->stats().released, static_cast<std::uint64_t>(k_partitions / 2));
 
   a.keeper->stop();
   EXPECT_TRUE(partitions_of(a).empty());
   b.keeper->round();
-  EXPECT_EQ(partitions_of(b).size(), static_cast<std::size_t>(k_partitions)) << "a's partitions at once, not after a TTL";
+  EXPECT_EQ(partitions_of(b).size(), static_cast<std::size_t>(k_partitions))
+      << "a's partitions at once, not after a TTL";
   b.keeper->stop();
 }
 
@@ -196,8 +198,8 @@ TEST_F(leases, a_takeover_skips_a_partition_whose_row_a_writer_holds) {
 TEST_F(leases, the_writer_commits_a_fenced_debit_only_under_the_current_lease) {
   auto a = make_node(unique_key("a"));
   a.keeper->round();
-  const auto principal =
-      int_of("INSERT INTO principal (name, role) VALUES (" + sql_literal(unique_key("fence")) + ", 'user') RETURNING id");
+  const auto principal = int_of("INSERT INTO principal (name, role) VALUES (" + sql_literal(unique_key("fence")) +
+                                ", 'user') RETURNING id");
   const auto clearing = persistence::ensure_clearing_account(*app_, "XTS");
   auto new_account = [&] {
     return int_of("INSERT INTO account (owner_id, currency, kind) VALUES (" + std::to_string(principal) +
