@@ -47,10 +47,9 @@ struct ingress_state {
 
 caf::behavior ingress(caf::stateful_actor<ingress_state>* self, forward_handler serve) {
   return {
-      [self, serve](forward_atom, std::string method, std::string target, std::vector<std::string> headers,
-                    std::string body,
-                    std::string request_id) -> caf::result<std::int32_t, std::vector<std::string>, std::string,
-                                                            std::string> {
+      [self, serve](
+          forward_atom, std::string method, std::string target, std::vector<std::string> headers, std::string body,
+          std::string request_id) -> caf::result<std::int32_t, std::vector<std::string>, std::string, std::string> {
         auto promise = self->make_response_promise<std::int32_t, std::vector<std::string>, std::string, std::string>();
         const auto id = ++self->state.next_id;
         self->state.waiting.emplace(id, promise);

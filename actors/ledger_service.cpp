@@ -5,6 +5,8 @@
 #include <caf/all.hpp>
 #include <caf/io/middleman.hpp>
 #include <unistd.h>
+
+#include <cctype>
 #include <pqxx/pqxx>
 #include <spdlog/spdlog.h>
 
@@ -77,6 +79,7 @@ struct ledger_service::impl {
   std::shared_ptr<cluster::ownership> ownership;
   std::unique_ptr<cluster::lease_keeper> leases;
   forward_handler serve_forwarded;
+  std::string cluster_address;  // where the other nodes reach this one
   std::unique_ptr<cluster_link> link;
   std::uint64_t preloaded_keys = 0;  // written once in start(), before any reader of stats()
   std::uint64_t preloaded_accounts = 0;
@@ -189,6 +192,11 @@ void ledger_service::impl::join_cluster() {
     char host[256] = {};
     gethostname(host, sizeof host - 1);
     node = std::string(host) + "-" + std::to_string(settings.http.port);
+    // A host name may carry characters a node id may not (config::validate): replaced.
+    for (char& ch : node) {
+      if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '.' && ch != '_' && ch != '-') ch = '-';
+    }
+    if (node.size() > 64) node.resize(64);
   }
   ownership = std::make_shared<cluster::ownership>(node, stored);
 }
@@ -235,6 +243,7 @@ void ledger_service::start() {
         std::chrono::milliseconds(std::max<std::int64_t>(1, d.settings.http.request_deadline_ms * 3 / 4));
     d.link = std::make_unique<cluster_link>(*d.core.system, d.ownership, std::move(serve), bound);
     d.link->listen(kc.address);
+    d.cluster_address = kc.address;
     kc.ttl = std::chrono::milliseconds(c.lease_ttl_ms);
     kc.renew_interval = std::chrono::milliseconds(c.lease_renew_ms);
     d.leases = std::make_unique<cluster::lease_keeper>(std::move(kc), d.ownership);
@@ -629,10 +638,11 @@ void ledger_service::forward(int partition, forwarded_request request, std::func
     return done(std::move(r));
   }
   auto& d = *impl_;
-  if (!d.ownership->holder_address(partition).empty())
+  if (const auto holder = d.ownership->holder_address(partition); !holder.empty() && holder != d.cluster_address) {
     return d.link->forward(partition, std::move(request), std::move(done));
-  // The keeper's last round saw nobody holding it: the partition may have been taken since. One
-  // read of the lease table, then the forward (which fails at once if still nobody holds it).
+  }
+  // The keeper's last round saw nobody, or this node, holding it: the partition has moved since.
+  // One read of the lease table, then the forward (which fails at once if still nobody holds it).
   d.core.readers->read<std::vector<persistence::lease_owner>>(
       [](pqxx::connection& conn) { return persistence::lease_owners(conn); },
       [&d, partition, request = std::move(request),

@@ -415,6 +415,13 @@ void validate(const settings& s) {
     throw config_error("invalid setting ledger.hot_shards_default = \"" + std::to_string(s.ledger.hot_shards_default) +
                        "\": must not exceed ledger.hot_shards_max (" + std::to_string(s.ledger.hot_shards_max) + ")");
   }
+  // A node id names the node in the lease table and in the journal's metadata: a plain token.
+  if (s.cluster.node_id.size() > 64 ||
+      s.cluster.node_id.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") !=
+          std::string::npos) {
+    throw config_error("invalid setting cluster.node_id = \"" + s.cluster.node_id +
+                       "\": use at most 64 letters, digits, '.', '_' or '-'");
+  }
   // A lease renewed less than three times per TTL lapses after one slow round.
   if (s.cluster.lease_renew_ms * 3 > s.cluster.lease_ttl_ms) {
     throw config_error("invalid setting cluster.lease_renew_ms = \"" + std::to_string(s.cluster.lease_renew_ms) +

@@ -187,6 +187,17 @@ flow_states lock_flow_rows(pqxx::work& txn, const std::vector<posting_request>& 
   return states;
 }
 
+// A fenced posting's metadata names the lease it committed under ("lease": partition, epoch, node),
+// so that which node debited an account at which epoch can be read back from the journal.
+std::string with_lease(const std::string& metadata_json, const lease_fence& fence) {
+  const std::string lease = "\"lease\":{\"partition\":" + std::to_string(fence.partition) +
+                            ",\"epoch\":" + std::to_string(fence.epoch) + ",\"node\":\"" + fence.node_id + "\"}";
+  const auto close = metadata_json.rfind('}');
+  WALLET_ASSERT(close != std::string::npos, "metadata is a JSON object");
+  const bool empty = metadata_json.find_first_not_of(" \t\n{") == close;
+  return metadata_json.substr(0, close) + (empty ? "" : ",") + lease + "}";
+}
+
 // The partitions' current holders, as (node, epoch), for the fenced postings of `indices`.
 std::map<int, std::pair<std::string, std::int64_t>> lock_leases(pqxx::work& txn,
                                                                 const std::vector<posting_request>& requests,
@@ -470,7 +481,7 @@ batch_result commit_once(pqxx::connection& conn, const std::vector<posting_reque
     j_types.emplace_back(ledger::to_string(r.posting.type));
     j_status.push_back(out.response_status);
     j_bodies.push_back(out.response_body);
-    j_meta.push_back(r.metadata_json);
+    j_meta.push_back(r.fence ? with_lease(r.metadata_json, *r.fence) : r.metadata_json);
     for (const auto& e : plan.entries) {
       e_tx.push_back(r.transaction_id);
       e_account.push_back(e.account);

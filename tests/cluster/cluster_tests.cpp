@@ -7,7 +7,13 @@
 #include <gtest/gtest.h>
 #include <pqxx/pqxx>
 
+#include <atomic>
 #include <csignal>
+#include <map>
+#include <cstdio>
+#include <mutex>
+#include <thread>
+#include <vector>
 #include <memory>
 #include <string>
 
@@ -39,9 +45,10 @@ server_process::options node_options(const std::string& node_id) {
   return o;
 }
 
-class two_nodes : public ::testing::Test {
+// Starts `count` nodes and waits until they have split the partitions among them.
+class cluster_test : public ::testing::Test {
  protected:
-  void SetUp() override {
+  void start_nodes(int count) {
     {
       // Nobody holds anything: leases another suite left (a killed node's) are cleared first.
       persistence::connection_options o;
@@ -52,17 +59,29 @@ class two_nodes : public ::testing::Test {
       txn.exec("DELETE FROM cluster_node");
       txn.commit();
     }
-    a_ = std::make_unique<server_process>(node_options(unique_key("a")));
-    b_ = std::make_unique<server_process>(node_options(unique_key("b")));
-    // Each ends with half the partitions: wait for that, not for time.
-    ASSERT_TRUE(eventually(
-        [&] {
-          return metric_value(a_->port(), "wallet_cluster_partitions_held") == k_partitions / 2 &&
-                 metric_value(b_->port(), "wallet_cluster_partitions_held") == k_partitions / 2;
-        },
-        30s, 50ms))
-        << "a holds " << metric_value(a_->port(), "wallet_cluster_partitions_held") << ", b holds "
-        << metric_value(b_->port(), "wallet_cluster_partitions_held");
+    for (int i = 0; i < count; ++i) {
+      names_.push_back(unique_key(std::string(1, static_cast<char>('a' + i))));
+      nodes_.push_back(std::make_unique<server_process>(node_options(names_.back())));
+    }
+    // Every node ends with its share (ceil(P / count) at most): wait for that, not for time.
+    ASSERT_TRUE(eventually([&] { return settled(); }, 30s, 50ms)) << held_text();
+  }
+
+  bool settled() const {
+    const int share = (k_partitions + static_cast<int>(nodes_.size()) - 1) / static_cast<int>(nodes_.size());
+    int total = 0;
+    for (const auto& n : nodes_) {
+      const auto held = static_cast<int>(metric_value(n->port(), "wallet_cluster_partitions_held"));
+      if (held <= 0 || held > share) return false;
+      total += held;
+    }
+    return total == k_partitions;
+  }
+  std::string held_text() const {
+    std::string text = "partitions held:";
+    for (const auto& n : nodes_)
+      text += " " + std::to_string(metric_value(n->port(), "wallet_cluster_partitions_held"));
+    return text;
   }
 
   // The node id holding the partition of `account`, from the lease table.
@@ -77,28 +96,48 @@ class two_nodes : public ::testing::Test {
         .as<std::string>();
   }
 
-  std::unique_ptr<server_process> a_;
-  std::unique_ptr<server_process> b_;
+  // A new account of `owner` whose partition node `i` holds.
+  std::int64_t account_held_by(http_client& c, std::int64_t owner, std::size_t i) {
+    for (int tries = 0; tries < 200; ++tries) {
+      const auto candidate = create_account(c, nodes_[0]->operator_key(), owner);
+      if (holder_of(candidate) == names_[i]) return candidate;
+    }
+    ADD_FAILURE() << "no account of 200 fell in a partition of node " << names_[i];
+    return 0;
+  }
+
+  server_process& node(std::size_t i) { return *nodes_.at(i); }
+
+  std::vector<std::string> names_;
+  std::vector<std::unique_ptr<server_process>> nodes_;
+};
+
+class two_nodes : public cluster_test {
+ protected:
+  void SetUp() override { start_nodes(2); }
+  server_process& a() { return node(0); }
+  server_process& b() { return node(1); }
+};
+
+class three_nodes : public cluster_test {
+ protected:
+  void SetUp() override { start_nodes(3); }
 };
 
 TEST_F(two_nodes, a_debit_reaches_the_holder_of_its_partition_from_either_node) {
-  http_client ca(a_->port()), cb(b_->port());
-  const auto op = a_->operator_key();
+  http_client ca(a().port()), cb(b().port());
+  const auto op = a().operator_key();
   const auto user = create_principal(ca, op);
   const auto payee = create_account(ca, op, user.id);
   // A payer whose partition b holds, so that a must forward its debits.
-  std::int64_t payer = 0;
-  for (int i = 0; i < 64 && payer == 0; ++i) {
-    const auto candidate = create_account(ca, op, user.id);
-    if (holder_of(candidate).rfind("b-", 0) == 0) payer = candidate;
-  }
-  ASSERT_NE(payer, 0) << "no account of 64 fell in one of b's 8 partitions";
+  const auto payer = account_held_by(ca, user.id, 1);
+  ASSERT_NE(payer, 0);
   deposit(ca, op, payer, 1'000);
 
   const auto key = unique_key("fwd");
   auto first = ca.post("/v1/transfers", user.key, transfer_body(payer, payee, 300), key);
   ASSERT_EQ(first.status, 201) << first.body;
-  EXPECT_GE(metric_value(a_->port(), "wallet_cluster_forwarded_requests_total"), 1);
+  EXPECT_GE(metric_value(a().port(), "wallet_cluster_forwarded_requests_total"), 1);
   // A replay through either node answers the stored receipt.
   auto again = ca.post("/v1/transfers", user.key, transfer_body(payer, payee, 300), key);
   EXPECT_EQ(again.status, 201);
@@ -111,15 +150,15 @@ TEST_F(two_nodes, a_debit_reaches_the_holder_of_its_partition_from_either_node) 
 }
 
 TEST_F(two_nodes, concurrent_debits_through_both_nodes_spend_exactly_what_the_account_holds) {
-  http_client setup(a_->port());
-  const auto op = a_->operator_key();
+  http_client setup(a().port());
+  const auto op = a().operator_key();
   const auto user = create_principal(setup, op);
   const auto payer = create_account(setup, op, user.id);
   const auto payee = create_account(setup, op, user.id);
   deposit(setup, op, payer, 1'000);
   transfer_tally tally;
   concurrently(40, 8, [&](int i, int) {
-    http_client c(i % 2 == 0 ? a_->port() : b_->port());
+    http_client c(i % 2 == 0 ? a().port() : b().port());
     tally.count(c.post("/v1/transfers", user.key, transfer_body(payer, payee, 100), unique_key("race")));
   });
   EXPECT_EQ(tally.created.load(), 10);
@@ -130,26 +169,149 @@ TEST_F(two_nodes, concurrent_debits_through_both_nodes_spend_exactly_what_the_ac
 }
 
 TEST_F(two_nodes, a_killed_nodes_partitions_are_taken_over_and_served) {
-  http_client ca(a_->port());
-  const auto op = a_->operator_key();
+  http_client ca(a().port());
+  const auto op = a().operator_key();
   const auto user = create_principal(ca, op);
   const auto payee = create_account(ca, op, user.id);
-  std::int64_t payer = 0;
-  for (int i = 0; i < 64 && payer == 0; ++i) {
-    const auto candidate = create_account(ca, op, user.id);
-    if (holder_of(candidate).rfind("b-", 0) == 0) payer = candidate;
-  }
+  const auto payer = account_held_by(ca, user.id, 1);
   ASSERT_NE(payer, 0);
   deposit(ca, op, payer, 500);
 
-  b_->kill();
+  b().kill();
+  nodes_.erase(nodes_.begin() + 1);
   // Within the TTL plus a renewal interval (1.8 s here); bounded generously, never timed.
-  ASSERT_TRUE(eventually([&] { return metric_value(a_->port(), "wallet_cluster_partitions_held") == k_partitions; },
+  ASSERT_TRUE(eventually([&] { return metric_value(a().port(), "wallet_cluster_partitions_held") == k_partitions; },
                          30s, 50ms));
   auto r = ca.post("/v1/transfers", user.key, transfer_body(payer, payee, 200), unique_key("after"));
   ASSERT_EQ(r.status, 201) << r.body;
   EXPECT_EQ(balance(ca, user.key, payer), 300);
   EXPECT_TRUE(reconciliation_ok(ca, op));
+}
+
+TEST_F(two_nodes, a_paused_node_commits_no_debit_under_the_lease_it_lost) {
+  // b debits its account from several clients; it is paused (SIGSTOP) past its lease, a takes the
+  // partition over and debits the account too; b resumes. Every answer is a 201 or a 503 with
+  // Retry-After; each 503 is retried with its key until it is decided; and in the account's
+  // entries, in commit order, no debit committed under an epoch older than one before it.
+  http_client setup(a().port());
+  const auto op = a().operator_key();
+  const auto user = create_principal(setup, op);
+  const auto payee = create_account(setup, op, user.id);
+  const auto payer = account_held_by(setup, user.id, 1);
+  ASSERT_NE(payer, 0);
+  deposit(setup, op, payer, 1'000'000);
+
+  struct sent {
+    std::string key;
+    int status = 0;
+    std::string retry_after;
+  };
+  std::mutex answers_mutex;
+  std::vector<sent> answers;
+  std::map<std::string, int> codes;  // of the 503 answers
+  std::atomic<bool> stop{false};
+  std::atomic<int> created{0};
+  std::vector<std::thread> clients;
+  for (int t = 0; t < 4; ++t) {
+    clients.emplace_back([&] {
+      http_client c(b().port(), 120s);
+      while (!stop.load()) {
+        const auto key = unique_key("paused");
+        auto r = c.post("/v1/transfers", user.key, transfer_body(payer, payee, 10), key);
+        if (r.status == 201) ++created;
+        std::lock_guard lock(answers_mutex);
+        if (r.status == 503) {
+          const auto problem = r.json();
+          ++codes[std::string(problem.as_object().at("code").as_string())];
+        }
+        answers.push_back({key, r.status, r.header("Retry-After")});
+      }
+    });
+  }
+  ASSERT_TRUE(eventually([&] { return created.load() >= 20; }, 60s, 10ms));
+  b().send_signal(SIGSTOP);
+  // Past b's lease: a holds every partition. (b's connections may hold a partition's row until
+  // PostgreSQL ends b's idle transaction: the bound is generous, the wait is for the outcome.)
+  const bool taken =
+      eventually([&] { return metric_value(a().port(), "wallet_cluster_partitions_held") == k_partitions; }, 60s, 50ms);
+  http_client ca(a().port());
+  int created_by_a = 0;
+  if (taken) {
+    for (int i = 0; i < 10; ++i) {
+      if (ca.post("/v1/transfers", user.key, transfer_body(payer, payee, 10), unique_key("new-holder")).status == 201) {
+        ++created_by_a;
+      }
+    }
+  }
+  b().send_signal(SIGCONT);
+  ASSERT_TRUE(taken) << held_text();
+  EXPECT_EQ(created_by_a, 10);
+  // b resumes, learns it lost its leases, and takes its share back; its clients go on meanwhile.
+  ASSERT_TRUE(eventually([&] { return settled(); }, 60s, 50ms)) << held_text();
+  stop = true;
+  for (auto& t : clients) t.join();
+
+  int retried = 0;
+  for (const auto& a : answers) {
+    ASSERT_TRUE(a.status == 201 || a.status == 503) << a.status;
+    if (a.status != 503) continue;
+    EXPECT_FALSE(a.retry_after.empty()) << "a 503 tells when to retry";
+    // Decided by a retry with the same key, through whichever node.
+    auto r = ca.post("/v1/transfers", user.key, transfer_body(payer, payee, 10), a.key);
+    EXPECT_EQ(r.status, 201) << r.body;
+    ++retried;
+  }
+  std::string code_counts;
+  for (const auto& [code, count] : codes) code_counts += " " + code + "=" + std::to_string(count);
+  std::printf("b answered %zu debits, %d of them 503 (%s) and retried; b's writer refused %.0f at the fence\n",
+              answers.size(), retried, code_counts.c_str(),
+              metric_value(b().port(), "wallet_writer_fenced_postings_total"));
+
+  persistence::connection_options o;
+  o.url = owner_database_url();
+  auto conn = persistence::connect(o);
+  pqxx::nontransaction txn(*conn);
+  // The account's debits in commit order (entries of one row are written under its lock, so
+  // their ids follow the commits), each with the epoch it was decided under.
+  auto rows = txn.exec(
+      "SELECT (j.metadata->'lease'->>'epoch')::bigint FROM ledger_entry e"
+      "  JOIN journal_transaction j ON j.id = e.transaction_id"
+      " WHERE e.account_id = " +
+      std::to_string(payer) + " AND e.amount < 0 ORDER BY e.id");
+  std::int64_t highest = 0;
+  int stale = 0;
+  for (const auto& row : rows) {
+    ASSERT_FALSE(row[0].is_null()) << "every debit names its lease";
+    const auto epoch = row[0].as<std::int64_t>();
+    if (epoch < highest) ++stale;
+    highest = std::max(highest, epoch);
+  }
+  EXPECT_EQ(stale, 0) << "debits committed under a lost lease";
+  const auto debits = static_cast<std::int64_t>(rows.size());
+  EXPECT_EQ(debits, static_cast<std::int64_t>(answers.size()) + created_by_a) << "every request exactly once";
+  EXPECT_EQ(balance(ca, user.key, payer), 1'000'000 - 10 * debits);
+  EXPECT_TRUE(reconciliation_ok(ca, op));
+}
+
+TEST_F(three_nodes, one_hundred_debits_of_a_thousand_on_fifty_thousand_make_exactly_fifty) {
+  // The seed's race, its requests spread over three nodes: whichever node receives a debit, the
+  // account's holder decides it.
+  http_client setup(node(0).port());
+  const auto op = node(0).operator_key();
+  const auto user = create_principal(setup, op);
+  const auto payer = create_account(setup, op, user.id);
+  const auto payee = create_account(setup, op, user.id);
+  deposit(setup, op, payer, 50'000);
+  transfer_tally tally;
+  concurrently(100, 12, [&](int i, int) {
+    http_client c(node(static_cast<std::size_t>(i % 3)).port());
+    tally.count(c.post("/v1/transfers", user.key, transfer_body(payer, payee, 1'000), unique_key("seed")));
+  });
+  EXPECT_EQ(tally.created.load(), 50);
+  EXPECT_EQ(tally.refused.load(), 50);
+  EXPECT_EQ(tally.other.load(), 0);
+  EXPECT_EQ(balance(setup, user.key, payer), 0);
+  EXPECT_EQ(balance(setup, user.key, payee), 50'000);
 }
 
 }  // namespace

@@ -231,6 +231,11 @@ TEST_F(leases, the_writer_commits_a_fenced_debit_only_under_the_current_lease) {
   auto current = persistence::commit_batch(*app_, {fenced(lease->epoch)});
   EXPECT_EQ(current.outcomes.at(0).outcome, ledger::error_code::ok);
   EXPECT_EQ(current.fenced, 0);
+  // The journal names the lease the debit committed under.
+  EXPECT_EQ(text_of("SELECT metadata->'lease'->>'node' || '@' || (metadata->'lease'->>'epoch') FROM journal_transaction"
+                    " WHERE id = " +
+                    sql_literal(current.outcomes.at(0).transaction_id)),
+            a.owned->node_id() + "@" + std::to_string(lease->epoch));
 
   // The partition changes hands (a hands it back; b takes it at epoch + 1): a debit a decided
   // under the old epoch, mixed into a batch with an unfenced one, is refused alone.

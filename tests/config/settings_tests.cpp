@@ -560,6 +560,8 @@ TEST(invalid, cross_field_bound) {
   EXPECT_EQ(env_error("WALLET_EVENTS_REDIS_TIMEOUT_MS", "10000"),
             "invalid setting events.redis_timeout_ms = \"10000\": must be less than twice "
             "database.statement_timeout_ms (10000)");
+  EXPECT_EQ(env_error("WALLET_CLUSTER_NODE_ID", "node \"one\""),
+            "invalid setting cluster.node_id = \"node \"one\"\": use at most 64 letters, digits, '.', '_' or '-'");
   // A lease is renewed at least three times per TTL.
   EXPECT_EQ(
       env_error("WALLET_CLUSTER_LEASE_RENEW_MS", "2000"),
