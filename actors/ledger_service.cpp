@@ -26,6 +26,7 @@
 #include "persistence/leases.hpp"
 #include "persistence/accounts.hpp"
 #include "persistence/database.hpp"
+#include "persistence/corrections.hpp"
 #include "persistence/flows.hpp"
 #include "persistence/history.hpp"
 #include "persistence/outbox.hpp"
@@ -295,6 +296,34 @@ void ledger_service::claim_deposit(deposit_claim_command command, std::function<
   impl_->flows->claim_deposit(std::move(command), std::move(done));
 }
 
+// Corrections and currencies (docs/corrections.md).
+void ledger_service::reverse(reversal_command command, std::function<void(money_result)> done) {
+  impl_->flows->reverse(std::move(command), std::move(done));
+}
+void ledger_service::request_adjustment(adjustment_request_command command,
+                                        query_callback<adjustment_created_view> done) {
+  impl_->flows->request_adjustment(std::move(command), std::move(done));
+}
+void ledger_service::approve_adjustment(adjustment_decision_command command, std::function<void(money_result)> done) {
+  impl_->flows->approve_adjustment(std::move(command), std::move(done));
+}
+void ledger_service::reject_adjustment(adjustment_decision_command command,
+                                       query_callback<std::optional<adjustment_view>> done) {
+  impl_->flows->reject_adjustment(std::move(command), std::move(done));
+}
+void ledger_service::find_adjustment(std::string id, query_callback<std::optional<adjustment_view>> done) {
+  impl_->flows->find_adjustment(std::move(id), std::move(done));
+}
+void ledger_service::set_fx_rate(fx_rate_command command, query_callback<fx_rate_view> done) {
+  impl_->flows->set_fx_rate(std::move(command), std::move(done));
+}
+void ledger_service::quote_fx(fx_quote_command command, query_callback<fx_quote_view> done) {
+  impl_->flows->quote_fx(std::move(command), std::move(done));
+}
+void ledger_service::exchange(exchange_command command, std::function<void(money_result)> done) {
+  impl_->flows->exchange(std::move(command), std::move(done));
+}
+
 void ledger_service::refund_payment(payment_refund_command command, std::function<void(money_result)> done) {
   impl_->flows->refund_payment(std::move(command), std::move(done));
 }
@@ -483,6 +512,12 @@ void ledger_service::find_transaction(std::string id, query_callback<std::option
           view->refunds = std::move(refunds.refund_ids);
         } else if (view && view->type == ledger::to_string(ledger::transaction_type::refund)) {
           view->refunded_transfer = persistence::find_refunded_payment(conn, id);
+        }
+        // Corrections (docs/corrections.md): either side of a reversal names the other.
+        if (view) {
+          auto links = persistence::find_reversal_links(conn, id);
+          view->reversed_by = std::move(links.reversed_by);
+          view->reverses = std::move(links.reverses);
         }
         return view;
       },

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "actors/commands.hpp"
+#include "actors/corrections.hpp"
 #include "actors/query_result.hpp"
 #include "actors/views.hpp"
 #include "config/settings.hpp"
@@ -95,6 +96,17 @@ class ledger_service {
   void refund_payment(payment_refund_command command, std::function<void(money_result)> done);
   // An event whose signature the caller verified with the provider's secret (find_provider).
   void provider_event(provider_event_command command, std::function<void(money_result)> done);
+
+  // Corrections and currencies (docs/corrections.md).
+  void reverse(reversal_command command, std::function<void(money_result)> done);
+  void request_adjustment(adjustment_request_command command, query_callback<adjustment_created_view> done);
+  void approve_adjustment(adjustment_decision_command command, std::function<void(money_result)> done);
+  // not_found, same_approver or already_decided (with the adjustment as it stands), or the rejection.
+  void reject_adjustment(adjustment_decision_command command, query_callback<std::optional<adjustment_view>> done);
+  void find_adjustment(std::string id, query_callback<std::optional<adjustment_view>> done);
+  void set_fx_rate(fx_rate_command command, query_callback<fx_rate_view> done);
+  void quote_fx(fx_quote_command command, query_callback<fx_quote_view> done);
+  void exchange(exchange_command command, std::function<void(money_result)> done);
 
   // nullopt: a provider with this name exists already.
   void create_provider(request_origin origin, std::string name, std::string signing_secret,

@@ -7,6 +7,7 @@
 #include "actors/account_cache.hpp"
 #include "actors/outcomes.hpp"
 #include "actors/service_core.hpp"
+#include "base/assert.hpp"
 #include "persistence/history.hpp"
 
 namespace actors {
@@ -157,6 +158,38 @@ void money_flows::known_provider(const std::string& name, finish_fn finish,
                             "provider \"" + name + "\" is not known; create it with POST /v1/providers"));
     }
     next(std::move(p));
+  });
+}
+
+void money_flows::one_at_a_time(const std::string& key, std::function<void(std::function<void()>)> run) {
+  {
+    std::lock_guard lock(serial_mutex_);
+    auto [it, first] = serial_.try_emplace(key);
+    if (!first) {
+      it->second.push_back(std::move(run));
+      return;
+    }
+  }
+  launch_serial(key, std::move(run));
+}
+
+void money_flows::launch_serial(const std::string& key, std::function<void(std::function<void()>)> run) {
+  // Called outside the lock: `run` may finish at once and start the next. The key stays in
+  // serial_ while a run under it is in progress.
+  run([this, key] {
+    std::function<void(std::function<void()>)> next;
+    {
+      std::lock_guard lock(serial_mutex_);
+      auto it = serial_.find(key);
+      WALLET_ASSERT(it != serial_.end(), "a run in progress keeps its key");
+      if (it->second.empty()) {
+        serial_.erase(it);
+        return;
+      }
+      next = std::move(it->second.front());
+      it->second.pop_front();
+    }
+    launch_serial(key, std::move(next));
   });
 }
 

@@ -11,6 +11,7 @@
 // flow_transfer.cpp, flow_deposit.cpp, flow_withdrawal.cpp, flow_deposit_claim.cpp,
 // flow_provider_event.cpp, flow_payment_refund.cpp.
 
+#include <deque>
 #include <functional>
 #include <mutex>
 #include <optional>
@@ -18,10 +19,13 @@
 #include <unordered_map>
 
 #include "actors/commands.hpp"
+#include "actors/corrections.hpp"
+#include "actors/query_result.hpp"
 #include "actors/directory.hpp"
 #include "actors/single_flight.hpp"
 #include "config/settings.hpp"
 #include "persistence/batch.hpp"
+#include "persistence/corrections.hpp"
 #include "persistence/flows.hpp"
 #include "persistence/payments.hpp"
 
@@ -52,6 +56,21 @@ class money_flows {
   void claim_deposit(deposit_claim_command command, finish_fn done);
   // A verified provider event, posted once per (provider, event id).
   void provider_event(provider_event_command command, finish_fn done);
+
+  // Corrections and currencies (docs/corrections.md): flow_reversal.cpp, flow_adjustment.cpp,
+  // flow_exchange.cpp.
+  // The mirror of a transaction's entries, once; a debit of a user account goes through its actor.
+  void reverse(reversal_command command, finish_fn done);
+  // A PENDING_APPROVAL adjustment; a second operator approves (posts) or rejects it, once.
+  void request_adjustment(adjustment_request_command command, query_callback<adjustment_created_view> done);
+  void approve_adjustment(adjustment_decision_command command, finish_fn done);
+  void reject_adjustment(adjustment_decision_command command, query_callback<std::optional<adjustment_view>> done);
+  void find_adjustment(std::string id, query_callback<std::optional<adjustment_view>> done);
+  void set_fx_rate(fx_rate_command command, query_callback<fx_rate_view> done);
+  // A quote of the rate from the `from` account's currency to the `to` account's, for the owner of both.
+  void quote_fx(fx_quote_command command, query_callback<fx_quote_view> done);
+  // wallet A → fx A, fx B → wallet B, at a quote's rate, once per quote, before it expires.
+  void exchange(exchange_command command, finish_fn done);
 
   // A provider by name (cached once read); nullopt when there is none.
   void provider(const std::string& name,
@@ -107,6 +126,14 @@ class money_flows {
              std::shared_ptr<persistence::flow_rows> rows, finish_fn finish);
   void settle_to(settle_command command, persistence::withdrawal_record withdrawal,
                  std::shared_ptr<persistence::flow_rows> rows, finish_fn finish);
+  // Runs `run` once no other run under `key` is in progress in this server (the reversal of one
+  // transaction, the approval of one adjustment, the exchange of one quote), handing it the
+  // function that starts the next: the second of two racing requests then sees what the first did
+  // (reversed, decided, used) instead of meeting its reservation of the same money.
+  void one_at_a_time(const std::string& key, std::function<void(std::function<void()>)> run);
+  void launch_serial(const std::string& key, std::function<void(std::function<void()>)> run);
+  void send_exchange(exchange_command command, persistence::fx_quote_record quote, account_facts from, account_facts to,
+                     ledger::account_id fx_from, ledger::account_id fx_to, finish_fn finish);
 
   const config::settings& settings_;
   service_core& core_;
@@ -114,6 +141,9 @@ class money_flows {
   single_flight flights_;
   std::mutex providers_mutex_;
   std::unordered_map<std::string, persistence::provider_record> providers_;
+  // one_at_a_time: the runs waiting behind the one in progress, by key (a key is here while one runs).
+  std::mutex serial_mutex_;
+  std::unordered_map<std::string, std::deque<std::function<void(std::function<void()>)>>> serial_;
 };
 
 money_result database_unavailable(ledger::error_code code);

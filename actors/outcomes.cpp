@@ -44,6 +44,14 @@ money_result to_money_result(const persistence::posting_outcome& o) {
     case error_code::unknown_payment: return refusal(o.outcome, "the deposit is not known to this ledger");
     case error_code::unknown_withdrawal: return refusal(o.outcome, "the withdrawal is not known to this ledger");
     case error_code::conflict: return refusal(o.outcome, "this provider payment was already deposited");
+    // Corrections and currencies (docs/corrections.md).
+    case error_code::already_reversed: return refusal(o.outcome, "the transaction was reversed already");
+    case error_code::already_refunded:
+      return refusal(o.outcome, "the transaction was refunded or charged back in part; it is not reversed");
+    case error_code::already_decided: return refusal(o.outcome, "the adjustment was decided already");
+    case error_code::same_approver:
+      return refusal(o.outcome, "the operator who requested the adjustment cannot approve it");
+    case error_code::quote_expired: return refusal(o.outcome, "the quote expired; ask for a new one");
     case error_code::fees_changed:
       return unavailable(o.outcome,
                          "the payee's fees changed while this payment was prepared; retry with the same "

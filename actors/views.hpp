@@ -74,6 +74,9 @@ struct transaction_view {
   std::optional<ledger::amount_minor> refunded_amount;
   std::vector<std::string> refunds;
   std::string refunded_transfer;  // a REFUND: the payment it gave back
+  // Reversals (docs/corrections.md): the reversal of this transaction, or the one it reverses.
+  std::string reversed_by;
+  std::string reverses;
 
   // An operator sees every transaction; a principal the ones it made or that touch its accounts.
   bool visible_to(ledger::principal_id who, ledger::role role) const;

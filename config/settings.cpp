@@ -141,6 +141,8 @@ std::vector<descriptor> describe(settings& s) {
        string_rule{&s.ledger.withdrawal_fees, {}, true}},
       {"ledger", "withdrawal_fee_default", "Withdrawal fee of a currency withdrawal_fees does not name.",
        int_rule{&s.ledger.withdrawal_fee_default, 0, 1'000'000'000'000'000}},
+      {"ledger", "fx_quote_ttl_ms", "How long an exchange quote (POST /v1/fx/quotes) holds its rate, in ms.",
+       int_rule{&s.ledger.fx_quote_ttl_ms, 1, 3'600'000}},
 
       {"redis", "url", "Redis URL for rate-limit counters.", string_rule{&s.redis.url, {}, false}},
       {"redis", "command_timeout_ms", "Timeout of one Redis command before failing open.",

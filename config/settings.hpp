@@ -82,6 +82,8 @@ struct ledger_settings {
   // named pays `withdrawal_fee_default`.
   std::string withdrawal_fees;
   std::int64_t withdrawal_fee_default = 0;
+  // How long an exchange quote holds its rate (docs/corrections.md).
+  std::int64_t fx_quote_ttl_ms = 30'000;
 
   // The withdrawal fee of `currency` (withdrawal_fees must have passed validate()).
   std::int64_t withdrawal_fee(std::string_view currency) const;

@@ -103,6 +103,8 @@ json::object transaction_json(const actors::transaction_view& t, ledger::princip
     o["refunds"] = std::move(refunds);
   }
   if (!t.refunded_transfer.empty()) o["transferId"] = t.refunded_transfer;
+  if (!t.reversed_by.empty()) o["reversedBy"] = t.reversed_by;
+  if (!t.reverses.empty()) o["reverses"] = t.reverses;
   return o;
 }
 

@@ -83,6 +83,39 @@ problem problem_for(ledger::error_code code, std::string detail, std::int64_t re
       p.status = 409;
       p.title = "Already charged back";
       break;
+    // Corrections and currencies (docs/corrections.md).
+    case error_code::already_reversed:
+      p.status = 409;
+      p.title = "Already reversed";
+      break;
+    case error_code::already_refunded:
+      p.status = 409;
+      p.title = "Already refunded";
+      break;
+    case error_code::already_decided:
+      p.status = 409;
+      p.title = "Already decided";
+      break;
+    case error_code::not_reversible:
+      p.status = 422;
+      p.title = "Not reversible";
+      break;
+    case error_code::same_approver:
+      p.status = 403;
+      p.title = "Same approver";
+      break;
+    case error_code::quote_expired:
+      p.status = 422;
+      p.title = "Quote expired";
+      break;
+    case error_code::amount_too_small:
+      p.status = 422;
+      p.title = "Amount too small";
+      break;
+    case error_code::rate_not_found:
+      p.status = 422;
+      p.title = "Rate not found";
+      break;
     case error_code::fees_changed:
       p.status = 503;
       p.title = "Fees changed";

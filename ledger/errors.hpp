@@ -37,6 +37,15 @@ enum class error_code : std::uint8_t {
   conflict,
   already_settled,       // a withdrawal settles once
   already_charged_back,  // a deposit is charged back once
+  // Corrections and currencies (docs/corrections.md).
+  already_reversed,  // 409: a transaction is reversed once
+  already_refunded,  // 409: a payment or deposit with refunds (or a chargeback) is not reversed
+  not_reversible,    // 422: a type that is never reversed (a reversal, a sweep, ...)
+  already_decided,   // 409: an adjustment is approved or rejected once
+  same_approver,     // 403: the operator who requested an adjustment cannot decide it
+  quote_expired,     // 422: an exchange's quote is past its expiry
+  amount_too_small,  // 422: an exchange whose converted amount is 0 minor units
+  rate_not_found,    // 422: no rate is set for a currency pair
   // 503: a payment was built from an outdated fee schedule of its payee (the writer refused it
   // under the row lock); its flow builds it again at once, so a client sees this rarely.
   fees_changed,
@@ -73,6 +82,14 @@ constexpr std::string_view to_string(error_code code) {
     case error_code::conflict: return "conflict";
     case error_code::already_settled: return "already_settled";
     case error_code::already_charged_back: return "already_charged_back";
+    case error_code::already_reversed: return "already_reversed";
+    case error_code::already_refunded: return "already_refunded";
+    case error_code::not_reversible: return "not_reversible";
+    case error_code::already_decided: return "already_decided";
+    case error_code::same_approver: return "same_approver";
+    case error_code::quote_expired: return "quote_expired";
+    case error_code::amount_too_small: return "amount_too_small";
+    case error_code::rate_not_found: return "rate_not_found";
     case error_code::fees_changed: return "fees_changed";
     case error_code::server_busy: return "server_busy";
     case error_code::account_busy: return "account_busy";

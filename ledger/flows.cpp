@@ -1,5 +1,7 @@
 #include "ledger/flows.hpp"
 
+#include <limits>
+
 #include "base/assert.hpp"
 
 namespace ledger::flows {
@@ -80,6 +82,91 @@ posting chargeback(account_id wallet, account_id clearing, account_id chargeback
 
 posting refund(account_id payee, account_id credit_row, account_id payer, amount_minor amount, std::string currency) {
   return make(transaction_type::refund, payee, credit_row, payer, amount, std::move(currency));
+}
+
+bool is_reversible(transaction_type type) {
+  switch (type) {
+    case transaction_type::transfer:
+    case transaction_type::deposit:
+    case transaction_type::adjustment:
+    case transaction_type::exchange: return true;
+    default: return false;
+  }
+}
+
+std::optional<posting> reversal(const std::vector<reversed_entry>& entries) {
+  posting p;
+  p.type = transaction_type::reversal;
+  // One leg per (target row or account, direction), in the order the entries name them.
+  auto add = [&p](account_id target, amount_minor amount, const reversed_entry& e) -> bool {
+    for (auto& leg : p.legs) {
+      if (leg.account == target && (leg.amount < 0) == (amount < 0)) {
+        auto sum = checked_add(leg.amount, amount);
+        if (!sum) return false;
+        leg.amount = *sum;
+        return true;
+      }
+    }
+    p.legs.push_back({target, amount, e.currency, amount < 0 ? e.shards : std::vector<account_id>{}});
+    return true;
+  };
+  const reversed_entry* user_debit = nullptr;
+  for (const auto& e : entries) {
+    if (e.amount == 0 || e.amount == std::numeric_limits<amount_minor>::min()) return std::nullopt;
+    const amount_minor mirrored = -e.amount;
+    // A credit is taken back from the account (main row and shards); a debit goes back to its row.
+    const account_id target = mirrored < 0 ? e.account : e.row;
+    if (!add(target, mirrored, e)) return std::nullopt;
+    if (mirrored < 0 && e.user_account) {
+      if (user_debit != nullptr && user_debit->account != e.account) return std::nullopt;
+      user_debit = &e;
+    }
+  }
+  const posting_leg* debit = nullptr;
+  const posting_leg* credit = nullptr;
+  for (const auto& leg : p.legs) {
+    if (leg.amount < 0 && debit == nullptr && (user_debit == nullptr || leg.account == user_debit->account)) {
+      debit = &leg;
+    }
+    if (leg.amount > 0 && credit == nullptr) credit = &leg;
+  }
+  if (debit == nullptr || credit == nullptr) return std::nullopt;
+  p.debit_account = debit->account;
+  p.amount = -debit->amount;
+  p.currency = debit->currency;
+  p.credit_account = credit->account;
+  p.credit_parent = credit->account;
+  // The actor of a user account fills debit_shards with the shards it knows; a system account's
+  // are named by its leg.
+  if (user_debit == nullptr) p.debit_shards = debit->shards;
+  return p;
+}
+
+posting adjustment(account_id adjustment_account, account_id account, account_id credit_row, amount_minor amount,
+                   std::string currency) {
+  WALLET_ASSERT(amount != 0 && amount != std::numeric_limits<amount_minor>::min(), "an adjustment moves money");
+  if (amount > 0) {
+    return make(transaction_type::adjustment, adjustment_account, credit_row, account, amount, std::move(currency));
+  }
+  return make(transaction_type::adjustment, account, adjustment_account, adjustment_account, -amount,
+              std::move(currency));
+}
+
+posting exchange(account_id wallet_from, account_id fx_from, amount_minor from_amount, std::string from_currency,
+                 account_id fx_to, account_id credit_row, account_id wallet_to, amount_minor to_amount,
+                 std::string to_currency) {
+  posting p;
+  p.type = transaction_type::exchange;
+  p.debit_account = wallet_from;
+  p.amount = from_amount;
+  p.currency = from_currency;
+  p.credit_account = credit_row;
+  p.credit_parent = wallet_to;
+  p.legs = {{wallet_from, -from_amount, from_currency, {}},
+            {fx_from, from_amount, from_currency, {}},
+            {fx_to, -to_amount, to_currency, {}},
+            {credit_row, to_amount, std::move(to_currency), {}}};
+  return p;
 }
 
 }  // namespace ledger::flows

@@ -17,9 +17,14 @@
 //   payment / transfer           payer: amount                        payee: amount − fee;                  TRANSFER
 //                                                                     fee_revenue: fee
 //   refund of a payment          payee (merchant)                     payer (the fee is not returned)       REFUND
+//   reversal of a transaction    its entries mirrored (a credit is taken back from the account, main row and
+//                                shards; a debit is given back to the row it left)                     REVERSAL
+//   approved adjustment          adjustment (or the account)          the account (or adjustment)           ADJUSTMENT
+//   exchange A → B               wallet A: amount; fx B: converted    fx A: amount; wallet B: converted     EXCHANGE
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "ledger/fees.hpp"
 #include "ledger/posting.hpp"
@@ -59,5 +64,39 @@ posting payout_failed(account_id pending_withdrawal, account_id credit_row, acco
 posting deposit_refund(account_id wallet, account_id clearing, amount_minor amount, std::string currency);
 posting chargeback(account_id wallet, account_id clearing, account_id chargeback_loss, amount_minor amount,
                    std::string currency);
+
+// Corrections and currencies (docs/corrections.md).
+
+// The types a reversal may undo. A reversal, a sweep (it moves money within one account) and the
+// flows that carry state of their own (a withdrawal and its settlement, refunds and chargebacks)
+// are not reversed: each has its own way back.
+bool is_reversible(transaction_type type);
+
+// An entry of the transaction a reversal undoes, with what the rule needs to know of its account.
+struct reversed_entry {
+  account_id row = 0;      // the row the entry is on (a shard of a hot account, or the account)
+  account_id account = 0;  // the account the row belongs to (the shard's parent, or the row)
+  amount_minor amount = 0;
+  std::string currency;
+  bool user_account = false;       // a user account: its debit goes through its actor
+  std::vector<account_id> shards;  // the account's credit shards (drawn on after its main row)
+};
+// The mirror of `entries` as one REVERSAL posting: a credit is taken back from the account it
+// credited (its main row, then its shards: a sweep may have moved it), a debit is given back to the
+// row it left. The posting's debit_account is the one user account it debits (its actor decides
+// it), or else the first account it debits. nullopt when the entries are not a transaction that
+// can be mirrored as one posting: no debit and credit, or more than one user account debited.
+std::optional<posting> reversal(const std::vector<reversed_entry>& entries);
+
+// An approved adjustment of `amount` (signed, never 0): positive, `adjustment` pays the account
+// (landing on `credit_row`, the account or a shard of it); negative, the account pays `adjustment`.
+posting adjustment(account_id adjustment_account, account_id account, account_id credit_row, amount_minor amount,
+                   std::string currency);
+
+// An exchange: wallet A pays `from_amount` to fx A; fx B pays `to_amount` to wallet B (landing on
+// `credit_row`, wallet B or a shard of it). Each currency sums to zero on its own.
+posting exchange(account_id wallet_from, account_id fx_from, amount_minor from_amount, std::string from_currency,
+                 account_id fx_to, account_id credit_row, account_id wallet_to, amount_minor to_amount,
+                 std::string to_currency);
 
 }  // namespace ledger::flows

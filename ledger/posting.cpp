@@ -1,6 +1,7 @@
 #include "ledger/posting.hpp"
 
 #include <algorithm>
+#include <map>
 
 #include "base/assert.hpp"
 
@@ -18,6 +19,106 @@ posting_plan rejected(error_code code) {
   return plan;
 }
 
+// A posting of explicit legs. Every check comes before any change, on copies of the rows it
+// touches: a refused posting leaves `accounts` as it was.
+posting_plan plan_legs(const posting& p, account_states& accounts) {
+  if (p.legs.size() < 2 || p.amount <= 0) return rejected(error_code::invalid_request);
+  std::map<std::string, amount_minor> sums;
+  bool debit_named = false;
+  for (const auto& leg : p.legs) {
+    if (leg.amount == 0) return rejected(error_code::invalid_request);
+    const account_state* row = find(accounts, leg.account);
+    if (row == nullptr) return rejected(error_code::not_found);
+    if (row->currency != leg.currency) return rejected(error_code::currency_mismatch);
+    if (row->status != account_status::active) return rejected(error_code::account_inactive);
+    auto sum = checked_add(sums[leg.currency], leg.amount);
+    if (!sum) return rejected(error_code::invalid_request);
+    sums[leg.currency] = *sum;
+    if (leg.account == p.debit_account && leg.amount < 0) {
+      // The actor reserved p.amount of this account: its leg must be that debit exactly.
+      if (debit_named || leg.amount != -p.amount || leg.currency != p.currency) {
+        return rejected(error_code::invalid_request);
+      }
+      debit_named = true;
+    }
+  }
+  if (!debit_named) return rejected(error_code::invalid_request);
+  for (const auto& [currency, sum] : sums) {
+    if (sum != 0) return rejected(error_code::invalid_request);
+  }
+
+  account_states work;
+  auto row_of = [&](account_id id) -> account_state* {
+    auto it = work.find(id);
+    if (it != work.end()) return &it->second;
+    const account_state* row = find(accounts, id);
+    return row == nullptr ? nullptr : &work.emplace(id, *row).first->second;
+  };
+  posting_plan plan;
+  plan.amount = p.amount;
+  auto entry = [&](account_state& row, amount_minor amount) {
+    row.balance += amount;  // checked by the caller
+    ++row.version;
+    plan.entries.push_back({row.id, amount, row.balance});
+  };
+  for (const auto& leg : p.legs) {
+    account_state& row = *row_of(leg.account);
+    if (leg.amount > 0) {
+      if (!checked_add(row.balance, leg.amount)) return rejected(error_code::invalid_request);
+      entry(row, leg.amount);
+      continue;
+    }
+    const auto need = checked_neg(leg.amount);
+    if (!need) return rejected(error_code::invalid_request);
+    if (row.allow_negative) {
+      if (!checked_sub(row.balance, *need)) return rejected(error_code::invalid_request);
+      entry(row, leg.amount);
+      continue;
+    }
+    const auto& shard_ids = leg.account == p.debit_account ? p.debit_shards : leg.shards;
+    std::vector<account_state*> shards;
+    amount_minor total = std::max<amount_minor>(row.balance, 0);
+    for (account_id id : shard_ids) {
+      if (std::count(shard_ids.begin(), shard_ids.end(), id) > 1) return rejected(error_code::invalid_request);
+      account_state* shard = row_of(id);
+      if (shard == nullptr) return rejected(error_code::not_found);
+      if (shard->parent_id != leg.account || shard->currency != leg.currency) {
+        return rejected(error_code::invalid_request);
+      }
+      auto next = checked_add(total, std::max<amount_minor>(shard->balance, 0));
+      if (!next) return rejected(error_code::internal);
+      total = *next;
+      shards.push_back(shard);
+    }
+    if (total < *need) return rejected(error_code::insufficient_funds);
+    // The main row first, then the shards, as plan_posting draws on them.
+    amount_minor remaining = *need;
+    if (row.balance > 0) {
+      const auto part = std::min(row.balance, remaining);
+      entry(row, -part);
+      remaining -= part;
+    }
+    for (account_state* shard : shards) {
+      if (remaining == 0) break;
+      if (shard->balance <= 0) continue;
+      const auto part = std::min(shard->balance, remaining);
+      entry(*shard, -part);
+      remaining -= part;
+    }
+    WALLET_ASSERT(remaining == 0, "the debit legs cover the debit");
+  }
+  for (auto& [id, row] : work) {
+    WALLET_ASSERT(row.allow_negative || row.balance >= 0, "a leg never overdraws a row");
+    accounts[id] = row;
+  }
+  plan.debit_balance_after = accounts.at(p.debit_account).balance;
+  for (account_id id : p.debit_shards) plan.debit_balance_after += accounts.at(id).balance;
+  std::map<std::string, amount_minor> check;
+  for (const auto& e : plan.entries) check[accounts.at(e.account).currency] += e.amount;
+  for (const auto& [currency, sum] : check) WALLET_ASSERT(sum == 0, "a posting sums to zero per currency");
+  return plan;
+}
+
 }  // namespace
 
 bool entries_balance(const std::vector<entry_line>& entries) {
@@ -31,6 +132,7 @@ bool entries_balance(const std::vector<entry_line>& entries) {
 }
 
 posting_plan plan_posting(const posting& p, account_states& accounts) {
+  if (!p.legs.empty()) return plan_legs(p, accounts);
   account_state* debit = find(accounts, p.debit_account);
   account_state* credit = find(accounts, p.credit_account);
   if (debit == nullptr || credit == nullptr) return rejected(error_code::not_found);

@@ -23,6 +23,17 @@ struct credit_leg {
   amount_minor amount = 0;  // zero: no entry
 };
 
+// One leg of a posting that names its entries one by one (a reversal, an exchange): a signed
+// amount on an account, in the account's currency. A debit of an account that may not go negative
+// is drawn from its main row first, then from `shards` (for the posting's debit_account, from
+// debit_shards, which its actor fills); a credit lands on the row named.
+struct posting_leg {
+  account_id account = 0;
+  amount_minor amount = 0;  // negative: a debit; positive: a credit; never 0
+  std::string currency;
+  std::vector<account_id> shards;
+};
+
 struct posting {
   transaction_type type = transaction_type::transfer;
   // The account money leaves. For a hot account this is its main row.
@@ -45,6 +56,11 @@ struct posting {
   // account instead of refusing the posting, and the debited account's status does not stop it:
   // a chargeback takes what the wallet holds and books the rest to chargeback_loss.
   account_id shortfall_account = 0;
+  // When not empty, the posting makes exactly these legs (docs/corrections.md), summing to zero per
+  // currency, and the fields above only route it: debit_account is the account whose actor (or
+  // writer) decides it, `amount` and `currency` what leaves that account in its leg, and
+  // credit_account one of the credited rows. extra_credits and shortfall_account are not used.
+  std::vector<posting_leg> legs;
 };
 
 struct entry_line {

@@ -29,6 +29,10 @@ enum class transaction_type : std::uint8_t {
   deposit_refund,
   chargeback,
   refund,  // of a payment (a TRANSFER): the payee pays the payer back
+  // Corrections and currencies (docs/corrections.md).
+  reversal,    // the mirror of every entry of an earlier transaction
+  adjustment,  // an operator's correction, approved by a second operator
+  exchange,    // currency A → currency B at a quoted rate, through the fx accounts
 };
 
 std::string_view to_string(role r);

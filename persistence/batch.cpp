@@ -55,6 +55,17 @@ constexpr const char* k_lock_leases = "posting_lock_leases";
 constexpr const char* k_lock_leases_sql =
     "SELECT partition, COALESCE(node_id, ''), epoch FROM partition_lease"
     "  WHERE partition = ANY($1::int[]) ORDER BY partition FOR SHARE";
+// Corrections and currencies (migration 012).
+constexpr const char* k_find_reversals = "posting_find_reversals";
+constexpr const char* k_find_reversals_sql =
+    "SELECT transaction_id::text FROM transaction_reversal WHERE transaction_id = ANY($1::uuid[])";
+constexpr const char* k_lock_adjustments = "posting_lock_adjustments";
+constexpr const char* k_lock_adjustments_sql =
+    "SELECT id::text, status, requested_by FROM adjustment WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE";
+constexpr const char* k_lock_quotes = "posting_lock_quotes";
+constexpr const char* k_lock_quotes_sql =
+    "SELECT id::text, transaction_id IS NOT NULL, expires_at <= now() FROM fx_quote"
+    "  WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE";
 constexpr const char* k_find_payments = "posting_find_payments";
 constexpr const char* k_find_payments_sql =
     "SELECT p.provider_id, p.payment_id FROM deposit_payment p"
@@ -139,7 +150,20 @@ struct payment_refund_state {
   ledger::amount_minor refunded = 0;
 };
 
+// An adjustment and a quote as locked by the batch (migration 012).
+struct adjustment_state {
+  std::string status;
+  ledger::principal_id requested_by = 0;
+};
+struct quote_state {
+  bool used = false;
+  bool expired = false;
+};
+
 struct flow_states {
+  std::set<std::string> reversed;  // originals with a reversal
+  std::map<std::string, adjustment_state> adjustments;
+  std::map<std::string, quote_state> quotes;
   std::map<std::string, deposit_state> deposits;
   std::map<std::string, payment_refund_state> payment_refunds;  // by the payment's transaction id
   std::map<std::string, std::string> withdrawals;               // id → status
@@ -151,9 +175,17 @@ flow_states lock_flow_rows(pqxx::work& txn, const std::vector<posting_request>& 
                            const std::vector<std::size_t>& indices) {
   std::vector<std::string> deposits, withdrawals, payment_ids, refunded_payments;
   std::vector<std::int64_t> payment_providers;
+  std::vector<std::string> originals, adjustments, quotes;
   for (std::size_t i : indices) {
     const auto& rows = requests[i].rows;
     if (!rows) continue;
+    if (rows->reversal_of) {
+      originals.push_back(rows->reversal_of->original_id);
+      if (rows->reversal_of->payment) refunded_payments.push_back(rows->reversal_of->original_id);
+      if (rows->reversal_of->deposit) deposits.push_back(rows->reversal_of->original_id);
+    }
+    if (rows->approval) adjustments.push_back(rows->approval->adjustment_id);
+    if (rows->quote) quotes.push_back(rows->quote->quote_id);
     if (rows->claim) deposits.push_back(rows->claim->deposit_transaction_id);
     if (rows->refund) refunded_payments.push_back(rows->refund->payment_transaction_id);
     if (rows->settle) withdrawals.push_back(rows->settle->withdrawal_id);
@@ -163,6 +195,21 @@ flow_states lock_flow_rows(pqxx::work& txn, const std::vector<posting_request>& 
     }
   }
   flow_states states;
+  if (!originals.empty()) {
+    for (const auto& row : txn.exec_prepared(k_find_reversals, pg_array(originals))) {
+      states.reversed.insert(row[0].as<std::string>());
+    }
+  }
+  if (!adjustments.empty()) {
+    for (const auto& row : txn.exec_prepared(k_lock_adjustments, pg_array(adjustments))) {
+      states.adjustments[row[0].as<std::string>()] = {row[1].as<std::string>(), row[2].as<std::int64_t>()};
+    }
+  }
+  if (!quotes.empty()) {
+    for (const auto& row : txn.exec_prepared(k_lock_quotes, pg_array(quotes))) {
+      states.quotes[row[0].as<std::string>()] = {row[1].as<bool>(), row[2].as<bool>()};
+    }
+  }
   if (!deposits.empty()) {
     for (const auto& row : txn.exec_prepared(k_lock_deposits, pg_array(deposits))) {
       states.deposits[row[0].as<std::string>()] = {row[1].as<std::int64_t>(), row[2].as<std::int64_t>(),
@@ -219,6 +266,29 @@ std::map<int, std::pair<std::string, std::int64_t>> lock_leases(pqxx::work& txn,
 // refusal. Checked before the posting is planned, so a refused posting changes nothing.
 ledger::error_code check_flow_rows(const posting_request& r, const flow_states& states) {
   const auto& rows = *r.rows;
+  if (rows.reversal_of) {
+    const auto& v = *rows.reversal_of;
+    if (states.reversed.count(v.original_id) != 0) return ledger::error_code::already_reversed;
+    if (v.payment && states.payment_refunds.count(v.original_id) != 0) return ledger::error_code::already_refunded;
+    if (v.deposit) {
+      auto it = states.deposits.find(v.original_id);
+      if (it == states.deposits.end()) return ledger::error_code::unknown_payment;
+      if (it->second.refunded > 0 || it->second.charged_back > 0) return ledger::error_code::already_refunded;
+    }
+  }
+  if (rows.approval) {
+    auto it = states.adjustments.find(rows.approval->adjustment_id);
+    if (it == states.adjustments.end()) return ledger::error_code::not_found;
+    if (it->second.status != "PENDING_APPROVAL") return ledger::error_code::already_decided;
+    if (it->second.requested_by == rows.approval->approver) return ledger::error_code::same_approver;
+  }
+  if (rows.quote) {
+    auto it = states.quotes.find(rows.quote->quote_id);
+    if (it == states.quotes.end()) return ledger::error_code::not_found;
+    // A used quote: the exchange flow answers with the receipt of the exchange that used it.
+    if (it->second.used) return ledger::error_code::conflict;
+    if (it->second.expired) return ledger::error_code::quote_expired;
+  }
   if (rows.claim) {
     auto it = states.deposits.find(rows.claim->deposit_transaction_id);
     if (it == states.deposits.end()) return ledger::error_code::unknown_payment;
@@ -255,6 +325,37 @@ void apply_flow_rows(pqxx::work& txn, const posting_request& r, const ledger::po
   auto q = [&](const std::string& text) { return txn.quote(text); };
   auto q_or_null = [&](const std::string& text) { return text.empty() ? std::string("NULL") : txn.quote(text); };
   const std::string tx = q(r.transaction_id) + "::uuid";
+  if (rows.reversal_of) {
+    const auto& v = *rows.reversal_of;
+    const std::string original = q(v.original_id) + "::uuid";
+    states.reversed.insert(v.original_id);
+    writes += "INSERT INTO transaction_reversal (transaction_id, reversal_id, principal_id, reason) VALUES (" +
+              original + ", " + tx + ", " + std::to_string(v.principal) + ", " + q(v.reason) + ");\n";
+    if (v.payment) {
+      const auto& f = *v.payment;
+      states.payment_refunds[v.original_id] = {true, f.payment_amount, f.payment_amount};
+      writes +=
+          "INSERT INTO payment_refund_total (transaction_id, payee_id, payer_id, currency, amount, refunded)"
+          " VALUES (" +
+          original + ", " + std::to_string(f.payee) + ", " + std::to_string(f.payer) + ", " + q(r.posting.currency) +
+          ", " + std::to_string(f.payment_amount) + ", " + std::to_string(f.payment_amount) + ");\n";
+    }
+    if (v.deposit) {
+      auto& d = states.deposits.at(v.original_id);
+      d.refunded = d.amount;
+      writes += "UPDATE deposit_payment SET refunded = amount WHERE transaction_id = " + original + ";\n";
+    }
+  }
+  if (rows.approval) {
+    states.adjustments[rows.approval->adjustment_id].status = "APPROVED";
+    writes += "UPDATE adjustment SET status = 'APPROVED', decided_by = " + std::to_string(rows.approval->approver) +
+              ", decided_at = now(), transaction_id = " + tx + " WHERE id = " + q(rows.approval->adjustment_id) +
+              "::uuid;\n";
+  }
+  if (rows.quote) {
+    states.quotes[rows.quote->quote_id].used = true;
+    writes += "UPDATE fx_quote SET transaction_id = " + tx + " WHERE id = " + q(rows.quote->quote_id) + "::uuid;\n";
+  }
   if (rows.event) {
     const auto& e = *rows.event;
     writes += "INSERT INTO provider_event (provider_id, event_id, type, payment_id, payload, transaction_id) VALUES (" +
@@ -354,6 +455,10 @@ batch_result commit_once(pqxx::connection& conn, const std::vector<posting_reque
     ids.insert(p.debit_shards.begin(), p.debit_shards.end());
     for (const auto& leg : p.extra_credits) ids.insert(leg.account);
     if (p.shortfall_account != 0) ids.insert(p.shortfall_account);
+    for (const auto& leg : p.legs) {
+      ids.insert(leg.account);
+      ids.insert(leg.shards.begin(), leg.shards.end());
+    }
   }
   ledger::account_states states;
   // The fee schedules of the payees among the rows (migration 007), by row.
@@ -485,7 +590,8 @@ batch_result commit_once(pqxx::connection& conn, const std::vector<posting_reque
     for (const auto& e : plan.entries) {
       e_tx.push_back(r.transaction_id);
       e_account.push_back(e.account);
-      e_currency.push_back(r.posting.currency);
+      // A posting of legs may span currencies (an exchange): each entry is in its row's.
+      e_currency.push_back(r.posting.legs.empty() ? r.posting.currency : states.at(e.account).currency);
       e_amount.push_back(e.amount);
       e_balance_after.push_back(e.balance_after);
     }
@@ -575,6 +681,9 @@ void prepare_posting_statements(pqxx::connection& conn) {
   conn.prepare(k_find_payments, k_find_payments_sql);
   conn.prepare(k_lock_payment_refunds, k_lock_payment_refunds_sql);
   conn.prepare(k_lock_leases, k_lock_leases_sql);
+  conn.prepare(k_find_reversals, k_find_reversals_sql);
+  conn.prepare(k_lock_adjustments, k_lock_adjustments_sql);
+  conn.prepare(k_lock_quotes, k_lock_quotes_sql);
 }
 
 namespace {

@@ -71,6 +71,34 @@ struct flow_rows {
     std::string provider_payment_id;  // empty: none
   };
 
+  // Corrections and currencies (docs/corrections.md, migration 012).
+  // A reversal: its transaction_reversal row, once per original (a second one is refused under the
+  // lock, and by the primary key). A reversed payment or deposit has nothing left to refund: a
+  // payment's payment_refund_total row is made with all of it refunded (none may exist: a payment
+  // with refunds is not reversed), a deposit's deposit_payment row gets refunded = amount (it may
+  // have had no refund nor chargeback).
+  struct reversal {
+    std::string original_id;
+    ledger::principal_id principal = 0;
+    std::string reason;
+    std::optional<payment_refund> payment;  // the original is a TRANSFER
+    bool deposit = false;                   // the original is a DEPOSIT (its deposit_payment row)
+  };
+  // An adjustment's approval: PENDING_APPROVAL becomes APPROVED with its transaction, once, and
+  // never by the operator who requested it.
+  struct adjustment_approval {
+    std::string adjustment_id;
+    ledger::principal_id approver = 0;
+  };
+  // An exchange: its quote is used once (`conflict` once used), before it expires (the database's
+  // clock).
+  struct quote_use {
+    std::string quote_id;
+  };
+  std::optional<reversal> reversal_of;
+  std::optional<adjustment_approval> approval;
+  std::optional<quote_use> quote;
+
   std::optional<provider_event> event;
   std::optional<deposit> deposit_payment;
   std::optional<deposit_claim> claim;

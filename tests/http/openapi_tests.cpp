@@ -114,6 +114,15 @@ const std::vector<route> k_routes = {
     {"GET", "/v1/principals/{id}/keys", "any", "read"},
     {"DELETE", "/v1/principals/{id}/keys/{keyId}", "any", "read"},
     {"GET", "/v1/admin/audit", "operator", "read"},
+    // Corrections and currencies (docs/corrections.md).
+    {"POST", "/v1/transactions/{id}/reversal", "operator", "write"},
+    {"POST", "/v1/adjustments", "operator", "read"},
+    {"GET", "/v1/adjustments/{id}", "operator", "read"},
+    {"POST", "/v1/adjustments/{id}/approve", "operator", "write"},
+    {"POST", "/v1/adjustments/{id}/reject", "operator", "read"},
+    {"PUT", "/v1/fx/rates/{base}/{quote}", "operator", "read"},
+    {"POST", "/v1/fx/quotes", "any", "read"},
+    {"POST", "/v1/exchanges", "any", "write"},
 };
 
 const std::string k_request_id = "0123456789abcdef";
