@@ -34,6 +34,7 @@ struct service_stats {
   std::uint64_t sweeps_committed = 0;
   std::uint64_t sweeps_deferred = 0;  // skipped: one in flight already, or the writer at its bound
   std::uint64_t sweeper_ticks = 0;
+  std::uint64_t holds_expired = 0;
   std::uint64_t unknown_keys_cached = 0;
   std::uint64_t reconcile_runs = 0;
   std::uint64_t reconcile_failures = 0;
@@ -65,6 +66,13 @@ class ledger_service {
   void refund_payment(payment_refund_command command, std::function<void(money_result)> done);
   // An event whose signature the caller verified with the provider's secret (find_provider).
   void provider_event(provider_event_command command, std::function<void(money_result)> done);
+
+  // Holds (docs/money-flows.md, "Holds"): placing answers 201 the hold, capturing 201 the CAPTURE
+  // receipt, voiding 200 the hold; find_hold answers nullopt when there is none.
+  void place_hold(hold_command command, std::function<void(money_result)> done);
+  void capture_hold(hold_capture_command command, std::function<void(money_result)> done);
+  void void_hold(hold_void_command command, std::function<void(money_result)> done);
+  void find_hold(std::string id, query_callback<std::optional<hold_view>> done);
 
   // nullopt: a provider with this name exists already.
   void create_provider(request_origin origin, std::string name, std::string signing_secret,

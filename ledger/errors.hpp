@@ -37,6 +37,12 @@ enum class error_code : std::uint8_t {
   conflict,
   already_settled,       // a withdrawal settles once
   already_charged_back,  // a deposit is charged back once
+  already_captured,      // a hold is captured once
+  hold_voided,           // a voided hold cannot be captured
+  // 422: a hold that expired cannot be captured or voided; a hold larger than what its payer may
+  // spend is not placed.
+  hold_expired,
+  hold_exceeds_available,
   // 503: a payment was built from an outdated fee schedule of its payee (the writer refused it
   // under the row lock); its flow builds it again at once, so a client sees this rarely.
   fees_changed,
@@ -72,6 +78,10 @@ constexpr std::string_view to_string(error_code code) {
     case error_code::conflict: return "conflict";
     case error_code::already_settled: return "already_settled";
     case error_code::already_charged_back: return "already_charged_back";
+    case error_code::already_captured: return "already_captured";
+    case error_code::hold_voided: return "hold_voided";
+    case error_code::hold_expired: return "hold_expired";
+    case error_code::hold_exceeds_available: return "hold_exceeds_available";
     case error_code::fees_changed: return "fees_changed";
     case error_code::server_busy: return "server_busy";
     case error_code::account_busy: return "account_busy";

@@ -45,6 +45,11 @@ struct posting {
   // account instead of refusing the posting, and the debited account's status does not stop it:
   // a chargeback takes what the wallet holds and books the rest to chargeback_loss.
   account_id shortfall_account = 0;
+  // A hold's capture: the held amount of the debited account that this posting releases (the
+  // whole hold; the posting's amount, at most that, is what is captured). Debits may spend the
+  // balance less what active holds keep (account_state::held), so a capture first gives back
+  // what its own hold kept.
+  amount_minor releases_held = 0;
 };
 
 struct entry_line {

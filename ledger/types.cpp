@@ -41,6 +41,7 @@ std::string_view to_string(transaction_type t) {
     case transaction_type::deposit_refund: return "DEPOSIT_REFUND";
     case transaction_type::chargeback: return "CHARGEBACK";
     case transaction_type::refund: return "REFUND";
+    case transaction_type::capture: return "CAPTURE";
   }
   return "TRANSFER";
 }
@@ -54,9 +55,10 @@ std::optional<role> parse_role(std::string_view text) {
 }
 
 std::optional<transaction_type> parse_transaction_type(std::string_view text) {
-  for (auto t : {transaction_type::deposit, transaction_type::transfer, transaction_type::sweep,
-                 transaction_type::withdrawal, transaction_type::payout, transaction_type::payout_failed,
-                 transaction_type::deposit_refund, transaction_type::chargeback, transaction_type::refund}) {
+  for (auto t :
+       {transaction_type::deposit, transaction_type::transfer, transaction_type::sweep, transaction_type::withdrawal,
+        transaction_type::payout, transaction_type::payout_failed, transaction_type::deposit_refund,
+        transaction_type::chargeback, transaction_type::refund, transaction_type::capture}) {
     if (to_string(t) == text) return t;
   }
   return std::nullopt;

@@ -114,6 +114,10 @@ const std::vector<route> k_routes = {
     {"GET", "/v1/principals/{id}/keys", "any", "read"},
     {"DELETE", "/v1/principals/{id}/keys/{keyId}", "any", "read"},
     {"GET", "/v1/admin/audit", "operator", "read"},
+    {"POST", "/v1/holds", "any", "write"},
+    {"GET", "/v1/holds/{id}", "any", "read"},
+    {"POST", "/v1/holds/{id}/capture", "any", "write"},
+    {"POST", "/v1/holds/{id}/void", "any", "write"},
 };
 
 const std::string k_request_id = "0123456789abcdef";
