@@ -2,6 +2,8 @@
 
 #include <pqxx/pqxx>
 
+#include <string>
+
 #include "persistence/database.hpp"
 #include "persistence/hold_rows.hpp"
 
@@ -9,21 +11,26 @@ namespace persistence {
 namespace {
 
 // A timestamp as the API shows it: UTC, microseconds, ISO 8601 with a trailing Z.
-#define WALLET_UTC_SQL(column) "to_char((" column ") AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
+std::string utc_sql(const std::string& expression) {
+  return "to_char((" + expression + ") AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')";
+}
 
 // The columns of a hold, in the order read_facts reads them, and whether it is ACTIVE but due.
-#define WALLET_HOLD_COLUMNS_SQL \
-  "h.id::text, h.status, h.payer_id, h.payee_id, h.currency, h.amount, h.captured, " WALLET_UTC_SQL(      \
-      "h.expires_at") ", " WALLET_UTC_SQL("h.created_at") ", COALESCE(h.capture_transaction_id::text, ''), " \
-                      "h.status = 'ACTIVE' AND h.expires_at <= clock_timestamp()"
+const std::string k_hold_columns_sql =
+    "h.id::text, h.status, h.payer_id, h.payee_id, h.currency, h.amount, h.captured, " + utc_sql("h.expires_at") +
+    ", " + utc_sql("h.created_at") +
+    ", COALESCE(h.capture_transaction_id::text, ''),"
+    " h.status = 'ACTIVE' AND h.expires_at <= clock_timestamp()";
 
+// The position of the due flag among the columns, and how many there are.
+constexpr int k_due_column = 10;
 constexpr int k_hold_columns = 11;
 
 constexpr const char* k_find = "hold_find";
-constexpr const char* k_find_sql = "SELECT " WALLET_HOLD_COLUMNS_SQL
-                                   ", pa.owner_id, pe.owner_id FROM hold h"
-                                   " JOIN account pa ON pa.id = h.payer_id JOIN account pe ON pe.id = h.payee_id"
-                                   " WHERE h.id = $1::uuid";
+const std::string k_find_sql = "SELECT " + k_hold_columns_sql +
+                               ", pa.owner_id, pe.owner_id FROM hold h"
+                               " JOIN account pa ON pa.id = h.payer_id JOIN account pe ON pe.id = h.payee_id"
+                               " WHERE h.id = $1::uuid";
 
 constexpr const char* k_find_answer = "hold_find_answer";
 constexpr const char* k_find_answer_sql =
@@ -52,8 +59,8 @@ constexpr const char* k_expire_sql =
 
 // The posting path's statements (posting_ like the rest of batch.cpp's).
 constexpr const char* k_lock_holds = "posting_lock_holds";
-constexpr const char* k_lock_holds_sql =
-    "SELECT " WALLET_HOLD_COLUMNS_SQL " FROM hold h WHERE h.id = ANY($1::uuid[]) ORDER BY h.id FOR UPDATE";
+const std::string k_lock_holds_sql =
+    "SELECT " + k_hold_columns_sql + " FROM hold h WHERE h.id = ANY($1::uuid[]) ORDER BY h.id FOR UPDATE";
 
 constexpr const char* k_find_hold_keys = "posting_find_hold_keys";
 constexpr const char* k_find_hold_keys_sql =
@@ -63,8 +70,9 @@ constexpr const char* k_find_hold_keys_sql =
 
 // The database's clock for a new hold: now, and now + $1 seconds.
 constexpr const char* k_hold_clock = "posting_hold_clock";
-constexpr const char* k_hold_clock_sql = "SELECT " WALLET_UTC_SQL("c.t") ", " WALLET_UTC_SQL(
-    "c.t + $1::bigint * interval '1 second'") " FROM (SELECT clock_timestamp() AS t) c";
+const std::string k_hold_clock_sql = "SELECT " + utc_sql("c.t") + ", " +
+                                     utc_sql("c.t + $1::bigint * interval '1 second'") +
+                                     " FROM (SELECT clock_timestamp() AS t) c";
 
 ledger::holds::hold_facts read_facts(const pqxx::row& row) {
   ledger::holds::hold_facts f;
@@ -91,7 +99,7 @@ std::optional<hold_record> find_hold(pqxx::connection& conn, const std::string& 
   const auto& row = rows[0];
   hold_record h;
   h.facts = read_facts(row);
-  h.due = row[10].as<bool>();
+  h.due = row[k_due_column].as<bool>();
   if (!row[k_hold_columns].is_null()) h.payer_owner = row[k_hold_columns].as<std::int64_t>();
   if (!row[k_hold_columns + 1].is_null()) h.payee_owner = row[k_hold_columns + 1].as<std::int64_t>();
   return h;
@@ -155,7 +163,7 @@ hold_states lock_hold_rows(pqxx::work& txn, const std::vector<posting_request>& 
   hold_states states;
   if (!ids.empty()) {
     for (const auto& row : txn.exec_prepared(k_lock_holds, pg_array(ids))) {
-      states.holds[row[0].as<std::string>()] = {read_facts(row), row[10].as<bool>()};
+      states.holds[row[0].as<std::string>()] = {read_facts(row), row[k_due_column].as<bool>()};
     }
   }
   if (!keys.empty()) {

@@ -49,6 +49,13 @@ money account_money(ts::http_client& c, const std::string& key, std::int64_t acc
   return {std::stoll(str(o.at("balance"))), std::stoll(str(o.at("available"))), std::stoll(str(o.at("held")))};
 }
 
+// account.held is the sum of the account's ACTIVE holds, as the database holds them.
+void expect_held_is_the_active_holds(std::int64_t account) {
+  const auto id = std::to_string(account);
+  EXPECT_EQ(ts::query_value("SELECT held FROM account WHERE id = " + id),
+            ts::query_value("SELECT COALESCE(sum(amount), 0) FROM hold WHERE status = 'ACTIVE' AND payer_id = " + id));
+}
+
 std::string hold_status(const std::string& id) {
   return ts::query_value("SELECT status FROM hold WHERE id = '" + id + "'");
 }
@@ -347,6 +354,7 @@ TEST_F(HoldE2E, ConcurrentHoldsAndPaymentsNeverOverdraw) {
   EXPECT_EQ(got.available, 0);
   EXPECT_EQ(ts::query_value("SELECT held FROM account WHERE id = " + std::to_string(a)),
             std::to_string(500 * holds_ok));
+  expect_held_is_the_active_holds(a);
 }
 
 // Many holds of one second expire while payments stream from the same account and some holds are
@@ -394,6 +402,7 @@ TEST_F(HoldE2E, HoldsExpireDuringLoadAndEveryHoldEndsOnce) {
   EXPECT_EQ(got.held, 0);
   EXPECT_EQ(got.available, got.balance);
   EXPECT_EQ(got.balance, 100'000 - 100 * paid - captured_total);
+  expect_held_is_the_active_holds(a);
   EXPECT_EQ(ts::balance(setup, shop.key, m), 100 * paid + captured_total);
   EXPECT_TRUE(ts::reconciliation_ok(setup, op()));
   // How late the expirer released the holds (shown, not asserted: the machine is shared).
@@ -443,6 +452,7 @@ TEST_F(HoldE2E, ACaptureRacingTheExpiryHasExactlyOneOutcome) {
   const auto got = account_money(setup, alice.key, a);
   EXPECT_EQ(got.held, 0);
   EXPECT_EQ(got.balance, 100'000 - 1'000 * captured);
+  expect_held_is_the_active_holds(a);
   EXPECT_EQ(got.available, got.balance);
   EXPECT_EQ(ts::balance(setup, shop.key, m), 1'000 * captured);
   RecordProperty("captured", captured);
@@ -488,6 +498,7 @@ TEST_F(HoldE2E, AVoidRacingACaptureHasExactlyOneWinner) {
   const auto got = account_money(setup, alice.key, a);
   EXPECT_EQ(got.held, 0);
   EXPECT_EQ(got.balance, 100'000 - 100 * captured);
+  expect_held_is_the_active_holds(a);
   EXPECT_EQ(ts::balance(setup, shop.key, m), 100 * captured);
 }
 
@@ -558,6 +569,7 @@ TEST(HoldRestartE2E, ActiveHoldsSurviveARestart) {
   EXPECT_EQ(got.balance, 10'000);
   EXPECT_EQ(got.held, 7'000);
   EXPECT_EQ(got.available, 3'000);
+  expect_held_is_the_active_holds(a);
   // The first debit after the restart meets a fresh actor: refused all the same.
   auto r = api.pay(alice.key, a, m, 3'001);
   EXPECT_EQ(r.status, 422) << r.body;
