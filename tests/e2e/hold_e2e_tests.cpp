@@ -364,8 +364,8 @@ TEST_F(HoldE2E, HoldsExpireDuringLoadAndEveryHoldEndsOnce) {
   ts::http_client setup(port());
   const auto [alice, a] = wallet(setup, 100'000);
   const auto [shop, m] = wallet(setup, 0);
-  constexpr int k_holds = 60;
-  constexpr int k_payments = 120;
+  constexpr int k_holds = 150;
+  constexpr int k_payments = 300;
   std::mutex mu;
   std::map<std::string, int> capture_status;  // hold id → answer of its capture (when tried)
   std::atomic<int> paid{0};
