@@ -47,6 +47,9 @@ struct account_actor_state {
   std::int64_t inflight = 0;
   std::vector<waiting_debit> waiting;
   std::uint64_t received = 0;
+  // Cluster mode: the lease epoch of the account's partition this actor's state was learnt under
+  // (0: none yet).
+  std::int64_t lease_epoch = 0;
   // The service owns the runtime and outlives every actor; a plain pointer keeps each of the
   // behavior's handlers down to one captured pointer.
   account_runtime* rt = nullptr;
@@ -136,6 +139,30 @@ void process(account_actor* self, debit_request& req, const reply_sink& sink) {
     r.decided_before_writer = true;
     sink.deliver(std::move(r));
     return;
+  }
+  if (rt->ownership) {
+    // Cluster mode: only the node that leases the account's partition decides its debits, and its
+    // writer commits them only while that lease still stands (the fence, persistence/batch.cpp).
+    const auto lease = rt->ownership->lease_for(st.id);
+    if (!lease) {
+      auto r = unavailable(
+          ledger::error_code::not_partition_owner,
+          "account " + std::to_string(st.id) + " is debited by another node now; retry with the same Idempotency-Key");
+      r.partition = rt->ownership->partition_of(st.id);
+      sink.deliver(std::move(r));
+      return;
+    }
+    if (st.lease_epoch != 0 && st.lease_epoch != lease->epoch) {
+      // The partition changed hands since this state was learnt: another node may have debited
+      // the account meanwhile. Read it again before deciding.
+      st.lease_epoch = lease->epoch;
+      st.loaded = false;
+      st.waiting.push_back({std::move(req), sink});
+      start_load(self);
+      return;
+    }
+    st.lease_epoch = lease->epoch;
+    posting.fence = persistence::lease_fence{lease->partition, lease->epoch, rt->ownership->node_id()};
   }
   const std::size_t writer_index = writer_for(st.id, rt->writers.size());
   auto& gauges = *rt->writer_gauges[writer_index];

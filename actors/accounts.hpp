@@ -31,6 +31,7 @@
 #include <caf/fwd.hpp>
 
 #include "actors/ledger_writer.hpp"
+#include "cluster/ownership.hpp"
 #include "config/settings.hpp"
 #include "ledger/types.hpp"
 
@@ -52,6 +53,8 @@ struct account_runtime {
   std::size_t live_max_per_shard =
       static_cast<std::size_t>(config::actor_settings{}.accounts_live_max / config::actor_settings{}.registry_shards);
   std::atomic<std::int64_t> live_actors{0};
+  // Cluster mode (docs/scaling.md): the partitions this node leases. Null: the only node.
+  std::shared_ptr<const cluster::ownership> ownership;
 };
 
 caf::actor spawn_account_registry(caf::actor_system& system, std::shared_ptr<account_runtime> runtime);

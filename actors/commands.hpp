@@ -144,6 +144,9 @@ struct money_result {
   // Refused by the account actor before any database work; a replay of an already committed
   // Idempotency-Key must still get its stored answer, so the caller checks for one.
   bool decided_before_writer = false;
+  // not_partition_owner (cluster mode): the partition of the debited account, whose holder may
+  // serve the request instead.
+  int partition = -1;
 };
 
 }  // namespace actors

@@ -3,10 +3,13 @@
 #include <boost/json/object.hpp>
 #include <boost/json/serialize.hpp>
 #include <caf/all.hpp>
+#include <caf/io/middleman.hpp>
+#include <unistd.h>
 #include <pqxx/pqxx>
 #include <spdlog/spdlog.h>
 
 #include "actors/account_cache.hpp"
+#include "actors/cluster_link.hpp"
 #include "actors/key_cache.hpp"
 #include "actors/key_revocations.hpp"
 #include "actors/keys_audit.hpp"
@@ -18,6 +21,8 @@
 #include "actors/sweeper.hpp"
 #include "actors/hold_expirer.hpp"
 #include "actors/view_conversions.hpp"
+#include "cluster/lease_keeper.hpp"
+#include "persistence/leases.hpp"
 #include "persistence/accounts.hpp"
 #include "persistence/database.hpp"
 #include "persistence/flows.hpp"
@@ -72,6 +77,11 @@ struct ledger_service::impl {
   key_cache keys;
   std::unique_ptr<keys_audit> keys_and_audit;
   std::unique_ptr<key_revocations> revocations;
+  // Cluster mode (docs/scaling.md): the partitions this node leases, and their keeper.
+  std::shared_ptr<cluster::ownership> ownership;
+  std::unique_ptr<cluster::lease_keeper> leases;
+  forward_handler serve_forwarded;
+  std::unique_ptr<cluster_link> link;
   std::uint64_t preloaded_keys = 0;  // written once in start(), before any reader of stats()
   std::uint64_t preloaded_accounts = 0;
   bool started = false;
@@ -83,6 +93,7 @@ struct ledger_service::impl {
 
   void start_actors();
   void start_reconciler();
+  void join_cluster();
   void warm_caches();
 };
 
@@ -96,6 +107,8 @@ void ledger_service::impl::start_actors() {
   core.caf_config->set("scheduler.policy",
                        s.actors.scheduler_policy == "sharing" ? caf::atom("sharing") : caf::atom("stealing"));
   core.caf_config->set("logger.console", caf::atom("none"));
+  // Cluster mode: other nodes' forwarded requests arrive through the middleman.
+  if (ownership) core.caf_config->load<caf::io::middleman>();
   core.system = std::make_unique<caf::actor_system>(*core.caf_config);
 
   core.readers = std::make_shared<reader_pool>(database_options(s, "wallet-reader"),
@@ -103,6 +116,7 @@ void ledger_service::impl::start_actors() {
                                                s.database.connection_wait_ms, s.database.reconnect_backoff_ms);
   core.runtime = std::make_shared<account_runtime>();
   core.runtime->load = load_from_database(core.readers);
+  core.runtime->ownership = ownership;
   core.runtime->writer_queue_max = s.writer.queue_postings_max;
   core.runtime->inflight_max = s.actors.account_inflight_max;
   core.runtime->idle_ms = s.actors.account_idle_ms;
@@ -163,6 +177,26 @@ void ledger_service::impl::warm_caches() {
   }
 }
 
+// Cluster mode: checks the deployment's partition count and makes this node's ownership; the
+// keeper's first round (after the actors are up) takes the node's share of the partitions.
+void ledger_service::impl::join_cluster() {
+  const auto& c = settings.cluster;
+  if (!c.enabled) return;
+  auto conn = persistence::connect(database_options(settings, "wallet-lease-keeper"));
+  const int stored = persistence::ensure_partitions(*conn, static_cast<int>(c.partitions));
+  if (stored != c.partitions) {
+    throw std::runtime_error("cluster.partitions = " + std::to_string(c.partitions) + ", but this deployment has " +
+                             std::to_string(stored) + " partitions: every node must use " + std::to_string(stored));
+  }
+  std::string node = c.node_id;
+  if (node.empty()) {
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    node = std::string(host) + "-" + std::to_string(settings.http.port);
+  }
+  ownership = std::make_shared<cluster::ownership>(node, stored);
+}
+
 ledger_service::ledger_service(const config::settings& settings) : impl_(std::make_unique<impl>(settings)) {}
 
 ledger_service::~ledger_service() { stop(); }
@@ -172,6 +206,7 @@ void ledger_service::start() {
   // Every key the cache will hold is read from here on: the first check for revoked keys covers
   // the revocations since.
   const auto keys_from = key_cache::clock::now();
+  d.join_cluster();
   d.start_actors();
   d.keys_and_audit = std::make_unique<keys_audit>(d.settings, d.core.readers, d.keys);
   d.accounts =
@@ -187,6 +222,30 @@ void ledger_service::start() {
   d.expiries = std::make_unique<hold_expirer>(d.core);
   d.expiries->start(k_hold_expiry_interval);
   d.start_reconciler();
+  if (d.ownership) {
+    const auto& c = d.settings.cluster;
+    cluster::keeper_config kc;
+    kc.database = database_options(d.settings, "wallet-lease-keeper");
+    kc.address = !c.advertise_address.empty()
+                     ? c.advertise_address
+                     : d.settings.http.host + ":" + std::to_string(d.settings.http.port + 1000);
+    // Listening before the first lease round publishes the address: a peer that reads it can connect.
+    auto serve =
+        d.serve_forwarded ? d.serve_forwarded : [](forwarded_request, std::function<void(forwarded_reply)> done) {
+          forwarded_reply r;
+          r.detail = "this node serves no forwarded requests";
+          done(std::move(r));
+        };
+    // A forward leaves the client's deadline a quarter for the answer to travel back.
+    const auto bound =
+        std::chrono::milliseconds(std::max<std::int64_t>(1, d.settings.http.request_deadline_ms * 3 / 4));
+    d.link = std::make_unique<cluster_link>(*d.core.system, d.ownership, std::move(serve), bound);
+    d.link->listen(kc.address);
+    kc.ttl = std::chrono::milliseconds(c.lease_ttl_ms);
+    kc.renew_interval = std::chrono::milliseconds(c.lease_renew_ms);
+    d.leases = std::make_unique<cluster::lease_keeper>(std::move(kc), d.ownership);
+    d.leases->start();
+  }
   d.started = true;
 }
 
@@ -195,6 +254,9 @@ void ledger_service::stop() {
   if (!d.started) return;
   d.started = false;
   d.core.stopped = true;
+  // Leases first: the partitions are taken over at once rather than after their TTL.
+  if (d.leases) d.leases->stop();
+  if (d.link) d.link->stop();
   d.sweeps->stop();
   d.expiries->stop();
   d.revocations->stop();
@@ -581,6 +643,43 @@ void ledger_service::ensure_operator_blocking(const std::string& key_hash_hex) {
   persistence::ensure_operator(*conn, "bootstrap operator", key_hash_hex);
 }
 
+void ledger_service::set_forward_handler(forward_handler handler) { impl_->serve_forwarded = std::move(handler); }
+
+bool ledger_service::forwards() const { return impl_->link != nullptr; }
+
+void ledger_service::forward(int partition, forwarded_request request, std::function<void(forwarded_reply)> done) {
+  if (!impl_->link || impl_->core.stopped.load()) {
+    forwarded_reply r;
+    r.detail = "the server is shutting down";
+    return done(std::move(r));
+  }
+  auto& d = *impl_;
+  if (!d.ownership->holder_address(partition).empty())
+    return d.link->forward(partition, std::move(request), std::move(done));
+  // The keeper's last round saw nobody holding it: the partition may have been taken since. One
+  // read of the lease table, then the forward (which fails at once if still nobody holds it).
+  d.core.readers->read<std::vector<persistence::lease_owner>>(
+      [](pqxx::connection& conn) { return persistence::lease_owners(conn); },
+      [&d, partition, request = std::move(request),
+       done = std::move(done)](query_result<std::vector<persistence::lease_owner>> r) mutable {
+        if (r.outcome == ledger::error_code::ok) {
+          std::vector<std::string> holders(static_cast<std::size_t>(d.ownership->partitions()));
+          for (const auto& owner : r.value) {
+            if (owner.partition >= 0 && owner.partition < d.ownership->partitions()) {
+              holders[static_cast<std::size_t>(owner.partition)] = owner.address;
+            }
+          }
+          d.ownership->set_holders(std::move(holders));
+        }
+        if (d.core.stopped.load()) {
+          forwarded_reply stopped;
+          stopped.detail = "the server is shutting down";
+          return done(std::move(stopped));
+        }
+        d.link->forward(partition, std::move(request), std::move(done));
+      });
+}
+
 service_stats ledger_service::stats() const {
   auto& d = *impl_;
   service_stats s;
@@ -592,6 +691,7 @@ service_stats ledger_service::stats() const {
     s.batches += g->batches.load();
     s.postings += g->postings.load();
     s.writer_failures += g->failures.load();
+    s.fenced_postings += g->fenced.load();
     s.writers_connected = s.writers_connected && g->connected.load();
   }
   s.reader_queued = d.core.readers ? d.core.readers->queued() : 0;
@@ -611,6 +711,14 @@ service_stats ledger_service::stats() const {
   s.reconcile_last_ok = r.last_ok;
   s.reconcile_last_ms = r.last_ms;
   s.reconcile_watermark = r.watermark;
+  if (d.leases) {
+    const auto k = d.leases->stats();
+    s.cluster_enabled = true;
+    s.partitions_held = k.held;
+    s.cluster_nodes = k.nodes;
+    s.leases_lost = k.lost;
+    s.lease_failures = k.failures;
+  }
   return s;
 }
 

@@ -12,6 +12,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "actors/commands.hpp"
 #include "actors/query_result.hpp"
@@ -42,7 +44,35 @@ struct service_stats {
   bool reconcile_last_ok = true;
   double reconcile_last_ms = 0;
   std::int64_t reconcile_watermark = 0;
+  // Cluster mode (docs/scaling.md).
+  bool cluster_enabled = false;
+  int partitions_held = 0;
+  int cluster_nodes = 0;
+  std::uint64_t leases_lost = 0;      // taken over by another node while held here
+  std::uint64_t lease_failures = 0;   // lease rounds the database did not answer
+  std::uint64_t fenced_postings = 0;  // debits refused at commit: the node had lost the lease
 };
+
+// Cluster mode (docs/scaling.md): a request passed, at the HTTP level, to the node that holds the
+// partition of the account it debits; and that node's answer.
+struct forwarded_request {
+  std::string method;
+  std::string target;
+  std::string request_id;
+  std::string body;
+  // Only the headers the routes read: Authorization, Idempotency-Key, Content-Type.
+  std::vector<std::pair<std::string, std::string>> headers;
+};
+struct forwarded_reply {
+  bool delivered = false;  // false: the holder could not be reached within the bound (`detail`)
+  bool sent = false;       // ... but the request was sent: it may have been served
+  std::string detail;
+  int status = 0;
+  std::string content_type;
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::string body;
+};
+using forward_handler = std::function<void(forwarded_request, std::function<void(forwarded_reply)>)>;
 
 class ledger_service {
  public:
@@ -154,6 +184,14 @@ class ledger_service {
   void resolve_settlement_exception(request_origin origin, std::int64_t id, std::string note,
                                     std::optional<std::string> owner, std::string resolved_by,
                                     query_callback<std::optional<settlement_exception_view>> done);
+
+  // Cluster mode. Where requests forwarded by other nodes are served (the HTTP routes); set before
+  // start(). forwards(): whether this node forwards (cluster mode is on). forward(): passes
+  // `request` to the node holding `partition`; `done` gets its answer, or delivered = false when
+  // that node is unknown or does not answer within the request deadline.
+  void set_forward_handler(forward_handler handler);
+  bool forwards() const;
+  void forward(int partition, forwarded_request request, std::function<void(forwarded_reply)> done);
 
   // Makes sure the bootstrap operator exists; blocks (call before serving, not on I/O threads).
   void ensure_operator_blocking(const std::string& key_hash_hex);

@@ -150,6 +150,7 @@ void flush(writer_actor* self, const writer_config& config, writer_gauges& gauge
   gauges.last_batch_postings = static_cast<std::int64_t>(batch.size());
   ++gauges.batches;
   gauges.postings += batch.size();
+  gauges.fenced += static_cast<std::uint64_t>(result.fenced);
 
   WALLET_ASSERT(result.outcomes.size() == batch.size(), "one outcome per posting");
   std::unordered_map<ledger::account_id, const persistence::row_state*> rows;

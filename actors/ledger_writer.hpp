@@ -37,6 +37,8 @@ struct writer_gauges {
   std::atomic<std::uint64_t> batches{0};
   std::atomic<std::uint64_t> postings{0};
   std::atomic<std::uint64_t> failures{0};
+  // Debits refused by the lease fence: their node lost the partition (docs/scaling.md).
+  std::atomic<std::uint64_t> fenced{0};
   std::atomic<std::int64_t> last_batch_us{0};
   std::atomic<std::int64_t> last_batch_postings{0};
   std::atomic<bool> connected{false};

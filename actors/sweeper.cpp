@@ -52,6 +52,8 @@ void sweeper::sweep_all(std::function<void(query_result<int>)> done) {
         {
           std::lock_guard lock(sweeping_mutex_);
           for (auto& c : r.value) {
+            // Cluster mode: the node that leases an account's partition sweeps it, no other.
+            if (core_.runtime->ownership && !core_.runtime->ownership->lease_for(c.account)) continue;
             const auto& gauges = *core_.runtime->writer_gauges[core_.writer_index(c.account)];
             if (sweeping_.count(c.account) != 0 ||
                 gauges.queued.load() + static_cast<std::int64_t>(c.shards.size()) > core_.runtime->writer_queue_max) {

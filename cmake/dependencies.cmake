@@ -25,6 +25,9 @@ find_library(CAF_IO_LIBRARY caf_io REQUIRED)
 add_library(caf::core INTERFACE IMPORTED)
 target_include_directories(caf::core INTERFACE ${CAF_INCLUDE_DIR})
 target_link_libraries(caf::core INTERFACE ${CAF_CORE_LIBRARY} Threads::Threads)
+# The middleman (libcaf-io): actor messages between nodes (docs/scaling.md).
+add_library(caf::io INTERFACE IMPORTED)
+target_link_libraries(caf::io INTERFACE ${CAF_IO_LIBRARY} caf::core)
 
 find_path(TOMLPP_INCLUDE_DIR toml++/toml.h REQUIRED)
 find_path(CLI11_INCLUDE_DIR CLI/CLI.hpp REQUIRED)

@@ -183,6 +183,23 @@ std::vector<descriptor> describe(settings& s) {
       {"events", "feed_scan_max", "Events one GET /v1/events looks at most (a filtered page may come back short).",
        int_rule{&s.events.feed_scan_max, 1, 10'000'000}},
 
+      {"cluster", "enabled",
+       "Run as one of several nodes on one ledger: debit only the accounts of partitions this node leases.",
+       bool_rule{&s.cluster.enabled}},
+      {"cluster", "node_id", "This node's name in the lease table (empty: <hostname>-<http.port>).",
+       string_rule{&s.cluster.node_id, {}, true}},
+      {"cluster", "partitions", "Partitions of the account space; fixed per deployment (the first node stores it).",
+       int_rule{&s.cluster.partitions, 1, 4'096}},
+      {"cluster", "lease_ttl_ms",
+       "How long a partition lease lasts unless renewed; a dead node's partitions are "
+       "taken over after this.",
+       int_rule{&s.cluster.lease_ttl_ms, 100, 600'000}},
+      {"cluster", "lease_renew_ms", "How often a node renews its leases and rebalances; at most a third of the TTL.",
+       int_rule{&s.cluster.lease_renew_ms, 10, 200'000}},
+      {"cluster", "advertise_address",
+       "host:port where the other nodes reach this node's actors (empty: http.host and http.port + 1000).",
+       string_rule{&s.cluster.advertise_address, {}, true}},
+
       {"admission", "inflight_requests_max", "Requests in flight in the whole server; more answer 503.",
        int_rule{&s.admission.inflight_requests_max, 1, 10'000'000}},
 
@@ -397,6 +414,12 @@ void validate(const settings& s) {
   if (s.ledger.hot_shards_default > s.ledger.hot_shards_max) {
     throw config_error("invalid setting ledger.hot_shards_default = \"" + std::to_string(s.ledger.hot_shards_default) +
                        "\": must not exceed ledger.hot_shards_max (" + std::to_string(s.ledger.hot_shards_max) + ")");
+  }
+  // A lease renewed less than three times per TTL lapses after one slow round.
+  if (s.cluster.lease_renew_ms * 3 > s.cluster.lease_ttl_ms) {
+    throw config_error("invalid setting cluster.lease_renew_ms = \"" + std::to_string(s.cluster.lease_renew_ms) +
+                       "\": must be at most a third of cluster.lease_ttl_ms (" +
+                       std::to_string(s.cluster.lease_ttl_ms) + ")");
   }
   // The relay's transaction waits for Redis between its claim and its COMMIT; PostgreSQL ends a
   // session idle in a transaction for twice the statement timeout (persistence::connect).

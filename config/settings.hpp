@@ -121,6 +121,19 @@ struct events_settings {
   std::int64_t feed_scan_max = 10'000;
 };
 
+// Several server nodes on one ledger (docs/scaling.md). Off: this process is the only one that
+// debits accounts, and no lease is taken or checked.
+struct cluster_settings {
+  bool enabled = false;
+  std::string node_id;  // empty: "<hostname>-<http.port>"
+  // Partitions of the account space; fixed per deployment (the first node stores it).
+  std::int64_t partitions = 64;
+  std::int64_t lease_ttl_ms = 5'000;
+  std::int64_t lease_renew_ms = 1'000;
+  // Where the other nodes reach this one's actors (host:port); empty: http.host:(http.port + 1000).
+  std::string advertise_address;
+};
+
 struct admission_settings {
   std::int64_t inflight_requests_max = 8'000;
 };
@@ -154,6 +167,7 @@ struct settings {
   redis_settings redis;
   ratelimit_settings ratelimit;
   events_settings events;
+  cluster_settings cluster;
   admission_settings admission;
   auth_settings auth;
   log_settings log;

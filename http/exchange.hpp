@@ -49,6 +49,9 @@ struct exchange {
   std::atomic<std::int64_t> principal_id{0};                       // once authenticated
   std::vector<std::pair<std::string, std::string>> extra_headers;  // e.g. RateLimit, added to the reply
   std::atomic<bool> answered{false};
+  // Cluster mode: forwarded here by the node that received it (docs/scaling.md). It is never
+  // forwarded again, and its rate limit was counted where it arrived.
+  bool forwarded = false;
 
   // Sends the answer with `extra_headers`; only the first answer counts (this or the deadline's).
   std::function<void(reply)> respond;

@@ -80,7 +80,42 @@ void handler_support::visible_account(const exchange_ptr& ex, const principal& w
       });
 }
 
+// Cluster mode: the debit belongs to a partition another node holds. Nothing was started here, so
+// the request goes to that node as it came, and its answer is this request's answer.
+void handler_support::forward(const exchange_ptr& ex, const actors::money_result& refusal) {
+  actors::forwarded_request request;
+  request.method = ex->method;
+  request.target = ex->target;
+  request.request_id = ex->request_id;
+  request.body = ex->body;
+  if (!ex->authorization.empty()) request.headers.emplace_back("Authorization", ex->authorization);
+  if (ex->has_idempotency_key) request.headers.emplace_back("Idempotency-Key", ex->idempotency_key);
+  if (!ex->content_type.empty()) request.headers.emplace_back("Content-Type", ex->content_type);
+  ++stats.forwarded_requests;
+  service.forward(refusal.partition, std::move(request), [this, ex, refusal](actors::forwarded_reply r) {
+    if (!r.delivered) {
+      ++stats.forward_failures;
+      if (r.sent) {
+        return fail(ex, ledger::error_code::outcome_unknown,
+                    r.detail + "; the outcome of this request is unknown: retry with the same Idempotency-Key",
+                    ledger::k_retry_after_default_s);
+      }
+      return fail(ex, refusal.outcome, refusal.detail + " (" + r.detail + ")", refusal.retry_after_s);
+    }
+    reply out;
+    out.status = r.status;
+    out.body = std::move(r.body);
+    if (!r.content_type.empty()) out.content_type = std::move(r.content_type);
+    out.headers = std::move(r.headers);
+    ex->respond(std::move(out));
+  });
+}
+
 void handler_support::answer_money(const exchange_ptr& ex, const principal& who, const actors::money_result& r) {
+  if (r.outcome == ledger::error_code::not_partition_owner && r.partition >= 0 && !ex->forwarded &&
+      service.forwards()) {
+    return forward(ex, r);
+  }
   if (r.outcome == ledger::error_code::not_found) count_unknown_account(who);
   if (r.outcome != ledger::error_code::ok) return fail(ex, r.outcome, r.detail, r.retry_after_s);
   reply out;

@@ -49,6 +49,8 @@ class handler_support {
 
   // The answer to a money-moving request: its stored receipt, or its problem.
   void answer_money(const exchange_ptr& ex, const principal& who, const actors::money_result& r);
+  // Cluster mode: answers `ex` with what the node holding the refused debit's partition answers.
+  void forward(const exchange_ptr& ex, const actors::money_result& refusal);
 
  private:
   // Lookups of accounts that turned out not to exist (or not to be the caller's), per principal.

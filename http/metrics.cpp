@@ -56,7 +56,14 @@ std::string metrics::render(const std::string& extra) const {
       << "# HELP wallet_http_bodies_lingered_total Error answers after which the rest of the body was read and "
          "discarded.\n"
       << "# TYPE wallet_http_bodies_lingered_total counter\n"
-      << "wallet_http_bodies_lingered_total " << bodies_lingered.load() << "\n";
+      << "wallet_http_bodies_lingered_total " << bodies_lingered.load() << "\n"
+      << "# HELP wallet_cluster_forwarded_requests_total Debits sent to the node holding their partition.\n"
+      << "# TYPE wallet_cluster_forwarded_requests_total counter\n"
+      << "wallet_cluster_forwarded_requests_total " << forwarded_requests.load() << "\n"
+      << "# HELP wallet_cluster_forward_failures_total Forwarded debits that did not reach the holder or got no "
+         "answer in time.\n"
+      << "# TYPE wallet_cluster_forward_failures_total counter\n"
+      << "wallet_cluster_forward_failures_total " << forward_failures.load() << "\n";
   out << extra;
   return out.str();
 }
@@ -73,6 +80,17 @@ std::string metrics::render_page(const actors::service_stats& s,
   gauge("wallet_writer_batches_total", "Batches committed by ledger writers.", "counter", s.batches);
   gauge("wallet_writer_postings_total", "Postings processed by ledger writers.", "counter", s.postings);
   gauge("wallet_writer_failures_total", "Batches that failed as a whole.", "counter", s.writer_failures);
+  gauge("wallet_writer_fenced_postings_total",
+        "Debits refused at commit because this node no longer held their partition's lease.", "counter",
+        s.fenced_postings);
+  if (s.cluster_enabled) {
+    gauge("wallet_cluster_partitions_held", "Partitions this node leases.", "gauge", s.partitions_held);
+    gauge("wallet_cluster_nodes", "Nodes up, as this node's last lease round counted them.", "gauge", s.cluster_nodes);
+    gauge("wallet_cluster_leases_lost_total", "Leases another node took over while this node held them.", "counter",
+          s.leases_lost);
+    gauge("wallet_cluster_lease_failures_total", "Lease rounds the database did not answer.", "counter",
+          s.lease_failures);
+  }
   gauge("wallet_writers_connected", "1 when every ledger writer has a database connection.", "gauge",
         s.writers_connected ? 1 : 0);
   gauge("wallet_reader_jobs_queued", "Database reads waiting for a connection.", "gauge", s.reader_queued);

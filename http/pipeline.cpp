@@ -82,7 +82,7 @@ void pipeline::shutting_down(const exchange_ptr& ex) const {
 void pipeline::rate_limit(const exchange_ptr& ex, const principal& who, rate_class rate, std::function<void()> next) {
   std::shared_lock lock(limiter_mutex_);
   if (stopped_) return shutting_down(ex);
-  if (limiter_ == nullptr || rate == rate_class::none) return next();
+  if (limiter_ == nullptr || rate == rate_class::none || ex->forwarded) return next();
   limiter_->check(who.id, rate == rate_class::write ? ratelimit::route_class::write : ratelimit::route_class::read,
                   [this, ex, next = std::move(next)](ratelimit::decision d) {
                     ex->extra_headers.emplace_back("RateLimit-Policy", d.policy);

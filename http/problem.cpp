@@ -115,6 +115,10 @@ problem problem_for(ledger::error_code code, std::string detail, std::int64_t re
       p.status = 503;
       p.title = "Ledger writer busy";
       break;
+    case error_code::not_partition_owner:
+      p.status = 503;
+      p.title = "Not this node's account";
+      break;
     case error_code::database_unavailable:
       p.status = 503;
       p.title = "Database unavailable";

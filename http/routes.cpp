@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "http/crypto.hpp"
 #include "http/handler_support.hpp"
 #include "http/handlers/handlers.hpp"
 #include "http/pipeline.hpp"
@@ -70,6 +71,45 @@ request_limits routes::limits(std::string_view method, std::string_view path) co
   if (found.matched->body_bytes_max > 0) out.body_bytes_max = found.matched->body_bytes_max;
   if (found.matched->deadline_ms > 0) out.deadline_ms = found.matched->deadline_ms;
   return out;
+}
+
+void routes::serve_forwarded(actors::forwarded_request request, std::function<void(actors::forwarded_reply)> done) {
+  auto ex = std::make_shared<exchange>();
+  ex->forwarded = true;
+  // The forwarding node chose (or checked) the id: its log and the answer name the same request.
+  ex->request_id = !request.request_id.empty() ? std::move(request.request_id) : new_request_id();
+  ex->method = std::move(request.method);
+  ex->target = std::move(request.target);
+  const auto q = ex->target.find('?');
+  ex->path = ex->target.substr(0, q);
+  ex->query = q == std::string::npos ? "" : ex->target.substr(q + 1);
+  ex->body = std::move(request.body);
+  ex->client_address = "cluster";
+  for (auto& [name, value] : request.headers) {
+    if (name == "Authorization") {
+      ex->authorization = std::move(value);
+    } else if (name == "Idempotency-Key") {
+      ex->has_idempotency_key = true;
+      ex->idempotency_key = std::move(value);
+    } else if (name == "Content-Type") {
+      ex->content_type = std::move(value);
+    }
+  }
+  // Held weakly, as the server's own exchanges are: the work behind the request holds it.
+  std::weak_ptr<exchange> weak_ex = ex;
+  ex->respond = [weak_ex, done = std::move(done)](reply r) {
+    auto ex = weak_ex.lock();
+    if (!ex || ex->answered.exchange(true)) return;
+    r.headers.insert(r.headers.begin(), ex->extra_headers.begin(), ex->extra_headers.end());
+    actors::forwarded_reply out;
+    out.delivered = true;
+    out.status = r.status;
+    out.content_type = std::move(r.content_type);
+    out.headers = std::move(r.headers);
+    out.body = std::move(r.body);
+    done(std::move(out));
+  };
+  handle(ex);
 }
 
 void routes::handle(const exchange_ptr& ex) {

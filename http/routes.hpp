@@ -25,6 +25,9 @@ class routes {
   ~routes();
 
   void handle(const exchange_ptr& ex);
+  // Cluster mode: serves a request another node forwarded here (docs/scaling.md) through the same
+  // routes and pipeline, without counting its rate limit again; `done` gets the answer.
+  void serve_forwarded(actors::forwarded_request request, std::function<void(actors::forwarded_reply)> done);
   // Stops using the rate limiter (which the caller may then destroy); requests still on their way
   // through the routes answer 503 "shutting down" from here on.
   void stop();

@@ -50,6 +50,7 @@ enum class error_code : std::uint8_t {
   server_busy,
   account_busy,
   writer_busy,
+  not_partition_owner,  // cluster mode: another node debits this account (docs/scaling.md)
   database_unavailable,
   outcome_unknown,
   deadline_exceeded,
@@ -86,6 +87,7 @@ constexpr std::string_view to_string(error_code code) {
     case error_code::server_busy: return "server_busy";
     case error_code::account_busy: return "account_busy";
     case error_code::writer_busy: return "writer_busy";
+    case error_code::not_partition_owner: return "not_partition_owner";
     case error_code::database_unavailable: return "database_unavailable";
     case error_code::outcome_unknown: return "outcome_unknown";
     case error_code::deadline_exceeded: return "deadline_exceeded";

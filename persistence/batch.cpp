@@ -49,6 +49,13 @@ constexpr const char* k_lock_payment_refunds = "posting_lock_payment_refunds";
 constexpr const char* k_lock_payment_refunds_sql =
     "SELECT transaction_id::text, amount, refunded FROM payment_refund_total"
     "  WHERE transaction_id = ANY($1::uuid[]) ORDER BY transaction_id FOR UPDATE";
+// The leases of the partitions whose debits the batch carries (migration 014): FOR SHARE, so a
+// takeover (an UPDATE of the row) waits until this transaction ends, and every transaction after
+// the takeover reads the new holder.
+constexpr const char* k_lock_leases = "posting_lock_leases";
+constexpr const char* k_lock_leases_sql =
+    "SELECT partition, COALESCE(node_id, ''), epoch FROM partition_lease"
+    "  WHERE partition = ANY($1::int[]) ORDER BY partition FOR SHARE";
 constexpr const char* k_find_payments = "posting_find_payments";
 constexpr const char* k_find_payments_sql =
     "SELECT p.provider_id, p.payment_id FROM deposit_payment p"
@@ -181,6 +188,23 @@ flow_states lock_flow_rows(pqxx::work& txn, const std::vector<posting_request>& 
     }
   }
   return states;
+}
+
+// The partitions' current holders, as (node, epoch), for the fenced postings of `indices`.
+std::map<int, std::pair<std::string, std::int64_t>> lock_leases(pqxx::work& txn,
+                                                                const std::vector<posting_request>& requests,
+                                                                const std::vector<std::size_t>& indices) {
+  std::set<std::int64_t> partitions;
+  for (std::size_t i : indices) {
+    if (requests[i].fence) partitions.insert(requests[i].fence->partition);
+  }
+  std::map<int, std::pair<std::string, std::int64_t>> holders;
+  if (partitions.empty()) return holders;
+  const std::vector<std::int64_t> ids(partitions.begin(), partitions.end());
+  for (const auto& row : txn.exec_prepared(k_lock_leases, pg_array(ids))) {
+    holders[row[0].as<int>()] = {row[1].as<std::string>(), row[2].as<std::int64_t>()};
+  }
+  return holders;
 }
 
 // Whether a posting's flow rows allow it, against the states the batch has locked; ok or the
@@ -347,6 +371,8 @@ batch_result commit_once(pqxx::connection& conn, const std::vector<posting_reque
   // ... and the flow rows (deposits, withdrawals) the postings check.
   flow_states flows = lock_flow_rows(txn, requests, indices);
   hold_states holds = lock_hold_rows(txn, requests, indices);
+  // ... and, in cluster mode, the leases its debits were decided under.
+  const auto lease_holders = lock_leases(txn, requests, indices);
 
   // 2. Idempotency keys already committed: their stored answer is the answer.
   std::vector<bool> committed_before(requests.size(), false);
@@ -392,6 +418,17 @@ batch_result commit_once(pqxx::connection& conn, const std::vector<posting_reque
     if (committed_before[i]) continue;
     const auto& r = requests[i];
     auto& out = result.outcomes[i];
+    if (r.fence) {
+      // The node lost the partition since its actor decided this debit: another node may be
+      // debiting the account now, so this one must not. Nothing of it commits; the client retries
+      // with the same key, and the retry reaches the partition's new holder.
+      auto it = lease_holders.find(r.fence->partition);
+      if (it == lease_holders.end() || it->second.first != r.fence->node_id || it->second.second != r.fence->epoch) {
+        out.outcome = ledger::error_code::outcome_unknown;
+        ++result.fenced;
+        continue;
+      }
+    }
     // Holds (migration 011): a placement or a void changes held money and its hold row, and makes
     // no journal row; a capture posts only while its hold is active.
     if (r.rows && r.rows->hold) {
@@ -518,6 +555,7 @@ void merge(batch_result& into, batch_result&& part, const std::vector<std::size_
     }
   }
   into.attempts += part.attempts;
+  into.fenced += part.fenced;
 }
 
 // Commits `indices` with retries for transient conflicts; rethrows anything else.
@@ -551,6 +589,7 @@ void prepare_posting_statements(pqxx::connection& conn) {
   conn.prepare(k_lock_withdrawals, k_lock_withdrawals_sql);
   conn.prepare(k_find_payments, k_find_payments_sql);
   conn.prepare(k_lock_payment_refunds, k_lock_payment_refunds_sql);
+  conn.prepare(k_lock_leases, k_lock_leases_sql);
   prepare_hold_statements(conn);
 }
 

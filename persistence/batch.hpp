@@ -95,6 +95,15 @@ struct flow_rows {
   std::optional<audit_entry> audit;
 };
 
+// Several nodes on one ledger (docs/scaling.md): the lease under which a node's account actor
+// decided a debit. The writer commits the posting only if, in its transaction, the partition's
+// lease row (locked FOR SHARE) still names this node at this epoch.
+struct lease_fence {
+  int partition = 0;
+  std::int64_t epoch = 0;
+  std::string node_id;
+};
+
 struct posting_request {
   ledger::posting posting;
   std::string transaction_id;  // a UUID made by the server
@@ -107,6 +116,8 @@ struct posting_request {
   // Null for the plain flows (transfers, deposits by the hot path, sweeps): they write no rows
   // beyond the journal, the entries and the balances.
   std::shared_ptr<const flow_rows> rows;
+  // Set on debits in cluster mode only.
+  std::optional<lease_fence> fence;
 };
 
 // The committed state of one account row after the batch.
@@ -139,6 +150,7 @@ struct batch_result {
   std::vector<posting_outcome> outcomes;  // one per request, in request order
   std::vector<row_state> rows;            // every row written, after COMMIT
   int attempts = 0;                       // database transactions used
+  int fenced = 0;                         // postings refused because their node lost the lease
   // The connection broke while postings were isolated one by one: `outcomes` says what became
   // of each (committed, not committed, or unknown), and the caller must reconnect.
   bool connection_lost = false;

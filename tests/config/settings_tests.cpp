@@ -95,6 +95,12 @@ field_list fields(const settings& s) {
       {"events.backoff_ms_max", i(s.events.backoff_ms_max)},
       {"events.feed_page_max", i(s.events.feed_page_max)},
       {"events.feed_scan_max", i(s.events.feed_scan_max)},
+      {"cluster.enabled", b(s.cluster.enabled)},
+      {"cluster.node_id", s.cluster.node_id},
+      {"cluster.partitions", i(s.cluster.partitions)},
+      {"cluster.lease_ttl_ms", i(s.cluster.lease_ttl_ms)},
+      {"cluster.lease_renew_ms", i(s.cluster.lease_renew_ms)},
+      {"cluster.advertise_address", s.cluster.advertise_address},
       {"admission.inflight_requests_max", i(s.admission.inflight_requests_max)},
       {"auth.bootstrap_key", s.auth.bootstrap_key},
       {"auth.key_cache_max", i(s.auth.key_cache_max)},
@@ -181,6 +187,12 @@ const field_list& documented_defaults() {
       {"events.backoff_ms_max", "5000"},
       {"events.feed_page_max", "1000"},
       {"events.feed_scan_max", "10000"},
+      {"cluster.enabled", "false"},
+      {"cluster.node_id", ""},
+      {"cluster.partitions", "64"},
+      {"cluster.lease_ttl_ms", "5000"},
+      {"cluster.lease_renew_ms", "1000"},
+      {"cluster.advertise_address", ""},
       {"admission.inflight_requests_max", "8000"},
       {"auth.bootstrap_key", ""},
       {"auth.key_cache_max", "100000"},
@@ -548,6 +560,10 @@ TEST(invalid, cross_field_bound) {
   EXPECT_EQ(env_error("WALLET_EVENTS_REDIS_TIMEOUT_MS", "10000"),
             "invalid setting events.redis_timeout_ms = \"10000\": must be less than twice "
             "database.statement_timeout_ms (10000)");
+  // A lease is renewed at least three times per TTL.
+  EXPECT_EQ(
+      env_error("WALLET_CLUSTER_LEASE_RENEW_MS", "2000"),
+      "invalid setting cluster.lease_renew_ms = \"2000\": must be at most a third of cluster.lease_ttl_ms (5000)");
   settings s;
   s.http.port = 0;
   EXPECT_EQ(error_of([&] { validate(s); }),

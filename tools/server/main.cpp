@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <atomic>
 #include <chrono>
 #include <iostream>
 #include <optional>
@@ -13,6 +14,7 @@
 #include "events/relay.hpp"
 #include "http/crypto.hpp"
 #include "http/metrics.hpp"
+#include "http/problem.hpp"
 #include "http/routes.hpp"
 #include "http/server.hpp"
 #include "persistence/migrations.hpp"
@@ -64,6 +66,23 @@ int main(int argc, char** argv) {
     }
 
     actors::ledger_service service(settings);
+    // Cluster mode: requests other nodes forward here reach the routes once they exist.
+    std::atomic<api::routes*> forwarded_to{nullptr};
+    service.set_forward_handler(
+        [&forwarded_to](actors::forwarded_request request, std::function<void(actors::forwarded_reply)> done) {
+          if (auto* r = forwarded_to.load()) return r->serve_forwarded(std::move(request), std::move(done));
+          actors::forwarded_reply busy;
+          busy.delivered = true;
+          busy.status = 503;
+          busy.content_type = "application/problem+json";
+          busy.headers.emplace_back("Retry-After", std::to_string(ledger::k_retry_after_default_s));
+          busy.body = api::problem_reply(api::problem_for(ledger::error_code::server_busy,
+                                                          "the node holding this account is starting; retry shortly",
+                                                          ledger::k_retry_after_default_s),
+                                         request.request_id)
+                          .body;
+          done(std::move(busy));
+        });
     service.start();
     if (!settings.auth.bootstrap_key.empty()) {
       with_retries("ensuring the bootstrap operator", 20,
@@ -88,11 +107,13 @@ int main(int argc, char** argv) {
     api::server server(
         settings.http, metrics, [&routes](const api::exchange_ptr& ex) { routes.handle(ex); },
         [&routes](std::string_view method, std::string_view path) { return routes.limits(method, path); });
+    forwarded_to = &routes;
     server.start();
     spdlog::info("wallet-server listening on http://{}:{} ({} I/O threads, {} ledger writers)", settings.http.host,
                  server.port(), settings.http.io_threads, settings.writer.count);
     server.run_until_stopped();
     if (relay) relay->stop();
+    forwarded_to = nullptr;
     routes.stop();
     limiter.reset();
     service.stop();

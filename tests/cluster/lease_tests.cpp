@@ -1,0 +1,259 @@
+// Partition leases against a real PostgreSQL (migration 014, docs/scaling.md): the partition
+// count is fixed by the first node; nodes split the partitions evenly, hand them back when one
+// leaves and take over a silent node's after its TTL, at a higher epoch; a takeover never takes a
+// partition whose row a writer holds; and the ledger writer commits a fenced debit only while its
+// node holds the partition at the epoch it was decided under.
+
+#include <gtest/gtest.h>
+#include <pqxx/pqxx>
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "cluster/lease_keeper.hpp"
+#include "cluster/ownership.hpp"
+#include "ledger/flows.hpp"
+#include "persistence/accounts.hpp"
+#include "persistence/batch.hpp"
+#include "persistence/database.hpp"
+#include "persistence/leases.hpp"
+#include "persistence/migrations.hpp"
+#include "tests/support/support.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using test_support::sql_literal;
+using test_support::unique_key;
+
+// Every test of this build that runs nodes uses this count: the first one stores it.
+constexpr int k_partitions = 16;
+
+persistence::connection_options options_for(const std::string& url) {
+  persistence::connection_options o;
+  o.url = url;
+  o.application_name = "lease-tests";
+  return o;
+}
+
+class leases : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { persistence::apply_migrations(options_for(test_support::owner_database_url())); }
+
+  void SetUp() override {
+    owner_ = persistence::connect(options_for(test_support::owner_database_url()));
+    app_ = persistence::connect(options_for(test_support::database_url()));
+    ASSERT_EQ(persistence::ensure_partitions(*app_, k_partitions), k_partitions);
+    // Nobody holds anything: what an earlier test left is cleared (as the owner role).
+    exec_owner("UPDATE partition_lease SET node_id = NULL, expires_at = '-infinity'");
+    exec_owner("DELETE FROM cluster_node");
+  }
+
+  void exec_owner(const std::string& sql) {
+    pqxx::work txn(*owner_);
+    txn.exec(sql);
+    txn.commit();
+  }
+  std::string text_of(const std::string& sql) {
+    pqxx::nontransaction txn(*owner_);
+    return txn.exec1(sql)[0].as<std::string>();
+  }
+  std::int64_t int_of(const std::string& sql) {
+    pqxx::nontransaction txn(*owner_);
+    return txn.exec1(sql)[0].as<std::int64_t>();
+  }
+
+  struct node {
+    std::shared_ptr<cluster::ownership> owned;
+    std::unique_ptr<cluster::lease_keeper> keeper;
+  };
+  node make_node(const std::string& name, std::chrono::milliseconds ttl = 60s) {
+    node n;
+    n.owned = std::make_shared<cluster::ownership>(name, k_partitions);
+    cluster::keeper_config c;
+    c.database = options_for(test_support::database_url());
+    c.address = "127.0.0.1:1";
+    c.ttl = ttl;
+    c.renew_interval = ttl / 4;
+    n.keeper = std::make_unique<cluster::lease_keeper>(c, n.owned);
+    return n;
+  }
+
+  static std::set<int> partitions_of(const node& n) {
+    std::set<int> out;
+    for (const auto& l : n.owned->held()) out.insert(l.partition);
+    return out;
+  }
+
+  std::unique_ptr<pqxx::connection> owner_;
+  std::unique_ptr<pqxx::connection> app_;
+};
+
+TEST_F(leases, the_first_node_fixes_the_partition_count) {
+  // A node configured with another count is told the stored one (and the server refuses to start).
+  EXPECT_EQ(persistence::ensure_partitions(*app_, k_partitions * 2), k_partitions);
+  EXPECT_EQ(int_of("SELECT count(*) FROM partition_lease"), k_partitions);
+}
+
+TEST_F(leases, partition_of_is_stable_and_spreads_ids) {
+  // The mapping is part of the data's meaning: fixed values, and consecutive ids spread evenly.
+  EXPECT_EQ(cluster::partition_of(1, 16), cluster::partition_of(1, 16));
+  std::vector<int> counts(k_partitions, 0);
+  for (ledger::account_id id = 1; id <= 16'000; ++id) ++counts[cluster::partition_of(id, k_partitions)];
+  for (int c : counts) {
+    EXPECT_GT(c, 800);
+    EXPECT_LT(c, 1'200);
+  }
+}
+
+TEST_F(leases, two_nodes_split_the_partitions_and_one_leaving_hands_them_back) {
+  auto a = make_node(unique_key("a"));
+  auto b = make_node(unique_key("b"));
+  a.keeper->round();
+  EXPECT_EQ(partitions_of(a).size(), static_cast<std::size_t>(k_partitions)) << "alone, a node takes every partition";
+  std::map<int, std::int64_t> epoch_of_a;
+  for (const auto& l : a.owned->held()) epoch_of_a[l.partition] = l.epoch;
+  b.keeper->round();
+  EXPECT_TRUE(partitions_of(b).empty()) << "nothing is free yet";
+  a.keeper->round();  // a sees two nodes: stops debiting half of them ...
+  EXPECT_EQ(partitions_of(a).size(), static_cast<std::size_t>(k_partitions / 2));
+  a.keeper->round();  // ... and hands them back a round later
+  b.keeper->round();
+  const auto of_a = partitions_of(a), of_b = partitions_of(b);
+  EXPECT_EQ(of_a.size(), static_cast<std::size_t>(k_partitions / 2));
+  EXPECT_EQ(of_b.size(), static_cast<std::size_t>(k_partitions / 2));
+  for (int p : of_a) EXPECT_EQ(of_b.count(p), 0u) << "partition " << p << " has one holder";
+  // b took them one epoch above a's.
+  for (const auto& l : b.owned->held())
+    EXPECT_EQ(l.epoch, epoch_of_a.at(l.partition) + 1) << "partition " << l.partition;
+  EXPECT_EQ(a.keeper->stats().released, static_cast<std::uint64_t>(k_partitions / 2));
+
+  a.keeper->stop();
+  EXPECT_TRUE(partitions_of(a).empty());
+  b.keeper->round();
+  EXPECT_EQ(partitions_of(b).size(), static_cast<std::size_t>(k_partitions))
+      << "a's partitions at once, not after a TTL";
+  b.keeper->stop();
+}
+
+TEST_F(leases, a_silent_node_loses_its_partitions_after_the_ttl) {
+  // b holds half and then stops renewing (a pause): once its leases expire, a takes them over at
+  // a higher epoch; when b wakes up, its next round learns it lost them. Its local deadline had
+  // already stopped it deciding debits.
+  auto a = make_node(unique_key("a"), 400ms);
+  auto b = make_node(unique_key("b"), 400ms);
+  b.keeper->round();
+  a.keeper->round();
+  b.keeper->round();
+  b.keeper->round();  // b hands back half
+  a.keeper->round();
+  ASSERT_EQ(partitions_of(b).size(), static_cast<std::size_t>(k_partitions / 2));
+  std::map<int, std::int64_t> epoch_of_b;
+  for (const auto& l : b.owned->held()) epoch_of_b[l.partition] = l.epoch;
+  const auto account_of_b = [&] {
+    for (ledger::account_id id = 1;; ++id) {
+      if (partitions_of(b).count(cluster::partition_of(id, k_partitions)) != 0) return id;
+    }
+  }();
+  ASSERT_TRUE(b.owned->lease_for(account_of_b).has_value());
+
+  // Wait for the outcome, not for time: a keeps its rounds until it holds everything.
+  for (int i = 0; i < 400 && partitions_of(a).size() < static_cast<std::size_t>(k_partitions); ++i) {
+    std::this_thread::sleep_for(25ms);
+    a.keeper->round();
+  }
+  ASSERT_EQ(partitions_of(a).size(), static_cast<std::size_t>(k_partitions));
+  EXPECT_FALSE(b.owned->lease_for(account_of_b).has_value()) << "b's own clock stopped it first";
+  b.keeper->round();
+  EXPECT_EQ(b.keeper->stats().lost, static_cast<std::uint64_t>(k_partitions / 2));
+  for (const auto& l : a.owned->held()) {
+    if (epoch_of_b.count(l.partition) != 0) {
+      EXPECT_EQ(l.epoch, epoch_of_b[l.partition] + 1) << "partition " << l.partition;
+    }
+  }
+  a.keeper->stop();
+  b.keeper->stop();
+}
+
+TEST_F(leases, a_takeover_skips_a_partition_whose_row_a_writer_holds) {
+  // A writer's transaction holds its partition's row FOR SHARE until it ends; a node taking over
+  // meanwhile does not take that partition (SKIP LOCKED), and takes it once the writer is done.
+  auto a = make_node(unique_key("a"));
+  auto conn = persistence::connect(options_for(test_support::database_url()));
+  auto writer = std::make_unique<pqxx::work>(*conn);
+  writer->exec("SELECT 1 FROM partition_lease WHERE partition = 3 FOR SHARE");
+  a.keeper->round();
+  EXPECT_EQ(partitions_of(a).count(3), 0u);
+  EXPECT_EQ(partitions_of(a).size(), static_cast<std::size_t>(k_partitions - 1));
+  writer->commit();
+  a.keeper->round();
+  EXPECT_EQ(partitions_of(a).count(3), 1u);
+  a.keeper->stop();
+}
+
+TEST_F(leases, the_writer_commits_a_fenced_debit_only_under_the_current_lease) {
+  auto a = make_node(unique_key("a"));
+  a.keeper->round();
+  const auto principal = int_of("INSERT INTO principal (name, role) VALUES (" + sql_literal(unique_key("fence")) +
+                                ", 'user') RETURNING id");
+  const auto clearing = persistence::ensure_clearing_account(*app_, "XTS");
+  auto new_account = [&] {
+    return int_of("INSERT INTO account (owner_id, currency, kind) VALUES (" + std::to_string(principal) +
+                  ", 'XTS', 'user') RETURNING id");
+  };
+  const auto payer = new_account(), payee = new_account();
+  persistence::prepare_posting_statements(*app_);
+  auto request = [&](ledger::posting p) {
+    persistence::posting_request r;
+    r.posting = std::move(p);
+    r.transaction_id = text_of("SELECT gen_random_uuid()::text");
+    r.principal = principal;
+    r.idempotency_key = unique_key("k");
+    r.request_hash = r.idempotency_key;
+    return r;
+  };
+  ASSERT_EQ(persistence::commit_batch(*app_, {request(ledger::flows::deposit(clearing, payer, payer, 1'000, "XTS"))})
+                .outcomes.at(0)
+                .outcome,
+            ledger::error_code::ok);
+
+  const auto lease = a.owned->lease_for(payer);
+  ASSERT_TRUE(lease.has_value());
+  auto fenced = [&](std::int64_t epoch) {
+    auto r = request(ledger::flows::transfer(payer, payee, payee, 100, "XTS"));
+    r.fence = persistence::lease_fence{lease->partition, epoch, a.owned->node_id()};
+    return r;
+  };
+  auto current = persistence::commit_batch(*app_, {fenced(lease->epoch)});
+  EXPECT_EQ(current.outcomes.at(0).outcome, ledger::error_code::ok);
+  EXPECT_EQ(current.fenced, 0);
+
+  // The partition changes hands (a hands it back; b takes it at epoch + 1): a debit a decided
+  // under the old epoch, mixed into a batch with an unfenced one, is refused alone.
+  persistence::release_leases(*app_, a.owned->node_id(), {lease->partition});
+  const std::string b = unique_key("b");
+  exec_owner("UPDATE partition_lease SET node_id = " + sql_literal(b) +
+             ", epoch = epoch + 1, expires_at = now() + interval '1 minute' WHERE partition = " +
+             std::to_string(lease->partition));
+  const auto stale = fenced(lease->epoch);
+  const auto deposit = request(ledger::flows::deposit(clearing, payee, payee, 5, "XTS"));
+  auto refused = persistence::commit_batch(*app_, {stale, deposit});
+  EXPECT_EQ(refused.outcomes.at(0).outcome, ledger::error_code::outcome_unknown);
+  EXPECT_EQ(refused.outcomes.at(1).outcome, ledger::error_code::ok);
+  EXPECT_EQ(refused.fenced, 1);
+  EXPECT_EQ(int_of("SELECT count(*) FROM journal_transaction WHERE id = " + sql_literal(stale.transaction_id)), 0);
+  EXPECT_EQ(int_of("SELECT balance FROM account WHERE id = " + std::to_string(payer)), 900);
+
+  // The same debit under b's name and epoch commits: the fence names node and epoch both.
+  auto by_b = fenced(lease->epoch + 1);
+  by_b.fence->node_id = b;
+  EXPECT_EQ(persistence::commit_batch(*app_, {by_b}).outcomes.at(0).outcome, ledger::error_code::ok);
+  EXPECT_EQ(int_of("SELECT balance FROM account WHERE id = " + std::to_string(payer)), 800);
+  a.keeper->stop();
+}
+
+}  // namespace
