@@ -40,6 +40,10 @@ struct account_actor_state {
   // Committed state of the main row (first) and each shard row: (balance, version).
   std::vector<persistence::row_state> rows;
   ledger::amount_minor reserved = 0;
+  // What the account's active holds keep (durable, unlike `reserved`), with the held_version it
+  // was read at; -1 until a writer's answer, a notice or a load tells it (migration 011).
+  ledger::amount_minor held = 0;
+  std::int64_t held_version = -1;
   std::int64_t inflight = 0;
   std::vector<waiting_debit> waiting;
   std::uint64_t received = 0;
@@ -58,6 +62,7 @@ using account_actor = caf::stateful_actor<account_actor_state>;
 // Rows start with version -1 when the actor began from the directory's facts: their balance is
 // not known until a writer's answer or a load brings it.
 bool balances_known(const account_actor_state& st) {
+  if (st.held_version < 0) return false;
   return std::all_of(st.rows.begin(), st.rows.end(), [](const auto& r) { return r.version >= 0; });
 }
 
@@ -71,6 +76,8 @@ void start_from_facts(account_actor_state& st, const account_facts& facts) {
   std::copy_n(facts.currency.begin(), std::min<std::size_t>(3, facts.currency.size()), st.currency.begin());
   st.rows.clear();
   st.rows.push_back({st.id, 0, -1, 0});
+  st.held = 0;
+  st.held_version = -1;
   for (auto shard : facts.shards) st.rows.push_back({shard, 0, -1, st.id});
   st.loaded = true;
 }
@@ -85,8 +92,16 @@ ledger::amount_minor committed_total(const account_actor_state& st) {
   return total;
 }
 
+// What the account's holds keep, when `row` (its main row) tells a newer value than known.
+void apply_held(account_actor_state& st, ledger::amount_minor held, std::int64_t held_version) {
+  if (held_version <= st.held_version) return;
+  st.held = held;
+  st.held_version = held_version;
+}
+
 void apply_rows(account_actor_state& st, const std::vector<persistence::row_state>& rows) {
   for (const auto& row : rows) {
+    if (row.id == st.id) apply_held(st, row.held, row.held_version);
     auto it = std::find_if(st.rows.begin(), st.rows.end(), [&](const auto& r) { return r.id == row.id; });
     if (it == st.rows.end()) {
       // A shard added after this actor loaded: the notice makes it known.
@@ -161,18 +176,27 @@ void process(account_actor* self, debit_request& req, const reply_sink& sink) {
         unavailable(ledger::error_code::writer_busy, "the ledger writer is saturated", gauges.drain_seconds(queued)));
     return;
   }
-  const ledger::amount_minor available = committed_total(st) - st.reserved;
+  // Active holds keep their money from every debit but their own capture, which releases its hold
+  // as it pays (migration 011).
+  const ledger::amount_minor releases = posting.posting.releases_held;
+  const ledger::amount_minor available = committed_total(st) - st.reserved - std::max<ledger::amount_minor>(st.held, 0);
   const ledger::amount_minor amount = posting.posting.amount;
-  if (balances_known(st) && available < amount && !takes_what_is_there) {
-    money_result r =
-        refusal(ledger::error_code::insufficient_funds, "the debited account holds too little for this amount");
+  const bool places_hold = posting.rows && posting.rows->hold &&
+                           posting.rows->hold->what == persistence::flow_rows::hold_change::kind::place;
+  if (balances_known(st) && available + releases < amount && !takes_what_is_there) {
+    money_result r = places_hold ? refusal(ledger::error_code::hold_exceeds_available,
+                                           "the account's available money is less than this hold")
+                                 : refusal(ledger::error_code::insufficient_funds,
+                                           "the debited account holds too little for this amount");
     r.decided_before_writer = true;
     sink.deliver(std::move(r));
     return;
   }
-  // Held until the writer answers: the whole amount, or what a taking posting can take.
-  const ledger::amount_minor reserve =
-      takes_what_is_there ? std::clamp<ledger::amount_minor>(available, 0, amount) : amount;
+  // Held until the writer answers: the whole amount, or what a taking posting can take. A capture
+  // reserves nothing: its hold keeps more than it pays until the writer's answer releases both.
+  const ledger::amount_minor reserve = releases > 0          ? 0
+                                       : takes_what_is_there ? std::clamp<ledger::amount_minor>(available, 0, amount)
+                                                             : amount;
 
   // Every shard known now, including one added after this actor loaded (learnt from a notice).
   posting.posting.debit_shards.clear();
@@ -283,6 +307,7 @@ caf::behavior account_actor_behavior(account_actor* self, ledger::account_id id,
           st.kind = record.kind;
           if (!st.status_from_notice) st.status = record.status;
           std::copy_n(record.currency.begin(), std::min<std::size_t>(3, record.currency.size()), st.currency.begin());
+          apply_held(st, record.held, record.held_version);
           std::vector<persistence::row_state> loaded_rows{{st.id, record.balance, record.version, 0}};
           for (const auto& s : record.shards) loaded_rows.push_back({s.id, s.balance, s.version, st.id});
           for (const auto& row : loaded_rows) {

@@ -103,6 +103,35 @@ struct provider_event_command {
   std::string request_id;
 };
 
+// Holds (docs/money-flows.md, "Holds"): placed by the owner of the payer, captured by the owner of
+// the payee or an operator, voided by either party.
+struct hold_command {
+  ledger::principal_id principal = 0;
+  ledger::account_id from = 0;
+  ledger::account_id to = 0;
+  ledger::amount_minor amount = 0;
+  std::int64_t expires_in_seconds = 0;
+  std::string idempotency_key;
+  std::string request_hash;
+  std::string request_id;
+};
+
+struct hold_capture_command {
+  ledger::principal_id principal = 0;
+  bool by_operator = false;
+  std::string hold_id;
+  std::optional<ledger::amount_minor> amount;  // none: all of the hold
+  std::string idempotency_key;
+  std::string request_hash;
+  std::string request_id;
+};
+
+struct hold_void_command {
+  ledger::principal_id principal = 0;
+  std::string hold_id;
+  std::string request_id;
+};
+
 // The answer to a money-moving command. On success (or a replay) `status` and `body` are the
 // receipt exactly as stored with the journal row.
 struct money_result {

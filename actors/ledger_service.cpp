@@ -21,6 +21,7 @@
 #include "actors/service_core.hpp"
 #include "actors/settlements.hpp"
 #include "actors/sweeper.hpp"
+#include "actors/hold_expirer.hpp"
 #include "actors/view_conversions.hpp"
 #include "cluster/lease_keeper.hpp"
 #include "persistence/leases.hpp"
@@ -40,6 +41,8 @@ namespace {
 
 // How long a display read waits for an account actor's reserved amount (0 when it is late).
 constexpr std::chrono::milliseconds k_reserved_wait{200};
+// How often due holds are released: a hold is released at most about this much after it expires.
+constexpr std::chrono::milliseconds k_hold_expiry_interval{200};
 
 persistence::connection_options database_options(const config::settings& s, std::string name) {
   persistence::connection_options o;
@@ -71,6 +74,7 @@ struct ledger_service::impl {
   std::unique_ptr<account_cache> accounts;
   std::unique_ptr<money_flows> flows;
   std::unique_ptr<sweeper> sweeps;
+  std::unique_ptr<hold_expirer> expiries;
   std::unique_ptr<reconciler> reconciliations;
   std::unique_ptr<settlement_reports> settlements;
   key_cache keys;
@@ -224,6 +228,8 @@ void ledger_service::start() {
   d.revocations->start();
   d.sweeps = std::make_unique<sweeper>(d.core);
   d.sweeps->start(std::chrono::milliseconds(d.settings.ledger.sweep_interval_ms));
+  d.expiries = std::make_unique<hold_expirer>(d.core);
+  d.expiries->start(k_hold_expiry_interval);
   d.start_reconciler();
   if (d.ownership) {
     const auto& c = d.settings.cluster;
@@ -262,6 +268,7 @@ void ledger_service::stop() {
   if (d.leases) d.leases->stop();
   if (d.link) d.link->stop();
   d.sweeps->stop();
+  d.expiries->stop();
   d.revocations->stop();
   d.reconciliations->stop();
   d.core.readers->stop();
@@ -351,6 +358,24 @@ void ledger_service::find_provider(std::string name, query_callback<std::optiona
       name, [done = std::move(done)](ledger::error_code code, std::optional<persistence::provider_record> p) {
         done({code, {}, to_view(p)});
       });
+}
+
+void ledger_service::place_hold(hold_command command, std::function<void(money_result)> done) {
+  impl_->flows->place_hold(std::move(command), std::move(done));
+}
+
+void ledger_service::capture_hold(hold_capture_command command, std::function<void(money_result)> done) {
+  impl_->flows->capture_hold(std::move(command), std::move(done));
+}
+
+void ledger_service::void_hold(hold_void_command command, std::function<void(money_result)> done) {
+  impl_->flows->void_hold(std::move(command), std::move(done));
+}
+
+void ledger_service::find_hold(std::string id, query_callback<std::optional<hold_view>> done) {
+  read_view<std::optional<persistence::hold_record>>(
+      *impl_->core.readers, [id = std::move(id)](pqxx::connection& conn) { return persistence::find_hold(conn, id); },
+      std::move(done));
 }
 
 void ledger_service::find_withdrawal(std::string id, query_callback<std::optional<withdrawal_view>> done) {
@@ -722,6 +747,7 @@ service_stats ledger_service::stats() const {
   s.sweeps_committed = sw.committed;
   s.sweeps_deferred = sw.deferred;
   s.sweeper_ticks = sw.ticks;
+  s.holds_expired = d.expiries ? d.expiries->expired() : 0;
   s.unknown_keys_cached = d.keys.unknown_count();
   const auto r = d.reconciliations ? d.reconciliations->stats() : reconciler_stats{};
   s.reconcile_runs = r.runs;

@@ -37,6 +37,7 @@ struct service_stats {
   std::uint64_t sweeps_committed = 0;
   std::uint64_t sweeps_deferred = 0;  // skipped: one in flight already, or the writer at its bound
   std::uint64_t sweeper_ticks = 0;
+  std::uint64_t holds_expired = 0;
   std::uint64_t unknown_keys_cached = 0;
   std::uint64_t reconcile_runs = 0;
   std::uint64_t reconcile_failures = 0;
@@ -107,6 +108,12 @@ class ledger_service {
   void set_fx_rate(fx_rate_command command, query_callback<fx_rate_view> done);
   void quote_fx(fx_quote_command command, query_callback<fx_quote_view> done);
   void exchange(exchange_command command, std::function<void(money_result)> done);
+  // Holds (docs/money-flows.md, "Holds"): placing answers 201 the hold, capturing 201 the CAPTURE
+  // receipt, voiding 200 the hold; find_hold answers nullopt when there is none.
+  void place_hold(hold_command command, std::function<void(money_result)> done);
+  void capture_hold(hold_capture_command command, std::function<void(money_result)> done);
+  void void_hold(hold_void_command command, std::function<void(money_result)> done);
+  void find_hold(std::string id, query_callback<std::optional<hold_view>> done);
 
   // nullopt: a provider with this name exists already.
   void create_provider(request_origin origin, std::string name, std::string signing_secret,

@@ -9,7 +9,7 @@
 //
 // The flows share the machinery of money_flows.cpp; each flow is a file of its own:
 // flow_transfer.cpp, flow_deposit.cpp, flow_withdrawal.cpp, flow_deposit_claim.cpp,
-// flow_provider_event.cpp, flow_payment_refund.cpp.
+// flow_provider_event.cpp, flow_payment_refund.cpp, flow_holds.cpp.
 
 #include <deque>
 #include <functional>
@@ -27,6 +27,7 @@
 #include "persistence/batch.hpp"
 #include "persistence/corrections.hpp"
 #include "persistence/flows.hpp"
+#include "persistence/holds.hpp"
 #include "persistence/payments.hpp"
 
 namespace actors {
@@ -56,6 +57,12 @@ class money_flows {
   void claim_deposit(deposit_claim_command command, finish_fn done);
   // A verified provider event, posted once per (provider, event id).
   void provider_event(provider_event_command command, finish_fn done);
+  // Holds (flow_holds.cpp): a hold on the payer's money through its actor; its capture (CAPTURE,
+  // through the payer's actor) or its void (to the payer's writer), each decided under the
+  // payer's row lock and the hold's.
+  void place_hold(hold_command command, finish_fn done);
+  void capture_hold(hold_capture_command command, finish_fn done);
+  void void_hold(hold_void_command command, finish_fn done);
 
   // Corrections and currencies (docs/corrections.md): flow_reversal.cpp, flow_adjustment.cpp,
   // flow_exchange.cpp.
@@ -124,6 +131,8 @@ class money_flows {
                   std::shared_ptr<persistence::flow_rows> rows, finish_fn finish);
   void claim(deposit_claim_command command, persistence::deposit_record deposit,
              std::shared_ptr<persistence::flow_rows> rows, finish_fn finish);
+  void hold_on(hold_command command, account_facts payer, account_facts payee, finish_fn finish);
+  void capture_from(hold_capture_command command, persistence::hold_record hold, finish_fn finish);
   void settle_to(settle_command command, persistence::withdrawal_record withdrawal,
                  std::shared_ptr<persistence::flow_rows> rows, finish_fn finish);
   // Runs `run` once no other run under `key` is in progress in this server (the reversal of one

@@ -52,6 +52,12 @@ money_result to_money_result(const persistence::posting_outcome& o) {
     case error_code::same_approver:
       return refusal(o.outcome, "the operator who requested the adjustment cannot approve it");
     case error_code::quote_expired: return refusal(o.outcome, "the quote expired; ask for a new one");
+    // Holds (migration 011).
+    case error_code::hold_exceeds_available:
+      return refusal(o.outcome, "the account's available money is less than this hold");
+    case error_code::already_captured: return refusal(o.outcome, "the hold was captured already");
+    case error_code::hold_voided: return refusal(o.outcome, "the hold was voided");
+    case error_code::hold_expired: return refusal(o.outcome, "the hold expired");
     case error_code::fees_changed:
       return unavailable(o.outcome,
                          "the payee's fees changed while this payment was prepared; retry with the same "

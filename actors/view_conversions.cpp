@@ -34,6 +34,7 @@ account_view to_view(const persistence::account_record& a) {
   for (const auto& s : a.shards) v.shards.push_back(shard_view{s.id, s.shard_no, s.balance});
   v.created_at = a.created_at;
   v.fees = a.fees;
+  v.held = a.held;
   return v;
 }
 
@@ -124,6 +125,13 @@ events_view to_view(const persistence::events_page& page) {
     out.events.push_back(std::move(v));
   }
   return out;
+}
+
+hold_view to_view(const persistence::hold_record& h) {
+  const auto& f = h.facts;
+  return hold_view{f.id,          f.status,     f.payer,      f.payee,      f.currency,
+                   f.amount,      f.captured,   f.expires_at, f.created_at, f.capture_transaction_id,
+                   h.payer_owner, h.payee_owner};
 }
 
 }  // namespace actors

@@ -6,6 +6,7 @@
 #include "persistence/accounts.hpp"
 #include "persistence/flows.hpp"
 #include "persistence/history.hpp"
+#include "persistence/holds.hpp"
 #include "persistence/outbox.hpp"
 #include "persistence/principals.hpp"
 #include "persistence/reconcile.hpp"
@@ -22,6 +23,7 @@ reconciliation_claim_view to_view(const persistence::run_claim& claim);
 provider_view to_view(const persistence::provider_record& p);
 withdrawal_view to_view(const persistence::withdrawal_record& w);
 events_view to_view(const persistence::events_page& page);
+hold_view to_view(const persistence::hold_record& h);
 
 template <typename Record>
 auto to_view(const std::optional<Record>& r) -> std::optional<decltype(to_view(*r))> {

@@ -39,6 +39,7 @@ struct account_view {
   std::vector<shard_view> shards;          // a hot account's credit shards, by shard number
   std::string created_at;
   std::optional<ledger::fee_schedule> fees;  // of the payments it receives; nullopt: never set
+  ledger::amount_minor held = 0;             // what its active holds keep (not spendable)
 
   bool hot() const { return !shards.empty(); }
   // Whether `who` may see this account: an operator sees every account, a principal its own
@@ -160,6 +161,27 @@ struct withdrawal_view {
   // The owner of the account it came from, or an operator.
   bool visible_to(ledger::principal_id who, ledger::role role) const {
     return role == ledger::role::operator_role || principal_id == who;
+  }
+};
+
+// A hold (docs/money-flows.md, "Holds").
+struct hold_view {
+  std::string id;
+  std::string status;  // ACTIVE, CAPTURED, VOIDED, EXPIRED
+  ledger::account_id from = 0;
+  ledger::account_id to = 0;
+  std::string currency;
+  ledger::amount_minor amount = 0;
+  ledger::amount_minor captured = 0;
+  std::string expires_at;
+  std::string created_at;
+  std::string capture_transaction_id;  // empty unless CAPTURED
+  std::optional<ledger::principal_id> payer_owner;
+  std::optional<ledger::principal_id> payee_owner;
+
+  // Either party, or an operator.
+  bool visible_to(ledger::principal_id who, ledger::role role) const {
+    return role == ledger::role::operator_role || payer_owner == who || payee_owner == who;
   }
 };
 

@@ -103,6 +103,8 @@ std::string metrics::render_page(const actors::service_stats& s,
         "Hot accounts a sweeper tick skipped: a sweep of it in flight, or its writer at the queue bound.", "counter",
         s.sweeps_deferred);
   gauge("wallet_sweeper_ticks_total", "Sweeper ticks.", "counter", s.sweeper_ticks);
+  gauge("wallet_holds_expired_total", "Holds the hold expirer released because their time had passed.", "counter",
+        s.holds_expired);
   gauge("wallet_unknown_keys_cached", "Unknown API keys answered 401 without a database read.", "gauge",
         s.unknown_keys_cached);
   gauge("wallet_reconciliation_runs_total", "Reconciliation runs.", "counter", s.reconcile_runs);

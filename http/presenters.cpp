@@ -34,7 +34,9 @@ json::object account_json(const actors::account_view& a, ledger::amount_minor re
   o["kind"] = std::string(ledger::to_string(a.kind));
   o["status"] = std::string(ledger::to_string(a.status));
   o["balance"] = std::to_string(a.total_balance);
-  o["available"] = std::to_string(a.total_balance - std::min(reserved, a.total_balance));
+  // Available: the balance less what active holds keep and the debits in flight.
+  o["available"] = std::to_string(a.total_balance - std::min(a.held + reserved, a.total_balance));
+  o["held"] = std::to_string(a.held);
   o["hot"] = a.hot();
   if (a.hot()) {
     o["mainBalance"] = std::to_string(a.main_balance);

@@ -116,6 +116,22 @@ problem problem_for(ledger::error_code code, std::string detail, std::int64_t re
       p.status = 422;
       p.title = "Rate not found";
       break;
+    case error_code::already_captured:
+      p.status = 409;
+      p.title = "Already captured";
+      break;
+    case error_code::hold_voided:
+      p.status = 409;
+      p.title = "Hold voided";
+      break;
+    case error_code::hold_expired:
+      p.status = 422;
+      p.title = "Hold expired";
+      break;
+    case error_code::hold_exceeds_available:
+      p.status = 422;
+      p.title = "Hold exceeds available";
+      break;
     case error_code::fees_changed:
       p.status = 503;
       p.title = "Fees changed";

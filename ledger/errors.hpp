@@ -46,6 +46,12 @@ enum class error_code : std::uint8_t {
   quote_expired,     // 422: an exchange's quote is past its expiry
   amount_too_small,  // 422: an exchange whose converted amount is 0 minor units
   rate_not_found,    // 422: no rate is set for a currency pair
+  already_captured,  // a hold is captured once
+  hold_voided,       // a voided hold cannot be captured
+  // 422: a hold that expired cannot be captured or voided; a hold larger than what its payer may
+  // spend is not placed.
+  hold_expired,
+  hold_exceeds_available,
   // 503: a payment was built from an outdated fee schedule of its payee (the writer refused it
   // under the row lock); its flow builds it again at once, so a client sees this rarely.
   fees_changed,
@@ -90,6 +96,10 @@ constexpr std::string_view to_string(error_code code) {
     case error_code::quote_expired: return "quote_expired";
     case error_code::amount_too_small: return "amount_too_small";
     case error_code::rate_not_found: return "rate_not_found";
+    case error_code::already_captured: return "already_captured";
+    case error_code::hold_voided: return "hold_voided";
+    case error_code::hold_expired: return "hold_expired";
+    case error_code::hold_exceeds_available: return "hold_exceeds_available";
     case error_code::fees_changed: return "fees_changed";
     case error_code::server_busy: return "server_busy";
     case error_code::account_busy: return "account_busy";

@@ -37,8 +37,16 @@ posting transfer(account_id payer, account_id credit_row, account_id payee, amou
   return p;
 }
 
+posting capture(account_id payer, account_id credit_row, account_id payee, amount_minor amount, std::string currency,
+                amount_minor hold_amount, std::optional<payee_fee> fee) {
+  auto p = transfer(payer, credit_row, payee, amount, std::move(currency), fee);
+  p.type = transaction_type::capture;
+  p.releases_held = hold_amount;
+  return p;
+}
+
 bool price_payee_fee(posting& p, const fee_schedule& schedule) {
-  WALLET_ASSERT(p.type == transaction_type::transfer, "only a payment pays its payee's fee");
+  WALLET_ASSERT(pays_payee_fee(p.type), "only a payment (or a hold's capture) pays its payee's fee");
   WALLET_ASSERT(p.extra_credits.size() <= 1, "a payment's one extra credit is its fee");
   // A payment that moves nothing is refused by plan_posting; it has no fee to price.
   if (p.amount <= 0) return true;

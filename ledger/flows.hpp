@@ -21,6 +21,8 @@
 //                                shards; a debit is given back to the row it left)                     REVERSAL
 //   approved adjustment          adjustment (or the account)          the account (or adjustment)           ADJUSTMENT
 //   exchange A → B               wallet A: amount; fx B: converted    fx A: amount; wallet B: converted     EXCHANGE
+//   capture of a hold            payer: amount (its hold released)    payee: amount − fee;                  CAPTURE
+//                                                                     fee_revenue: fee
 
 #include <optional>
 #include <string>
@@ -45,6 +47,14 @@ struct payee_fee {
 // (a zero fee makes no entry, the fee leg stays so that the writer may price it).
 posting transfer(account_id payer, account_id credit_row, account_id payee, amount_minor amount, std::string currency,
                  std::optional<payee_fee> fee = std::nullopt);
+// A hold's capture: a payment of `amount` (at most `hold_amount`) that releases the whole hold of
+// `hold_amount` from the payer's held money, in the same posting (ledger/holds.hpp).
+posting capture(account_id payer, account_id credit_row, account_id payee, amount_minor amount, std::string currency,
+                amount_minor hold_amount, std::optional<payee_fee> fee = std::nullopt);
+// Whether postings of `type` pay their payee's fee: payments and captures of holds.
+inline bool pays_payee_fee(transaction_type type) {
+  return type == transaction_type::transfer || type == transaction_type::capture;
+}
 // Prices a payment's fee by `schedule`: the payee's, as the ledger writer read it under the credit
 // row's lock (migration 007). A payment with a fee leg gets its fee from `schedule`. One without a
 // fee leg (its flow knew of no fee) stays as it is when `schedule` charges nothing for it, and

@@ -90,7 +90,8 @@ posting_plan plan_legs(const posting& p, account_states& accounts) {
       total = *next;
       shards.push_back(shard);
     }
-    if (total < *need) return rejected(error_code::insufficient_funds);
+    // What active holds keep on the account stays (migration 011), as for any debit.
+    if (total - row.held < *need) return rejected(error_code::insufficient_funds);
     // The main row first, then the shards, as plan_posting draws on them.
     amount_minor remaining = *need;
     if (row.balance > 0) {
@@ -204,11 +205,16 @@ posting_plan plan_posting(const posting& p, account_states& accounts) {
     if (!next) return rejected(error_code::internal);
     total = *next;
   }
+  // What active holds keep from this debit (a capture gives back its own hold first); a chargeback
+  // takes only what they leave, so the holds stay covered (migration 011).
+  if (p.releases_held < 0 || p.releases_held > debit->held) return rejected(error_code::invalid_request);
+  const amount_minor kept = debit->held - p.releases_held;
+  const amount_minor spendable = total - kept;
   // What the debited account itself pays; the shortfall account pays the rest.
   amount_minor own = amount;
-  if (!debit->allow_negative && total < amount) {
+  if (!debit->allow_negative && spendable < amount) {
     if (shortfall == nullptr) return rejected(error_code::insufficient_funds);
-    own = std::max<amount_minor>(total, 0);
+    own = std::max<amount_minor>(spendable, 0);
   }
 
   for (const auto& [row, part] : extras) {
@@ -255,6 +261,11 @@ posting_plan plan_posting(const posting& p, account_states& accounts) {
   for (const auto& [row, part] : extras) {
     row->balance += part;
     plan.entries.push_back({row->id, part, row->balance});
+  }
+
+  if (p.releases_held > 0) {
+    debit->held = kept;
+    ++debit->held_version;
   }
 
   plan.debit_balance_after = debit->balance;

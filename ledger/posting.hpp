@@ -61,6 +61,11 @@ struct posting {
   // writer) decides it, `amount` and `currency` what leaves that account in its leg, and
   // credit_account one of the credited rows. extra_credits and shortfall_account are not used.
   std::vector<posting_leg> legs;
+  // A hold's capture: the held amount of the debited account that this posting releases (the
+  // whole hold; the posting's amount, at most that, is what is captured). Debits may spend the
+  // balance less what active holds keep (account_state::held), so a capture first gives back
+  // what its own hold kept.
+  amount_minor releases_held = 0;
 };
 
 struct entry_line {

@@ -44,6 +44,7 @@ std::string_view to_string(transaction_type t) {
     case transaction_type::reversal: return "REVERSAL";
     case transaction_type::adjustment: return "ADJUSTMENT";
     case transaction_type::exchange: return "EXCHANGE";
+    case transaction_type::capture: return "CAPTURE";
   }
   return "TRANSFER";
 }
@@ -57,10 +58,11 @@ std::optional<role> parse_role(std::string_view text) {
 }
 
 std::optional<transaction_type> parse_transaction_type(std::string_view text) {
-  for (auto t : {transaction_type::deposit, transaction_type::transfer, transaction_type::sweep,
-                 transaction_type::withdrawal, transaction_type::payout, transaction_type::payout_failed,
-                 transaction_type::deposit_refund, transaction_type::chargeback, transaction_type::refund,
-                 transaction_type::reversal, transaction_type::adjustment, transaction_type::exchange}) {
+  for (auto t :
+       {transaction_type::deposit, transaction_type::transfer, transaction_type::sweep, transaction_type::withdrawal,
+        transaction_type::payout, transaction_type::payout_failed, transaction_type::deposit_refund,
+        transaction_type::chargeback, transaction_type::refund, transaction_type::reversal,
+        transaction_type::adjustment, transaction_type::exchange, transaction_type::capture}) {
     if (to_string(t) == text) return t;
   }
   return std::nullopt;

@@ -33,6 +33,7 @@ enum class transaction_type : std::uint8_t {
   reversal,    // the mirror of every entry of an earlier transaction
   adjustment,  // an operator's correction, approved by a second operator
   exchange,    // currency A → currency B at a quoted rate, through the fx accounts
+  capture,     // of a hold: a payment whose money the hold kept (docs/money-flows.md, "Holds")
 };
 
 std::string_view to_string(role r);
@@ -60,6 +61,10 @@ struct account_state {
   amount_minor balance = 0;
   std::int64_t version = 0;
   account_id parent_id = 0;  // non-zero for a hot account's credit shard
+  // What the account's active holds keep from its debits (migration 011; a main row only), and
+  // how often it changed: debits may spend balance - held, holds may keep no more than that.
+  amount_minor held = 0;
+  std::int64_t held_version = 0;
 };
 
 }  // namespace ledger

@@ -23,12 +23,14 @@ enum account_column : int {
   col_created_at,
   col_fee_bps,
   col_fee_fixed,
+  col_held,
+  col_held_version,
   col_shard_no,  // only where a statement selects it after the others (k_load_sql)
 };
 
 const std::string k_account_columns_sql =
     std::string("id, owner_id, currency, kind, status, allow_negative, balance, version, COALESCE(parent_id, 0), ") +
-    k_created_at_utc_sql + ", fee_bps, fee_fixed";
+    k_created_at_utc_sql + ", fee_bps, fee_fixed, held, held_version";
 
 // The account and its shards in ONE statement, so under READ COMMITTED they come from one
 // snapshot: with two statements a sweep committing between them (shard -> main) would be seen
@@ -101,6 +103,8 @@ account_record read_account(const pqxx::row& row) {
   if (!row[col_fee_bps].is_null()) {
     a.fees = ledger::fee_schedule{row[col_fee_bps].as<std::int32_t>(), row[col_fee_fixed].as<std::int64_t>()};
   }
+  a.held = row[col_held].as<std::int64_t>();
+  a.held_version = row[col_held_version].as<std::int64_t>();
   return a;
 }
 

@@ -39,6 +39,9 @@ struct account_record {
   std::vector<shard_record> shards;  // a hot account's credit shards, by shard number
   std::string created_at;
   std::optional<ledger::fee_schedule> fees;  // of the payments it receives; nullopt: never set
+  // What its active holds keep (migration 011), and how often that changed.
+  ledger::amount_minor held = 0;
+  std::int64_t held_version = 0;
 
   bool hot() const { return !shards.empty(); }
   // Main row plus shards, with checked arithmetic (asserts on overflow: it cannot be stored).

@@ -13,6 +13,7 @@
 #include "ledger/flows.hpp"
 #include "ledger/receipt.hpp"
 #include "persistence/database.hpp"
+#include "persistence/hold_rows.hpp"
 
 namespace persistence {
 namespace {
@@ -32,7 +33,7 @@ constexpr const char* k_lock_accounts = "posting_lock_accounts";
 constexpr const char* k_lock_accounts_sql =
     "SELECT a.id, a.currency, a.status, a.allow_negative, a.balance, a.version, COALESCE(a.parent_id, 0),"
     "       CASE WHEN a.parent_id IS NULL THEN a.fee_bps ELSE p.fee_bps END,"
-    "       CASE WHEN a.parent_id IS NULL THEN a.fee_fixed ELSE p.fee_fixed END"
+    "       CASE WHEN a.parent_id IS NULL THEN a.fee_fixed ELSE p.fee_fixed END, a.held, a.held_version"
     "  FROM account a LEFT JOIN account p ON p.id = a.parent_id"
     " WHERE a.id = ANY($1::bigint[]) ORDER BY a.id FOR UPDATE OF a";
 
@@ -86,9 +87,11 @@ constexpr const char* k_insert_entries_sql =
     "INSERT INTO ledger_entry (transaction_id, account_id, currency, amount, balance_after)"
     " SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::bpchar[], $4::bigint[], $5::bigint[])";
 
+// With what the rows' holds keep (migration 011), which placements, voids and captures change.
 constexpr const char* k_update_balances_sql =
-    "UPDATE account AS a SET balance = u.balance, version = u.version"
-    "  FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) AS u(id, balance, version)"
+    "UPDATE account AS a SET balance = u.balance, version = u.version, held = u.held, held_version = u.held_version"
+    "  FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[])"
+    "    AS u(id, balance, version, held, held_version)"
     " WHERE a.id = u.id";
 
 // One outbox row announces the whole batch (migration 003).
@@ -475,12 +478,15 @@ batch_result commit_once(pqxx::connection& conn, const std::vector<posting_reque
       s.version = row[5].as<std::int64_t>();
       s.parent_id = row[6].as<std::int64_t>();
       if (!row[7].is_null()) payee_fees[s.id] = {row[7].as<std::int32_t>(), row[8].as<std::int64_t>()};
+      s.held = row[9].as<std::int64_t>();
+      s.held_version = row[10].as<std::int64_t>();
       states.emplace(s.id, std::move(s));
     }
   }
   const ledger::account_states locked = states;
   // ... and the flow rows (deposits, withdrawals) the postings check.
   flow_states flows = lock_flow_rows(txn, requests, indices);
+  hold_states holds = lock_hold_rows(txn, requests, indices);
   // ... and, in cluster mode, the leases its debits were decided under.
   const auto lease_holders = lock_leases(txn, requests, indices);
 
@@ -539,6 +545,16 @@ batch_result commit_once(pqxx::connection& conn, const std::vector<posting_reque
         continue;
       }
     }
+    // Holds (migration 011): a placement or a void changes held money and its hold row, and makes
+    // no journal row; a capture posts only while its hold is active.
+    if (r.rows && r.rows->hold) {
+      if (r.rows->hold->what != flow_rows::hold_change::kind::capture) {
+        if (plan_hold_change(txn, r, states, holds, out, flow_writes)) ++accepted;
+        continue;
+      }
+      out.outcome = check_capture(r, holds);
+      if (out.outcome != ledger::error_code::ok) continue;
+    }
     if (r.rows) {
       out.outcome = check_flow_rows(r, flows);
       if (out.outcome != ledger::error_code::ok) continue;
@@ -547,7 +563,7 @@ batch_result commit_once(pqxx::connection& conn, const std::vector<posting_reque
     // k_lock_accounts_sql), never a schedule its flow may have cached before it changed.
     const ledger::posting* posting = &r.posting;
     ledger::posting priced;
-    if (r.posting.type == ledger::transaction_type::transfer) {
+    if (ledger::flows::pays_payee_fee(r.posting.type)) {
       auto fees = payee_fees.find(r.posting.credit_account);
       if (fees != payee_fees.end() || !r.posting.extra_credits.empty()) {
         priced = r.posting;
@@ -567,7 +583,7 @@ batch_result commit_once(pqxx::connection& conn, const std::vector<posting_reque
     out.debit_balance_after = plan.debit_balance_after;
     out.response_status = ledger::receipt_status;
     std::string fields = r.receipt_fields;
-    if (r.posting.type == ledger::transaction_type::transfer) {
+    if (ledger::flows::pays_payee_fee(r.posting.type)) {
       const auto fee = ledger::flows::payee_fee_of(*posting);
       fields = ledger::payment_receipt_fields(fee, plan.amount - fee) + (fields.empty() ? "" : "," + fields);
     }
@@ -579,6 +595,7 @@ batch_result commit_once(pqxx::connection& conn, const std::vector<posting_reque
     }
     out.response_body = ledger::receipt_json(r.posting.type, r.transaction_id, plan.debit_balance_after, fields);
     if (r.rows) apply_flow_rows(txn, r, plan, flows, flow_writes, audit_writes);
+    if (r.rows && r.rows->hold) apply_capture(txn, r, plan.amount, holds, flow_writes);
     j_ids.push_back(r.transaction_id);
     j_principals.push_back(r.principal);
     j_keys.push_back(r.idempotency_key);
@@ -601,29 +618,38 @@ batch_result commit_once(pqxx::connection& conn, const std::vector<posting_reque
   }
 
   if (accepted > 0) {
-    std::vector<std::int64_t> u_ids, u_balances, u_versions;
+    std::vector<std::int64_t> u_ids, u_balances, u_versions, u_held, u_held_versions;
     for (const auto& [id, state] : states) {
-      if (state.version == locked.at(id).version) continue;
+      const auto& before = locked.at(id);
+      if (state.version == before.version && state.held_version == before.held_version) continue;
       u_ids.push_back(id);
       u_balances.push_back(state.balance);
       u_versions.push_back(state.version);
-      result.rows.push_back({id, state.balance, state.version, state.parent_id});
+      u_held.push_back(state.held);
+      u_held_versions.push_back(state.held_version);
+      result.rows.push_back({id, state.balance, state.version, state.parent_id, state.held, state.held_version});
     }
     auto q = [&](const auto& values) { return txn.quote(pg_array(values)); };
     // 4. Journal rows with their receipts (a key committed by another server since step 2 is a
     // unique violation: the attempt is redone and step 2 then finds it); 5. the entries;
     // 6. the balance caches, one row per account at the last balance the plan reached;
     // 7. the batch's outbox row, in the same transaction as the entries it announces.
-    std::string writes = bind_literals(k_insert_journal_sql, {q(j_ids), q(j_principals), q(j_keys), q(j_hashes),
-                                                              q(j_types), q(j_status), q(j_bodies), q(j_meta)});
-    writes += ";\n";
+    std::string writes;
+    // A batch of hold placements and voids only has no journal rows, entries or outbox row.
+    if (!j_ids.empty()) {
+      writes += bind_literals(k_insert_journal_sql, {q(j_ids), q(j_principals), q(j_keys), q(j_hashes), q(j_types),
+                                                     q(j_status), q(j_bodies), q(j_meta)});
+      writes += ";\n";
+      writes +=
+          bind_literals(k_insert_entries_sql, {q(e_tx), q(e_account), q(e_currency), q(e_amount), q(e_balance_after)});
+      writes += ";\n";
+    }
     writes +=
-        bind_literals(k_insert_entries_sql, {q(e_tx), q(e_account), q(e_currency), q(e_amount), q(e_balance_after)});
-    writes += ";\n";
-    writes += bind_literals(k_update_balances_sql, {q(u_ids), q(u_balances), q(u_versions)});
-    writes += ";\n";
-    o_payload += "]}";
-    writes += bind_literals(k_insert_outbox_sql, {q(o_tx), txn.quote(o_payload)});
+        bind_literals(k_update_balances_sql, {q(u_ids), q(u_balances), q(u_versions), q(u_held), q(u_held_versions)});
+    if (!o_tx.empty()) {
+      o_payload += "]}";
+      writes += ";\n" + bind_literals(k_insert_outbox_sql, {q(o_tx), txn.quote(o_payload)});
+    }
     // 8. The rows of the money flows, after the journal rows they name.
     if (!flow_writes.empty()) writes += ";\n" + flow_writes;
     // 9. The audit rows of operators' flows, last: their lock is held until COMMIT.
@@ -641,7 +667,7 @@ void merge(batch_result& into, batch_result&& part, const std::vector<std::size_
     auto it = std::find_if(into.rows.begin(), into.rows.end(), [&](const row_state& r) { return r.id == row.id; });
     if (it == into.rows.end()) {
       into.rows.push_back(row);
-    } else if (row.version > it->version) {
+    } else if (row.version > it->version || (row.version == it->version && row.held_version > it->held_version)) {
       *it = row;
     }
   }
@@ -684,6 +710,7 @@ void prepare_posting_statements(pqxx::connection& conn) {
   conn.prepare(k_find_reversals, k_find_reversals_sql);
   conn.prepare(k_lock_adjustments, k_lock_adjustments_sql);
   conn.prepare(k_lock_quotes, k_lock_quotes_sql);
+  prepare_hold_statements(conn);
 }
 
 namespace {

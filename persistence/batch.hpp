@@ -105,6 +105,18 @@ struct flow_rows {
   std::optional<withdrawal> withdrawal_request;
   std::optional<withdrawal_settle> settle;
   std::optional<payment_refund> refund;
+  // A hold (migration 011; docs/money-flows.md, "Holds"). Placing and voiding one are postings
+  // that make no journal row: the writer changes the payer's held money and the hold row, under
+  // the payer's row lock. A capture is a CAPTURE posting that settles the hold row it names.
+  struct hold_change {
+    enum class kind : std::uint8_t { place, capture, void_ };
+    kind what = kind::place;
+    std::string hold_id;
+    // place: the payee, and how long the hold lives (from the database's clock).
+    ledger::account_id payee = 0;
+    std::int64_t expires_in_seconds = 0;
+  };
+  std::optional<hold_change> hold;
   // An operator's flow (a deposit, its refund or chargeback, a withdrawal's settlement): its
   // audit_log row (migration 009), written only when the posting commits, with the transaction
   // id and the amount posted added to its detail.
@@ -142,6 +154,10 @@ struct row_state {
   ledger::amount_minor balance = 0;
   std::int64_t version = 0;
   ledger::account_id parent_id = 0;
+  // What the account's active holds keep, and how often that changed (a main row only; migration
+  // 011): held changes without an entry, so an actor keeps the highest held_version it hears of.
+  ledger::amount_minor held = 0;
+  std::int64_t held_version = 0;
 };
 
 struct posting_outcome {

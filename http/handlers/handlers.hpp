@@ -20,6 +20,7 @@ void add_admin_routes(router& r, handler_support& s);
 void add_withdrawal_routes(router& r, handler_support& s);
 void add_provider_routes(router& r, handler_support& s);
 void add_payment_routes(router& r, handler_support& s);
+void add_hold_routes(router& r, handler_support& s);
 void add_settlement_routes(router& r, handler_support& s);
 // keys.cpp (a principal's API keys) and audit.cpp (the audit log).
 void add_key_routes(router& r, handler_support& s);

@@ -288,6 +288,119 @@ CAF_TEST(an_idle_actor_stops_only_when_nothing_forwarded_is_unseen) {
 
 CAF_TEST_FIXTURE_SCOPE_END()
 
+// Holds (docs/money-flows.md, "Holds"): what the account's active holds keep, as its actor counts it.
+namespace {
+
+// A hold of `amount` on the payer (`place`), or the capture of `captures` of a hold of `hold`.
+debit_request hold_request(ledger::amount_minor amount, const std::string& key, ledger::amount_minor hold = 0) {
+  auto req = account_fixture::transfer(amount, key, std::nullopt);
+  req.posting.posting.type = ledger::transaction_type::capture;
+  auto rows = std::make_shared<persistence::flow_rows>();
+  rows->hold = persistence::flow_rows::hold_change{
+      hold == 0 ? persistence::flow_rows::hold_change::kind::place : persistence::flow_rows::hold_change::kind::capture,
+      "hold-" + key, k_payee, 60};
+  req.posting.posting.releases_held = hold;
+  if (hold != 0) req.owner = 0;
+  req.posting.rows = std::move(rows);
+  return req;
+}
+
+}  // namespace
+
+struct hold_fixture : account_fixture {
+  void send(debit_request req) {
+    caf::anon_send(registry, debit_atom::value, std::move(req),
+                   reply_sink{[this](money_result r) { answers.push_back(std::move(r)); }});
+    consume_messages();
+  }
+  // Answers held posting `i` as committed: the payer's main row at (balance, version), its holds
+  // keeping `held` as of `held_version`.
+  void commit_held(std::size_t i, ledger::amount_minor balance, std::int64_t version, ledger::amount_minor held,
+                   std::int64_t held_version) {
+    persistence::posting_outcome out;
+    out.response_status = 201;
+    out.response_body = "{}";
+    out.rows_after.push_back({k_payer, balance, version, 0, held, held_version});
+    answer(i, std::move(out));
+  }
+  void notice(ledger::amount_minor balance, std::int64_t version, ledger::amount_minor held,
+              std::int64_t held_version) {
+    balance_notice n;
+    n.rows.push_back({k_payer, balance, version, 0, held, held_version});
+    caf::anon_send(registry, notice_atom::value, std::move(n));
+    consume_messages();
+  }
+};
+
+CAF_TEST_FIXTURE_SCOPE(account_actor_hold_tests, hold_fixture)
+
+// A hold counts against available like a debit in flight while it travels and as held money once
+// committed: debits and holds beyond what it leaves are refused before any database work, and its
+// capture may spend exactly what it keeps.
+CAF_TEST(a_hold_counts_against_available_and_its_capture_spends_it) {
+  debit(1, payer_facts());
+  commit(0, 1'000, 1);
+  send(hold_request(600, "h1"));
+  CAF_REQUIRE_EQUAL(script.held.size(), 2u);
+  // In flight: reserved. 400 is left, so a hold of 401 is refused at once.
+  send(hold_request(401, "h2"));
+  CAF_REQUIRE_EQUAL(answers.size(), 2u);
+  CAF_CHECK(answers[1].outcome == error_code::hold_exceeds_available);
+  CAF_CHECK(answers[1].decided_before_writer);
+  commit_held(1, 1'000, 1, 600, 1);
+  debit(401, payer_facts());
+  CAF_REQUIRE_EQUAL(answers.size(), 4u);
+  CAF_CHECK(answers[3].outcome == error_code::insufficient_funds);
+  CAF_CHECK_EQUAL(script.held.size(), 2u);
+  debit(400, payer_facts());
+  CAF_CHECK_EQUAL(script.held.size(), 3u);
+  // Nothing is left but the hold, and its own capture may take all of it.
+  send(hold_request(600, "c1", 600));
+  CAF_CHECK_EQUAL(script.held.size(), 4u);
+  send(hold_request(601, "c2", 600));
+  CAF_CHECK_EQUAL(script.held.size(), 4u);
+  CAF_CHECK(answers.back().outcome == error_code::insufficient_funds);
+}
+
+// A void or an expiry reaches a live actor as a notice with a newer held_version: the money is
+// spendable at once; an older notice (a writer's answer overtaken by the expiry) changes nothing.
+CAF_TEST(a_newer_held_version_releases_and_an_older_one_is_ignored) {
+  debit(1, payer_facts());
+  commit_held(0, 1'000, 1, 700, 4);
+  debit(301, payer_facts());
+  CAF_CHECK(answers.back().outcome == error_code::insufficient_funds);
+  notice(1'000, 1, 0, 5);
+  notice(1'000, 1, 700, 4);
+  debit(1'000, payer_facts());
+  CAF_CHECK_EQUAL(script.held.size(), 2u);
+}
+
+// After a reload (a restart, or an unknown outcome) the actor counts the active holds it read
+// with the account.
+CAF_TEST(a_load_counts_the_active_holds) {
+  debit(10, payer_facts());
+  fail(0, error_code::outcome_unknown);
+  CAF_REQUIRE_EQUAL(loads.size(), 1u);
+  account_loaded result;
+  result.found = true;
+  result.record.id = k_payer;
+  result.record.owner_id = k_owner;
+  result.record.currency = "EUR";
+  result.record.balance = 1'000;
+  result.record.version = 3;
+  result.record.held = 700;
+  result.record.held_version = 2;
+  caf::anon_send(loads.at(0).second, loaded_atom::value, std::move(result));
+  consume_messages();
+  debit(301, payer_facts());
+  CAF_CHECK(answers.back().outcome == error_code::insufficient_funds);
+  CAF_CHECK_EQUAL(script.held.size(), 1u);
+  debit(300, payer_facts());
+  CAF_CHECK_EQUAL(script.held.size(), 2u);
+}
+
+CAF_TEST_FIXTURE_SCOPE_END()
+
 namespace {
 
 // A writer backend that records every commit and answers from a script.

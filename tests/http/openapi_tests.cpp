@@ -123,6 +123,10 @@ const std::vector<route> k_routes = {
     {"PUT", "/v1/fx/rates/{base}/{quote}", "operator", "read"},
     {"POST", "/v1/fx/quotes", "any", "read"},
     {"POST", "/v1/exchanges", "any", "write"},
+    {"POST", "/v1/holds", "any", "write"},
+    {"GET", "/v1/holds/{id}", "any", "read"},
+    {"POST", "/v1/holds/{id}/capture", "any", "write"},
+    {"POST", "/v1/holds/{id}/void", "any", "write"},
 };
 
 const std::string k_request_id = "0123456789abcdef";

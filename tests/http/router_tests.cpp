@@ -102,7 +102,10 @@ TEST(router, the_server_table_keeps_the_pipeline_rules) {
                                            "POST /v1/transfers/{id}/refunds",
                                            "POST /v1/transactions/{id}/reversal",
                                            "POST /v1/adjustments/{id}/approve",
-                                           "POST /v1/exchanges"};
+                                           "POST /v1/exchanges",
+                                           "POST /v1/holds",
+                                           "POST /v1/holds/{id}/capture",
+                                           "POST /v1/holds/{id}/void"};
   std::set<std::string> seen;
   for (const auto& r : server_routes.table().table()) {
     EXPECT_TRUE(seen.insert(r.method + " " + r.pattern).second) << r.pattern;

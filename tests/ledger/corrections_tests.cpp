@@ -245,6 +245,18 @@ TEST(AdjustmentRule, DirectionFollowsTheSign) {
   EXPECT_EQ(plan_posting(flows::adjustment(9, 1, 9, -1, "EUR"), s).outcome, error_code::insufficient_funds);
 }
 
+// A debit by legs (an exchange, a negative adjustment, a reversal) may not spend what the account's
+// active holds keep, as no debit may.
+TEST(Legs, HeldMoneyIsNotSpent) {
+  account_states s{
+      {1, row(1, 100, "USD")}, {2, row(2, 0, "USD", true)}, {3, row(3, 0, "JPY", true)}, {4, row(4, 0, "JPY")}};
+  s.at(1).held = 40;
+  EXPECT_EQ(plan_posting(flows::exchange(1, 2, 61, "USD", 3, 4, 4, 90, "JPY"), s).outcome,
+            error_code::insufficient_funds);
+  EXPECT_EQ(plan_posting(flows::exchange(1, 2, 60, "USD", 3, 4, 4, 90, "JPY"), s).outcome, error_code::ok);
+  EXPECT_EQ(s.at(1).balance, 40);
+}
+
 // Which types a reversal may undo.
 TEST(ReversalRule, ReversibleTypes) {
   for (auto t : {transaction_type::transfer, transaction_type::deposit, transaction_type::adjustment,

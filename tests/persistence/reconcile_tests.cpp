@@ -323,13 +323,15 @@ TEST_F(scratch_ledger, a_wrong_balance_after_is_reported_for_its_account_and_ent
 }
 
 TEST_F(scratch_ledger, a_disallowed_negative_balance_is_reported_for_its_account) {
-  // The owner drops the CHECK that guards negatives and posts a balanced transaction that takes
-  // an ordinary account to -40 (entries, caches and balance_after all consistent).
+  // The owner drops the CHECKs that guard negatives (the balance's own, and held <= balance of
+  // migration 011) and posts a balanced transaction that takes an ordinary account to -40
+  // (entries, caches and balance_after all consistent).
   const auto a = new_account();
   const auto b = new_account();
   fund(a, 10);
   clean_run(reconcile_kind::full);
   owner_exec("ALTER TABLE account DROP CONSTRAINT account_balance_not_negative");
+  owner_exec("ALTER TABLE account DROP CONSTRAINT account_held_within_balance");
   insert_directly({{a, "XTS", -50, -40}, {b, "XTS", 50, 50}});
   ASSERT_EQ(balance(a), -40);
 

@@ -1,0 +1,284 @@
+#include "persistence/holds.hpp"
+
+#include <pqxx/pqxx>
+
+#include <string>
+
+#include "persistence/database.hpp"
+#include "persistence/hold_rows.hpp"
+
+namespace persistence {
+namespace {
+
+// A timestamp as the API shows it: UTC, microseconds, ISO 8601 with a trailing Z.
+std::string utc_sql(const std::string& expression) {
+  return "to_char((" + expression + ") AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')";
+}
+
+// The columns of a hold, in the order read_facts reads them, and whether it is ACTIVE but due.
+const std::string k_hold_columns_sql =
+    "h.id::text, h.status, h.payer_id, h.payee_id, h.currency, h.amount, h.captured, " + utc_sql("h.expires_at") +
+    ", " + utc_sql("h.created_at") +
+    ", COALESCE(h.capture_transaction_id::text, ''),"
+    " h.status = 'ACTIVE' AND h.expires_at <= clock_timestamp()";
+
+// The position of the due flag among the columns, and how many there are.
+constexpr int k_due_column = 10;
+constexpr int k_hold_columns = 11;
+
+constexpr const char* k_find = "hold_find";
+const std::string k_find_sql = "SELECT " + k_hold_columns_sql +
+                               ", pa.owner_id, pe.owner_id FROM hold h"
+                               " JOIN account pa ON pa.id = h.payer_id JOIN account pe ON pe.id = h.payee_id"
+                               " WHERE h.id = $1::uuid";
+
+constexpr const char* k_find_answer = "hold_find_answer";
+constexpr const char* k_find_answer_sql =
+    "SELECT request_hash, response_body FROM hold WHERE principal_id = $1 AND idempotency_key = $2";
+
+// The payers with due holds, a bounded number a tick.
+constexpr const char* k_due_payers = "hold_due_payers";
+constexpr const char* k_due_payers_sql =
+    "SELECT DISTINCT payer_id FROM hold WHERE status = 'ACTIVE' AND expires_at <= clock_timestamp()"
+    " ORDER BY payer_id LIMIT $1";
+
+constexpr const char* k_lock_payers = "hold_lock_payers";
+constexpr const char* k_lock_payers_sql = "SELECT id FROM account WHERE id = ANY($1::bigint[]) ORDER BY id FOR UPDATE";
+
+// Under the payers' locks: their due holds expire, and their held money shrinks by as much.
+constexpr const char* k_expire = "hold_expire";
+constexpr const char* k_expire_sql =
+    "WITH expired AS ("
+    "  UPDATE hold SET status = 'EXPIRED', settled_at = clock_timestamp()"
+    "   WHERE payer_id = ANY($1::bigint[]) AND status = 'ACTIVE' AND expires_at <= clock_timestamp()"
+    "  RETURNING payer_id, amount),"
+    " totals AS (SELECT payer_id, sum(amount)::bigint AS total, count(*) AS n FROM expired GROUP BY payer_id)"
+    " UPDATE account a SET held = a.held - t.total, held_version = a.held_version + 1"
+    "  FROM totals t WHERE a.id = t.payer_id"
+    " RETURNING a.id, a.balance, a.version, a.held, a.held_version, t.n";
+
+// The posting path's statements (posting_ like the rest of batch.cpp's).
+constexpr const char* k_lock_holds = "posting_lock_holds";
+const std::string k_lock_holds_sql =
+    "SELECT " + k_hold_columns_sql + " FROM hold h WHERE h.id = ANY($1::uuid[]) ORDER BY h.id FOR UPDATE";
+
+constexpr const char* k_find_hold_keys = "posting_find_hold_keys";
+constexpr const char* k_find_hold_keys_sql =
+    "SELECT h.principal_id, h.idempotency_key, h.request_hash, h.response_body"
+    "  FROM unnest($1::bigint[], $2::text[]) AS k(principal_id, idempotency_key)"
+    "  JOIN hold h ON h.principal_id = k.principal_id AND h.idempotency_key = k.idempotency_key";
+
+// The database's clock for a new hold: now, and now + $1 seconds.
+constexpr const char* k_hold_clock = "posting_hold_clock";
+const std::string k_hold_clock_sql = "SELECT " + utc_sql("c.t") + ", " +
+                                     utc_sql("c.t + $1::bigint * interval '1 second'") +
+                                     " FROM (SELECT clock_timestamp() AS t) c";
+
+ledger::holds::hold_facts read_facts(const pqxx::row& row) {
+  ledger::holds::hold_facts f;
+  f.id = row[0].as<std::string>();
+  f.status = row[1].as<std::string>();
+  f.payer = row[2].as<std::int64_t>();
+  f.payee = row[3].as<std::int64_t>();
+  f.currency = row[4].as<std::string>();
+  f.amount = row[5].as<std::int64_t>();
+  f.captured = row[6].as<std::int64_t>();
+  f.expires_at = row[7].as<std::string>();
+  f.created_at = row[8].as<std::string>();
+  f.capture_transaction_id = row[9].as<std::string>();
+  return f;
+}
+
+}  // namespace
+
+std::optional<hold_record> find_hold(pqxx::connection& conn, const std::string& id) {
+  conn.prepare(k_find, k_find_sql);
+  pqxx::read_transaction txn(conn);
+  auto rows = txn.exec_prepared(k_find, id);
+  if (rows.empty()) return std::nullopt;
+  const auto& row = rows[0];
+  hold_record h;
+  h.facts = read_facts(row);
+  h.due = row[k_due_column].as<bool>();
+  if (!row[k_hold_columns].is_null()) h.payer_owner = row[k_hold_columns].as<std::int64_t>();
+  if (!row[k_hold_columns + 1].is_null()) h.payee_owner = row[k_hold_columns + 1].as<std::int64_t>();
+  return h;
+}
+
+std::optional<stored_hold_answer> find_hold_answer(pqxx::connection& conn, ledger::principal_id principal,
+                                                   const std::string& key) {
+  conn.prepare(k_find_answer, k_find_answer_sql);
+  pqxx::read_transaction txn(conn);
+  auto rows = txn.exec_prepared(k_find_answer, principal, key);
+  if (rows.empty()) return std::nullopt;
+  return stored_hold_answer{rows[0][0].as<std::string>(), rows[0][1].as<std::string>()};
+}
+
+expiry_result expire_due_holds(pqxx::connection& conn, int limit) {
+  conn.prepare(k_due_payers, k_due_payers_sql);
+  conn.prepare(k_lock_payers, k_lock_payers_sql);
+  conn.prepare(k_expire, k_expire_sql);
+  expiry_result result;
+  pqxx::work txn(conn);
+  std::vector<std::int64_t> payers;
+  for (const auto& row : txn.exec_prepared(k_due_payers, limit)) payers.push_back(row[0].as<std::int64_t>());
+  if (payers.empty()) return result;
+  const auto ids = pg_array(payers);
+  txn.exec_prepared(k_lock_payers, ids);
+  for (const auto& row : txn.exec_prepared(k_expire, ids)) {
+    row_state s;
+    s.id = row[0].as<std::int64_t>();
+    s.balance = row[1].as<std::int64_t>();
+    s.version = row[2].as<std::int64_t>();
+    s.held = row[3].as<std::int64_t>();
+    s.held_version = row[4].as<std::int64_t>();
+    result.rows.push_back(s);
+    result.expired += row[5].as<int>();
+  }
+  txn.commit();
+  return result;
+}
+
+void prepare_hold_statements(pqxx::connection& conn) {
+  conn.prepare(k_lock_holds, k_lock_holds_sql);
+  conn.prepare(k_find_hold_keys, k_find_hold_keys_sql);
+  conn.prepare(k_hold_clock, k_hold_clock_sql);
+}
+
+hold_states lock_hold_rows(pqxx::work& txn, const std::vector<posting_request>& requests,
+                           const std::vector<std::size_t>& indices) {
+  std::vector<std::string> ids, keys;
+  std::vector<std::int64_t> principals;
+  for (std::size_t i : indices) {
+    const auto& r = requests[i];
+    if (!r.rows || !r.rows->hold) continue;
+    if (r.rows->hold->what == flow_rows::hold_change::kind::place) {
+      if (!r.principal) continue;
+      principals.push_back(*r.principal);
+      keys.push_back(r.idempotency_key);
+    } else {
+      ids.push_back(r.rows->hold->hold_id);
+    }
+  }
+  hold_states states;
+  if (!ids.empty()) {
+    for (const auto& row : txn.exec_prepared(k_lock_holds, pg_array(ids))) {
+      states.holds[row[0].as<std::string>()] = {read_facts(row), row[k_due_column].as<bool>()};
+    }
+  }
+  if (!keys.empty()) {
+    for (const auto& row : txn.exec_prepared(k_find_hold_keys, pg_array(principals), pg_array(keys))) {
+      states.keys[{row[0].as<std::int64_t>(), row[1].as<std::string>()}] = {row[2].as<std::string>(),
+                                                                            row[3].as<std::string>()};
+    }
+  }
+  return states;
+}
+
+namespace {
+
+// Why a hold that is not ACTIVE (or is due) cannot be captured or voided; ok when it is active.
+ledger::error_code settled_code(const hold_row_state& h) {
+  if (h.facts.status == "CAPTURED") return ledger::error_code::already_captured;
+  if (h.facts.status == "VOIDED") return ledger::error_code::hold_voided;
+  if (h.facts.status == "EXPIRED" || h.due) return ledger::error_code::hold_expired;
+  return ledger::error_code::ok;
+}
+
+}  // namespace
+
+ledger::error_code check_capture(const posting_request& r, const hold_states& holds) {
+  auto it = holds.holds.find(r.rows->hold->hold_id);
+  if (it == holds.holds.end() || it->second.facts.payer != r.posting.debit_account) {
+    return ledger::error_code::not_found;
+  }
+  const auto& h = it->second;
+  if (const auto code = settled_code(h); code != ledger::error_code::ok) return code;
+  if (r.posting.releases_held != h.facts.amount || r.posting.amount > h.facts.amount) {
+    return ledger::error_code::invalid_request;
+  }
+  return ledger::error_code::ok;
+}
+
+bool plan_hold_change(pqxx::work& txn, const posting_request& r, ledger::account_states& accounts, hold_states& holds,
+                      posting_outcome& out, std::string& writes) {
+  const auto& change = *r.rows->hold;
+  const ledger::account_id payer = r.posting.debit_account;
+  if (change.what == flow_rows::hold_change::kind::place) {
+    if (!r.principal) {
+      out.outcome = ledger::error_code::invalid_request;
+      return false;
+    }
+    if (auto it = holds.keys.find({*r.principal, r.idempotency_key}); it != holds.keys.end()) {
+      if (it->second.first != r.request_hash) {
+        out.outcome = ledger::error_code::idempotency_key_reused;
+        return false;
+      }
+      out.replayed = true;
+      out.response_status = 201;
+      out.response_body = it->second.second;
+      return false;
+    }
+    out.outcome = ledger::holds::place(accounts, payer, r.posting.debit_shards, r.posting.amount, r.posting.currency);
+    if (out.outcome != ledger::error_code::ok) return false;
+    const auto clock = txn.exec_prepared1(k_hold_clock, change.expires_in_seconds);
+    ledger::holds::hold_facts f;
+    f.id = change.hold_id;
+    f.status = "ACTIVE";
+    f.payer = payer;
+    f.payee = change.payee;
+    f.currency = r.posting.currency;
+    f.amount = r.posting.amount;
+    f.created_at = clock[0].as<std::string>();
+    f.expires_at = clock[1].as<std::string>();
+    out.response_status = 201;
+    out.response_body = ledger::holds::hold_json(f);
+    out.transaction_id = f.id;
+    out.amount = f.amount;
+    writes +=
+        "INSERT INTO hold (id, payer_id, payee_id, principal_id, idempotency_key, request_hash, response_body,"
+        " currency, amount, expires_at, created_at) VALUES (" +
+        txn.quote(f.id) + "::uuid, " + std::to_string(payer) + ", " + std::to_string(f.payee) + ", " +
+        std::to_string(*r.principal) + ", " + txn.quote(r.idempotency_key) + ", " + txn.quote(r.request_hash) + ", " +
+        txn.quote(out.response_body) + ", " + txn.quote(f.currency) + ", " + std::to_string(f.amount) + ", " +
+        txn.quote(f.expires_at) + "::timestamptz, " + txn.quote(f.created_at) + "::timestamptz);\n";
+    holds.keys[{*r.principal, r.idempotency_key}] = {r.request_hash, out.response_body};
+    return true;
+  }
+  // A void.
+  auto it = holds.holds.find(change.hold_id);
+  if (it == holds.holds.end() || it->second.facts.payer != payer) {
+    out.outcome = ledger::error_code::not_found;
+    return false;
+  }
+  auto& h = it->second;
+  out.transaction_id = h.facts.id;
+  out.response_status = 200;
+  if (h.facts.status == "VOIDED") {
+    // Voided already (by this request's earlier try, or by the other party): it stays so.
+    out.response_body = ledger::holds::hold_json(h.facts);
+    return false;
+  }
+  out.outcome = settled_code(h);
+  if (out.outcome != ledger::error_code::ok) return false;
+  out.outcome = ledger::holds::release(accounts, payer, h.facts.amount);
+  if (out.outcome != ledger::error_code::ok) return false;
+  h.facts.status = "VOIDED";
+  out.response_body = ledger::holds::hold_json(h.facts);
+  writes += "UPDATE hold SET status = 'VOIDED', settled_at = clock_timestamp() WHERE id = " + txn.quote(h.facts.id) +
+            "::uuid;\n";
+  return true;
+}
+
+void apply_capture(pqxx::work& txn, const posting_request& r, ledger::amount_minor amount, hold_states& holds,
+                   std::string& writes) {
+  auto& h = holds.holds.at(r.rows->hold->hold_id);
+  h.facts.status = "CAPTURED";
+  h.facts.captured = amount;
+  h.facts.capture_transaction_id = r.transaction_id;
+  writes += "UPDATE hold SET status = 'CAPTURED', captured = " + std::to_string(amount) +
+            ", settled_at = clock_timestamp(), capture_transaction_id = " + txn.quote(r.transaction_id) +
+            "::uuid WHERE id = " + txn.quote(h.facts.id) + "::uuid;\n";
+}
+
+}  // namespace persistence

@@ -1,0 +1,47 @@
+#pragma once
+
+// Holds (migration 011; docs/money-flows.md, "Holds"): a hold as its parties read it, the stored
+// answer of a placement's Idempotency-Key, and the expiry of due holds. Placing, capturing and
+// voiding a hold happen on the one posting path (persistence/batch.hpp, flow_rows::hold_change).
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ledger/holds.hpp"
+#include "persistence/batch.hpp"
+#include "persistence/pqxx_fwd.hpp"
+
+namespace persistence {
+
+struct hold_record {
+  ledger::holds::hold_facts facts;
+  std::optional<ledger::principal_id> payer_owner;
+  std::optional<ledger::principal_id> payee_owner;
+  // ACTIVE, but its expiry has passed (the expirer has not released it yet).
+  bool due = false;
+};
+
+std::optional<hold_record> find_hold(pqxx::connection& conn, const std::string& id);
+
+// The answer stored with a hold placed under (principal, Idempotency-Key); nullopt: none.
+struct stored_hold_answer {
+  std::string request_hash;
+  std::string body;
+};
+std::optional<stored_hold_answer> find_hold_answer(pqxx::connection& conn, ledger::principal_id principal,
+                                                   const std::string& key);
+
+// Expires at most `limit` payers' due holds, in one transaction: locks the payers' account rows in
+// id order (as the ledger writer does, so neither waits on the other in a cycle), marks their due
+// ACTIVE holds EXPIRED and gives their amounts back. A capture or a void of the same hold is
+// decided under the same locks, so exactly one of them happens. `rows` are the payers' main rows
+// after COMMIT (for their live actors).
+struct expiry_result {
+  int expired = 0;
+  std::vector<row_state> rows;
+};
+expiry_result expire_due_holds(pqxx::connection& conn, int limit);
+
+}  // namespace persistence

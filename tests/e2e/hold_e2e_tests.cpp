@@ -1,0 +1,589 @@
+// End-to-end tests of holds (docs/money-flows.md, "Holds") over HTTP against a real wallet-server,
+// PostgreSQL and Redis: a hold lowers available and not the balance; its capture posts CAPTURE
+// with the payee's fee and releases the rest; a void or the expiry releases all of it; every race
+// between them settles a hold exactly once; holds survive a restart; and the database itself
+// refuses active holds over the balance.
+
+#include <gtest/gtest.h>
+
+#include <boost/json/object.hpp>
+#include <boost/json/serialize.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "tests/support/database.hpp"
+#include "tests/support/support.hpp"
+
+namespace ts = test_support;
+
+namespace {
+
+std::string str(const boost::json::value& v) { return std::string(v.as_string()); }
+
+std::string hold_body(std::int64_t from, std::int64_t to, std::int64_t amount, std::int64_t seconds) {
+  boost::json::object o;
+  o["fromAccountId"] = from;
+  o["toAccountId"] = to;
+  o["amount"] = amount;
+  o["expiresInSeconds"] = seconds;
+  return boost::json::serialize(o);
+}
+
+// The account as the API shows it: balance, available, held.
+struct money {
+  std::int64_t balance = 0;
+  std::int64_t available = 0;
+  std::int64_t held = 0;
+};
+
+money account_money(ts::http_client& c, const std::string& key, std::int64_t account) {
+  auto r = c.get("/v1/accounts/" + std::to_string(account), key);
+  EXPECT_EQ(r.status, 200) << r.body;
+  const auto j = r.json();
+  const auto& o = j.as_object();
+  return {std::stoll(str(o.at("balance"))), std::stoll(str(o.at("available"))), std::stoll(str(o.at("held")))};
+}
+
+// account.held is the sum of the account's ACTIVE holds, as the database holds them.
+void expect_held_is_the_active_holds(std::int64_t account) {
+  const auto id = std::to_string(account);
+  EXPECT_EQ(ts::query_value("SELECT held FROM account WHERE id = " + id),
+            ts::query_value("SELECT COALESCE(sum(amount), 0) FROM hold WHERE status = 'ACTIVE' AND payer_id = " + id));
+}
+
+std::string hold_status(const std::string& id) {
+  return ts::query_value("SELECT status FROM hold WHERE id = '" + id + "'");
+}
+
+// The calls of the hold API, shared by the suites below.
+struct hold_api {
+  ts::http_client& c;
+
+  ts::response place(const std::string& key, std::int64_t from, std::int64_t to, std::int64_t amount,
+                     std::int64_t seconds, const std::string& idempotency_key = ts::unique_key("hold")) {
+    return c.post("/v1/holds", key, hold_body(from, to, amount, seconds), idempotency_key);
+  }
+  std::string place_ok(const std::string& key, std::int64_t from, std::int64_t to, std::int64_t amount,
+                       std::int64_t seconds) {
+    auto r = place(key, from, to, amount, seconds);
+    EXPECT_EQ(r.status, 201) << r.body;
+    if (r.status != 201) return {};
+    return str(r.json().as_object().at("id"));
+  }
+  ts::response capture(const std::string& key, const std::string& id, std::optional<std::int64_t> amount = {},
+                       const std::string& idempotency_key = ts::unique_key("capture")) {
+    const std::string body = amount ? "{\"amount\":" + std::to_string(*amount) + "}" : "";
+    return c.post("/v1/holds/" + id + "/capture", key, body, idempotency_key);
+  }
+  ts::response void_hold(const std::string& key, const std::string& id) {
+    return c.post("/v1/holds/" + id + "/void", key, "");
+  }
+  ts::response pay(const std::string& key, std::int64_t from, std::int64_t to, std::int64_t amount) {
+    return c.post("/v1/transfers", key, ts::transfer_body(from, to, amount), ts::unique_key("pay"));
+  }
+};
+
+std::string code_of(const ts::response& r) {
+  if (r.status < 400) return {};
+  return str(r.json().as_object().at("code"));
+}
+
+class HoldE2E : public ts::shared_server_test<HoldE2E> {
+ protected:
+  // A principal with one EUR account holding `amount`.
+  std::pair<ts::principal, std::int64_t> wallet(ts::http_client& c, std::int64_t amount) const {
+    auto who = ts::create_principal(c, op());
+    const auto account = ts::create_account(c, op(), who.id);
+    if (amount > 0) ts::deposit(c, op(), account, amount);
+    return {who, account};
+  }
+
+  void set_fees(ts::http_client& c, std::int64_t account, std::int64_t bps, std::int64_t fixed) const {
+    auto r = c.request("PUT", "/v1/accounts/" + std::to_string(account) + "/fees",
+                       "{\"feeBps\":" + std::to_string(bps) + ",\"feeFixed\":" + std::to_string(fixed) + "}",
+                       {{"Authorization", "Bearer " + op()}, {"Content-Type", "application/json"}});
+    ASSERT_EQ(r.status, 200) << r.body;
+  }
+
+  static std::int64_t fee_revenue() {
+    return std::stoll(ts::query_value(
+        "SELECT COALESCE(sum(balance), 0) FROM account a WHERE a.currency = 'EUR' AND (a.system_role = 'fee_revenue'"
+        " OR a.parent_id IN (SELECT id FROM account WHERE currency = 'EUR' AND system_role = 'fee_revenue'))"));
+  }
+
+  // Waits (boundedly) until no hold of `payer` is ACTIVE.
+  static bool no_active_holds(std::int64_t payer) {
+    return ts::eventually(
+        [&] {
+          return ts::query_value("SELECT count(*) FROM hold WHERE status = 'ACTIVE' AND payer_id = " +
+                                 std::to_string(payer)) == "0";
+        },
+        std::chrono::seconds(60), std::chrono::milliseconds(50));
+  }
+};
+
+// A hold lowers available and leaves the balance alone; payments beyond what it leaves are refused;
+// the payee's capture posts CAPTURE (payer −amount, payee +(amount − fee), fee_revenue +fee) and
+// releases the hold; a second capture is 409, a replay of the first returns its receipt, and
+// neither a stranger nor the payer can capture it.
+TEST_F(HoldE2E, AuthorizeThenCapturePaysThePayeeWithItsFee) {
+  ts::http_client c(port());
+  hold_api api{c};
+  const auto [alice, a] = wallet(c, 10'000);
+  const auto [shop, m] = wallet(c, 0);
+  const auto [eve, e] = wallet(c, 0);
+  set_fees(c, m, 100, 10);  // 1% + 10
+
+  const auto key = ts::unique_key("hold");
+  auto r = api.place(alice.key, a, m, 3'000, 600, key);
+  ASSERT_EQ(r.status, 201) << r.body;
+  const auto placed = r.body;
+  const auto j = r.json();
+  const auto id = str(j.as_object().at("id"));
+  EXPECT_EQ(str(j.as_object().at("status")), "ACTIVE");
+  EXPECT_EQ(str(j.as_object().at("amount")), "3000");
+  EXPECT_EQ(j.as_object().at("fromAccountId").as_int64(), a);
+  auto got = account_money(c, alice.key, a);
+  EXPECT_EQ(got.balance, 10'000);
+  EXPECT_EQ(got.available, 7'000);
+  EXPECT_EQ(got.held, 3'000);
+  EXPECT_EQ(ts::query_value("SELECT count(*) FROM ledger_entry WHERE account_id = " + std::to_string(a)), "1");
+
+  // The same request again: the stored answer; another request under the key: 422.
+  r = api.place(alice.key, a, m, 3'000, 600, key);
+  EXPECT_EQ(r.status, 201);
+  EXPECT_EQ(r.body, placed);
+  EXPECT_EQ(r.header("idempotent-replayed"), "true");
+  r = api.place(alice.key, a, m, 3'001, 600, key);
+  EXPECT_EQ(r.status, 422);
+  EXPECT_EQ(code_of(r), "idempotency_key_reused");
+
+  // What the hold keeps cannot be spent or held again.
+  r = api.pay(alice.key, a, e, 7'001);
+  EXPECT_EQ(r.status, 422);
+  EXPECT_EQ(code_of(r), "insufficient_funds");
+  r = api.place(alice.key, a, m, 7'001, 600);
+  EXPECT_EQ(r.status, 422);
+  EXPECT_EQ(code_of(r), "hold_exceeds_available");
+
+  // Only the payee's owner (or an operator) captures; to anyone else the hold does not exist.
+  EXPECT_EQ(api.capture(alice.key, id).status, 404);
+  EXPECT_EQ(api.capture(eve.key, id).status, 404);
+  EXPECT_EQ(c.get("/v1/holds/" + id, eve.key).status, 404);
+  EXPECT_EQ(c.get("/v1/holds/" + id, alice.key).status, 200);
+  EXPECT_EQ(c.get("/v1/holds/" + id, shop.key).status, 200);
+
+  const auto fees_before = fee_revenue();
+  const auto capture_key = ts::unique_key("capture");
+  r = api.capture(shop.key, id, std::nullopt, capture_key);
+  ASSERT_EQ(r.status, 201) << r.body;
+  const auto receipt = r.body;
+  const auto tx = str(r.json().as_object().at("transactionId"));
+  EXPECT_EQ(str(r.json().as_object().at("fee")), "40");
+  EXPECT_EQ(str(r.json().as_object().at("netAmount")), "2960");
+  EXPECT_EQ(str(r.json().as_object().at("releasedAmount")), "0");
+  EXPECT_EQ(ts::query_value("SELECT type FROM journal_transaction WHERE id = '" + tx + "'"), "CAPTURE");
+  got = account_money(c, alice.key, a);
+  EXPECT_EQ(got.balance, 7'000);
+  EXPECT_EQ(got.available, 7'000);
+  EXPECT_EQ(got.held, 0);
+  EXPECT_EQ(ts::balance(c, shop.key, m), 2'960);
+  EXPECT_EQ(fee_revenue() - fees_before, 40);
+
+  r = c.get("/v1/holds/" + id, shop.key);
+  EXPECT_EQ(str(r.json().as_object().at("status")), "CAPTURED");
+  EXPECT_EQ(str(r.json().as_object().at("capturedAmount")), "3000");
+  EXPECT_EQ(str(r.json().as_object().at("captureTransactionId")), tx);
+
+  r = api.capture(shop.key, id, std::nullopt, capture_key);
+  EXPECT_EQ(r.status, 201);
+  EXPECT_EQ(r.body, receipt);
+  EXPECT_EQ(r.header("idempotent-replayed"), "true");
+  r = api.capture(shop.key, id);
+  EXPECT_EQ(r.status, 409);
+  EXPECT_EQ(code_of(r), "already_captured");
+  r = api.void_hold(alice.key, id);
+  EXPECT_EQ(r.status, 409);
+  EXPECT_EQ(code_of(r), "already_captured");
+  EXPECT_TRUE(ts::reconciliation_ok(c, op()));
+}
+
+// A partial capture by an operator takes what it names, releases the rest at once (available is
+// exact to the unit) and leaves an audit row; a capture beyond the hold is refused and changes
+// nothing.
+TEST_F(HoldE2E, PartialCaptureReleasesTheRest) {
+  ts::http_client c(port());
+  hold_api api{c};
+  const auto [alice, a] = wallet(c, 5'000);
+  const auto [shop, m] = wallet(c, 0);
+  const auto id = api.place_ok(alice.key, a, m, 4'000, 600);
+  ASSERT_FALSE(id.empty());
+  auto r = api.capture(op(), id, 4'001);
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(account_money(c, alice.key, a).available, 1'000);
+
+  r = api.capture(op(), id, 1'500);
+  ASSERT_EQ(r.status, 201) << r.body;
+  EXPECT_EQ(str(r.json().as_object().at("releasedAmount")), "2500");
+  EXPECT_EQ(str(r.json().as_object().at("amount")), "1500");
+  const auto got = account_money(c, alice.key, a);
+  EXPECT_EQ(got.balance, 3'500);
+  EXPECT_EQ(got.available, 3'500);
+  EXPECT_EQ(got.held, 0);
+  EXPECT_EQ(ts::balance(c, shop.key, m), 1'500);
+  EXPECT_EQ(
+      ts::query_value("SELECT count(*) FROM audit_log WHERE action = 'hold.capture' AND target = 'hold:" + id + "'"),
+      "1");
+  EXPECT_EQ(ts::query_value("SELECT captured FROM hold WHERE id = '" + id + "'"), "1500");
+}
+
+// Either party voids a hold: it is released at once; voiding it again answers it as it is; a
+// capture after the void is 409 hold_voided; a stranger's void is 404.
+TEST_F(HoldE2E, VoidReleasesTheHoldAndACaptureAfterItIsRefused) {
+  ts::http_client c(port());
+  hold_api api{c};
+  const auto [alice, a] = wallet(c, 2'000);
+  const auto [shop, m] = wallet(c, 0);
+  const auto [eve, e] = wallet(c, 0);
+  const auto id = api.place_ok(alice.key, a, m, 2'000, 600);
+  ASSERT_FALSE(id.empty());
+  EXPECT_EQ(account_money(c, alice.key, a).available, 0);
+  EXPECT_EQ(api.void_hold(eve.key, id).status, 404);
+  auto r = api.void_hold(shop.key, id);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(str(r.json().as_object().at("status")), "VOIDED");
+  auto got = account_money(c, alice.key, a);
+  EXPECT_EQ(got.available, 2'000);
+  EXPECT_EQ(got.held, 0);
+  r = api.void_hold(alice.key, id);
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(str(r.json().as_object().at("status")), "VOIDED");
+  r = api.capture(shop.key, id);
+  EXPECT_EQ(r.status, 409);
+  EXPECT_EQ(code_of(r), "hold_voided");
+  EXPECT_EQ(ts::balance(c, alice.key, a), 2'000);
+  // The whole balance may be spent again.
+  EXPECT_EQ(api.pay(alice.key, a, e, 2'000).status, 201);
+}
+
+// A hold of one second is released by the expirer without anyone asking (waited for as a
+// condition); a capture or a void after that is 422 hold_expired, and no money moved.
+TEST_F(HoldE2E, ExpiryReleasesTheHoldAndACaptureAfterItIsRefused) {
+  ts::http_client c(port());
+  hold_api api{c};
+  const auto [alice, a] = wallet(c, 1'000);
+  const auto [shop, m] = wallet(c, 0);
+  const auto id = api.place_ok(alice.key, a, m, 700, 1);
+  ASSERT_FALSE(id.empty());
+  ASSERT_TRUE(ts::eventually([&] { return hold_status(id) == "EXPIRED"; }, std::chrono::seconds(30),
+                             std::chrono::milliseconds(50)));
+  const auto got = account_money(c, alice.key, a);
+  EXPECT_EQ(got.balance, 1'000);
+  EXPECT_EQ(got.available, 1'000);
+  EXPECT_EQ(got.held, 0);
+  auto r = api.capture(shop.key, id);
+  EXPECT_EQ(r.status, 422);
+  EXPECT_EQ(code_of(r), "hold_expired");
+  r = api.void_hold(alice.key, id);
+  EXPECT_EQ(r.status, 422);
+  EXPECT_EQ(code_of(r), "hold_expired");
+  EXPECT_EQ(ts::balance(c, shop.key, m), 0);
+}
+
+// A hot payer's money lies on its credit shards (until a sweep moves it to the main row): a hold
+// may keep what main row and shards hold together, and not one unit more; payments see the same
+// available money; the capture takes it wherever it lies.
+TEST_F(HoldE2E, AHotPayerHoldsWhatItsShardsHold) {
+  ts::http_client c(port());
+  hold_api api{c};
+  const auto payer = ts::create_principal(c, op());
+  const auto a = ts::create_account(c, op(), payer.id, "EUR", 2);
+  const auto [shop, m] = wallet(c, 0);
+  ts::deposit(c, op(), a, 600);
+  ts::deposit(c, op(), a, 400);
+  const auto id = api.place_ok(payer.key, a, m, 800, 600);
+  ASSERT_FALSE(id.empty());
+  auto r = api.place(payer.key, a, m, 201, 600);
+  EXPECT_EQ(code_of(r), "hold_exceeds_available") << r.body;
+  r = api.pay(payer.key, a, m, 201);
+  EXPECT_EQ(code_of(r), "insufficient_funds") << r.body;
+  auto got = account_money(c, payer.key, a);
+  EXPECT_EQ(got.balance, 1'000);
+  EXPECT_EQ(got.available, 200);
+  ASSERT_EQ(api.capture(shop.key, id, 700).status, 201);
+  got = account_money(c, payer.key, a);
+  EXPECT_EQ(got.balance, 300);
+  EXPECT_EQ(got.held, 0);
+  EXPECT_EQ(got.available, 300);
+  EXPECT_EQ(ts::balance(c, shop.key, m), 700);
+}
+
+// Holds and payments racing for one account's money never overdraw it: 40 requests of 500 each
+// (half holds, half payments) against 10,000 succeed exactly 20 times, and afterwards the balance
+// is what the payments left and held is what the holds keep.
+TEST_F(HoldE2E, ConcurrentHoldsAndPaymentsNeverOverdraw) {
+  ts::http_client setup(port());
+  const auto [alice, a] = wallet(setup, 10'000);
+  const auto [shop, m] = wallet(setup, 0);
+  std::atomic<int> holds_ok{0}, pays_ok{0}, refused{0}, other{0};
+  ts::concurrently(40, 8, [&](int i, int) {
+    thread_local std::unique_ptr<ts::http_client> c;
+    if (!c) c = std::make_unique<ts::http_client>(port());
+    hold_api api{*c};
+    const auto r = i % 2 == 0 ? api.place(alice.key, a, m, 500, 600) : api.pay(alice.key, a, m, 500);
+    if (r.status == 201) {
+      ++(i % 2 == 0 ? holds_ok : pays_ok);
+    } else if (r.status == 422 && (code_of(r) == "hold_exceeds_available" || code_of(r) == "insufficient_funds")) {
+      ++refused;
+    } else {
+      ++other;
+      ADD_FAILURE() << r.status << " " << r.body;
+    }
+  });
+  EXPECT_EQ(other.load(), 0);
+  EXPECT_EQ(holds_ok + pays_ok, 20);
+  EXPECT_EQ(refused.load(), 20);
+  const auto got = account_money(setup, alice.key, a);
+  EXPECT_EQ(got.balance, 10'000 - 500 * pays_ok);
+  EXPECT_EQ(got.held, 500 * holds_ok);
+  EXPECT_EQ(got.available, 0);
+  EXPECT_EQ(ts::query_value("SELECT held FROM account WHERE id = " + std::to_string(a)),
+            std::to_string(500 * holds_ok));
+  expect_held_is_the_active_holds(a);
+}
+
+// Many holds of one second expire while payments stream from the same account and some holds are
+// captured: afterwards every hold is CAPTURED (exactly the ones whose capture answered 201) or
+// EXPIRED, available equals the balance, and the money adds up to the unit.
+TEST_F(HoldE2E, HoldsExpireDuringLoadAndEveryHoldEndsOnce) {
+  ts::http_client setup(port());
+  const auto [alice, a] = wallet(setup, 100'000);
+  const auto [shop, m] = wallet(setup, 0);
+  constexpr int k_holds = 150;
+  constexpr int k_payments = 300;
+  std::mutex mu;
+  std::map<std::string, int> capture_status;  // hold id → answer of its capture (when tried)
+  std::atomic<int> paid{0};
+  std::atomic<std::int64_t> captured_total{0};
+  ts::concurrently(k_holds + k_payments, 8, [&](int i, int) {
+    thread_local std::unique_ptr<ts::http_client> c;
+    if (!c) c = std::make_unique<ts::http_client>(port());
+    hold_api api{*c};
+    if (i % 3 == 0 && i / 3 < k_holds) {
+      const auto id = api.place_ok(alice.key, a, m, 300, 1);
+      if (id.empty()) return;
+      // Every other hold is captured at once (it may already have expired: then 422).
+      if ((i / 3) % 2 == 0) {
+        const auto r = api.capture(shop.key, id, 200);
+        if (r.status == 201) captured_total += 200;
+        EXPECT_TRUE(r.status == 201 || code_of(r) == "hold_expired") << r.status << " " << r.body;
+        std::lock_guard lock(mu);
+        capture_status[id] = r.status;
+      } else {
+        std::lock_guard lock(mu);
+        capture_status[id] = 0;
+      }
+    } else {
+      const auto r = api.pay(alice.key, a, m, 100);
+      EXPECT_EQ(r.status, 201) << r.body;
+      if (r.status == 201) ++paid;
+    }
+  });
+  ASSERT_TRUE(no_active_holds(a));
+  for (const auto& [id, status] : capture_status) {
+    EXPECT_EQ(hold_status(id), status == 201 ? "CAPTURED" : "EXPIRED") << id;
+  }
+  const auto got = account_money(setup, alice.key, a);
+  EXPECT_EQ(got.held, 0);
+  EXPECT_EQ(got.available, got.balance);
+  EXPECT_EQ(got.balance, 100'000 - 100 * paid - captured_total);
+  expect_held_is_the_active_holds(a);
+  EXPECT_EQ(ts::balance(setup, shop.key, m), 100 * paid + captured_total);
+  EXPECT_TRUE(ts::reconciliation_ok(setup, op()));
+  // How late the expirer released the holds (shown, not asserted: the machine is shared).
+  RecordProperty("captured", static_cast<int>(captured_total / 200));
+  RecordProperty("expiry_late_ms_max",
+                 ts::query_value("SELECT COALESCE(round(max(extract(epoch FROM settled_at - expires_at)) * 1000), 0)"
+                                 " FROM hold WHERE status = 'EXPIRED' AND payer_id = " +
+                                 std::to_string(a)));
+}
+
+// Captures aimed at the instant each hold expires: each one ends in exactly one of the two
+// outcomes (201 and the hold CAPTURED, or 422 hold_expired and the hold EXPIRED), never both and
+// never neither, and the money matches the captures that answered 201.
+TEST_F(HoldE2E, ACaptureRacingTheExpiryHasExactlyOneOutcome) {
+  ts::http_client setup(port());
+  const auto [alice, a] = wallet(setup, 100'000);
+  const auto [shop, m] = wallet(setup, 0);
+  constexpr int k_holds = 40;
+  std::vector<std::string> ids;
+  std::vector<std::chrono::steady_clock::time_point> placed;
+  {
+    hold_api api{setup};
+    for (int i = 0; i < k_holds; ++i) {
+      ids.push_back(api.place_ok(alice.key, a, m, 1'000, 1));
+      placed.push_back(std::chrono::steady_clock::now());
+    }
+  }
+  std::vector<int> status(k_holds, 0);
+  ts::concurrently(k_holds, 8, [&](int i, int) {
+    thread_local std::unique_ptr<ts::http_client> c;
+    if (!c) c = std::make_unique<ts::http_client>(port());
+    hold_api api{*c};
+    // Aimed at the hold's expiry, spread over a tenth of a second around it: some captures land
+    // before it, some after, some while the expirer releases it. Either outcome is right; the
+    // test checks that exactly one happened, not which.
+    std::this_thread::sleep_until(placed[i] + std::chrono::milliseconds(940 + 10 * (i % 12)));
+    const auto r = api.capture(shop.key, ids[i]);
+    EXPECT_TRUE(r.status == 201 || (r.status == 422 && code_of(r) == "hold_expired")) << r.status << " " << r.body;
+    status[i] = r.status;
+  });
+  ASSERT_TRUE(no_active_holds(a));
+  int captured = 0;
+  for (int i = 0; i < k_holds; ++i) {
+    EXPECT_EQ(hold_status(ids[i]), status[i] == 201 ? "CAPTURED" : "EXPIRED") << ids[i];
+    if (status[i] == 201) ++captured;
+  }
+  const auto got = account_money(setup, alice.key, a);
+  EXPECT_EQ(got.held, 0);
+  EXPECT_EQ(got.balance, 100'000 - 1'000 * captured);
+  expect_held_is_the_active_holds(a);
+  EXPECT_EQ(got.available, got.balance);
+  EXPECT_EQ(ts::balance(setup, shop.key, m), 1'000 * captured);
+  RecordProperty("captured", captured);
+  RecordProperty("expired", k_holds - captured);
+  EXPECT_EQ(ts::query_value("SELECT count(*) FROM journal_transaction j JOIN hold h ON h.capture_transaction_id = j.id"
+                            " WHERE h.payer_id = " +
+                            std::to_string(a)),
+            std::to_string(captured));
+}
+
+// A void racing a capture of the same hold: exactly one wins (200 VOIDED and 409 already_captured,
+// or 201 and 409 hold_voided), and the money matches the winner.
+TEST_F(HoldE2E, AVoidRacingACaptureHasExactlyOneWinner) {
+  ts::http_client setup(port());
+  const auto [alice, a] = wallet(setup, 100'000);
+  const auto [shop, m] = wallet(setup, 0);
+  constexpr int k_holds = 20;
+  std::vector<std::string> ids;
+  {
+    hold_api api{setup};
+    for (int i = 0; i < k_holds; ++i) ids.push_back(api.place_ok(alice.key, a, m, 100, 600));
+  }
+  std::vector<int> captures(k_holds, 0), voids(k_holds, 0);
+  ts::concurrently(2 * k_holds, 8, [&](int i, int) {
+    thread_local std::unique_ptr<ts::http_client> c;
+    if (!c) c = std::make_unique<ts::http_client>(port());
+    hold_api api{*c};
+    const int h = i / 2;
+    if (i % 2 == 0) {
+      captures[h] = api.capture(shop.key, ids[h]).status;
+    } else {
+      voids[h] = api.void_hold(alice.key, ids[h]).status;
+    }
+  });
+  int captured = 0;
+  for (int h = 0; h < k_holds; ++h) {
+    const bool capture_won = captures[h] == 201;
+    EXPECT_TRUE(capture_won ? voids[h] == 409 : (voids[h] == 200 && captures[h] == 409))
+        << "capture " << captures[h] << ", void " << voids[h];
+    EXPECT_EQ(hold_status(ids[h]), capture_won ? "CAPTURED" : "VOIDED");
+    if (capture_won) ++captured;
+  }
+  const auto got = account_money(setup, alice.key, a);
+  EXPECT_EQ(got.held, 0);
+  EXPECT_EQ(got.balance, 100'000 - 100 * captured);
+  expect_held_is_the_active_holds(a);
+  EXPECT_EQ(ts::balance(setup, shop.key, m), 100 * captured);
+}
+
+// The database holds the rule on its own, for the owner role too: held may not exceed the balance
+// of an account that may not go negative (the CHECK), nor a hot account's main row and shards
+// together (the deferred trigger), and a settled hold never changes.
+TEST_F(HoldE2E, TheDatabaseRefusesActiveHoldsOverTheBalance) {
+  ts::http_client c(port());
+  hold_api api{c};
+  const auto [alice, a] = wallet(c, 1'000);
+  const auto [shop, m] = wallet(c, 0);
+  const auto id = api.place_ok(alice.key, a, m, 600, 600);
+  ASSERT_FALSE(id.empty());
+  const auto account = std::to_string(a);
+  EXPECT_NE(ts::query_value("SELECT pg_get_constraintdef(oid) FROM pg_constraint"
+                            " WHERE conname = 'account_held_within_balance'")
+                .find("held <= balance"),
+            std::string::npos);
+  EXPECT_THROW(ts::execute_sql("UPDATE account SET held = 1001 WHERE id = " + account), std::exception);
+  EXPECT_THROW(ts::execute_sql("UPDATE account SET balance = 599 WHERE id = " + account), std::exception);
+  EXPECT_THROW(ts::execute_sql("UPDATE account SET held = -1 WHERE id = " + account), std::exception);
+  // Up to the balance is allowed (then put back as it was).
+  EXPECT_NO_THROW(ts::execute_sql("UPDATE account SET held = 1000 WHERE id = " + account));
+  EXPECT_NO_THROW(ts::execute_sql("UPDATE account SET held = 600 WHERE id = " + account));
+  EXPECT_EQ(account_money(c, alice.key, a).held, 600);
+
+  // A hot account: main row and shards together.
+  const auto bob = ts::create_principal(c, op());
+  const auto b = ts::create_account(c, op(), bob.id, "EUR", 2);
+  ts::deposit(c, op(), b, 800);  // lands on a shard
+  const auto hot = std::to_string(b);
+  EXPECT_THROW(ts::execute_sql("UPDATE account SET held = 801 WHERE id = " + hot), std::exception);
+  EXPECT_NO_THROW(ts::execute_sql("UPDATE account SET held = 800 WHERE id = " + hot));
+  EXPECT_NO_THROW(ts::execute_sql("UPDATE account SET held = 0 WHERE id = " + hot));
+
+  // A settled hold is settled for good.
+  EXPECT_EQ(api.void_hold(alice.key, id).status, 200);
+  EXPECT_THROW(ts::execute_sql("UPDATE hold SET status = 'ACTIVE', settled_at = NULL WHERE id = '" + id + "'"),
+               std::exception);
+}
+
+// Holds live in the database: after a crash and a restart, a payer's available money still counts
+// its active holds to the unit, a debit beyond it is refused, and the hold is captured as before.
+TEST(HoldRestartE2E, ActiveHoldsSurviveARestart) {
+  auto o = ts::server_process::options{};
+  o.env = ts::unlimited_rates();
+  ts::server_process server(o);
+  std::int64_t a = 0, m = 0;
+  ts::principal alice, shop;
+  std::string id;
+  {
+    ts::http_client c(server.port());
+    hold_api api{c};
+    alice = ts::create_principal(c, server.operator_key());
+    shop = ts::create_principal(c, server.operator_key());
+    a = ts::create_account(c, server.operator_key(), alice.id);
+    m = ts::create_account(c, server.operator_key(), shop.id);
+    ts::deposit(c, server.operator_key(), a, 10'000);
+    id = api.place_ok(alice.key, a, m, 6'000, 3'600);
+    ASSERT_FALSE(id.empty());
+    ASSERT_FALSE(api.place_ok(alice.key, a, m, 1'000, 3'600).empty());
+  }
+  server.kill();
+  server.restart();
+  ts::http_client c(server.port());
+  hold_api api{c};
+  auto got = account_money(c, alice.key, a);
+  EXPECT_EQ(got.balance, 10'000);
+  EXPECT_EQ(got.held, 7'000);
+  EXPECT_EQ(got.available, 3'000);
+  expect_held_is_the_active_holds(a);
+  // The first debit after the restart meets a fresh actor: refused all the same.
+  auto r = api.pay(alice.key, a, m, 3'001);
+  EXPECT_EQ(r.status, 422) << r.body;
+  EXPECT_EQ(code_of(r), "insufficient_funds");
+  r = api.place(alice.key, a, m, 3'001, 60);
+  EXPECT_EQ(r.status, 422) << r.body;
+  EXPECT_EQ(code_of(r), "hold_exceeds_available");
+  EXPECT_EQ(api.pay(alice.key, a, m, 3'000).status, 201);
+  r = api.capture(shop.key, id);
+  ASSERT_EQ(r.status, 201) << r.body;
+  got = account_money(c, alice.key, a);
+  EXPECT_EQ(got.balance, 1'000);
+  EXPECT_EQ(got.held, 1'000);
+  EXPECT_EQ(got.available, 0);
+}
+
+}  // namespace
