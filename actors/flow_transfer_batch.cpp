@@ -59,9 +59,7 @@ bool is_item_refusal(ledger::error_code code) {
   }
 }
 
-std::string item_field(std::size_t i, const char* field) {
-  return "transfers[" + std::to_string(i) + "]." + field;
-}
+std::string item_field(std::size_t i, const char* field) { return "transfers[" + std::to_string(i) + "]." + field; }
 
 money_result whole_batch(money_result r, std::size_t index) {
   r.detail = "transfers[" + std::to_string(index) + "]: " + r.detail;
@@ -161,17 +159,17 @@ class transfer_batch_flow : public std::enable_shared_from_this<transfer_batch_f
       auto payer = facts_.find(item.from);
       if (payer == facts_.end() || payer->second.kind != ledger::account_kind::user ||
           payer->second.owner_id != command_.principal) {
-        return finish_(whole_batch(refusal(ledger::error_code::not_found, "account " + std::to_string(item.from) + " (" +
-                                                                              item_field(i, "fromAccountId") +
-                                                                              ") was not found"),
-                                   i));
+        return finish_(whole_batch(
+            refusal(ledger::error_code::not_found,
+                    "account " + std::to_string(item.from) + " (" + item_field(i, "fromAccountId") + ") was not found"),
+            i));
       }
       auto payee = facts_.find(item.to);
       if (payee == facts_.end() || payee->second.kind != ledger::account_kind::user) {
-        return finish_(whole_batch(refusal(ledger::error_code::not_found, "account " + std::to_string(item.to) + " (" +
-                                                                              item_field(i, "toAccountId") +
-                                                                              ") was not found"),
-                                   i));
+        return finish_(whole_batch(
+            refusal(ledger::error_code::not_found,
+                    "account " + std::to_string(item.to) + " (" + item_field(i, "toAccountId") + ") was not found"),
+            i));
       }
     }
     if (command_.atomic) atomic_writer_ = writer_for(first_payer(), core_.runtime->writers.size());
@@ -202,18 +200,18 @@ class transfer_batch_flow : public std::enable_shared_from_this<transfer_batch_f
     pending_ = wanted.size();
     auto self = shared_from_this();
     for (const auto& [currency, writer] : wanted) {
-      flows_.fee_revenue_row(currency, writer,
-                             [self, key = std::make_pair(currency, writer)](ledger::error_code code,
-                                                                          ledger::account_id row) {
-                               bool last = false;
-                               {
-                                 std::lock_guard lock(self->mutex_);
-                                 if (code != ledger::error_code::ok) self->failure_ = code;
-                                 self->fee_rows_[key] = row;
-                                 last = --self->pending_ == 0;
-                               }
-                               if (last) self->reserve();
-                             });
+      flows_.fee_revenue_row(
+          currency, writer,
+          [self, key = std::make_pair(currency, writer)](ledger::error_code code, ledger::account_id row) {
+            bool last = false;
+            {
+              std::lock_guard lock(self->mutex_);
+              if (code != ledger::error_code::ok) self->failure_ = code;
+              self->fee_rows_[key] = row;
+              last = --self->pending_ == 0;
+            }
+            if (last) self->reserve();
+          });
     }
   }
 
@@ -248,9 +246,9 @@ class transfer_batch_flow : public std::enable_shared_from_this<transfer_batch_f
         const auto& item = command_.items[i];
         const auto& payee = facts_.at(item.to);
         persistence::posting_request p;
-        p.posting = ledger::flows::transfer(item.from, account_directory::credit_row(payee, writer, writers, spread()),
-                                            payee.id, item.amount, payer_facts.currency,
-                                            ledger::flows::payee_fee{fee_row, payee.fees.value_or(ledger::fee_schedule{})});
+        p.posting = ledger::flows::transfer(
+            item.from, account_directory::credit_row(payee, writer, writers, spread()), payee.id, item.amount,
+            payer_facts.currency, ledger::flows::payee_fee{fee_row, payee.fees.value_or(ledger::fee_schedule{})});
         p.transaction_id = make_transaction_id();
         p.principal = command_.principal;
         p.idempotency_key = keys_[i];
@@ -309,9 +307,8 @@ class transfer_batch_flow : public std::enable_shared_from_this<transfer_batch_f
     auto self = shared_from_this();
     for (auto& [r, run] : sends) {
       const auto writer = writer_of(run.postings.front().posting.debit_account);
-      core_.post_run(writer, std::move(run), run_sink{[self, r = r](posting_run_outcome outcome) {
-                       self->committed(r, std::move(outcome));
-                     }});
+      core_.post_run(writer, std::move(run),
+                     run_sink{[self, r = r](posting_run_outcome outcome) { self->committed(r, std::move(outcome)); }});
     }
   }
 
@@ -472,7 +469,7 @@ class transfer_batch_flow : public std::enable_shared_from_this<transfer_batch_f
   std::vector<std::string> keys_;
   std::vector<money_result> results_;
   std::vector<char> settled_;  // items answered already (not vector<bool>: written from several threads)
-  std::mutex mutex_;                               // the countdowns and what they collect
+  std::mutex mutex_;           // the countdowns and what they collect
   std::size_t pending_ = 0;
   ledger::error_code failure_ = ledger::error_code::ok;
   std::unordered_map<ledger::account_id, account_facts> facts_;

@@ -55,8 +55,8 @@ struct run_sink {
 // its run.
 class run_release {
  public:
-  using send_fn = std::function<void(ledger::amount_minor reserved, std::vector<persistence::row_state> rows,
-                                     bool uncertain)>;
+  using send_fn =
+      std::function<void(ledger::amount_minor reserved, std::vector<persistence::row_state> rows, bool uncertain)>;
   run_release() = default;
   run_release(ledger::amount_minor reserved, send_fn send)
       : state_(std::make_shared<state>(reserved, std::move(send))) {}

@@ -129,8 +129,9 @@ TEST_F(BatchE2E, APlainBatchMovesExactlyTheGoodItems) {
   const auto [b, pb] = account_of(c);
   const auto usd = account_for(c, b, "USD");
 
-  auto r = batch(c, boss.key, false,
-                 {{payroll, pa, 300}, {payroll, pb, 5'000}, {payroll, pb, 200}, {payroll, usd, 100}, {payroll, payroll, 1}});
+  auto r =
+      batch(c, boss.key, false,
+            {{payroll, pa, 300}, {payroll, pb, 5'000}, {payroll, pb, 200}, {payroll, usd, 100}, {payroll, payroll, 1}});
   ASSERT_EQ(r.status, 201) << r.body;
   const auto results = r.json().as_object().at("results").as_array();
   ASSERT_EQ(results.size(), 5U);
@@ -319,15 +320,15 @@ TEST_F(BatchE2E, FeeRevenueIsHotAndAddsUpUnderConcurrentPayments) {
   ASSERT_EQ(created.load(), k_payments);
   const auto fee_revenue =
       std::stoll(ts::query_value("SELECT id FROM account WHERE currency = 'GBP' AND system_role = 'fee_revenue'"));
-  const auto shards = std::stoll(ts::query_value("SELECT count(*) FROM account WHERE parent_id = " +
-                                                 std::to_string(fee_revenue)));
+  const auto shards =
+      std::stoll(ts::query_value("SELECT count(*) FROM account WHERE parent_id = " + std::to_string(fee_revenue)));
   EXPECT_GE(shards, 1);
   // The fees landed on the shards, not on the main row (it is never locked by a payment).
-  EXPECT_EQ(std::stoll(ts::query_value("SELECT count(*) FROM ledger_entry WHERE account_id = " +
-                                       std::to_string(fee_revenue) +
-                                       " AND transaction_id IN (SELECT id FROM journal_transaction WHERE type = "
-                                       "'TRANSFER')")),
-            0);
+  EXPECT_EQ(
+      std::stoll(ts::query_value("SELECT count(*) FROM ledger_entry WHERE account_id = " + std::to_string(fee_revenue) +
+                                 " AND transaction_id IN (SELECT id FROM journal_transaction WHERE type = "
+                                 "'TRANSFER')")),
+      0);
   EXPECT_EQ(fee_revenue_held() - before, k_fee * k_payments);
   EXPECT_EQ(held(m), (k_amount - k_fee) * k_payments);
 
@@ -338,9 +339,9 @@ TEST_F(BatchE2E, FeeRevenueIsHotAndAddsUpUnderConcurrentPayments) {
                                       std::to_string(fee_revenue))) == 0;
   };
   ASSERT_TRUE(ts::eventually(main_holds_all, std::chrono::seconds(60), std::chrono::milliseconds(200)));
-  EXPECT_EQ(std::stoll(ts::query_value("SELECT balance FROM account WHERE id = " + std::to_string(fee_revenue))) -
-                before,
-            k_fee * k_payments);
+  EXPECT_EQ(
+      std::stoll(ts::query_value("SELECT balance FROM account WHERE id = " + std::to_string(fee_revenue))) - before,
+      k_fee * k_payments);
   EXPECT_EQ(fee_revenue_held() - before, k_fee * k_payments);
   EXPECT_TRUE(ts::reconciliation_ok(c, op()));
 }

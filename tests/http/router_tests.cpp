@@ -99,7 +99,8 @@ TEST(router, the_server_table_keeps_the_pipeline_rules) {
                                            "POST /v1/withdrawals",
                                            "POST /v1/withdrawals/{id}/confirm",
                                            "POST /v1/withdrawals/{id}/fail",
-                                           "POST /v1/transfers/{id}/refunds"};
+                                           "POST /v1/transfers/{id}/refunds",
+                                           "POST /v1/transfers/batch"};
   std::set<std::string> seen;
   for (const auto& r : server_routes.table().table()) {
     EXPECT_TRUE(seen.insert(r.method + " " + r.pattern).second) << r.pattern;

@@ -54,7 +54,8 @@ class batch_rule : public ::testing::Test {
     fee_revenue_ = ensure_system_account(*app_, k_currency, "fee_revenue", false);
     payer_ = new_account();
     for (auto& p : payees_) p = new_account();
-    const auto funded = commit_batch(*app_, {keyed(ledger::flows::deposit(clearing, payer_, payer_, 1'000, k_currency))});
+    const auto funded =
+        commit_batch(*app_, {keyed(ledger::flows::deposit(clearing, payer_, payer_, 1'000, k_currency))});
     ASSERT_EQ(funded.outcomes.at(0).outcome, ledger::error_code::ok);
   }
 
@@ -127,8 +128,8 @@ TEST_F(batch_rule, an_atomic_batch_that_can_commit_commits_every_posting_in_one_
   EXPECT_EQ(journal_rows(batch), 3);
   // All of them in one transaction: their journal rows share the transaction's xmin.
   EXPECT_EQ(int_of(*owner_, "SELECT count(DISTINCT xmin::text) FROM journal_transaction WHERE id IN (" +
-                                sql_literal(batch[0].transaction_id) + "," + sql_literal(batch[1].transaction_id) + "," +
-                                sql_literal(batch[2].transaction_id) + ")"),
+                                sql_literal(batch[0].transaction_id) + "," + sql_literal(batch[1].transaction_id) +
+                                "," + sql_literal(batch[2].transaction_id) + ")"),
             1);
 
   // The same batch again: every posting replays its stored receipt, nothing moves twice.
