@@ -282,7 +282,6 @@ class transfer_batch_flow : public std::enable_shared_from_this<transfer_batch_f
   // 6. Every payer's actor has decided: commit what they reserved.
   void decided() {
     if (command_.atomic) return commit_atomic();
-    pending_ = 0;
     for (auto& run : runs_) {
       auto& d = run.decision;
       posting_run to_commit;
@@ -296,36 +295,48 @@ class transfer_batch_flow : public std::enable_shared_from_this<transfer_batch_f
         to_commit.postings.push_back(std::move(d.postings[k]));
       }
       run.to_commit = std::move(to_commit);
-      if (!run.to_commit.postings.empty()) ++pending_;
     }
-    if (pending_ == 0) return answer();
-    // Taken out first: once the first run is sent, its answer may touch runs_ on another thread.
-    std::vector<std::pair<std::size_t, posting_run>> sends;
+    // One writer run per writer: the payers whose debits a writer commits send their items to it
+    // together, so a batch of many payers is still one transaction per writer. Taken out first:
+    // once the first run is sent, its answer may touch runs_ on another thread.
+    std::map<std::size_t, std::pair<std::vector<std::size_t>, posting_run>> by_writer;
     for (std::size_t r = 0; r < runs_.size(); ++r) {
-      if (!runs_[r].to_commit.postings.empty()) sends.emplace_back(r, std::move(runs_[r].to_commit));
+      auto& postings = runs_[r].to_commit.postings;
+      if (postings.empty()) continue;
+      auto& [members, run] = by_writer[writer_of(postings.front().posting.debit_account)];
+      members.push_back(r);
+      for (auto& p : postings) run.postings.push_back(std::move(p));
+      postings.clear();
     }
+    pending_ = by_writer.size();
+    if (pending_ == 0) return answer();
     auto self = shared_from_this();
-    for (auto& [r, run] : sends) {
-      const auto writer = writer_of(run.postings.front().posting.debit_account);
-      core_.post_run(writer, std::move(run),
-                     run_sink{[self, r = r](posting_run_outcome outcome) { self->committed(r, std::move(outcome)); }});
+    for (auto& [writer, group] : by_writer) {
+      core_.post_run(writer, std::move(group.second),
+                     run_sink{[self, members = group.first](posting_run_outcome outcome) {
+                       self->committed(members, std::move(outcome));
+                     }});
     }
   }
 
-  // 7 (not atomic). One payer's run committed: each item is answered by what became of it.
-  void committed(std::size_t r, posting_run_outcome outcome) {
+  // 7 (not atomic). One writer's run committed: each item is answered by what became of it, and
+  // each payer's reservation ends with its rows.
+  void committed(const std::vector<std::size_t>& members, posting_run_outcome outcome) {
     bool last = false;
     {
       std::lock_guard lock(mutex_);
-      auto& run = runs_[r];
-      bool uncertain = false;
-      for (std::size_t c = 0; c < run.committed.size(); ++c) {
-        const auto i = run.indices[run.committed[c]];
-        results_[i] = to_money_result(outcome.outcomes.at(c));
-        settled_[i] = true;
-        if (results_[i].outcome == ledger::error_code::outcome_unknown) uncertain = true;
+      std::size_t at = 0;  // the run's postings are the members' in order
+      for (const auto r : members) {
+        auto& run = runs_[r];
+        bool uncertain = false;
+        for (const auto k : run.committed) {
+          const auto i = run.indices[k];
+          results_[i] = to_money_result(outcome.outcomes.at(at++));
+          settled_[i] = true;
+          if (results_[i].outcome == ledger::error_code::outcome_unknown) uncertain = true;
+        }
+        run.decision.release.release(rows_of(outcome.rows, command_.items[run.indices.front()].from), uncertain);
       }
-      run.decision.release.release(rows_of(outcome.rows, command_.items[run.indices.front()].from), uncertain);
       last = --pending_ == 0;
     }
     if (last) answer();

@@ -152,6 +152,45 @@ TEST_F(BatchE2E, APlainBatchMovesExactlyTheGoodItems) {
   EXPECT_TRUE(ts::reconciliation_ok(c, op()));
 }
 
+// A batch may draw on several accounts of its caller: each payer's items are decided against that
+// payer alone, plain or atomic.
+TEST_F(BatchE2E, ABatchOfSeveralPayersDecidesEachPayerAlone) {
+  ts::http_client c(port());
+  const auto [boss, first] = account_of(c);
+  const auto second = account_for(c, boss);
+  const auto third = account_for(c, boss);
+  ts::deposit(c, op(), first, 500);
+  ts::deposit(c, op(), second, 500);
+  ts::deposit(c, op(), third, 500);
+  const auto [a, pa] = account_of(c);
+
+  auto r = batch(c, boss.key, false,
+                 {{first, pa, 300}, {second, pa, 400}, {third, pa, 600}, {first, pa, 300}, {second, pa, 100}});
+  ASSERT_EQ(r.status, 201) << r.body;
+  const auto answer = r.json();
+  const auto& results = answer.as_object().at("results").as_array();
+  const std::vector<std::int64_t> statuses = {201, 201, 422, 422, 201};
+  for (std::size_t i = 0; i < statuses.size(); ++i) {
+    EXPECT_EQ(results[i].as_object().at("status").as_int64(), statuses[i]) << i;
+  }
+  EXPECT_EQ(held(first), 200);
+  EXPECT_EQ(held(second), 0);
+  EXPECT_EQ(held(third), 500);
+  EXPECT_EQ(held(pa), 800);
+
+  // Atomic: the third payer's item cannot be paid, so nothing of the other payers moves either.
+  r = batch(c, boss.key, true, {{first, pa, 200}, {third, pa, 600}});
+  ASSERT_EQ(r.status, 422) << r.body;
+  EXPECT_EQ(r.json().as_object().at("index").as_int64(), 1);
+  EXPECT_EQ(held(first), 200);
+  r = batch(c, boss.key, true, {{first, pa, 200}, {third, pa, 500}});
+  ASSERT_EQ(r.status, 201) << r.body;
+  EXPECT_EQ(held(first), 0);
+  EXPECT_EQ(held(third), 0);
+  EXPECT_EQ(held(pa), 1'500);
+  EXPECT_TRUE(ts::reconciliation_ok(c, op()));
+}
+
 // A replay of the batch's key returns the stored answer (even once the payer could no longer pay
 // the refused item, or could pay it now), and the same key with another body is refused.
 TEST_F(BatchE2E, ABatchReplayReturnsTheSameAnswer) {
