@@ -136,7 +136,9 @@ batch_run_result run_payday_batches(const options& o, http_client& client, const
       << result.salaries << "\trefused\t" << result.refused_items << "\tsalaries_per_s\t" << per_s << "\tp50_ms\t"
       << static_cast<double>(result.p50_us) / 1000.0 << "\tp99_ms\t" << static_cast<double>(result.p99_us) / 1000.0
       << "\tmax_ms\t" << static_cast<double>(result.max_us) / 1000.0 << "\n";
-  if (result.failed_requests > 0) err << "wallet-loadgen: " << result.failed_requests << " batches were not answered 201\n";
+  if (result.failed_requests > 0) {
+    err << "wallet-loadgen: " << result.failed_requests << " batches were not answered 201\n";
+  }
   return result;
 }
 

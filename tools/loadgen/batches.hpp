@@ -16,10 +16,10 @@
 namespace loadgen {
 
 struct batch_run_result {
-  std::int64_t requests = 0;          // batches answered 201
-  std::int64_t failed_requests = 0;   // any other answer
-  std::int64_t salaries = 0;          // items committed (201 inside a 201 batch)
-  std::int64_t refused_items = 0;     // items answered 422
+  std::int64_t requests = 0;         // batches answered 201
+  std::int64_t failed_requests = 0;  // any other answer
+  std::int64_t salaries = 0;         // items committed (201 inside a 201 batch)
+  std::int64_t refused_items = 0;    // items answered 422
   double wall_s = 0;
   std::int64_t p50_us = 0;
   std::int64_t p99_us = 0;
