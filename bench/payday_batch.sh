@@ -150,6 +150,15 @@ ceiling_p99=$(log_p99 "$out"/ceiling/tx*)
 cp /proc/loadavg "$out/load-end.txt"
 
 share=$(python3 -c "print(round(100 * $batch_tps / $ceiling_tps, 1) if $ceiling_tps > 0 else 0)")
+round0() { python3 -c "print(f'{float(\"$1\"):,.0f}')"; }
+round1() { python3 -c "print(f'{float(\"$1\"):.1f}')"; }
+baseline_tps=$(round0 "$baseline_tps") single_tps=$(round0 "$single_tps") batch_tps=$(round0 "$batch_tps")
+ceiling_tps=$(round0 "$ceiling_tps") single_p99=$(round1 "$single_p99")
+[[ $ledger_ok == t ]] && ledger_ok=ok || ledger_ok=BROKEN
+shared=""
+if python3 -c "import sys; sys.exit(0 if float('$(cut -d' ' -f1 "$out/load-start.txt")') > 2.5 else 1)"; then
+  shared="- **Other work ran on this 2-core machine during the run** (load average above 2.5): every figure is lower and noisier than on a quiet machine."
+fi
 {
   echo "# Payday: batch endpoint vs. single requests vs. the classic row-lock design"
   echo
@@ -157,6 +166,7 @@ share=$(python3 -c "print(round(100 * $batch_tps / $ceiling_tps, 1) if $ceiling_
   echo "- Reproduce: \`bench/payday_batch.sh --duration $duration\` (Release build in build-bench; private PostgreSQL and Redis, fsync on)."
   echo "- Load average at the start: $(cut -d' ' -f1-3 "$out/load-start.txt"); at the end: $(cut -d' ' -f1-3 "$out/load-end.txt")."
   echo "- Salary accounts: $salaries (the employer is hot, 16 shards); amounts 1 to 100 minor units."
+  [[ -n $shared ]] && echo "$shared"
   echo
   echo "| design | salaries/s | p99 per request ms | notes |"
   echo "| --- | ---: | ---: | --- |"
