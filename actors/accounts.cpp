@@ -11,6 +11,7 @@
 #include "actors/messages.hpp"
 #include "actors/outcomes.hpp"
 #include "actors/reader_pool.hpp"
+#include "actors/runs.hpp"
 #include "actors/uuid.hpp"
 #include "base/assert.hpp"
 
@@ -237,6 +238,77 @@ void process(account_actor* self, debit_request& req, const reply_sink& sink) {
           });
 }
 
+// Decides a batch's items that debit this account (actors/runs.hpp), in order, in one run: each
+// is checked like a single debit against what the account holds less what is in flight, including
+// the run's own items before it, and reserved. The whole run counts as one debit in flight, and
+// its postings go to the writer with the flow's other payers' (the flow sends them), so the run
+// ends with its release: the reservation goes, the committed rows come.
+void decide_run(account_actor* self, debit_run& run) {
+  auto& st = self->state;
+  account_runtime* rt = st.rt;
+  run_decision d;
+  const std::size_t n = run.postings.size();
+  auto refuse_all = [&](const money_result& why) {
+    d.decided.assign(n, why);
+    d.refused_at = 0;
+    d.postings = std::move(run.postings);
+    run.done(std::move(d));
+  };
+  if (st.missing || st.owner == 0 || (run.owner != 0 && st.owner != run.owner) ||
+      st.kind != ledger::account_kind::user) {
+    return refuse_all(refusal(ledger::error_code::not_found, "account " + std::to_string(st.id) + " was not found"));
+  }
+  if (st.status != ledger::account_status::active) {
+    return refuse_all(refusal(ledger::error_code::account_inactive, "the debited account is not active"));
+  }
+  auto& gauges = *rt->writer_gauges[writer_for(st.id, rt->writers.size())];
+  if (st.inflight >= rt->inflight_max) {
+    return refuse_all(unavailable(ledger::error_code::account_busy, "too many payments from this account are in flight",
+                                  gauges.drain_seconds(st.inflight)));
+  }
+  if (const auto queued = gauges.queued.load(); queued >= rt->writer_queue_max) {
+    return refuse_all(
+        unavailable(ledger::error_code::writer_busy, "the ledger writer is saturated", gauges.drain_seconds(queued)));
+  }
+  std::vector<ledger::account_id> shards;
+  for (const auto& row : st.rows) {
+    if (row.id != st.id) shards.push_back(row.id);
+  }
+  std::sort(shards.begin(), shards.end());
+  const bool known = balances_known(st);
+  ledger::amount_minor available = committed_total(st) - st.reserved;
+  ledger::amount_minor reserved = 0;
+  d.decided.resize(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    auto& posting = run.postings[i].posting;
+    if (known && available < posting.amount) {
+      d.decided[i] =
+          refusal(ledger::error_code::insufficient_funds, "the debited account holds too little for this amount");
+      if (run.stop_at_first_refusal) {
+        d.refused_at = i;
+        reserved = 0;
+        break;
+      }
+      continue;
+    }
+    available -= posting.amount;
+    reserved += posting.amount;
+    posting.debit_shards = shards;
+    if (posting.currency.empty()) posting.currency.assign(st.currency.begin(), st.currency.end());
+  }
+  if (!d.refused_at && reserved > 0) {
+    st.reserved += reserved;
+    ++st.inflight;
+    d.release = run_release(
+        reserved, [me = caf::actor_cast<caf::actor>(self)](ledger::amount_minor amount,
+                                                           std::vector<persistence::row_state> rows, bool uncertain) {
+          caf::anon_send(me, release_atom::value, amount, balance_notice{std::move(rows)}, uncertain);
+        });
+  }
+  d.postings = std::move(run.postings);
+  run.done(std::move(d));
+}
+
 // An actor whose account does not exist answers what reached it and offers to stop at once:
 // it must not outlive the requests that named the account (one created later under that id
 // gets a fresh actor that loads it).
@@ -287,6 +359,39 @@ caf::behavior account_actor_behavior(account_actor* self, ledger::account_id id,
         start_load(self);
       },
       [self](notice_atom, balance_notice& notice) { apply_rows(self->state, notice.rows); },
+      // A batch's items of this account (actors/runs.hpp). The flow sends the account's facts, so
+      // an actor that starts here serves at once; one reloading after an unknown outcome answers
+      // 503 rather than holding a whole batch in its bounded queue.
+      [self](batch_atom, debit_run& run) {
+        auto& st = self->state;
+        ++st.received;
+        if (!st.loaded && !st.loading && !st.missing && run.payer && run.payer->id == st.id) {
+          start_from_facts(st, *run.payer);
+          if (!run.payer->shards.empty()) start_load(self);
+        }
+        if (!st.loaded && !st.missing) {
+          run_decision d;
+          d.decided.assign(run.postings.size(), unavailable(ledger::error_code::account_busy,
+                                                            "the account is being reloaded; retry shortly"));
+          d.refused_at = 0;
+          d.postings = std::move(run.postings);
+          run.done(std::move(d));
+          return;
+        }
+        decide_run(self, run);
+        offer_stop_if_missing(self);
+      },
+      [self](release_atom, ledger::amount_minor amount, balance_notice& rows, bool uncertain) {
+        auto& st = self->state;
+        apply_rows(st, rows.rows);
+        st.reserved -= amount;
+        --st.inflight;
+        WALLET_ASSERT(st.reserved >= 0 && st.inflight >= 0, "reservations balance");
+        if (uncertain) {
+          st.loaded = false;
+          start_load(self);
+        }
+      },
       [self](loaded_atom, account_loaded& result) {
         auto& st = self->state;
         st.loading = false;
@@ -376,6 +481,30 @@ caf::behavior account_registry(registry_actor* self, std::shared_ptr<account_run
         ++it->second.forwarded;
         it->second.last_forward = self->clock().now();
         self->send(it->second.actor, debit_atom::value, std::move(req), std::move(sink));
+      },
+      // A batch's items of one account (actors/runs.hpp), forwarded like a debit.
+      [=](batch_atom, debit_run& run) {
+        auto& live = self->state.live;
+        const auto account = run.account();
+        auto it = live.find(account);
+        if (it == live.end()) {
+          if (live.size() >= rt->live_max_per_shard) {
+            run_decision d;
+            d.decided.assign(run.postings.size(), unavailable(ledger::error_code::server_busy,
+                                                              "too many accounts are active; retry shortly"));
+            d.refused_at = 0;
+            d.postings = std::move(run.postings);
+            run.done(std::move(d));
+            return;
+          }
+          auto actor =
+              self->spawn<caf::linked>(account_actor_behavior, account, caf::actor_cast<caf::actor>(self), rt.get());
+          it = live.emplace(account, registry_entry{actor, 0, {}}).first;
+          ++rt->live_actors;
+        }
+        ++it->second.forwarded;
+        it->second.last_forward = self->clock().now();
+        self->send(it->second.actor, batch_atom::value, std::move(run));
       },
       // The debits in flight of an account: 0 when it has no live actor.
       [=](reserved_atom, ledger::account_id id) -> caf::result<ledger::amount_minor> {

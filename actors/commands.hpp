@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "ledger/errors.hpp"
 #include "ledger/types.hpp"
@@ -88,6 +89,26 @@ struct payment_refund_command {
   std::string request_id;
 };
 
+// A batch of transfers (POST /v1/transfers/batch) out of the principal's own accounts: all in one
+// transaction or none (`atomic`), or each on its own. Item i is idempotent by the batch's key and i.
+struct transfer_batch_item {
+  ledger::account_id from = 0;
+  ledger::account_id to = 0;
+  ledger::amount_minor amount = 0;
+  std::string reference;  // empty: none
+};
+struct transfer_batch_command {
+  ledger::principal_id principal = 0;
+  bool atomic = false;
+  std::vector<transfer_batch_item> items;
+  std::string idempotency_key;
+  // What the items' keys are made of: the batch's key, or its digest when that key is too long
+  // to carry an index and stay within 255 characters.
+  std::string item_key_base;
+  std::string request_hash;
+  std::string request_id;
+};
+
 // A provider's event whose signature verified: what it says, and its body as received.
 struct provider_event_command {
   std::string provider;
@@ -147,6 +168,8 @@ struct money_result {
   // not_partition_owner (cluster mode): the partition of the debited account, whose holder may
   // serve the request instead.
   int partition = -1;
+  // A batch of transfers refused as a whole: the item that decided it.
+  std::optional<std::size_t> item_index;
 };
 
 }  // namespace actors

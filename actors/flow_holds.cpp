@@ -165,10 +165,12 @@ void money_flows::capture_from(hold_capture_command command, persistence::hold_r
           // Always with a fee leg: the writer prices it from the payee's schedule under its lock (a
           // zero fee makes no entry), so a capture never waits on a cached schedule.
           const std::string currency = hold.facts.currency;
-          system_accounts(
-              currency, {{"fee_revenue", false}},
+          // The fee lands on the fee_revenue shard of the writer that commits the payer's debits.
+          const auto writer = writer_for(payer.id, core_.runtime->writers.size());
+          fee_revenue_row(
+              currency, writer,
               [this, command = std::move(command), hold = std::move(hold), payer = std::move(payer),
-               payee = std::move(payee), finish](ledger::error_code code, std::vector<ledger::account_id> ids) mutable {
+               payee = std::move(payee), finish](ledger::error_code code, ledger::account_id fee_row) mutable {
                 if (code != ledger::error_code::ok) return finish(database_unavailable(code));
                 thread_local std::mt19937_64 spread{std::random_device{}()};
                 const auto writers = core_.runtime->writers.size();
@@ -179,7 +181,7 @@ void money_flows::capture_from(hold_capture_command command, persistence::hold_r
                 persistence::posting_request request;
                 request.posting = ledger::flows::capture(
                     payer.id, credit_row, payee.id, amount, f.currency, f.amount,
-                    ledger::flows::payee_fee{ids[0], payee.fees.value_or(ledger::fee_schedule{})});
+                    ledger::flows::payee_fee{fee_row, payee.fees.value_or(ledger::fee_schedule{})});
                 request.transaction_id = make_transaction_id();
                 request.principal = command.principal;
                 request.idempotency_key = std::move(command.idempotency_key);

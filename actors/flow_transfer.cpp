@@ -54,11 +54,13 @@ void money_flows::pay(transfer_command command, account_facts payer, account_fac
                       finish_fn finish) {
   if (with_fee) {
     const std::string currency = payer.currency;
-    return system_accounts(currency, {{"fee_revenue", false}},
+    // fee_revenue is hot: the fee lands on its shard of the payer's writer.
+    const auto writer = writer_for(command.from, core_.runtime->writers.size());
+    return fee_revenue_row(currency, writer,
                            [this, command = std::move(command), payer = std::move(payer), payee = std::move(payee),
-                            rebuilt, finish](ledger::error_code code, std::vector<ledger::account_id> ids) mutable {
+                            rebuilt, finish](ledger::error_code code, ledger::account_id fee_row) mutable {
                              if (code != ledger::error_code::ok) return finish(database_unavailable(code));
-                             send_payment(std::move(command), std::move(payer), std::move(payee), ids[0], rebuilt,
+                             send_payment(std::move(command), std::move(payer), std::move(payee), fee_row, rebuilt,
                                           finish);
                            });
   }

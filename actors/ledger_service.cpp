@@ -287,6 +287,10 @@ void ledger_service::transfer(transfer_command command, std::function<void(money
   impl_->flows->transfer(std::move(command), std::move(done));
 }
 
+void ledger_service::transfer_batch(transfer_batch_command command, std::function<void(money_result)> done) {
+  impl_->flows->transfer_batch(std::move(command), std::move(done));
+}
+
 void ledger_service::deposit(deposit_command command, std::function<void(money_result)> done) {
   impl_->flows->deposit(std::move(command), std::move(done));
 }

@@ -90,6 +90,8 @@ class ledger_service {
 
   // The money flows (docs/money-flows.md): each answers after COMMIT with its stored receipt.
   void transfer(transfer_command command, std::function<void(money_result)> done);
+  // A batch of transfers: `status` 201 with `{"results":[...]}`, or the refusal of the whole batch.
+  void transfer_batch(transfer_batch_command command, std::function<void(money_result)> done);
   void deposit(deposit_command command, std::function<void(money_result)> done);
   void withdraw(withdrawal_command command, std::function<void(money_result)> done);
   void settle_withdrawal(settle_command command, std::function<void(money_result)> done);

@@ -13,6 +13,7 @@
 #include <unordered_set>
 
 #include "actors/messages.hpp"
+#include "actors/runs.hpp"
 #include "base/assert.hpp"
 
 namespace actors {
@@ -47,6 +48,9 @@ class pg_backend final : public writer_backend {
 
   persistence::batch_result commit(const std::vector<persistence::posting_request>& requests) override {
     return persistence::commit_batch(*conn_, requests);
+  }
+  persistence::batch_result commit_atomic(const std::vector<persistence::posting_request>& requests) override {
+    return persistence::commit_atomic(*conn_, requests);
   }
 
   void disconnect() override { conn_.reset(); }
@@ -190,6 +194,65 @@ void flush(writer_actor* self, const writer_config& config, writer_gauges& gauge
   publish(self, others);
 }
 
+// A batch of transfers (actors/runs.hpp), committed on its own after the postings queued before
+// it: one or few transactions for all of it, the atomic one in exactly one. Failures are answered
+// as a flush answers them; the debited accounts' rows go back with the outcome (their actors learn
+// them from the run's release), the others as notices.
+posting_run_outcome commit_run(writer_actor* self, const writer_config& config, writer_gauges& gauges,
+                               const posting_run& run) {
+  auto& st = self->state;
+  posting_run_outcome out;
+  auto fail_all = [&](ledger::error_code code) {
+    out.outcomes.assign(run.postings.size(), persistence::posting_outcome{});
+    for (auto& o : out.outcomes) o.outcome = code;
+    return std::move(out);
+  };
+  if (!ensure_connected(self, gauges)) return fail_all(ledger::error_code::database_unavailable);
+  const auto started = std::chrono::steady_clock::now();
+  persistence::batch_result result;
+  try {
+    result = run.atomic ? st.backend->commit_atomic(run.postings) : st.backend->commit(run.postings);
+  } catch (const persistence::database_timeout& e) {
+    spdlog::warn("ledger writer {}: run of {} timed out in the database: {}", config.index, run.postings.size(),
+                 e.what());
+    ++gauges.failures;
+    return fail_all(ledger::error_code::database_unavailable);
+  } catch (const std::exception& e) {
+    // Connection lost or COMMIT in doubt (or a backend that cannot commit the run): unknown.
+    spdlog::error("ledger writer {}: run of {} failed: {}", config.index, run.postings.size(), e.what());
+    if (!st.backend->usable()) st.backend->disconnect();
+    ++gauges.failures;
+    return fail_all(ledger::error_code::outcome_unknown);
+  }
+  if (result.connection_lost) {
+    st.backend->disconnect();
+    ++gauges.failures;
+  }
+  const auto elapsed = std::chrono::steady_clock::now() - started;
+  gauges.last_batch_us = std::chrono::duration_cast<std::chrono::microseconds>(elapsed).count();
+  gauges.last_batch_postings = static_cast<std::int64_t>(run.postings.size());
+  ++gauges.batches;
+  gauges.postings += run.postings.size();
+  WALLET_ASSERT(result.outcomes.size() == run.postings.size(), "one outcome per posting of a run");
+  out.outcomes = std::move(result.outcomes);
+  out.refused_at = result.refused_at;
+  for (std::size_t i = 0; i < out.outcomes.size(); ++i) {
+    if (out.outcomes[i].transaction_id.empty()) out.outcomes[i].transaction_id = run.postings[i].transaction_id;
+  }
+  std::unordered_set<ledger::account_id> debited;
+  for (const auto& r : run.postings) {
+    debited.insert(r.posting.debit_account);
+    debited.insert(r.posting.debit_shards.begin(), r.posting.debit_shards.end());
+  }
+  std::vector<persistence::row_state> others;
+  for (const auto& row : result.rows) {
+    if (debited.count(row.id) == 0) others.push_back(row);
+  }
+  publish(self, others);
+  out.rows = std::move(result.rows);
+  return out;
+}
+
 caf::behavior ledger_writer(writer_actor* self, writer_config config, std::shared_ptr<writer_gauges> gauges,
                             std::shared_ptr<writer_backend> backend, bool detached) {
   // Detached: this runs on the writer's own thread, which keeps the name for its whole life.
@@ -214,6 +277,14 @@ caf::behavior ledger_writer(writer_actor* self, writer_config config, std::share
           self->send(self, flush_atom::value);
         }
         return promise;
+      },
+      [=](run_atom, posting_run& run) -> posting_run_outcome {
+        // The postings queued before the run commit first: the run's payers decided them first.
+        self->state.flush_scheduled = false;
+        flush(self, config, *gauges);
+        auto out = commit_run(self, config, *gauges, run);
+        --gauges->queued;
+        return out;
       },
       [=](flush_atom) {
         self->state.flush_scheduled = false;

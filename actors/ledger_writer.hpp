@@ -16,10 +16,14 @@
 // Interface:
 //   (posting_atom, persistence::posting_request) -> persistence::posting_outcome
 //   (registry_handles)                           -> void   (where balance notices go)
+//   (run_atom, posting_run)                      -> posting_run_outcome   (actors/runs.hpp: the
+//                                     postings of a batch of transfers, committed together after
+//                                     the postings queued before them)
 
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
 #include <vector>
 
 #include <caf/actor.hpp>
@@ -77,6 +81,12 @@ class writer_backend {
   // True when a connection is ready (connecting if needed, at most once per backoff interval).
   virtual bool connect() = 0;
   virtual persistence::batch_result commit(const std::vector<persistence::posting_request>& requests) = 0;
+  // All or none of `requests` in one transaction (persistence::commit_atomic): an atomic batch of
+  // transfers. A backend without it refuses such a run as a failure of the writer.
+  virtual persistence::batch_result commit_atomic(const std::vector<persistence::posting_request>& requests) {
+    (void)requests;
+    throw std::logic_error("this ledger writer backend commits no atomic runs");
+  }
   // Drops the connection after a failure; the next connect() makes a new one.
   virtual void disconnect() = 0;
   // Whether the connection still looks usable after a failed commit.

@@ -4,10 +4,13 @@
 #include <boost/json/serialize.hpp>
 #include <caf/send.hpp>
 
+#include <random>
+
 #include "actors/account_cache.hpp"
 #include "actors/outcomes.hpp"
 #include "actors/service_core.hpp"
 #include "base/assert.hpp"
+#include "persistence/accounts.hpp"
 #include "persistence/history.hpp"
 
 namespace actors {
@@ -119,6 +122,40 @@ void money_flows::resolve(std::shared_ptr<resolving> state) {
                              state->ids.push_back(id);
                              resolve(state);
                            });
+}
+
+void money_flows::fee_revenue_row(const std::string& currency, std::size_t writer,
+                                  std::function<void(ledger::error_code, ledger::account_id)> done) {
+  system_accounts(
+      currency, {{"fee_revenue", false}},
+      [this, writer, done](ledger::error_code code, std::vector<ledger::account_id> ids) {
+        if (code != ledger::error_code::ok) return done(code, 0);
+        const auto id = ids[0];
+        const auto writers = core_.runtime->writers.size();
+        auto pick = [writer, writers, done](const account_facts& facts) {
+          thread_local std::mt19937_64 spread{std::random_device{}()};
+          done(ledger::error_code::ok, account_directory::credit_row(facts, writer, writers, spread()));
+        };
+        accounts_.facts(
+            id, [this, id, writers, pick, done](ledger::error_code code, std::optional<account_facts> facts) {
+              if (code != ledger::error_code::ok || !facts)
+                return done(code != ledger::error_code::ok ? code : ledger::error_code::internal, 0);
+              if (facts->shards.size() >= writers) return pick(*facts);
+              // Not hot yet (made before fee_revenue was, or just now): its shards are added once, under
+              // its row lock, and the cached facts replaced.
+              const int shards = static_cast<int>(writers);
+              core_.readers->read<std::optional<persistence::account_record>>(
+                  [id, shards](pqxx::connection& conn) { return persistence::make_system_hot(conn, id, shards); },
+                  [this, id, pick, done](query_result<std::optional<persistence::account_record>> r) {
+                    if (r.outcome != ledger::error_code::ok) return done(r.outcome, 0);
+                    accounts_.refresh(id, [pick, done](ledger::error_code code, std::optional<account_facts> facts) {
+                      if (code != ledger::error_code::ok || !facts)
+                        return done(code != ledger::error_code::ok ? code : ledger::error_code::internal, 0);
+                      pick(*facts);
+                    });
+                  });
+            });
+      });
 }
 
 void money_flows::user_account(ledger::account_id id, money_result missing, finish_fn finish,

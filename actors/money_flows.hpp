@@ -43,6 +43,9 @@ class money_flows {
 
   // payer → payee (and the payee's fee to fee_revenue), through the payer's actor.
   void transfer(transfer_command command, finish_fn done);
+  // A batch of transfers out of the principal's accounts (flow_transfer_batch.cpp): each payer's
+  // items through its actor in one run, committed together by a writer.
+  void transfer_batch(transfer_batch_command command, finish_fn done);
   // payee → payer: a refund of a payment, through the payee's actor; never more than the payment,
   // less what was already refunded.
   void refund_payment(payment_refund_command command, finish_fn done);
@@ -106,6 +109,11 @@ class money_flows {
   // The system accounts named by `roles` in `currency`, in that order.
   void system_accounts(const std::string& currency, std::vector<std::pair<std::string, bool>> roles,
                        std::function<void(ledger::error_code, std::vector<ledger::account_id>)> done);
+  // The row of fee_revenue in `currency` that a posting committed by writer `writer` credits:
+  // fee_revenue is hot (docs/money-flows.md), so it is a shard of that writer. Its shards (one per
+  // writer at least) are made on first use.
+  void fee_revenue_row(const std::string& currency, std::size_t writer,
+                       std::function<void(ledger::error_code, ledger::account_id)> done);
   struct resolving {
     std::string currency;
     std::vector<std::pair<std::string, bool>> roles;
@@ -143,6 +151,8 @@ class money_flows {
   void launch_serial(const std::string& key, std::function<void(std::function<void()>)> run);
   void send_exchange(exchange_command command, persistence::fx_quote_record quote, account_facts from, account_facts to,
                      ledger::account_id fx_from, ledger::account_id fx_to, finish_fn finish);
+
+  friend class transfer_batch_flow;  // flow_transfer_batch.cpp
 
   const config::settings& settings_;
   service_core& core_;

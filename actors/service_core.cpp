@@ -3,6 +3,7 @@
 #include <caf/all.hpp>
 
 #include "actors/outcomes.hpp"
+#include "actors/runs.hpp"
 
 namespace actors {
 namespace {
@@ -37,10 +38,27 @@ caf::behavior bridge(caf::event_based_actor* self, std::chrono::milliseconds res
             .then([sink](persistence::posting_outcome& outcome) { sink.deliver(to_money_result(outcome)); },
                   [sink, failed](caf::error& e) { sink.deliver(failed(e)); });
       },
+      // A batch of transfers (actors/runs.hpp): no timeout, for the reason above.
+      [=](call_atom, caf::actor& writer, posting_run& run, run_sink& sink) {
+        const auto count = run.postings.size();
+        self->request(writer, caf::infinite, run_atom::value, std::move(run))
+            .then([sink](posting_run_outcome& outcome) { sink.deliver(std::move(outcome)); },
+                  [sink, count](caf::error&) {
+                    posting_run_outcome unknown;
+                    unknown.outcomes.resize(count);
+                    for (auto& o : unknown.outcomes) o.outcome = ledger::error_code::outcome_unknown;
+                    sink.deliver(std::move(unknown));
+                  });
+      },
   };
 }
 
 }  // namespace
+
+void service_core::post_run(std::size_t writer, posting_run run, run_sink sink) {
+  ++runtime->writer_gauges[writer]->queued;
+  caf::anon_send(any_bridge(), call_atom::value, runtime->writers[writer], std::move(run), std::move(sink));
+}
 
 void service_core::spawn_bridges(std::size_t count, std::chrono::milliseconds reserved_wait) {
   for (std::size_t i = 0; i < count; ++i) bridges.push_back(system->spawn(bridge, reserved_wait));

@@ -20,6 +20,9 @@
 
 namespace actors {
 
+struct posting_run;  // actors/runs.hpp
+struct run_sink;
+
 struct service_core {
   std::unique_ptr<caf::actor_system_config> caf_config;
   std::unique_ptr<caf::actor_system> system;
@@ -43,6 +46,8 @@ struct service_core {
   std::size_t writer_index(ledger::account_id id) const { return writer_for(id, runtime->writers.size()); }
   // Hands a posting to writer `writer` through a bridge; `sink` gets its outcome after COMMIT.
   void post(std::size_t writer, persistence::posting_request request, reply_sink sink);
+  // Hands a batch's run of postings to writer `writer` (actors/runs.hpp); counted as one queued.
+  void post_run(std::size_t writer, posting_run run, run_sink sink);
   // Asks the account's actor for its debits in flight; 0 when none is live or it answers late.
   void reserved(ledger::account_id id, std::function<void(ledger::amount_minor)> done);
 };

@@ -179,5 +179,15 @@ if any_server:
                          f"{st['not_accepted']} | {'yes' if st['ok'] else 'no'} |")
         lines.append("")
 
+# Payday through the batch endpoint is measured by its own script (bench/payday_batch.sh); its
+# latest report is carried over here, so that a new run of this one does not lose it.
+batch_report = os.path.join(os.path.dirname(results_path), "PAYDAY_BATCH.md")
+if os.path.exists(batch_report):
+    with open(batch_report) as f:
+        body = f.read().splitlines()
+    lines.append("## " + body[0].lstrip("# ") + " (bench/payday_batch.sh, bench/PAYDAY_BATCH.md)")
+    lines.extend(body[1:])
+    lines.append("")
+
 with open(results_path, "w") as f:
     f.write("\n".join(lines).rstrip() + "\n")

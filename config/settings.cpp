@@ -137,6 +137,8 @@ std::vector<descriptor> describe(settings& s) {
        int_rule{&s.ledger.reconcile_work_mem_mb, 1, 65'536}},
       {"ledger", "entries_page_max", "Largest page of account entries.",
        int_rule{&s.ledger.entries_page_max, 1, 100'000}},
+      {"ledger", "batch_transfers_max", "Transfers in one batch (POST /v1/transfers/batch) at most.",
+       int_rule{&s.ledger.batch_transfers_max, 1, 10'000}},
       {"ledger", "withdrawal_fees", "Withdrawal fee per currency in minor units, e.g. \"EUR:50,USD:30\".",
        string_rule{&s.ledger.withdrawal_fees, {}, true}},
       {"ledger", "withdrawal_fee_default", "Withdrawal fee of a currency withdrawal_fees does not name.",

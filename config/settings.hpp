@@ -78,6 +78,8 @@ struct ledger_settings {
   std::int64_t reconcile_statement_timeout_ms = 600'000;
   std::int64_t reconcile_work_mem_mb = 64;
   std::int64_t entries_page_max = 500;
+  // Transfers in one POST /v1/transfers/batch at most.
+  std::int64_t batch_transfers_max = 1'000;
   // The fee of a withdrawal, in minor units of its currency: "EUR:50,USD:30"; a currency not
   // named pays `withdrawal_fee_default`.
   std::string withdrawal_fees;

@@ -183,6 +183,20 @@ std::optional<account_record> make_hot(pqxx::connection& conn, ledger::account_i
   return loaded;
 }
 
+std::optional<account_record> make_system_hot(pqxx::connection& conn, ledger::account_id id, int shard_count) {
+  pqxx::work txn(conn);
+  auto locked = load_account(txn, id, true);
+  if (!locked || locked->kind != ledger::account_kind::system) return std::nullopt;
+  // Another server may have added the shards while this one waited for the lock; a new statement
+  // sees what committed meanwhile (the locking one's snapshot predates it).
+  auto account = load_account(txn, id, false);
+  const int existing = static_cast<int>(account->shards.size());
+  if (shard_count > existing) add_shards(txn, *account, k_first_shard_no + existing, shard_count - existing);
+  auto loaded = load_account(txn, id, false);
+  txn.commit();
+  return loaded;
+}
+
 std::optional<account_record> set_status(pqxx::connection& conn, ledger::account_id id, ledger::account_status status,
                                          const audit_entry* audit) {
   pqxx::work txn(conn);

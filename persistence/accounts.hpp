@@ -56,6 +56,12 @@ account_record create_account(pqxx::connection& conn, ledger::principal_id owner
 std::optional<account_record> find_account(pqxx::connection& conn, ledger::account_id id);
 // Adds credit shards to an existing account (numbers continue after the existing ones).
 // Returns nullopt if the account does not exist or is itself a shard.
+// A system account credited by every payment (fee_revenue) made hot: it gets credit shards
+// (kind 'shard', no owner) up to `shard_count`, so that its credits fan out like a hot payee's.
+// The account's row is locked, so servers doing this at once add each shard once. The account
+// with its shards; nullopt when `id` is no system account.
+std::optional<account_record> make_system_hot(pqxx::connection& conn, ledger::account_id id, int shard_count);
+
 std::optional<account_record> make_hot(pqxx::connection& conn, ledger::account_id id, int shard_count,
                                        const audit_entry* audit = nullptr);
 // Sets the status of an account and of its shards.

@@ -436,8 +436,10 @@ void apply_flow_rows(pqxx::work& txn, const posting_request& r, const ledger::po
 }
 
 // One attempt: one database transaction over the postings named by `indices`.
+// With `all_or_nothing` (an atomic batch), the first posting that cannot be planned ends the
+// attempt: the transaction is rolled back and `refused_at` names it.
 batch_result commit_once(pqxx::connection& conn, const std::vector<posting_request>& requests,
-                         const std::vector<std::size_t>& indices) {
+                         const std::vector<std::size_t>& indices, bool all_or_nothing = false) {
   batch_result result;
   result.outcomes.resize(requests.size());
   result.attempts = 1;
@@ -531,6 +533,10 @@ batch_result commit_once(pqxx::connection& conn, const std::vector<posting_reque
   std::string audit_writes;
   std::size_t accepted = 0;
   for (std::size_t i : indices) {
+    if (all_or_nothing && committed_before[i] && !result.outcomes[i].replayed) {
+      result.refused_at = i;
+      return result;
+    }
     if (committed_before[i]) continue;
     const auto& r = requests[i];
     auto& out = result.outcomes[i];
@@ -557,6 +563,10 @@ batch_result commit_once(pqxx::connection& conn, const std::vector<posting_reque
     }
     if (r.rows) {
       out.outcome = check_flow_rows(r, flows);
+      if (all_or_nothing && out.outcome != ledger::error_code::ok) {
+        result.refused_at = i;
+        return result;
+      }
       if (out.outcome != ledger::error_code::ok) continue;
     }
     // A payment pays its payee's fee as this transaction read it with the credit row (see
@@ -569,6 +579,10 @@ batch_result commit_once(pqxx::connection& conn, const std::vector<posting_reque
         priced = r.posting;
         if (!ledger::flows::price_payee_fee(priced, fees == payee_fees.end() ? ledger::fee_schedule{} : fees->second)) {
           out.outcome = ledger::error_code::fees_changed;
+          if (all_or_nothing) {
+            result.refused_at = i;
+            return result;
+          }
           continue;
         }
         posting = &priced;
@@ -577,6 +591,10 @@ batch_result commit_once(pqxx::connection& conn, const std::vector<posting_reque
     auto plan = ledger::plan_posting(*posting, states);
     out.outcome = plan.outcome;
     out.amount = plan.amount;
+    if (all_or_nothing && plan.outcome != ledger::error_code::ok) {
+      result.refused_at = i;
+      return result;  // rolled back: the transaction is aborted when it goes out of scope
+    }
     if (plan.outcome != ledger::error_code::ok || plan.entries.empty()) continue;
     ++accepted;
     out.transaction_id = r.transaction_id;
@@ -677,12 +695,12 @@ void merge(batch_result& into, batch_result&& part, const std::vector<std::size_
 
 // Commits `indices` with retries for transient conflicts; rethrows anything else.
 batch_result commit_with_retries(pqxx::connection& conn, const std::vector<posting_request>& requests,
-                                 const std::vector<std::size_t>& indices) {
+                                 const std::vector<std::size_t>& indices, bool all_or_nothing = false) {
   int attempts = 0;
   for (;;) {
     ++attempts;
     try {
-      auto result = commit_once(conn, requests, indices);
+      auto result = commit_once(conn, requests, indices, all_or_nothing);
       result.attempts = attempts;
       return result;
     } catch (const pqxx::unique_violation& e) {
@@ -791,6 +809,27 @@ batch_result commit_batch(pqxx::connection& conn, const std::vector<posting_requ
     }
   }
   return result;
+}
+
+// An atomic batch of transfers (POST /v1/transfers/batch): one transaction, or nothing.
+batch_result commit_atomic(pqxx::connection& conn, const std::vector<posting_request>& requests) {
+  std::vector<std::size_t> all(requests.size());
+  for (std::size_t i = 0; i < all.size(); ++i) all[i] = i;
+  try {
+    return commit_with_retries(conn, requests, all, true);
+  } catch (const pqxx::broken_connection&) {
+    throw;
+  } catch (const pqxx::in_doubt_error&) {
+    throw;
+  } catch (const pqxx::sql_error& e) {
+    if (is_timeout_sqlstate(e.sqlstate())) throw database_timeout(e.what());
+    spdlog::error("atomic ledger batch of {} postings refused by the database: {}", requests.size(), e.what());
+  }
+  batch_result refused;
+  refused.outcomes.resize(requests.size());
+  for (auto& out : refused.outcomes) out.outcome = ledger::error_code::internal;
+  refused.attempts = k_batch_attempts_max;
+  return refused;
 }
 
 }  // namespace persistence

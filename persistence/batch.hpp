@@ -182,6 +182,9 @@ struct batch_result {
   // The connection broke while postings were isolated one by one: `outcomes` says what became
   // of each (committed, not committed, or unknown), and the caller must reconnect.
   bool connection_lost = false;
+  // commit_atomic only: the first posting that could not be planned. Nothing of the batch was
+  // committed then, and only outcomes[*refused_at] says why.
+  std::optional<std::size_t> refused_at;
 };
 
 // The batch hit lock_timeout or statement_timeout: it was rolled back, nothing of it committed.
@@ -196,5 +199,12 @@ void prepare_posting_statements(pqxx::connection& conn);
 // pqxx::broken_connection or pqxx::in_doubt_error and a timeout throws database_timeout; once
 // postings are isolated one by one, every posting is answered in `outcomes` instead.
 batch_result commit_batch(pqxx::connection& conn, const std::vector<posting_request>& requests);
+
+// Commits every posting of `requests` in ONE transaction, or none of them (an atomic batch of
+// transfers, POST /v1/transfers/batch): the first posting refused by its plan or its flow rows
+// rolls everything back (`refused_at`), and a refusal by the database is no one posting's fault,
+// so it is not isolated: every outcome is `internal` then. Connection loss and timeouts throw as
+// from commit_batch.
+batch_result commit_atomic(pqxx::connection& conn, const std::vector<posting_request>& requests);
 
 }  // namespace persistence

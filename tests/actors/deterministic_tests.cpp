@@ -22,6 +22,7 @@
 #include "actors/ledger_writer.hpp"
 #include "actors/messages.hpp"
 #include "actors/outcomes.hpp"
+#include "actors/runs.hpp"
 
 using namespace actors;
 using ledger::error_code;
@@ -157,6 +158,20 @@ struct account_fixture : test_coordinator_fixture<> {
   }
 
   std::int64_t live() const { return rt->live_actors.load(); }
+
+  // Sends a batch's items of the payer (actors/runs.hpp) to the registry as one run and lets every
+  // actor run; the decision lands in `decisions`.
+  std::vector<run_decision> decisions;
+  void debit_run_of(const std::vector<ledger::amount_minor>& amounts, bool atomic) {
+    debit_run run;
+    run.owner = k_owner;
+    for (auto amount : amounts) run.postings.push_back(transfer(amount, "item-" + std::to_string(++keys), {}).posting);
+    run.payer = payer_facts();
+    run.stop_at_first_refusal = atomic;
+    run.done = [this](run_decision d) { decisions.push_back(std::move(d)); };
+    caf::anon_send(registry, batch_atom::value, std::move(run));
+    consume_messages();
+  }
 };
 
 }  // namespace
@@ -284,6 +299,61 @@ CAF_TEST(an_idle_actor_stops_only_when_nothing_forwarded_is_unseen) {
   advance_time(std::chrono::milliseconds(2'000));
   consume_messages();
   CAF_CHECK_EQUAL(live(), 0);
+}
+
+// A batch's items of one payer are decided in one run, in order, against what the account holds
+// less its debits in flight and the run's earlier items; the accepted ones stay reserved until the
+// run is released, so a single debit meanwhile cannot spend them; the release ends the reservation.
+CAF_TEST(a_debit_run_reserves_its_items_in_order_until_it_is_released) {
+  debit(1, payer_facts());
+  commit(0, 100, 1);
+  debit(60, payer_facts());  // in flight: 40 left
+  CAF_REQUIRE_EQUAL(script.held.size(), 2u);
+  debit_run_of({30, 20, 5}, false);
+  CAF_REQUIRE_EQUAL(decisions.size(), 1u);
+  const auto& d = decisions[0];
+  CAF_CHECK(d.decided[0].outcome == error_code::ok);
+  CAF_CHECK(d.decided[1].outcome == error_code::insufficient_funds);
+  CAF_CHECK(d.decided[2].outcome == error_code::ok);
+  CAF_CHECK(!d.refused_at);
+  CAF_CHECK(static_cast<bool>(d.release));
+  // 100 − 60 − 35 leaves 5: a single debit of 10 is refused at once.
+  debit(10, payer_facts());
+  CAF_REQUIRE_EQUAL(answers.size(), 2u);
+  CAF_CHECK(answers[1].outcome == error_code::insufficient_funds);
+  // The run committed: the account's main row is at 65 (100 − 35); 60 are still in flight.
+  decisions[0].release.release({{k_payer, 65, 3, 0}}, false);
+  consume_messages();
+  debit(5, payer_facts());
+  CAF_CHECK_EQUAL(script.held.size(), 3u);
+  debit(1, payer_facts());  // 65 − 60 − 5 leaves 0
+  CAF_REQUIRE_EQUAL(answers.size(), 3u);
+  CAF_CHECK(answers[2].outcome == error_code::insufficient_funds);
+}
+
+// An atomic batch's run stops at its first refused item and reserves nothing; a release that is
+// dropped uncalled ends its reservation too.
+CAF_TEST(an_atomic_run_with_a_refused_item_reserves_nothing) {
+  debit(1, payer_facts());
+  commit(0, 40, 1);
+  debit_run_of({30, 50, 5}, true);
+  CAF_REQUIRE_EQUAL(decisions.size(), 1u);
+  CAF_REQUIRE(decisions[0].refused_at.has_value());
+  CAF_CHECK_EQUAL(*decisions[0].refused_at, 1u);
+  CAF_CHECK(decisions[0].decided[1].outcome == error_code::insufficient_funds);
+  CAF_CHECK(!decisions[0].release);
+  debit(40, payer_facts());
+  CAF_CHECK_EQUAL(script.held.size(), 2u);
+  fail(1, error_code::insufficient_funds);  // its reservation ends
+  debit_run_of({40}, true);
+  CAF_REQUIRE_EQUAL(decisions.size(), 2u);
+  CAF_CHECK(!decisions[1].refused_at);
+  debit(1, payer_facts());
+  CAF_CHECK_EQUAL(script.held.size(), 2u);  // all 40 reserved by the run
+  decisions.pop_back();                     // the run's release dropped uncalled
+  consume_messages();
+  debit(1, payer_facts());
+  CAF_CHECK_EQUAL(script.held.size(), 3u);
 }
 
 CAF_TEST_FIXTURE_SCOPE_END()

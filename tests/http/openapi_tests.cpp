@@ -92,6 +92,7 @@ const std::vector<route> k_routes = {
     {"POST", "/v1/deposits/{id}/refunds", "operator", "write"},
     {"POST", "/v1/deposits/{id}/chargebacks", "operator", "write"},
     {"POST", "/v1/transfers", "any", "write"},
+    {"POST", "/v1/transfers/batch", "any", "write"},
     {"POST", "/v1/withdrawals", "any", "write"},
     {"GET", "/v1/withdrawals/{id}", "any", "read"},
     {"POST", "/v1/withdrawals/{id}/confirm", "operator", "write"},

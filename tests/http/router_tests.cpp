@@ -105,7 +105,8 @@ TEST(router, the_server_table_keeps_the_pipeline_rules) {
                                            "POST /v1/exchanges",
                                            "POST /v1/holds",
                                            "POST /v1/holds/{id}/capture",
-                                           "POST /v1/holds/{id}/void"};
+                                           "POST /v1/holds/{id}/void",
+                                           "POST /v1/transfers/batch"};
   std::set<std::string> seen;
   for (const auto& r : server_routes.table().table()) {
     EXPECT_TRUE(seen.insert(r.method + " " + r.pattern).second) << r.pattern;

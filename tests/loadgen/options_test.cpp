@@ -41,4 +41,13 @@ TEST(options, bad_values_are_refused) {
   EXPECT_THROW(parse_options(3, argv, {}), options_error);
 }
 
+// Payday through the batch endpoint is asked for by --batch-size with the payday workload; with
+// another workload it is refused rather than ignored.
+TEST(options, batch_size_needs_the_payday_workload) {
+  const char* payday[] = {"wallet-loadgen", "--operator-key", "k", "--workload", "payday", "--batch-size", "1000"};
+  EXPECT_EQ(parse_options(7, payday, {}).values.batch_size, 1000);
+  const char* merchant[] = {"wallet-loadgen", "--operator-key", "k", "--batch-size", "1000"};
+  EXPECT_THROW(parse_options(5, merchant, {}), options_error);
+}
+
 }  // namespace

@@ -110,6 +110,10 @@ std::vector<descriptor> describe(options& o) {
       {"spike-ramp-seconds", "Spike profile: seconds to ramp up (and again down).",
        real_target{&o.spike_ramp_s, 0, 3'600}},
       {"concurrency", "Closed loop: virtual users.", int_target{&o.concurrency, 1, 100'000}},
+      {"batch-size",
+       "Payday through POST /v1/transfers/batch with this many salaries per request, closed loop of "
+       "--concurrency users for --duration seconds (0: single transfers).",
+       int_target{&o.batch_size, 0, 10'000}},
       {"think-time-ms", "Closed loop: pause of a user between an answer and its next request.",
        real_target{&o.think_time_ms, 0, 3'600'000}},
       {"search-start-rate", "Search: first rate.", real_target{&o.search_start_rate, 1, 10'000'000}},
@@ -351,6 +355,9 @@ void validate(const options& o) {
     throw options_error("no operator key: pass --operator-key or set WALLET_LOADGEN_OPERATOR_KEY");
   }
   if (o.amount_min_minor > o.amount_max_minor) throw options_error("--amount-min exceeds --amount-max");
+  if (o.batch_size > 0 && o.workload != workload_kind::payday) {
+    throw options_error("--batch-size needs --workload payday (one employer paying salaries)");
+  }
   if (o.currency.size() != 3) throw options_error("--currency must be a three-letter code");
   if (o.mode == run_mode::search && o.search_start_rate > o.search_max_rate) {
     throw options_error("--search-start-rate exceeds --search-max-rate");

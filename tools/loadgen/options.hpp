@@ -53,6 +53,8 @@ struct options {
   double spike_duration_s = 10;  // held at the peak this long
   double spike_ramp_s = 2;
   std::int64_t concurrency = 64;  // closed loop: virtual users
+  // Payday through POST /v1/transfers/batch: salaries per request (0: single transfers).
+  std::int64_t batch_size = 0;
   double think_time_ms = 0;
 
   // Search for the highest rate within the latency target (open-loop steps).

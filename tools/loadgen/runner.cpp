@@ -1,3 +1,4 @@
+#include "tools/loadgen/batches.hpp"
 #include "tools/loadgen/driver.hpp"
 #include "tools/loadgen/loadgen.hpp"
 #include "tools/loadgen/resolve.hpp"
@@ -71,6 +72,12 @@ run_outcome run_loadgen(const options& o, std::ostream& out, std::ostream& err) 
       return outcome;
     }
     if (o.setup_only) return outcome;
+    if (o.batch_size > 0) {
+      // Payday through the batch endpoint: its own closed loop and its own report line.
+      outcome.exit_code = run_payday_batches(o, client, setup, out, err).exit_code;
+      client.stop();
+      return outcome;
+    }
     if (o.verify) balances_before = read_balances(o, client, setup.account_ids());
 
     driver d(o, client, setup, stats, run_id);

@@ -1,0 +1,69 @@
+#include "persistence/transfer_batches.hpp"
+
+#include <pqxx/pqxx>
+
+#include "persistence/database.hpp"
+
+namespace persistence {
+namespace {
+
+constexpr const char* k_find_batch = "transfer_batch_find";
+constexpr const char* k_find_batch_sql =
+    "SELECT request_hash, response_status, response_body FROM transfer_batch"
+    " WHERE principal_id = $1 AND idempotency_key = $2";
+
+constexpr const char* k_find_items = "transfer_batch_find_items";
+constexpr const char* k_find_items_sql =
+    "SELECT k.ord, j.id::text, j.request_hash, j.response_status, j.response_body"
+    "  FROM unnest($2::text[]) WITH ORDINALITY AS k(idempotency_key, ord)"
+    "  JOIN journal_transaction j ON j.principal_id = $1 AND j.idempotency_key = k.idempotency_key";
+
+constexpr const char* k_store_batch = "transfer_batch_store";
+constexpr const char* k_store_batch_sql =
+    "INSERT INTO transfer_batch (principal_id, idempotency_key, request_hash, items, response_status, response_body)"
+    " VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (principal_id, idempotency_key) DO NOTHING";
+
+// Defined on first use (defining a statement libpqxx knows already, with the same text, does
+// nothing), as in settlements.cpp: most connections never serve a batch.
+void prepare(pqxx::connection& conn) {
+  conn.prepare(k_find_batch, k_find_batch_sql);
+  conn.prepare(k_find_items, k_find_items_sql);
+  conn.prepare(k_store_batch, k_store_batch_sql);
+}
+
+std::optional<stored_batch> read_batch(pqxx::transaction_base& txn, ledger::principal_id principal,
+                                       const std::string& key) {
+  auto rows = txn.exec_prepared(k_find_batch, principal, key);
+  if (rows.empty()) return std::nullopt;
+  return stored_batch{rows[0][0].as<std::string>(), rows[0][1].as<int>(), rows[0][2].as<std::string>()};
+}
+
+}  // namespace
+
+batch_lookup find_transfer_batch(pqxx::connection& conn, ledger::principal_id principal, const std::string& key,
+                                 const std::vector<std::string>& item_keys) {
+  prepare(conn);
+  pqxx::read_transaction txn(conn);
+  batch_lookup out;
+  out.batch = read_batch(txn, principal, key);
+  out.items.resize(item_keys.size());
+  if (out.batch || item_keys.empty()) return out;
+  for (const auto& row : txn.exec_prepared(k_find_items, principal, pg_array(item_keys))) {
+    const auto i = row[0].as<std::size_t>() - 1;
+    out.items.at(i) =
+        stored_response{row[1].as<std::string>(), row[2].as<std::string>(), row[3].as<int>(), row[4].as<std::string>()};
+  }
+  return out;
+}
+
+stored_batch store_transfer_batch(pqxx::connection& conn, ledger::principal_id principal, const std::string& key,
+                                  const stored_batch& answer, int items) {
+  prepare(conn);
+  pqxx::work txn(conn);
+  txn.exec_prepared0(k_store_batch, principal, key, answer.request_hash, items, answer.status, answer.body);
+  auto stored = read_batch(txn, principal, key);
+  txn.commit();
+  return stored ? *stored : answer;
+}
+
+}  // namespace persistence

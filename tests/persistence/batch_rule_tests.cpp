@@ -1,0 +1,173 @@
+// The posting path's rule for batches of transfers (POST /v1/transfers/batch) against a real
+// PostgreSQL: an atomic batch commits every posting in one transaction or none of them, naming the
+// first posting its plan refuses, and replays as a whole once committed; the same postings as a
+// plain batch commit every one that can be, each refused one alone.
+
+#include <gtest/gtest.h>
+#include <pqxx/pqxx>
+
+#include <array>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ledger/flows.hpp"
+#include "persistence/accounts.hpp"
+#include "persistence/batch.hpp"
+#include "persistence/database.hpp"
+#include "persistence/flows.hpp"
+#include "persistence/migrations.hpp"
+#include "tests/support/support.hpp"
+
+namespace persistence {
+namespace {
+
+using test_support::sql_literal;
+using test_support::unique_key;
+
+const std::string k_currency = "XTS";
+
+connection_options options_for(const std::string& url) {
+  connection_options o;
+  o.url = url;
+  o.application_name = "batch-rule-tests";
+  return o;
+}
+
+std::int64_t int_of(pqxx::connection& conn, const std::string& sql) {
+  pqxx::nontransaction txn(conn);
+  return txn.exec1(sql)[0].as<std::int64_t>();
+}
+
+// Fixture: a fresh principal with a payer holding 1,000 and three empty payees, and fee_revenue.
+class batch_rule : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { apply_migrations(options_for(test_support::owner_database_url())); }
+
+  void SetUp() override {
+    owner_ = connect(options_for(test_support::owner_database_url()));
+    app_ = connect(options_for(test_support::database_url()));
+    prepare_posting_statements(*app_);
+    principal_ = int_of(*owner_, "INSERT INTO principal (name, role) VALUES (" + sql_literal(unique_key("batch")) +
+                                     ", 'user') RETURNING id");
+    const auto clearing = ensure_clearing_account(*app_, k_currency);
+    fee_revenue_ = ensure_system_account(*app_, k_currency, "fee_revenue", false);
+    payer_ = new_account();
+    for (auto& p : payees_) p = new_account();
+    const auto funded =
+        commit_batch(*app_, {keyed(ledger::flows::deposit(clearing, payer_, payer_, 1'000, k_currency))});
+    ASSERT_EQ(funded.outcomes.at(0).outcome, ledger::error_code::ok);
+  }
+
+  std::int64_t new_account() {
+    return int_of(*owner_, "INSERT INTO account (owner_id, currency, kind) VALUES (" + std::to_string(principal_) +
+                               ", " + sql_literal(k_currency) + ", 'user') RETURNING id");
+  }
+
+  posting_request keyed(ledger::posting p) {
+    posting_request r;
+    r.posting = std::move(p);
+    r.transaction_id = make_uuid();
+    r.principal = principal_;
+    r.idempotency_key = unique_key("item");
+    r.request_hash = r.idempotency_key;
+    return r;
+  }
+
+  std::string make_uuid() {
+    pqxx::nontransaction txn(*owner_);
+    return txn.exec1("SELECT gen_random_uuid()::text")[0].as<std::string>();
+  }
+
+  posting_request pay(std::size_t payee, ledger::amount_minor amount) {
+    return keyed(ledger::flows::transfer(payer_, payees_.at(payee), payees_.at(payee), amount, k_currency,
+                                         ledger::flows::payee_fee{fee_revenue_, {}}));
+  }
+
+  std::int64_t balance(std::int64_t account) {
+    return int_of(*owner_, "SELECT balance FROM account WHERE id = " + std::to_string(account));
+  }
+  std::int64_t journal_rows(const std::vector<posting_request>& batch) {
+    std::int64_t n = 0;
+    for (const auto& r : batch) {
+      n += int_of(*owner_, "SELECT count(*) FROM journal_transaction WHERE id = " + sql_literal(r.transaction_id));
+    }
+    return n;
+  }
+
+  std::unique_ptr<pqxx::connection> owner_;
+  std::unique_ptr<pqxx::connection> app_;
+  std::int64_t principal_ = 0;
+  std::int64_t fee_revenue_ = 0;
+  std::int64_t payer_ = 0;
+  std::array<std::int64_t, 3> payees_{};
+};
+
+TEST_F(batch_rule, an_atomic_batch_with_one_refused_posting_commits_none_and_names_it) {
+  // 400 + 700 exceed the 1,000 the payer holds: the second posting is refused by its plan.
+  const std::vector<posting_request> batch = {pay(0, 400), pay(1, 700), pay(2, 100)};
+  const auto result = commit_atomic(*app_, batch);
+  ASSERT_TRUE(result.refused_at.has_value());
+  EXPECT_EQ(*result.refused_at, 1U);
+  EXPECT_EQ(result.outcomes.at(1).outcome, ledger::error_code::insufficient_funds);
+  EXPECT_EQ(balance(payer_), 1'000);
+  for (auto payee : payees_) EXPECT_EQ(balance(payee), 0);
+  EXPECT_EQ(journal_rows(batch), 0);
+}
+
+TEST_F(batch_rule, an_atomic_batch_that_can_commit_commits_every_posting_in_one_transaction) {
+  const std::vector<posting_request> batch = {pay(0, 400), pay(1, 500), pay(2, 100)};
+  const auto result = commit_atomic(*app_, batch);
+  ASSERT_FALSE(result.refused_at.has_value());
+  EXPECT_EQ(result.attempts, 1);
+  for (const auto& out : result.outcomes) EXPECT_EQ(out.outcome, ledger::error_code::ok);
+  EXPECT_EQ(balance(payer_), 0);
+  EXPECT_EQ(balance(payees_[0]), 400);
+  EXPECT_EQ(balance(payees_[1]), 500);
+  EXPECT_EQ(balance(payees_[2]), 100);
+  EXPECT_EQ(journal_rows(batch), 3);
+  // All of them in one transaction: their journal rows share the transaction's xmin.
+  EXPECT_EQ(int_of(*owner_, "SELECT count(DISTINCT xmin::text) FROM journal_transaction WHERE id IN (" +
+                                sql_literal(batch[0].transaction_id) + "," + sql_literal(batch[1].transaction_id) +
+                                "," + sql_literal(batch[2].transaction_id) + ")"),
+            1);
+
+  // The same batch again: every posting replays its stored receipt, nothing moves twice.
+  const auto again = commit_atomic(*app_, batch);
+  ASSERT_FALSE(again.refused_at.has_value());
+  for (const auto& out : again.outcomes) EXPECT_TRUE(out.replayed);
+  EXPECT_EQ(balance(payer_), 0);
+  EXPECT_EQ(balance(payees_[0]), 400);
+}
+
+TEST_F(batch_rule, a_plain_batch_commits_every_posting_that_can_be_and_refuses_the_others_alone) {
+  const std::vector<posting_request> batch = {pay(0, 400), pay(1, 700), pay(2, 100)};
+  const auto result = commit_batch(*app_, batch);
+  EXPECT_FALSE(result.refused_at.has_value());
+  EXPECT_EQ(result.outcomes.at(0).outcome, ledger::error_code::ok);
+  EXPECT_EQ(result.outcomes.at(1).outcome, ledger::error_code::insufficient_funds);
+  EXPECT_EQ(result.outcomes.at(2).outcome, ledger::error_code::ok);
+  EXPECT_EQ(balance(payer_), 500);
+  EXPECT_EQ(balance(payees_[0]), 400);
+  EXPECT_EQ(balance(payees_[1]), 0);
+  EXPECT_EQ(balance(payees_[2]), 100);
+  EXPECT_EQ(journal_rows(batch), 2);
+}
+
+TEST_F(batch_rule, an_atomic_batch_with_a_key_used_for_another_request_commits_none) {
+  auto first = pay(0, 100);
+  ASSERT_EQ(commit_batch(*app_, {first}).outcomes.at(0).outcome, ledger::error_code::ok);
+  auto reused = pay(1, 100);
+  reused.idempotency_key = first.idempotency_key;
+  reused.request_hash = "another request";
+  const std::vector<posting_request> batch = {pay(2, 100), reused};
+  const auto result = commit_atomic(*app_, batch);
+  ASSERT_TRUE(result.refused_at.has_value());
+  EXPECT_EQ(*result.refused_at, 1U);
+  EXPECT_EQ(result.outcomes.at(1).outcome, ledger::error_code::idempotency_key_reused);
+  EXPECT_EQ(balance(payer_), 900);
+  EXPECT_EQ(balance(payees_[2]), 0);
+}
+
+}  // namespace
+}  // namespace persistence
