@@ -30,6 +30,7 @@ struct routes::impl {
     handlers::add_key_routes(table, support);
     handlers::add_audit_routes(table, support);
     handlers::add_event_routes(table, support);
+    handlers::add_webhook_routes(table, support);
   }
 
   void handle(const exchange_ptr& ex) {
