@@ -79,8 +79,8 @@ void webhook_endpoints::create(request_origin origin, webhook_endpoint_request r
           out.detail = std::move(*why);
           return out;
         }
-        persistence::new_webhook_endpoint e{request.owner,       request.all_accounts,  request.account,
-                                            request.url,         request.event_types,   request.signing_secret};
+        persistence::new_webhook_endpoint e{request.owner, request.all_accounts, request.account,
+                                            request.url,   request.event_types,  request.signing_secret};
         const auto audit = audit_entry_for(origin, "webhook_endpoint.create");
         auto created = persistence::create_webhook_endpoint(conn, e, live_max, &audit);
         if (!created) {

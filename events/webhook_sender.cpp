@@ -92,7 +92,8 @@ class attempt : public std::enable_shared_from_this<attempt<Stream>> {
                   ", not a public address");
     }
     beast::get_lowest_layer(stream_).async_connect(
-        allowed, [self = this->shared_from_this()](beast::error_code ec, const tcp::endpoint&) { self->on_connect(ec); });
+        allowed,
+        [self = this->shared_from_this()](beast::error_code ec, const tcp::endpoint&) { self->on_connect(ec); });
   }
 
   void on_connect(beast::error_code ec) {
@@ -106,11 +107,10 @@ class attempt : public std::enable_shared_from_this<attempt<Stream>> {
       }
       stream_.set_verify_mode(asio::ssl::verify_peer);
       stream_.set_verify_callback(asio::ssl::host_name_verification(url_.host));
-      stream_.async_handshake(asio::ssl::stream_base::client,
-                              [self = this->shared_from_this()](beast::error_code e) {
-                                if (e) return self->fail("TLS handshake with " + self->url_.host + ": " + e.message());
-                                self->write();
-                              });
+      stream_.async_handshake(asio::ssl::stream_base::client, [self = this->shared_from_this()](beast::error_code e) {
+        if (e) return self->fail("TLS handshake with " + self->url_.host + ": " + e.message());
+        self->write();
+      });
     } else {
       write();
     }
@@ -133,23 +133,24 @@ class attempt : public std::enable_shared_from_this<attempt<Stream>> {
     request_message_.set("Wallet-Delivery-Id", std::to_string(request_.delivery_id));
     request_message_.body() = request_.body;
     request_message_.prepare_payload();
-    http::async_write(stream_, request_message_,
-                      [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
-                        if (ec) return self->fail("sending to " + self->url_.host + ": " + ec.message());
-                        self->read();
-                      });
+    http::async_write(stream_, request_message_, [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
+      if (ec) return self->fail("sending to " + self->url_.host + ": " + ec.message());
+      self->read();
+    });
   }
 
   void read() {
-    http::async_read_header(stream_, buffer_, parser_, [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
-      if (ec) return self->fail("reading the answer of " + self->url_.host + ": " + ec.message());
-      const int status = static_cast<int>(self->parser_.get().result_int());
-      webhook_response r;
-      r.status_code = status;
-      r.delivered = status >= 200 && status < 300;
-      if (!r.delivered) r.error = "answered " + std::to_string(status);
-      self->finish(std::move(r));
-    });
+    http::async_read_header(stream_, buffer_, parser_,
+                            [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
+                              if (ec)
+                                return self->fail("reading the answer of " + self->url_.host + ": " + ec.message());
+                              const int status = static_cast<int>(self->parser_.get().result_int());
+                              webhook_response r;
+                              r.status_code = status;
+                              r.delivered = status >= 200 && status < 300;
+                              if (!r.delivered) r.error = "answered " + std::to_string(status);
+                              self->finish(std::move(r));
+                            });
   }
 
   void fail(std::string error) {
@@ -239,17 +240,18 @@ void webhook_sender::send(webhook_request request, std::function<void(webhook_re
   }
   auto url = std::get<ledger::webhook_url>(std::move(parsed));
   const bool tls = url.tls;
-  asio::post(impl_->io, [this, tls, url = std::move(url), request = std::move(request), done = std::move(done)]() mutable {
-    if (tls) {
-      std::make_shared<attempt<tls_stream>>(impl_->io, &impl_->tls, std::move(url), std::move(request), impl_->config,
-                                            std::move(done))
-          ->start();
-    } else {
-      std::make_shared<attempt<plain_stream>>(impl_->io, nullptr, std::move(url), std::move(request), impl_->config,
-                                              std::move(done))
-          ->start();
-    }
-  });
+  asio::post(impl_->io,
+             [this, tls, url = std::move(url), request = std::move(request), done = std::move(done)]() mutable {
+               if (tls) {
+                 std::make_shared<attempt<tls_stream>>(impl_->io, &impl_->tls, std::move(url), std::move(request),
+                                                       impl_->config, std::move(done))
+                     ->start();
+               } else {
+                 std::make_shared<attempt<plain_stream>>(impl_->io, nullptr, std::move(url), std::move(request),
+                                                         impl_->config, std::move(done))
+                     ->start();
+               }
+             });
 }
 
 }  // namespace events

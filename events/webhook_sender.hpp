@@ -34,9 +34,9 @@ struct webhook_request {
 };
 
 struct webhook_response {
-  bool delivered = false;         // a 2xx answer
+  bool delivered = false;          // a 2xx answer
   std::optional<int> status_code;  // when an answer's head arrived
-  std::string error;              // why it was not delivered; empty when delivered
+  std::string error;               // why it was not delivered; empty when delivered
   bool timed_out = false;
   std::int64_t elapsed_ms = 0;
 };

@@ -167,8 +167,8 @@ class webhook_dispatcher::worker {
     persistence::event_filter filter;
     if (!e.all_accounts) filter.owner = e.owner;
     filter.account = e.account;
-    const auto page = persistence::read_event_feed(*conn_, e.feed_cursor, k_fan_out_events_max,
-                                                   s_.config.feed_scan_max, filter);
+    const auto page =
+        persistence::read_event_feed(*conn_, e.feed_cursor, k_fan_out_events_max, s_.config.feed_scan_max, filter);
     if (page.next <= e.feed_cursor) return false;
     std::vector<persistence::new_webhook_delivery> deliveries;
     for (const auto& event : page.events) {

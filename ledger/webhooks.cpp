@@ -37,10 +37,10 @@ address_class classify_v4(const std::array<std::uint8_t, 4>& a) {
   if (b0 == 10) return address_class::private_use;
   if (b0 == 172 && (b1 & 0xf0) == 16) return address_class::private_use;
   if (b0 == 192 && b1 == 168) return address_class::private_use;
-  if (b0 == 100 && (b1 & 0xc0) == 64) return address_class::private_use;      // CGNAT 100.64.0.0/10
-  if (b0 == 198 && (b1 & 0xfe) == 18) return address_class::private_use;      // benchmarking 198.18.0.0/15
-  if (b0 == 192 && b1 == 0 && a[2] == 0) return address_class::private_use;   // IETF 192.0.0.0/24
-  if (b0 >= 240) return address_class::private_use;                           // reserved 240.0.0.0/4
+  if (b0 == 100 && (b1 & 0xc0) == 64) return address_class::private_use;     // CGNAT 100.64.0.0/10
+  if (b0 == 198 && (b1 & 0xfe) == 18) return address_class::private_use;     // benchmarking 198.18.0.0/15
+  if (b0 == 192 && b1 == 0 && a[2] == 0) return address_class::private_use;  // IETF 192.0.0.0/24
+  if (b0 >= 240) return address_class::private_use;                          // reserved 240.0.0.0/4
   return address_class::global;
 }
 

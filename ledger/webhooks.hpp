@@ -19,8 +19,8 @@ inline constexpr std::size_t k_webhook_url_length_max = 2'048;
 inline constexpr std::size_t k_webhook_host_length_max = 253;
 
 struct webhook_url {
-  bool tls = false;   // https
-  std::string host;   // a name, an IPv4 literal, or an IPv6 literal without its brackets
+  bool tls = false;  // https
+  std::string host;  // a name, an IPv4 literal, or an IPv6 literal without its brackets
   std::uint16_t port = 0;
   std::string target;  // path and query, "/" at least
 };

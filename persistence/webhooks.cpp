@@ -19,13 +19,14 @@ std::string utc(const std::string& column) {
   return "to_char(" + column + " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')";
 }
 
-const std::string k_endpoint_columns = "id, owner_id, all_accounts, account_id, url, array_to_string(event_types, ','),"
-                                       " feed_cursor, " +
-                                       utc("created_at");
+const std::string k_endpoint_columns =
+    "id, owner_id, all_accounts, account_id, url, array_to_string(event_types, ','),"
+    " feed_cursor, " +
+    utc("created_at");
 
 constexpr const char* k_owner_lock = "webhook_owner_lock";
-const std::string k_owner_lock_sql = "SELECT pg_advisory_xact_lock(" + std::to_string(k_endpoint_lock_class) +
-                                     ", ($1::bigint % 2147483647)::int)";
+const std::string k_owner_lock_sql =
+    "SELECT pg_advisory_xact_lock(" + std::to_string(k_endpoint_lock_class) + ", ($1::bigint % 2147483647)::int)";
 
 constexpr const char* k_count_live = "webhook_count_live";
 constexpr const char* k_count_live_sql =
@@ -272,8 +273,8 @@ std::optional<webhook_deliveries_page> list_webhook_deliveries(pqxx::connection&
   return page;
 }
 
-delivery_retry_result retry_webhook_delivery(pqxx::connection& conn, std::int64_t endpoint_id,
-                                             std::int64_t delivery_id, const audit_entry* audit) {
+delivery_retry_result retry_webhook_delivery(pqxx::connection& conn, std::int64_t endpoint_id, std::int64_t delivery_id,
+                                             const audit_entry* audit) {
   pqxx::work txn(conn);
   delivery_retry_result out;
   const auto retried = txn.exec_prepared(k_retry, delivery_id, endpoint_id);
@@ -360,12 +361,12 @@ bool record_webhook_attempt(pqxx::connection& conn, const webhook_attempt_outcom
   if (o.delivered) {
     changed = txn.exec_prepared(k_record_delivered, o.delivery_id, o.attempts, o.status_code).affected_rows();
   } else if (o.retry_delay_ms) {
-    changed = txn.exec_prepared(k_record_retry, o.delivery_id, o.attempts, o.status_code, error_or_null,
-                                *o.retry_delay_ms)
-                  .affected_rows();
+    changed =
+        txn.exec_prepared(k_record_retry, o.delivery_id, o.attempts, o.status_code, error_or_null, *o.retry_delay_ms)
+            .affected_rows();
   } else {
-    changed = txn.exec_prepared(k_record_failed, o.delivery_id, o.attempts, o.status_code, error_or_null)
-                  .affected_rows();
+    changed =
+        txn.exec_prepared(k_record_failed, o.delivery_id, o.attempts, o.status_code, error_or_null).affected_rows();
   }
   txn.commit();
   return changed == 1;

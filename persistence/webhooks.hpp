@@ -91,8 +91,8 @@ struct delivery_retry_result {
 };
 
 // Makes a FAILED delivery of a live endpoint PENDING again, due now, with a new retry span.
-delivery_retry_result retry_webhook_delivery(pqxx::connection& conn, std::int64_t endpoint_id,
-                                             std::int64_t delivery_id, const audit_entry* audit);
+delivery_retry_result retry_webhook_delivery(pqxx::connection& conn, std::int64_t endpoint_id, std::int64_t delivery_id,
+                                             const audit_entry* audit);
 
 // --- The dispatcher's side ---
 
@@ -120,8 +120,8 @@ bool add_webhook_deliveries(pqxx::connection& conn, std::int64_t endpoint_id, st
 struct claimed_webhook_delivery {
   std::int64_t id = 0;
   std::int64_t endpoint_id = 0;
-  int attempts = 0;       // this attempt's number: the lease's fence for recording its outcome
-  int span_attempts = 0;  // this attempt's number in the current retry span
+  int attempts = 0;                  // this attempt's number: the lease's fence for recording its outcome
+  int span_attempts = 0;             // this attempt's number in the current retry span
   std::int64_t span_elapsed_ms = 0;  // since the span's first attempt (0 for that one)
   std::string event_id;
   std::string url;

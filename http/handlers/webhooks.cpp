@@ -78,8 +78,8 @@ bool read_page(handler_support& s, const exchange_ptr& ex, std::int64_t& after, 
   if (auto text = query_param(ex->query, "after")) {
     auto v = ledger::parse_digits(*text);
     if (!v) {
-      s.invalid(ex, std::string("query parameter \"after\" must be ") + after_names +
-                        " (the \"next\" of the previous page)");
+      s.invalid(
+          ex, std::string("query parameter \"after\" must be ") + after_names + " (the \"next\" of the previous page)");
       return false;
     }
     after = *v;
@@ -163,19 +163,21 @@ void create_endpoint(handler_support& s, const exchange_ptr& ex, const principal
   request.signing_secret = new_signing_secret();
   auto make = [&s, ex, who](actors::webhook_endpoint_request r) {
     const auto secret = r.signing_secret;
-    s.service.create_webhook_endpoint(
-        {who.id, ex->request_id}, std::move(r), [&s, ex, secret](actors::query_result<actors::webhook_create_view> res) {
-          if (res.outcome != ledger::error_code::ok) return s.unavailable(ex, res.outcome, res.detail);
-          switch (res.value.outcome) {
-            case actors::webhook_create_outcome::created: break;
-            case actors::webhook_create_outcome::destination_refused: return refuse_url(s, ex, res.value.detail);
-            case actors::webhook_create_outcome::too_many_endpoints:
-              return s.fail(ex, ledger::error_code::conflict, res.value.detail);
-          }
-          auto o = endpoint_json(res.value.endpoint);
-          o["signingSecret"] = secret;
-          ex->respond(json_reply(201, o));
-        });
+    s.service.create_webhook_endpoint({who.id, ex->request_id}, std::move(r),
+                                      [&s, ex, secret](actors::query_result<actors::webhook_create_view> res) {
+                                        if (res.outcome != ledger::error_code::ok)
+                                          return s.unavailable(ex, res.outcome, res.detail);
+                                        switch (res.value.outcome) {
+                                          case actors::webhook_create_outcome::created: break;
+                                          case actors::webhook_create_outcome::destination_refused:
+                                            return refuse_url(s, ex, res.value.detail);
+                                          case actors::webhook_create_outcome::too_many_endpoints:
+                                            return s.fail(ex, ledger::error_code::conflict, res.value.detail);
+                                        }
+                                        auto o = endpoint_json(res.value.endpoint);
+                                        o["signingSecret"] = secret;
+                                        ex->respond(json_reply(201, o));
+                                      });
   };
   if (!body.account) return make(std::move(request));
   // An account that is not the caller's is not found, as everywhere. Events name a hot account's
@@ -189,18 +191,19 @@ void create_endpoint(handler_support& s, const exchange_ptr& ex, const principal
 void list_endpoints(handler_support& s, const exchange_ptr& ex, const principal& who) {
   std::int64_t after = 0, limit = 0;
   if (!read_page(s, ex, after, limit, "an endpoint id")) return;
-  s.service.list_webhook_endpoints(
-      owner_filter(who), after, static_cast<int>(limit),
-      [&s, ex, limit](actors::query_result<std::vector<actors::webhook_endpoint_view>> r) {
-        if (r.outcome != ledger::error_code::ok) return s.unavailable(ex, r.outcome, r.detail);
-        json::array endpoints;
-        for (const auto& e : r.value) endpoints.push_back(endpoint_json(e));
-        json::object o;
-        const bool full = static_cast<std::int64_t>(r.value.size()) == limit;
-        o["endpoints"] = std::move(endpoints);
-        o["next"] = full ? json::value(std::to_string(r.value.back().id)) : json::value(nullptr);
-        ex->respond(json_reply(200, o));
-      });
+  s.service.list_webhook_endpoints(owner_filter(who), after, static_cast<int>(limit),
+                                   [&s, ex, limit](actors::query_result<std::vector<actors::webhook_endpoint_view>> r) {
+                                     if (r.outcome != ledger::error_code::ok)
+                                       return s.unavailable(ex, r.outcome, r.detail);
+                                     json::array endpoints;
+                                     for (const auto& e : r.value) endpoints.push_back(endpoint_json(e));
+                                     json::object o;
+                                     const bool full = static_cast<std::int64_t>(r.value.size()) == limit;
+                                     o["endpoints"] = std::move(endpoints);
+                                     o["next"] =
+                                         full ? json::value(std::to_string(r.value.back().id)) : json::value(nullptr);
+                                     ex->respond(json_reply(200, o));
+                                   });
 }
 
 void delete_endpoint(handler_support& s, const exchange_ptr& ex, const principal& who, std::int64_t id) {
@@ -247,8 +250,8 @@ void retry_delivery(handler_support& s, const exchange_ptr& ex, const principal&
                               " was not found");
           case actors::webhook_retry_outcome::not_failed:
             return s.fail(ex, http_problem(409, "delivery_not_failed", "Delivery not failed",
-                                           "delivery " + std::to_string(delivery_id) + " is " + r.value.delivery.status +
-                                               ": only a FAILED delivery is retried"));
+                                           "delivery " + std::to_string(delivery_id) + " is " +
+                                               r.value.delivery.status + ": only a FAILED delivery is retried"));
         }
         ex->respond(json_reply(200, delivery_json(r.value.delivery)));
       });
@@ -257,11 +260,11 @@ void retry_delivery(handler_support& s, const exchange_ptr& ex, const principal&
 }  // namespace
 
 void add_webhook_routes(router& r, handler_support& s) {
-  r.add({"POST", "/v1/webhook-endpoints", access::principal, rate_class::write, param_kind::integer, true,
+  r.add({"POST", "/v1/webhook-endpoints", access::principal, rate_class::read, param_kind::integer, true,
          [&s](const exchange_ptr& ex, const principal& who, const path_params&) { create_endpoint(s, ex, who); }});
   r.add({"GET", "/v1/webhook-endpoints", access::principal, rate_class::read, param_kind::integer, false,
          [&s](const exchange_ptr& ex, const principal& who, const path_params&) { list_endpoints(s, ex, who); }});
-  r.add({"DELETE", "/v1/webhook-endpoints/{id}", access::principal, rate_class::write, param_kind::integer, false,
+  r.add({"DELETE", "/v1/webhook-endpoints/{id}", access::principal, rate_class::read, param_kind::integer, false,
          [&s](const exchange_ptr& ex, const principal& who, const path_params& p) {
            delete_endpoint(s, ex, who, p.id);
          }});
@@ -269,7 +272,7 @@ void add_webhook_routes(router& r, handler_support& s) {
          false, [&s](const exchange_ptr& ex, const principal& who, const path_params& p) {
            list_deliveries(s, ex, who, p.id);
          }});
-  r.add({"POST", "/v1/webhook-endpoints/{id}/deliveries/{deliveryId}/retry", access::operator_, rate_class::write,
+  r.add({"POST", "/v1/webhook-endpoints/{id}/deliveries/{deliveryId}/retry", access::operator_, rate_class::read,
          param_kind::integer, false, [&s](const exchange_ptr& ex, const principal& who, const path_params& p) {
            retry_delivery(s, ex, who, p.id, p.second_id);
          }});

@@ -112,8 +112,8 @@ TEST(webhook_addresses, private_loopback_link_local_unspecified_and_multicast_ar
 }
 
 TEST(webhook_addresses, only_global_ones_are_allowed_and_loopback_only_when_the_setting_says_so) {
-  for (auto c : {address_class::private_use, address_class::link_local, address_class::unspecified,
-                 address_class::multicast}) {
+  for (auto c :
+       {address_class::private_use, address_class::link_local, address_class::unspecified, address_class::multicast}) {
     EXPECT_FALSE(ledger::destination_allowed(c, false)) << ledger::to_string(c);
     EXPECT_FALSE(ledger::destination_allowed(c, true)) << ledger::to_string(c);
   }
@@ -146,10 +146,11 @@ TEST(webhook_urls, http_and_https_urls_split_into_host_port_and_target) {
 }
 
 TEST(webhook_urls, other_schemes_user_information_fragments_bad_ports_and_long_urls_are_refused) {
-  for (const std::string& bad : std::vector<std::string>{"ftp://example.com/", "example.com/hook", "http://", "http://user:pw@example.com/", "http://example.com/#frag",
-        "http://example.com:0/", "http://example.com:65536/", "http://example.com:/", "http://exa mple.com/",
-        "http://ex_ample.com/", "http://[::1/", "http://[not-v6]/", "javascript:alert(1)",
-        "https://example.com/" + std::string(ledger::k_webhook_url_length_max, 'a')}) {
+  for (const std::string& bad : std::vector<std::string>{
+           "ftp://example.com/", "example.com/hook", "http://", "http://user:pw@example.com/",
+           "http://example.com/#frag", "http://example.com:0/", "http://example.com:65536/", "http://example.com:/",
+           "http://exa mple.com/", "http://ex_ample.com/", "http://[::1/", "http://[not-v6]/", "javascript:alert(1)",
+           "https://example.com/" + std::string(ledger::k_webhook_url_length_max, 'a')}) {
     EXPECT_TRUE(std::holds_alternative<std::string>(ledger::parse_webhook_url(bad))) << bad;
   }
 }

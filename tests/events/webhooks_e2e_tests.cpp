@@ -209,8 +209,9 @@ TEST_F(webhooks_e2e, a_receiver_that_never_answers_is_retried_until_failed_and_a
   std::vector<std::string> paid;
   for (int i = 0; i < 3; ++i) paid.push_back(transfer(c, payer.key, payer.account, merchant.account, 10 + i));
 
-  ASSERT_TRUE(eventually([&] { return count_with_status(deliveries(c, merchant.key, healthy_ep.id), "DELIVERED") == 3; },
-                         std::chrono::seconds(60), std::chrono::milliseconds(20)));
+  ASSERT_TRUE(
+      eventually([&] { return count_with_status(deliveries(c, merchant.key, healthy_ep.id), "DELIVERED") == 3; },
+                 std::chrono::seconds(60), std::chrono::milliseconds(20)));
   ASSERT_TRUE(eventually([&] { return count_with_status(deliveries(c, merchant.key, dead_ep.id), "FAILED") >= 1; },
                          std::chrono::seconds(60), std::chrono::milliseconds(50)));
   const auto healthy_list = deliveries(c, merchant.key, healthy_ep.id);
@@ -261,10 +262,10 @@ TEST_F(webhooks_e2e, a_receiver_that_never_answers_is_retried_until_failed_and_a
       "/v1/webhook-endpoints/" + std::to_string(healthy_ep.id) + "/deliveries/" + healthy_first + "/retry", op, "");
   EXPECT_EQ(not_failed.status, 409);
   EXPECT_EQ(field(not_failed.json(), "code"), "delivery_not_failed");
-  EXPECT_EQ(c.post("/v1/webhook-endpoints/" + std::to_string(healthy_ep.id) + "/deliveries/" + first_id + "/retry",
-                   op, "")
-                .status,
-            404);
+  EXPECT_EQ(
+      c.post("/v1/webhook-endpoints/" + std::to_string(healthy_ep.id) + "/deliveries/" + first_id + "/retry", op, "")
+          .status,
+      404);
   // The retried delivery is attempted again.
   EXPECT_TRUE(eventually(
       [&] {
@@ -283,18 +284,20 @@ TEST_F(webhooks_e2e, urls_at_private_addresses_and_bad_registrations_are_refused
   http_client c(server.port());
   const auto& op = server.operator_key();
   const auto merchant = make_party(c, op, "merchant");
-  for (const std::string& url : std::vector<std::string>{"http://10.1.2.3/hook", "https://192.168.0.10/hook", "http://127.0.0.1:9/hook",
-                                "http://localhost:9/hook", "http://[::1]:9/hook", "http://169.254.169.254/latest",
-                                "http://0.0.0.0/", "http://224.0.0.1/", "http://[fd00::1]/", "http://[::ffff:10.0.0.1]/"}) {
+  for (const std::string& url : std::vector<std::string>{
+           "http://10.1.2.3/hook", "https://192.168.0.10/hook", "http://127.0.0.1:9/hook", "http://localhost:9/hook",
+           "http://[::1]:9/hook", "http://169.254.169.254/latest", "http://0.0.0.0/", "http://224.0.0.1/",
+           "http://[fd00::1]/", "http://[::ffff:10.0.0.1]/"}) {
     const auto r = register_endpoint(c, merchant.key, R"({"url":")" + url + R"(","events":["*"]})");
     EXPECT_EQ(r.status, 400) << url;
     EXPECT_EQ(field(r.json(), "code"), "webhook_url_refused") << url << ": " << r.body;
   }
-  for (const std::string& body : std::vector<std::string>{R"({"url":"ftp://example.com/","events":["*"]})", R"({"url":"http://u:p@example.com/","events":["*"]})",
-        R"({"url":"http://example.com/","events":[]})", R"({"url":"http://example.com/","events":["NOPE"]})",
-        R"({"url":"http://example.com/","events":["*","TRANSFER"]})", R"({"url":"http://example.com/"})",
-        R"({"events":["*"]})", R"({"url":"http://example.com/","events":"*"})",
-        R"({"url":"http://example.com/","events":["*"],"secret":"x"})", R"([1])", R"(not json)"}) {
+  for (const std::string& body : std::vector<std::string>{
+           R"({"url":"ftp://example.com/","events":["*"]})", R"({"url":"http://u:p@example.com/","events":["*"]})",
+           R"({"url":"http://example.com/","events":[]})", R"({"url":"http://example.com/","events":["NOPE"]})",
+           R"({"url":"http://example.com/","events":["*","TRANSFER"]})", R"({"url":"http://example.com/"})",
+           R"({"events":["*"]})", R"({"url":"http://example.com/","events":"*"})",
+           R"({"url":"http://example.com/","events":["*"],"secret":"x"})", R"([1])", R"(not json)"}) {
     const auto r = register_endpoint(c, merchant.key, body);
     EXPECT_EQ(r.status, 400) << body;
     EXPECT_EQ(field(r.json(), "code"), "invalid_request") << body << ": " << r.body;
@@ -325,13 +328,13 @@ TEST_F(webhooks_e2e, a_deleted_endpoint_gets_no_further_delivery) {
   const auto deleted = c.request("DELETE", path, "", {{"Authorization", "Bearer " + merchant.key}});
   ASSERT_EQ(deleted.status, 200) << deleted.body;
   const auto second = transfer(c, payer.key, payer.account, merchant.account, 6);
-  ASSERT_TRUE(eventually([&] { return kept.requests().size() == 2; }, std::chrono::seconds(60),
-                         std::chrono::milliseconds(20)));
+  ASSERT_TRUE(
+      eventually([&] { return kept.requests().size() == 2; }, std::chrono::seconds(60), std::chrono::milliseconds(20)));
   EXPECT_EQ(field(json::parse(kept.requests()[1].body), "eventId"), second);
   ASSERT_EQ(dropped.requests().size(), 1u);
   EXPECT_EQ(field(json::parse(dropped.requests()[0].body), "eventId"), first);
-  EXPECT_EQ(sql_value(owner_url(), "SELECT count(*) FROM webhook_delivery WHERE endpoint_id = " +
-                                       std::to_string(dropped_ep.id)),
+  EXPECT_EQ(sql_value(owner_url(),
+                      "SELECT count(*) FROM webhook_delivery WHERE endpoint_id = " + std::to_string(dropped_ep.id)),
             "1");
   EXPECT_EQ(c.get(path + "/deliveries", merchant.key).status, 404);
   EXPECT_EQ(c.request("DELETE", path, "", {{"Authorization", "Bearer " + merchant.key}}).status, 404);
@@ -364,7 +367,8 @@ TEST_F(webhooks_e2e, a_principal_neither_sees_nor_deletes_another_principals_end
       c, b.key, R"({"url":")" + receiver.url() + R"(","events":["*"],"accountId":)" + std::to_string(a.account) + "}");
   EXPECT_EQ(foreign.status, 404) << foreign.body;
   const auto own = register_endpoint(
-      c, a.key, R"({"url":")" + receiver.url() + R"(","events":["DEPOSIT"],"accountId":)" + std::to_string(a.account) + "}");
+      c, a.key,
+      R"({"url":")" + receiver.url() + R"(","events":["DEPOSIT"],"accountId":)" + std::to_string(a.account) + "}");
   ASSERT_EQ(own.status, 201) << own.body;
   EXPECT_EQ(own.json().as_object().at("accountId").as_int64(), a.account);
 
@@ -382,6 +386,39 @@ TEST_F(webhooks_e2e, a_principal_neither_sees_nor_deletes_another_principals_end
   EXPECT_EQ(c.get(path + "/deliveries", op).status, 200);
   EXPECT_EQ(c.request("DELETE", path, "", {{"Authorization", "Bearer " + op}}).status, 200);
   EXPECT_EQ(c.get(path + "/deliveries", a.key).status, 404);
+}
+
+TEST_F(webhooks_e2e, an_address_refused_at_connect_time_is_never_reached) {
+  // The host is judged again at every attempt, not only at registration: an endpoint on 127.0.0.1
+  // registered by a server that allowed loopback, then served by one that does not (the default),
+  // gets attempts that fail with "refused" before any connection, and its receiver sees nothing.
+  webhook_receiver receiver([](int) { return 200; });
+  party merchant, payer;
+  endpoint ep;
+  {
+    server_process permissive(server_options(quick_webhooks({{"WALLET_WEBHOOKS_ENABLED", "false"}})));
+    http_client c(permissive.port());
+    merchant = make_party(c, permissive.operator_key(), "merchant");
+    payer = make_party(c, permissive.operator_key(), "user", 1'000);
+    ep = create_endpoint(c, merchant.key, receiver.url());
+    ASSERT_GT(ep.id, 0);
+  }
+  server_process strict(server_options({{"WALLET_WEBHOOKS_POLL_INTERVAL_MS", "5"},
+                                        {"WALLET_WEBHOOKS_BACKOFF_BASE_MS", "20"},
+                                        {"WALLET_WEBHOOKS_BACKOFF_CAP_MS", "100"}}));
+  http_client c(strict.port());
+  transfer(c, payer.key, payer.account, merchant.account, 7);
+  ASSERT_TRUE(eventually(
+      [&] {
+        const auto list = deliveries(c, merchant.key, ep.id);
+        return list.size() == 1 && std::stoi(field(list[0], "attempts")) >= 2;
+      },
+      std::chrono::seconds(60), std::chrono::milliseconds(20)));
+  const auto first = deliveries(c, merchant.key, ep.id).at(0);
+  EXPECT_EQ(field(first, "status"), "PENDING");
+  EXPECT_NE(field(first, "lastError").find("refused: 127.0.0.1 resolves to 127.0.0.1 (loopback)"), std::string::npos)
+      << field(first, "lastError");
+  EXPECT_TRUE(receiver.requests().empty());
 }
 
 }  // namespace

@@ -114,11 +114,11 @@ const std::vector<route> k_routes = {
     {"GET", "/v1/principals/{id}/keys", "any", "read"},
     {"DELETE", "/v1/principals/{id}/keys/{keyId}", "any", "read"},
     {"GET", "/v1/admin/audit", "operator", "read"},
-    {"POST", "/v1/webhook-endpoints", "any", "write"},
+    {"POST", "/v1/webhook-endpoints", "any", "read"},
     {"GET", "/v1/webhook-endpoints", "any", "read"},
-    {"DELETE", "/v1/webhook-endpoints/{id}", "any", "write"},
+    {"DELETE", "/v1/webhook-endpoints/{id}", "any", "read"},
     {"GET", "/v1/webhook-endpoints/{id}/deliveries", "any", "read"},
-    {"POST", "/v1/webhook-endpoints/{id}/deliveries/{deliveryId}/retry", "operator", "write"},
+    {"POST", "/v1/webhook-endpoints/{id}/deliveries/{deliveryId}/retry", "operator", "read"},
 };
 
 const std::string k_request_id = "0123456789abcdef";
