@@ -27,19 +27,27 @@ struct received_request {
 class webhook_receiver {
  public:
   // `answer(n)` decides the status of the n-th request (1-based); 0 holds it without an answer.
-  explicit webhook_receiver(std::function<int(int)> answer);
+  // With `cert_file` and `key_file` (PEM) it speaks https.
+  explicit webhook_receiver(std::function<int(int)> answer, std::string cert_file = {}, std::string key_file = {});
   ~webhook_receiver();
   webhook_receiver(const webhook_receiver&) = delete;
   webhook_receiver& operator=(const webhook_receiver&) = delete;
 
   int port() const { return port_; }
   std::string url(const std::string& path = "/hook") const;
+  // TLS handshakes that failed (the client refused the certificate, or sent no TLS).
+  int failed_handshakes() const;
   std::vector<received_request> requests() const;
 
  private:
   void serve(int fd);
+  template <typename Stream>
+  void exchange(Stream& stream);
 
   std::function<int(int)> answer_;
+  std::string cert_file_;
+  std::string key_file_;
+  int failed_handshakes_ = 0;
   int port_ = 0;
   int listen_fd_ = -1;
   mutable std::mutex mutex_;

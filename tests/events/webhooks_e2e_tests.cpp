@@ -8,10 +8,13 @@
 #include <openssl/hmac.h>
 
 #include <boost/json.hpp>
+#include <filesystem>
+#include <fstream>
 #include <set>
 
 #include "tests/events/fixture.hpp"
 #include "tests/events/webhook_receiver.hpp"
+#include "tests/support/process.hpp"
 
 namespace events_test {
 namespace {
@@ -419,6 +422,68 @@ TEST_F(webhooks_e2e, an_address_refused_at_connect_time_is_never_reached) {
   EXPECT_NE(field(first, "lastError").find("refused: 127.0.0.1 resolves to 127.0.0.1 (loopback)"), std::string::npos)
       << field(first, "lastError");
   EXPECT_TRUE(receiver.requests().empty());
+}
+
+// A self-signed certificate and its key, `<dir>/<name>.pem` and `<dir>/<name>.key`, naming
+// `subject_alt_name` (e.g. "IP:127.0.0.1"), made by the openssl command.
+bool make_certificate(const std::string& dir, const std::string& name, const std::string& subject_alt_name) {
+  const auto r = test_support::run_program(
+      "/usr/bin/openssl",
+      {"req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=wallet-test-" + name, "-addext",
+       "subjectAltName=" + subject_alt_name, "-keyout", dir + "/" + name + ".key", "-out", dir + "/" + name + ".pem"},
+      test_support::current_environment(), std::chrono::seconds(60));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  return r.exit_code == 0;
+}
+
+TEST_F(webhooks_e2e, https_destinations_are_verified_against_the_ca_file_and_their_host_name) {
+  // Three https receivers on 127.0.0.1 with self-signed certificates: one in the CA file
+  // (webhooks.ca_file) naming 127.0.0.1, one in the CA file naming another host, one unknown.
+  // The first gets the event, signed; the others' attempts fail in the TLS handshake, so they never
+  // see a request.
+  const auto dir = test_support::build_dir() + "/events/webhook-tls";
+  std::filesystem::create_directories(dir);
+  ASSERT_TRUE(make_certificate(dir, "good", "IP:127.0.0.1"));
+  ASSERT_TRUE(make_certificate(dir, "other_name", "DNS:example.com"));
+  ASSERT_TRUE(make_certificate(dir, "unknown", "IP:127.0.0.1"));
+  {
+    std::ofstream ca(dir + "/ca.pem", std::ios::trunc);
+    ca << std::ifstream(dir + "/good.pem").rdbuf() << std::ifstream(dir + "/other_name.pem").rdbuf();
+  }
+  server_process server(server_options(quick_webhooks({{"WALLET_WEBHOOKS_CA_FILE", dir + "/ca.pem"}})));
+  http_client c(server.port());
+  const auto& op = server.operator_key();
+  const auto merchant = make_party(c, op, "merchant");
+  const auto payer = make_party(c, op, "user", 1'000);
+  webhook_receiver good([](int) { return 200; }, dir + "/good.pem", dir + "/good.key");
+  webhook_receiver other_name([](int) { return 200; }, dir + "/other_name.pem", dir + "/other_name.key");
+  webhook_receiver unknown([](int) { return 200; }, dir + "/unknown.pem", dir + "/unknown.key");
+  const auto good_ep = create_endpoint(c, merchant.key, good.url());
+  const auto other_ep = create_endpoint(c, merchant.key, other_name.url());
+  const auto unknown_ep = create_endpoint(c, merchant.key, unknown.url());
+  const auto paid = transfer(c, payer.key, payer.account, merchant.account, 9);
+  auto tried = [&](const endpoint& ep) {
+    const auto list = deliveries(c, merchant.key, ep.id);
+    return list.size() == 1 && field(list[0], "lastError") != "null";
+  };
+  ASSERT_TRUE(eventually(
+      [&] {
+        return count_with_status(deliveries(c, merchant.key, good_ep.id), "DELIVERED") == 1 && tried(other_ep) &&
+               tried(unknown_ep);
+      },
+      std::chrono::seconds(60), std::chrono::milliseconds(20)));
+  ASSERT_EQ(good.requests().size(), 1u);
+  EXPECT_TRUE(signed_by(good.requests()[0].headers.at("wallet-signature"), good_ep.secret, good.requests()[0].body));
+  EXPECT_EQ(field(json::parse(good.requests()[0].body), "eventId"), paid);
+  for (const auto* ep : {&other_ep, &unknown_ep}) {
+    const auto d = deliveries(c, merchant.key, ep->id).at(0);
+    EXPECT_EQ(field(d, "status"), "PENDING");
+    EXPECT_NE(field(d, "lastError").find("TLS handshake"), std::string::npos) << field(d, "lastError");
+  }
+  EXPECT_TRUE(other_name.requests().empty());
+  EXPECT_TRUE(unknown.requests().empty());
+  EXPECT_GE(other_name.failed_handshakes(), 1);
+  EXPECT_GE(unknown.failed_handshakes(), 1);
 }
 
 }  // namespace
