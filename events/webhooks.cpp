@@ -3,7 +3,9 @@
 #include <spdlog/spdlog.h>
 
 #include <boost/json.hpp>
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -121,8 +123,10 @@ class webhook_dispatcher::worker {
       o.status_code = response.status_code;
       o.error = response.error;
       if (!o.delivered) {
+        // uniform_real_distribution may round up to its upper bound: the draw stays below 1.
+        const double unit = std::min(unit_(random_), std::nextafter(1.0, 0.0));
         o.retry_delay_ms = next_retry_delay_ms(s_.config.backoff, claimed.span_attempts, claimed.span_elapsed_ms,
-                                               response.elapsed_ms, unit_(random_));
+                                               response.elapsed_ms, unit);
       }
       // A false answer means the attempt was fenced out (the lease had expired and another attempt
       // followed): its outcome is not this attempt's to write.
@@ -148,9 +152,12 @@ class webhook_dispatcher::worker {
   }
 
   // Moves every live endpoint's cursor over the feed events it has not seen; true when an endpoint
-  // has more waiting than one step takes.
+  // has more waiting than one step takes. The endpoints are read only when the feed grew since
+  // every endpoint was last brought to its end (a new endpoint starts at the end), so an idle
+  // feed costs one query a round.
   bool fan_out() {
     const auto end = persistence::webhook_feed_end(*conn_);
+    if (end == fanned_out_to_) return false;
     bool more = false;
     std::int64_t after = 0;
     for (;;) {
@@ -158,9 +165,11 @@ class webhook_dispatcher::worker {
       for (const auto& e : endpoints) {
         if (e.feed_cursor < end) more = fan_out(e) || more;
       }
-      if (static_cast<int>(endpoints.size()) < k_endpoints_page) return more;
+      if (static_cast<int>(endpoints.size()) < k_endpoints_page) break;
       after = endpoints.back().id;
     }
+    if (!more) fanned_out_to_ = end;
+    return more;
   }
 
   bool fan_out(const persistence::webhook_endpoint_record& e) {
@@ -216,6 +225,7 @@ class webhook_dispatcher::worker {
   state& s_;
   std::unique_ptr<pqxx::connection> conn_;
   std::set<std::int64_t> busy_endpoints_;  // endpoints with an attempt of this server in flight
+  std::int64_t fanned_out_to_ = -1;        // the feed end every live endpoint was last brought to
   std::deque<std::pair<persistence::claimed_webhook_delivery, webhook_response>> unrecorded_;
   std::mt19937_64 random_;
   std::uniform_real_distribution<double> unit_{0.0, 1.0};
