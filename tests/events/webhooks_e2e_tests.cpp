@@ -7,6 +7,7 @@
 
 #include <openssl/hmac.h>
 
+#include <atomic>
 #include <boost/json.hpp>
 #include <filesystem>
 #include <fstream>
@@ -130,10 +131,21 @@ std::string feed_end(http_client& c, const std::string& op) {
   return after;
 }
 
-class webhooks_e2e : public events_suite {};
+class webhooks_e2e : public events_suite {
+ protected:
+  // Every test starts with no live endpoint: those of earlier tests (a dead one still retrying)
+  // would otherwise be served by this test's servers and show in its metrics.
+  void SetUp() override {
+    events_suite::SetUp();
+    if (HasFatalFailure()) return;
+    sql_value(owner_url(),
+              "WITH d AS (UPDATE webhook_endpoint SET deleted_at = now() WHERE deleted_at IS NULL RETURNING 1)"
+              " SELECT count(*) FROM d");
+  }
+};
 
 TEST_F(webhooks_e2e, a_receiver_that_fails_three_times_gets_every_event_once_it_accepts_signed_and_in_order) {
-  // A merchant's endpoint answers 500 to its first three requests, then 200. Five payments to the
+  // A merchant's endpoint answers 500, 302 and 404 to its first three requests, then 200. Five payments to the
   // merchant: the first event is tried four times (three failures, then accepted), and only then
   // do the other four follow, one each, in feed order; every request carries a Wallet-Signature
   // that an independent HMAC confirms, and its body is the event exactly as the feed shows it.
@@ -143,7 +155,9 @@ TEST_F(webhooks_e2e, a_receiver_that_fails_three_times_gets_every_event_once_it_
   const auto head = feed_end(c, op);
   const auto merchant = make_party(c, op, "merchant");
   const auto payer = make_party(c, op, "user", 100'000);
-  webhook_receiver receiver([](int n) { return n <= 3 ? 500 : 200; });
+  // 500, then a redirect (never followed), then 404: three failures.
+  const std::vector<int> first_answers{500, 302, 404};
+  webhook_receiver receiver([&](int n) { return n <= 3 ? first_answers[static_cast<std::size_t>(n - 1)] : 200; });
   const auto ep = create_endpoint(c, merchant.key, receiver.url("/wallet?x=1"));
   ASSERT_GT(ep.id, 0);
   EXPECT_EQ(ep.secret.rfind("whsec_", 0), 0u);
@@ -164,7 +178,7 @@ TEST_F(webhooks_e2e, a_receiver_that_fails_three_times_gets_every_event_once_it_
     EXPECT_FALSE(signed_by(r.headers.at("wallet-signature"), ep.secret + "x", r.body));
     const auto event = json::parse(r.body);
     EXPECT_EQ(r.headers.at("wallet-event-id"), field(event, "eventId"));
-    EXPECT_EQ(r.answered, i < 3 ? 500 : 200);
+    EXPECT_EQ(r.answered, i < 3 ? first_answers[i] : 200);
     order.push_back(field(event, "eventId"));
   }
   // The first event four times, then the others once each, in the order they were paid.
@@ -484,6 +498,78 @@ TEST_F(webhooks_e2e, https_destinations_are_verified_against_the_ca_file_and_the
   EXPECT_TRUE(unknown.requests().empty());
   EXPECT_GE(other_name.failed_handshakes(), 1);
   EXPECT_GE(unknown.failed_handshakes(), 1);
+}
+
+TEST_F(webhooks_e2e, two_servers_never_send_one_endpoints_events_at_the_same_time_nor_twice) {
+  // Two wallet-servers on one database both dispatch. Forty payments to a merchant whose receiver
+  // holds each request a few milliseconds (to widen any overlap) and counts how many are open at
+  // once: it never sees two at once, gets every event exactly once, in payment order, and the two
+  // servers' attempts add up to exactly forty (every earlier test's endpoint is deleted first).
+  server_process a(server_options(quick_webhooks()));
+  server_process b(server_options(quick_webhooks()));
+  http_client c(a.port());
+  const auto& op = a.operator_key();
+  const auto merchant = make_party(c, op, "merchant");
+  const auto payer = make_party(c, op, "user", 100'000);
+  std::atomic<int> open{0}, most_open{0};
+  webhook_receiver receiver([&](int) {
+    const int now = ++open;
+    int seen = most_open.load();
+    while (now > seen && !most_open.compare_exchange_weak(seen, now)) {}
+    std::this_thread::sleep_for(std::chrono::milliseconds(3));
+    --open;
+    return 200;
+  });
+  const auto ep = create_endpoint(c, merchant.key, receiver.url());
+  std::vector<std::string> paid;
+  for (int i = 0; i < 40; ++i) paid.push_back(transfer(c, payer.key, payer.account, merchant.account, 1 + i));
+  ASSERT_TRUE(eventually([&] { return count_with_status(deliveries(c, merchant.key, ep.id), "DELIVERED") == 40; },
+                         std::chrono::seconds(90), std::chrono::milliseconds(20)));
+  std::vector<std::string> order;
+  for (const auto& r : receiver.requests()) order.push_back(field(json::parse(r.body), "eventId"));
+  EXPECT_EQ(order, paid);
+  EXPECT_EQ(most_open.load(), 1);
+  // One attempt each: no delivery was sent twice, by one server or by both.
+  int attempts = 0;
+  for (const auto& d : deliveries(c, merchant.key, ep.id)) attempts += std::stoi(field(d, "attempts"));
+  EXPECT_EQ(attempts, 40);
+  EXPECT_EQ(
+      metric_value(a.port(), "wallet_webhook_attempts_total") + metric_value(b.port(), "wallet_webhook_attempts_total"),
+      40);
+}
+
+TEST_F(webhooks_e2e, a_pending_delivery_survives_a_restart) {
+  // A receiver that answers 503 until the test lets it accept. The server that made the delivery
+  // retries it, then stops; a new server on the same database delivers it once the receiver accepts.
+  std::atomic<bool> accept{false};
+  webhook_receiver receiver([&](int) { return accept.load() ? 200 : 503; });
+  party merchant;
+  endpoint ep;
+  std::string paid;
+  const auto settings = quick_webhooks({{"WALLET_WEBHOOKS_TIMEOUT_MS", "1000"}});
+  {
+    server_process first(server_options(settings));
+    http_client c(first.port());
+    merchant = make_party(c, first.operator_key(), "merchant");
+    const auto payer = make_party(c, first.operator_key(), "user", 1'000);
+    ep = create_endpoint(c, merchant.key, receiver.url());
+    paid = transfer(c, payer.key, payer.account, merchant.account, 3);
+    ASSERT_TRUE(eventually(
+        [&] {
+          const auto list = deliveries(c, merchant.key, ep.id);
+          return list.size() == 1 && std::stoi(field(list[0], "attempts")) >= 2;
+        },
+        std::chrono::seconds(60), std::chrono::milliseconds(20)));
+  }
+  accept = true;
+  server_process second(server_options(settings));
+  http_client c(second.port());
+  ASSERT_TRUE(eventually([&] { return count_with_status(deliveries(c, merchant.key, ep.id), "DELIVERED") == 1; },
+                         std::chrono::seconds(90), std::chrono::milliseconds(20)));
+  const auto got = receiver.requests();
+  ASSERT_GE(got.size(), 3u);
+  EXPECT_EQ(got.back().answered, 200);
+  for (const auto& r : got) EXPECT_EQ(field(json::parse(r.body), "eventId"), paid);
 }
 
 }  // namespace
