@@ -1,5 +1,6 @@
 #include "ledger/webhooks.hpp"
 
+// inet_pton only parses text into address bytes: no I/O, no resolver.
 #include <arpa/inet.h>
 
 #include <algorithm>

@@ -80,7 +80,7 @@ const std::string k_retry_sql =
     k_delivery_columns;
 constexpr const char* k_find_delivery = "webhook_find_delivery";
 const std::string k_find_delivery_sql = "SELECT " + k_delivery_columns +
-                                        " FROM webhook_delivery d WHERE id = $1 AND endpoint_id = $2 AND EXISTS "
+                                        " FROM webhook_delivery WHERE id = $1 AND endpoint_id = $2 AND EXISTS "
                                         "(SELECT 1 FROM webhook_endpoint e WHERE e.id = $2 AND e.deleted_at IS NULL)";
 
 constexpr const char* k_live_endpoints = "webhook_live_endpoints";
@@ -187,8 +187,6 @@ webhook_delivery_record read_delivery(const pqxx::row& row) {
   return d;
 }
 
-std::optional<std::int64_t> opt(const std::optional<ledger::principal_id>& v) { return v; }
-
 }  // namespace
 
 std::string_view to_string(webhook_delivery_status s) {
@@ -242,15 +240,14 @@ std::vector<webhook_endpoint_record> list_webhook_endpoints(pqxx::connection& co
                                                             std::int64_t after, int limit) {
   pqxx::read_transaction txn(conn);
   std::vector<webhook_endpoint_record> out;
-  for (const auto& row : txn.exec_prepared(k_list_endpoints, opt(owner), after, limit))
-    out.push_back(read_endpoint(row));
+  for (const auto& row : txn.exec_prepared(k_list_endpoints, owner, after, limit)) out.push_back(read_endpoint(row));
   return out;
 }
 
 bool delete_webhook_endpoint(pqxx::connection& conn, std::int64_t id, std::optional<ledger::principal_id> owner,
                              const audit_entry* audit) {
   pqxx::work txn(conn);
-  if (txn.exec_prepared(k_delete_endpoint, id, opt(owner)).affected_rows() != 1) return false;
+  if (txn.exec_prepared(k_delete_endpoint, id, owner).affected_rows() != 1) return false;
   if (audit) append_audit(txn, *audit, "webhook_endpoint:" + std::to_string(id));
   txn.commit();
   return true;
@@ -261,7 +258,7 @@ std::optional<webhook_deliveries_page> list_webhook_deliveries(pqxx::connection&
                                                                std::int64_t after, int limit) {
   WALLET_ASSERT(limit > 0, "a page holds one delivery at least");
   pqxx::read_transaction txn(conn);
-  if (txn.exec_prepared(k_find_endpoint, endpoint_id, opt(owner)).empty()) return std::nullopt;
+  if (txn.exec_prepared(k_find_endpoint, endpoint_id, owner).empty()) return std::nullopt;
   webhook_deliveries_page page;
   for (const auto& row : txn.exec_prepared(k_list_deliveries, endpoint_id, after, limit + 1)) {
     if (static_cast<int>(page.deliveries.size()) == limit) {
