@@ -84,6 +84,7 @@ struct webhook_dispatcher::state {
   mutable std::mutex mutex;
   std::condition_variable wake;
   bool stopping = false;
+  bool new_deliveries = false;  // the fan-out made deliveries since the sender last looked
   std::deque<std::pair<persistence::claimed_webhook_delivery, webhook_response>> finished;
   webhook_stats stats;
 };
@@ -93,11 +94,24 @@ class webhook_dispatcher::worker {
  public:
   explicit worker(state& s) : s_(s), random_(std::random_device{}()) {}
 
-  // One round; true when it did something that makes another round worth running at once.
-  bool round() {
+  // One round of this worker's part; true when another round is worth running at once. The two
+  // parts run on threads of their own, each with its connection, so that a long fan-out (a backlog
+  // of events times the endpoints) never holds up the next attempt of an endpoint.
+  bool round(worker_part part) {
     if (!conn_) conn_ = persistence::connect(s_.config.database);
+    if (part == worker_part::fan_out) {
+      const auto created_before = created_;
+      const bool more = fan_out();
+      if (created_ != created_before) {
+        {
+          std::lock_guard lock(s_.mutex);
+          s_.new_deliveries = true;
+        }
+        s_.wake.notify_all();
+      }
+      return more;
+    }
     bool busy = record_finished();
-    busy = fan_out() || busy;
     busy = claim_and_send() || busy;
     return busy;
   }
@@ -185,6 +199,7 @@ class webhook_dispatcher::worker {
       deliveries.push_back({event.cursor, event.transaction_id, event.type, event_body(event)});
     }
     if (persistence::add_webhook_deliveries(*conn_, e.id, e.feed_cursor, page.next, deliveries)) {
+      created_ += deliveries.size();
       std::lock_guard lock(s_.mutex);
       s_.stats.deliveries_created += deliveries.size();
     }
@@ -216,7 +231,8 @@ class webhook_dispatcher::worker {
           std::lock_guard lock(s->mutex);
           s->finished.emplace_back(std::move(c), std::move(r));
         }
-        s->wake.notify_one();
+        // Both threads wait on `wake`: notify_one could wake the fan-out thread only.
+        s->wake.notify_all();
       });
     }
     return false;
@@ -226,6 +242,7 @@ class webhook_dispatcher::worker {
   std::unique_ptr<pqxx::connection> conn_;
   std::set<std::int64_t> busy_endpoints_;  // endpoints with an attempt of this server in flight
   std::int64_t fanned_out_to_ = -1;        // the feed end every live endpoint was last brought to
+  std::uint64_t created_ = 0;              // deliveries this worker made
   std::deque<std::pair<persistence::claimed_webhook_delivery, webhook_response>> unrecorded_;
   std::mt19937_64 random_;
   std::uniform_real_distribution<double> unit_{0.0, 1.0};
@@ -238,7 +255,8 @@ webhook_dispatcher::~webhook_dispatcher() { stop(); }
 void webhook_dispatcher::start() {
   if (thread_.joinable()) return;
   state_->sender.start();
-  thread_ = std::thread([this] { run(); });
+  fan_out_thread_ = std::thread([this] { run(worker_part::fan_out); });
+  thread_ = std::thread([this] { run(worker_part::deliver); });
 }
 
 void webhook_dispatcher::stop() {
@@ -247,20 +265,22 @@ void webhook_dispatcher::stop() {
     state_->stopping = true;
   }
   state_->wake.notify_all();
+  if (fan_out_thread_.joinable()) fan_out_thread_.join();
   if (thread_.joinable()) thread_.join();
   state_->sender.stop();
 }
 
-void webhook_dispatcher::run() {
+void webhook_dispatcher::run(worker_part part) {
   worker w(*state_);
   const auto poll = std::chrono::milliseconds(state_->config.poll_interval_ms);
+  const char* name = part == worker_part::fan_out ? "fan-out" : "delivery";
   auto pause = poll;
   bool failing = false;
   for (;;) {
     bool busy = false;
     try {
-      busy = w.round();
-      if (failing) spdlog::info("webhooks: database work succeeds again");
+      busy = w.round(part);
+      if (failing) spdlog::info("webhooks: {} database work succeeds again", name);
       failing = false;
       pause = poll;
     } catch (const std::exception& e) {
@@ -269,14 +289,21 @@ void webhook_dispatcher::run() {
         std::lock_guard lock(state_->mutex);
         ++state_->stats.database_errors;
       }
-      if (!failing) spdlog::warn("webhooks: database work failed ({}); retrying", e.what());
+      if (!failing) spdlog::warn("webhooks: {} database work failed ({}); retrying", name, e.what());
       failing = true;
       pause = std::min(pause * 2, std::chrono::milliseconds(state_->config.error_backoff_ms_max));
     }
     std::unique_lock lock(state_->mutex);
     if (state_->stopping) return;
     if (busy) continue;
-    state_->wake.wait_for(lock, pause, [this] { return state_->stopping || !state_->finished.empty(); });
+    if (part == worker_part::fan_out) {
+      state_->wake.wait_for(lock, pause, [this] { return state_->stopping; });
+    } else {
+      // An attempt that ended or new deliveries wake the sender before its poll is up.
+      state_->wake.wait_for(lock, pause,
+                            [this] { return state_->stopping || !state_->finished.empty() || state_->new_deliveries; });
+      state_->new_deliveries = false;
+    }
     if (state_->stopping) return;
   }
 }

@@ -1,7 +1,7 @@
 #pragma once
 
-// Webhook delivery (docs/events.md, "Webhooks"): on a thread of its own, with a PostgreSQL
-// connection of its own, the dispatcher
+// Webhook delivery (docs/events.md, "Webhooks"): on two threads of its own (fan-out, and
+// claim/record), each with a PostgreSQL connection of its own, the dispatcher
 //
 //   fan out:  for each live endpoint, the feed events after its cursor that it wants become
 //             webhook_delivery rows, and the cursor moves past them, in one transaction. The feed
@@ -68,12 +68,14 @@ class webhook_dispatcher {
   std::string render_metrics() const;
 
  private:
-  void run();
+  enum class worker_part : std::uint8_t { fan_out, deliver };
+  void run(worker_part part);
 
   struct state;
   class worker;
   std::unique_ptr<state> state_;
-  std::thread thread_;
+  std::thread fan_out_thread_;
+  std::thread thread_;  // claims, sends (through the sender's thread) and records
 };
 
 }  // namespace events

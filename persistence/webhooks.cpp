@@ -98,17 +98,19 @@ constexpr const char* k_insert_deliveries_sql =
     " SELECT $1, c, i, t, b FROM unnest($2::bigint[], $3::text[], $4::text[], $5::text[]) AS u(c, i, t, b)"
     " ON CONFLICT (endpoint_id, event_cursor) DO NOTHING";
 
-// The head of each live endpoint's queue (its oldest pending delivery), when due and not leased,
-// locked without waiting; then its lease and the attempt counted, in the same statement. Two
-// servers never hold one row: the second skips what the first locked, and once the first commits
-// the lease keeps it out until the attempt is over.
+// The head of each live endpoint's queue (its oldest pending delivery: one index probe per
+// endpoint), when due and not leased, locked without waiting; then its lease and the attempt
+// counted, in the same statement. Two servers never hold one row: the second skips what the first
+// locked, and once the first commits, the lease keeps it out until the attempt is over. The due and
+// lease conditions sit at the level that locks, so that a row leased by a transaction that
+// committed meanwhile is checked again once locked (READ COMMITTED re-reads it) and left alone.
 constexpr const char* k_claim = "webhook_claim";
 constexpr const char* k_claim_sql =
     "WITH heads AS ("
-    "  SELECT DISTINCT ON (d.endpoint_id) d.id FROM webhook_delivery d"
-    "  JOIN webhook_endpoint e ON e.id = d.endpoint_id AND e.deleted_at IS NULL"
-    "  WHERE d.status = 'PENDING' AND d.endpoint_id <> ALL($2::bigint[])"
-    "  ORDER BY d.endpoint_id, d.event_cursor),"
+    "  SELECT h.id FROM webhook_endpoint e"
+    "  CROSS JOIN LATERAL (SELECT d.id FROM webhook_delivery d WHERE d.endpoint_id = e.id AND d.status = 'PENDING'"
+    "                      ORDER BY d.event_cursor LIMIT 1) h"
+    "  WHERE e.deleted_at IS NULL AND e.id <> ALL($2::bigint[])),"
     " claimed AS ("
     "  SELECT d.id FROM webhook_delivery d JOIN heads h ON h.id = d.id"
     "  WHERE d.status = 'PENDING' AND d.next_attempt_at <= now() AND (d.lease_until IS NULL OR d.lease_until < now())"
