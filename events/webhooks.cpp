@@ -89,7 +89,8 @@ struct webhook_dispatcher::state {
   webhook_stats stats;
 };
 
-// The dispatcher's thread: its connection, its in-flight endpoints, its rounds.
+// One of the dispatcher's two threads (fan-out, or delivery): its connection, its in-flight
+// endpoints, its rounds.
 class webhook_dispatcher::worker {
  public:
   explicit worker(state& s) : s_(s), random_(std::random_device{}()) {}
