@@ -25,6 +25,7 @@
 #include "actors/view_conversions.hpp"
 #include "cluster/lease_keeper.hpp"
 #include "persistence/leases.hpp"
+#include "actors/webhook_endpoints.hpp"
 #include "persistence/accounts.hpp"
 #include "persistence/database.hpp"
 #include "persistence/corrections.hpp"
@@ -86,6 +87,7 @@ struct ledger_service::impl {
   forward_handler serve_forwarded;
   std::string cluster_address;  // where the other nodes reach this one
   std::unique_ptr<cluster_link> link;
+  std::unique_ptr<webhook_endpoints> webhooks;
   std::uint64_t preloaded_keys = 0;  // written once in start(), before any reader of stats()
   std::uint64_t preloaded_accounts = 0;
   bool started = false;
@@ -218,6 +220,7 @@ void ledger_service::start() {
   d.join_cluster();
   d.start_actors();
   d.keys_and_audit = std::make_unique<keys_audit>(d.settings, d.core.readers, d.keys);
+  d.webhooks = std::make_unique<webhook_endpoints>(d.settings, d.core.readers);
   d.accounts =
       std::make_unique<account_cache>(static_cast<std::size_t>(d.settings.actors.accounts_live_max), d.core.readers);
   d.flows = std::make_unique<money_flows>(d.settings, d.core, *d.accounts);
@@ -640,6 +643,32 @@ void ledger_service::list_keys(ledger::principal_id principal, std::int64_t afte
 
 void ledger_service::list_audit(std::int64_t after, int limit, query_callback<audit_page_view> done) {
   impl_->keys_and_audit->list_audit(after, limit, std::move(done));
+}
+
+void ledger_service::create_webhook_endpoint(request_origin origin, webhook_endpoint_request request,
+                                             query_callback<webhook_create_view> done) {
+  impl_->webhooks->create(std::move(origin), std::move(request), std::move(done));
+}
+
+void ledger_service::list_webhook_endpoints(std::optional<ledger::principal_id> owner, std::int64_t after, int limit,
+                                            query_callback<std::vector<webhook_endpoint_view>> done) {
+  impl_->webhooks->list(owner, after, limit, std::move(done));
+}
+
+void ledger_service::delete_webhook_endpoint(request_origin origin, std::int64_t id,
+                                             std::optional<ledger::principal_id> owner, query_callback<bool> done) {
+  impl_->webhooks->remove(std::move(origin), id, owner, std::move(done));
+}
+
+void ledger_service::list_webhook_deliveries(std::int64_t endpoint_id, std::optional<ledger::principal_id> owner,
+                                             std::int64_t after, int limit,
+                                             query_callback<std::optional<webhook_deliveries_view>> done) {
+  impl_->webhooks->deliveries(endpoint_id, owner, after, limit, std::move(done));
+}
+
+void ledger_service::retry_webhook_delivery(request_origin origin, std::int64_t endpoint_id, std::int64_t delivery_id,
+                                            query_callback<webhook_retry_view> done) {
+  impl_->webhooks->retry(std::move(origin), endpoint_id, delivery_id, std::move(done));
 }
 
 void ledger_service::balance_as_of(ledger::account_id id, std::optional<std::int64_t> as_of_us,

@@ -205,6 +205,22 @@ class ledger_service {
   void set_forward_handler(forward_handler handler);
   bool forwards() const;
   void forward(int partition, forwarded_request request, std::function<void(forwarded_reply)> done);
+  // Webhook endpoints (docs/events.md, "Webhooks"). `owner` nullopt: every principal's (an
+  // operator); otherwise only that principal's, others' are not found. Making one resolves its
+  // host and refuses destinations deliveries may not go to.
+  void create_webhook_endpoint(request_origin origin, webhook_endpoint_request request,
+                               query_callback<webhook_create_view> done);
+  void list_webhook_endpoints(std::optional<ledger::principal_id> owner, std::int64_t after, int limit,
+                              query_callback<std::vector<webhook_endpoint_view>> done);
+  // False: no such live endpoint.
+  void delete_webhook_endpoint(request_origin origin, std::int64_t id, std::optional<ledger::principal_id> owner,
+                               query_callback<bool> done);
+  // nullopt: no such live endpoint.
+  void list_webhook_deliveries(std::int64_t endpoint_id, std::optional<ledger::principal_id> owner, std::int64_t after,
+                               int limit, query_callback<std::optional<webhook_deliveries_view>> done);
+  // Makes a FAILED delivery PENDING again, due now, with a new retry span (operators).
+  void retry_webhook_delivery(request_origin origin, std::int64_t endpoint_id, std::int64_t delivery_id,
+                              query_callback<webhook_retry_view> done);
 
   // Makes sure the bootstrap operator exists; blocks (call before serving, not on I/O threads).
   void ensure_operator_blocking(const std::string& key_hash_hex);

@@ -301,4 +301,64 @@ struct events_view {
   bool more = false;      // false: the feed ended here when it was read
 };
 
+// Webhook endpoints and deliveries (docs/events.md, "Webhooks"). The signing secret is in the
+// request to make an endpoint and in nothing read back.
+struct webhook_endpoint_request {
+  ledger::principal_id owner = 0;
+  bool all_accounts = false;  // an operator's endpoint: every event
+  std::optional<ledger::account_id> account;
+  std::string url;
+  std::vector<std::string> event_types;
+  std::string signing_secret;
+};
+
+struct webhook_endpoint_view {
+  std::int64_t id = 0;
+  ledger::principal_id owner_id = 0;
+  std::optional<ledger::account_id> account_id;
+  std::string url;
+  std::vector<std::string> event_types;
+  std::string created_at;
+};
+
+enum class webhook_create_outcome : std::uint8_t {
+  created,
+  destination_refused,  // the host does not resolve, or to an address deliveries may not go to
+  too_many_endpoints,   // the owner has webhooks.endpoints_per_owner_max live endpoints
+};
+
+struct webhook_create_view {
+  webhook_create_outcome outcome = webhook_create_outcome::created;
+  std::string detail;  // why it was refused
+  webhook_endpoint_view endpoint;
+};
+
+struct webhook_delivery_view {
+  std::int64_t id = 0;
+  std::int64_t endpoint_id = 0;
+  std::int64_t event_cursor = 0;
+  std::string event_id;
+  std::string event_type;
+  std::string status;  // PENDING, DELIVERED, FAILED
+  int attempts = 0;
+  std::optional<int> last_status_code;
+  std::string last_error;       // empty: none
+  std::string next_attempt_at;  // empty unless PENDING
+  std::string last_attempt_at;  // empty: never attempted
+  std::string completed_at;     // empty while PENDING
+  std::string created_at;
+};
+
+struct webhook_deliveries_view {
+  std::vector<webhook_delivery_view> deliveries;
+  std::optional<std::int64_t> next_after;
+};
+
+enum class webhook_retry_outcome : std::uint8_t { retried, no_delivery, not_failed };
+
+struct webhook_retry_view {
+  webhook_retry_outcome outcome = webhook_retry_outcome::retried;
+  webhook_delivery_view delivery;
+};
+
 }  // namespace actors

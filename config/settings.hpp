@@ -138,6 +138,20 @@ struct cluster_settings {
   std::string advertise_address;
 };
 
+// Webhook delivery (docs/events.md, "Webhooks").
+struct webhooks_settings {
+  bool enabled = true;                        // run the dispatcher and sender in this server
+  std::int64_t timeout_ms = 10'000;           // one attempt: resolve, connect, TLS, send, answer
+  std::int64_t retry_span_ms = 86'400'000;    // retries end this long after the first attempt
+  std::int64_t backoff_base_ms = 1'000;       // the pause after the first failure; doubling
+  std::int64_t backoff_cap_ms = 3'600'000;    // the longest pause between attempts
+  std::int64_t concurrency = 64;              // attempts in flight in this server at most
+  std::int64_t poll_interval_ms = 200;        // how often the dispatcher looks for work when idle
+  std::int64_t endpoints_per_owner_max = 20;  // live endpoints a principal may have
+  bool allow_loopback = false;                // let deliveries go to 127.0.0.0/8 and ::1 (tests)
+  std::string ca_file;                        // PEM CA bundle for https (empty: the system store)
+};
+
 struct admission_settings {
   std::int64_t inflight_requests_max = 8'000;
 };
@@ -172,6 +186,7 @@ struct settings {
   ratelimit_settings ratelimit;
   events_settings events;
   cluster_settings cluster;
+  webhooks_settings webhooks;
   admission_settings admission;
   auth_settings auth;
   log_settings log;

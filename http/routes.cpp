@@ -33,6 +33,7 @@ struct routes::impl {
     handlers::add_event_routes(table, support);
     handlers::add_correction_routes(table, support);
     handlers::add_hold_routes(table, support);
+    handlers::add_webhook_routes(table, support);
   }
 
   void handle(const exchange_ptr& ex) {

@@ -9,6 +9,7 @@
 #include "persistence/outbox.hpp"
 #include "persistence/preload.hpp"
 #include "persistence/principals.hpp"
+#include "persistence/webhooks.hpp"
 
 namespace persistence {
 namespace {
@@ -44,6 +45,7 @@ std::unique_ptr<pqxx::connection> connect(const connection_options& options) {
   prepare_api_key_statements(*conn);
   prepare_audit_statements(*conn);
   prepare_outbox_statements(*conn);
+  prepare_webhook_statements(*conn);
   pqxx::nontransaction setup(*conn);
   setup.exec("SET statement_timeout = " + std::to_string(options.statement_timeout_ms));
   setup.exec("SET lock_timeout = " + std::to_string(options.lock_timeout_ms));

@@ -28,6 +28,8 @@ void add_audit_routes(router& r, handler_support& s);
 void add_event_routes(router& r, handler_support& s);
 // corrections.cpp: reversals, adjustments, exchange rates, quotes and exchanges.
 void add_correction_routes(router& r, handler_support& s);
+// webhooks.cpp: webhook endpoints and their deliveries.
+void add_webhook_routes(router& r, handler_support& s);
 // The readiness probe asks Redis through the pipeline's limiter, and /metrics shows its counters.
 void add_server_routes(router& r, handler_support& s, pipeline& p);
 

@@ -2,6 +2,8 @@
 
 #include <boost/json.hpp>
 
+#include <errno.h>
+
 #include <algorithm>
 #include <stdexcept>
 
@@ -26,7 +28,9 @@ void events_suite::SetUp() {
   auto& slot = services_slot();
   if (!slot && setup_error().empty()) {
     try {
-      slot = std::make_unique<test_support::private_services>(test_support::build_dir() + "/events/services");
+      // One directory per suite binary: events_tests and webhooks_tests may run at the same time.
+      slot = std::make_unique<test_support::private_services>(test_support::build_dir() + "/events/services-" +
+                                                              program_invocation_short_name);
     } catch (const std::exception& e) {
       setup_error() = e.what();
     }

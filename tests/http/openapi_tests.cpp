@@ -128,6 +128,11 @@ const std::vector<route> k_routes = {
     {"GET", "/v1/holds/{id}", "any", "read"},
     {"POST", "/v1/holds/{id}/capture", "any", "write"},
     {"POST", "/v1/holds/{id}/void", "any", "write"},
+    {"POST", "/v1/webhook-endpoints", "any", "read"},
+    {"GET", "/v1/webhook-endpoints", "any", "read"},
+    {"DELETE", "/v1/webhook-endpoints/{id}", "any", "read"},
+    {"GET", "/v1/webhook-endpoints/{id}/deliveries", "any", "read"},
+    {"POST", "/v1/webhook-endpoints/{id}/deliveries/{deliveryId}/retry", "operator", "read"},
 };
 
 const std::string k_request_id = "0123456789abcdef";

@@ -12,6 +12,7 @@
 #include "config/logging.hpp"
 #include "config/settings.hpp"
 #include "events/relay.hpp"
+#include "events/webhooks.hpp"
 #include "http/crypto.hpp"
 #include "http/metrics.hpp"
 #include "http/problem.hpp"
@@ -101,8 +102,18 @@ int main(int argc, char** argv) {
     if (settings.events.enabled) {
       relay.emplace(events::relay_config_from(settings));
       relay->start();
-      metrics.more_series = [&relay] { return relay->render_metrics(); };
     }
+    // Webhook delivery: its own thread, connection and HTTP client (events/webhooks.hpp); like the
+    // relay, it stops after the HTTP server.
+    std::optional<events::webhook_dispatcher> webhooks;
+    if (settings.webhooks.enabled) {
+      webhooks.emplace(events::webhook_config_from(settings));
+      webhooks->start();
+    }
+    metrics.more_series = [&relay, &webhooks] {
+      return (relay ? relay->render_metrics() : std::string()) +
+             (webhooks ? webhooks->render_metrics() : std::string());
+    };
     api::routes routes(settings, service, &*limiter, metrics);
     api::server server(
         settings.http, metrics, [&routes](const api::exchange_ptr& ex) { routes.handle(ex); },
@@ -112,6 +123,7 @@ int main(int argc, char** argv) {
     spdlog::info("wallet-server listening on http://{}:{} ({} I/O threads, {} ledger writers)", settings.http.host,
                  server.port(), settings.http.io_threads, settings.writer.count);
     server.run_until_stopped();
+    if (webhooks) webhooks->stop();
     if (relay) relay->stop();
     forwarded_to = nullptr;
     routes.stop();

@@ -1,0 +1,155 @@
+#include "actors/webhook_endpoints.hpp"
+
+#include <netdb.h>
+#include <sys/socket.h>
+
+#include <pqxx/pqxx>
+#include <variant>
+
+#include "actors/keys_audit.hpp"
+#include "ledger/webhooks.hpp"
+#include "persistence/webhooks.hpp"
+
+namespace actors {
+namespace {
+
+webhook_endpoint_view to_endpoint_view(const persistence::webhook_endpoint_record& e) {
+  return webhook_endpoint_view{e.id, e.owner, e.account, e.url, e.event_types, e.created_at};
+}
+
+webhook_delivery_view to_delivery_view(const persistence::webhook_delivery_record& d) {
+  return webhook_delivery_view{d.id,
+                               d.endpoint_id,
+                               d.event_cursor,
+                               d.event_id,
+                               d.event_type,
+                               std::string(persistence::to_string(d.status)),
+                               d.attempts,
+                               d.last_status_code,
+                               d.last_error,
+                               d.next_attempt_at,
+                               d.last_attempt_at,
+                               d.completed_at,
+                               d.created_at};
+}
+
+}  // namespace
+
+std::optional<std::string> refused_destination(const std::string& host, std::uint16_t port, bool allow_loopback) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  const int rc = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found);
+  if (rc != 0) return "the host " + host + " does not resolve (" + gai_strerror(rc) + ")";
+  std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> owned(found, &freeaddrinfo);
+  for (const addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    char text[NI_MAXHOST] = {};
+    if (getnameinfo(a->ai_addr, a->ai_addrlen, text, sizeof text, nullptr, 0, NI_NUMERICHOST) != 0) continue;
+    const auto kind = ledger::classify_address(text);
+    if (!kind) return "the host " + host + " resolves to an address of an unknown kind";
+    if (!ledger::destination_allowed(*kind, allow_loopback)) {
+      return "the host " + host + " resolves to " + text + ", a " + std::string(ledger::to_string(*kind)) +
+             " address: webhooks go to public addresses only";
+    }
+  }
+  return std::nullopt;
+}
+
+webhook_endpoints::webhook_endpoints(const config::settings& settings, std::shared_ptr<reader_pool> readers)
+    : settings_(settings), readers_(std::move(readers)) {}
+
+void webhook_endpoints::create(request_origin origin, webhook_endpoint_request request,
+                               query_callback<webhook_create_view> done) {
+  const auto allow_loopback = settings_.webhooks.allow_loopback;
+  const auto live_max = settings_.webhooks.endpoints_per_owner_max;
+  readers_->read<webhook_create_view>(
+      [origin = std::move(origin), request = std::move(request), allow_loopback,
+       live_max](pqxx::connection& conn) -> webhook_create_view {
+        webhook_create_view out;
+        const auto parsed = ledger::parse_webhook_url(request.url);
+        if (const auto* why = std::get_if<std::string>(&parsed)) {
+          out.outcome = webhook_create_outcome::destination_refused;
+          out.detail = *why;
+          return out;
+        }
+        const auto& url = std::get<ledger::webhook_url>(parsed);
+        if (auto why = refused_destination(url.host, url.port, allow_loopback)) {
+          out.outcome = webhook_create_outcome::destination_refused;
+          out.detail = std::move(*why);
+          return out;
+        }
+        persistence::new_webhook_endpoint e{request.owner, request.all_accounts, request.account,
+                                            request.url,   request.event_types,  request.signing_secret};
+        const auto audit = audit_entry_for(origin, "webhook_endpoint.create");
+        auto created = persistence::create_webhook_endpoint(conn, e, live_max, &audit);
+        if (!created) {
+          out.outcome = webhook_create_outcome::too_many_endpoints;
+          out.detail = "principal " + std::to_string(request.owner) + " has " + std::to_string(live_max) +
+                       " webhook endpoints, the most allowed (webhooks.endpoints_per_owner_max): delete one first";
+          return out;
+        }
+        out.endpoint = to_endpoint_view(*created);
+        return out;
+      },
+      std::move(done));
+}
+
+void webhook_endpoints::list(std::optional<ledger::principal_id> owner, std::int64_t after, int limit,
+                             query_callback<std::vector<webhook_endpoint_view>> done) {
+  readers_->read<std::vector<webhook_endpoint_view>>(
+      [owner, after, limit](pqxx::connection& conn) {
+        std::vector<webhook_endpoint_view> out;
+        for (const auto& e : persistence::list_webhook_endpoints(conn, owner, after, limit))
+          out.push_back(to_endpoint_view(e));
+        return out;
+      },
+      std::move(done));
+}
+
+void webhook_endpoints::remove(request_origin origin, std::int64_t id, std::optional<ledger::principal_id> owner,
+                               query_callback<bool> done) {
+  readers_->read<bool>(
+      [origin = std::move(origin), id, owner](pqxx::connection& conn) {
+        const auto audit = audit_entry_for(origin, "webhook_endpoint.delete");
+        return persistence::delete_webhook_endpoint(conn, id, owner, &audit);
+      },
+      std::move(done));
+}
+
+void webhook_endpoints::deliveries(std::int64_t endpoint_id, std::optional<ledger::principal_id> owner,
+                                   std::int64_t after, int limit,
+                                   query_callback<std::optional<webhook_deliveries_view>> done) {
+  readers_->read<std::optional<webhook_deliveries_view>>(
+      [endpoint_id, owner, after, limit](pqxx::connection& conn) -> std::optional<webhook_deliveries_view> {
+        auto page = persistence::list_webhook_deliveries(conn, endpoint_id, owner, after, limit);
+        if (!page) return std::nullopt;
+        webhook_deliveries_view out;
+        for (const auto& d : page->deliveries) out.deliveries.push_back(to_delivery_view(d));
+        out.next_after = page->next_after;
+        return out;
+      },
+      std::move(done));
+}
+
+void webhook_endpoints::retry(request_origin origin, std::int64_t endpoint_id, std::int64_t delivery_id,
+                              query_callback<webhook_retry_view> done) {
+  readers_->read<webhook_retry_view>(
+      [origin = std::move(origin), endpoint_id, delivery_id](pqxx::connection& conn) {
+        const auto audit = audit_entry_for(origin, "webhook_delivery.retry");
+        const auto r = persistence::retry_webhook_delivery(conn, endpoint_id, delivery_id, &audit);
+        webhook_retry_view out;
+        switch (r.outcome) {
+          case persistence::delivery_retry_outcome::retried: out.outcome = webhook_retry_outcome::retried; break;
+          case persistence::delivery_retry_outcome::no_delivery:
+            out.outcome = webhook_retry_outcome::no_delivery;
+            break;
+          case persistence::delivery_retry_outcome::not_failed: out.outcome = webhook_retry_outcome::not_failed; break;
+        }
+        out.delivery = to_delivery_view(r.delivery);
+        return out;
+      },
+      std::move(done));
+}
+
+}  // namespace actors

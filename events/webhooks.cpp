@@ -1,0 +1,337 @@
+#include "events/webhooks.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <boost/json.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <pqxx/pqxx>
+#include <random>
+#include <set>
+#include <sstream>
+
+#include "http/signature.hpp"
+#include "ledger/webhooks.hpp"
+#include "persistence/outbox.hpp"
+#include "persistence/webhooks.hpp"
+
+namespace events {
+namespace {
+
+// Endpoints read from the database at a time while fanning out.
+constexpr int k_endpoints_page = 500;
+// Events one endpoint's fan-out step turns into deliveries at most (one transaction).
+constexpr int k_fan_out_events_max = 500;
+// How much longer than an attempt's deadline its lease lasts: time to record the outcome.
+constexpr std::int64_t k_lease_margin_ms = 30'000;
+
+// The event as the feed shows it (http/handlers/events.cpp): the same document is delivered.
+std::string event_body(const persistence::event_record& e) {
+  boost::json::object o;
+  o["eventId"] = e.transaction_id;
+  o["cursor"] = std::to_string(e.cursor);
+  o["type"] = e.type;
+  o["transactionId"] = e.transaction_id;
+  o["currency"] = e.currency;
+  boost::json::array accounts, amounts;
+  for (const auto& leg : e.legs) {
+    accounts.emplace_back(leg.account);
+    amounts.emplace_back(std::to_string(leg.amount));
+  }
+  o["accounts"] = std::move(accounts);
+  o["amounts"] = std::move(amounts);
+  o["createdAt"] = e.created_at;
+  return boost::json::serialize(o);
+}
+
+std::int64_t unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+webhook_config webhook_config_from(const config::settings& s) {
+  webhook_config c;
+  c.database.url = s.database.url;
+  c.database.connect_timeout_ms = s.database.connect_timeout_ms;
+  c.database.statement_timeout_ms = s.database.statement_timeout_ms;
+  c.database.lock_timeout_ms = s.database.lock_timeout_ms;
+  c.database.application_name = "wallet-webhooks";
+  c.sender.timeout_ms = s.webhooks.timeout_ms;
+  c.sender.allow_loopback = s.webhooks.allow_loopback;
+  c.sender.ca_file = s.webhooks.ca_file;
+  c.backoff.base_ms = s.webhooks.backoff_base_ms;
+  c.backoff.cap_ms = s.webhooks.backoff_cap_ms;
+  c.backoff.span_ms = s.webhooks.retry_span_ms;
+  c.concurrency = s.webhooks.concurrency;
+  c.poll_interval_ms = s.webhooks.poll_interval_ms;
+  c.feed_scan_max = s.events.feed_scan_max;
+  c.error_backoff_ms_max = s.events.backoff_ms_max;
+  return c;
+}
+
+// What the dispatcher's thread and the sender's thread share: finished attempts handed over, the
+// stop flag, and the counters.
+struct webhook_dispatcher::state {
+  explicit state(webhook_config c) : config(std::move(c)), sender(config.sender) {}
+
+  webhook_config config;
+  webhook_sender sender;
+  mutable std::mutex mutex;
+  std::condition_variable wake;
+  bool stopping = false;
+  bool new_deliveries = false;  // the fan-out made deliveries since the sender last looked
+  std::deque<std::pair<persistence::claimed_webhook_delivery, webhook_response>> finished;
+  webhook_stats stats;
+};
+
+// One of the dispatcher's two threads (fan-out, or delivery): its connection, its in-flight
+// endpoints, its rounds.
+class webhook_dispatcher::worker {
+ public:
+  explicit worker(state& s) : s_(s), random_(std::random_device{}()) {}
+
+  // One round of this worker's part; true when another round is worth running at once. The two
+  // parts run on threads of their own, each with its connection, so that a long fan-out (a backlog
+  // of events times the endpoints) never holds up the next attempt of an endpoint.
+  bool round(worker_part part) {
+    if (!conn_) conn_ = persistence::connect(s_.config.database);
+    if (part == worker_part::fan_out) {
+      const auto created_before = created_;
+      const bool more = fan_out();
+      if (created_ != created_before) {
+        {
+          std::lock_guard lock(s_.mutex);
+          s_.new_deliveries = true;
+        }
+        s_.wake.notify_all();
+      }
+      return more;
+    }
+    bool busy = record_finished();
+    busy = claim_and_send() || busy;
+    return busy;
+  }
+
+  void drop_connection() { conn_.reset(); }
+
+ private:
+  bool record_finished() {
+    {
+      std::lock_guard lock(s_.mutex);
+      while (!s_.finished.empty()) {
+        unrecorded_.push_back(std::move(s_.finished.front()));
+        s_.finished.pop_front();
+      }
+    }
+    bool any = false;
+    while (!unrecorded_.empty()) {
+      const auto& [claimed, response] = unrecorded_.front();
+      persistence::webhook_attempt_outcome o;
+      o.delivery_id = claimed.id;
+      o.attempts = claimed.attempts;
+      o.delivered = response.delivered;
+      o.status_code = response.status_code;
+      o.error = response.error;
+      if (!o.delivered) {
+        // uniform_real_distribution may round up to its upper bound: the draw stays below 1.
+        const double unit = std::min(unit_(random_), std::nextafter(1.0, 0.0));
+        o.retry_delay_ms = next_retry_delay_ms(s_.config.backoff, claimed.span_attempts, claimed.span_elapsed_ms,
+                                               response.elapsed_ms, unit);
+      }
+      // A false answer means the attempt was fenced out (the lease had expired and another attempt
+      // followed): its outcome is not this attempt's to write.
+      const bool written = persistence::record_webhook_attempt(*conn_, o);
+      {
+        std::lock_guard lock(s_.mutex);
+        if (written && o.delivered) ++s_.stats.delivered;
+        if (written && !o.delivered && o.retry_delay_ms) ++s_.stats.retries;
+        if (written && !o.delivered && !o.retry_delay_ms) ++s_.stats.failed;
+        if (response.timed_out) ++s_.stats.timeouts;
+        --s_.stats.in_flight;
+      }
+      if (!o.delivered) {
+        spdlog::info("webhooks: delivery {} of event {} attempt {} failed ({}){}", claimed.id, claimed.event_id,
+                     claimed.attempts, response.error,
+                     o.retry_delay_ms ? fmt::format("; next in {} ms", *o.retry_delay_ms) : "; FAILED");
+      }
+      busy_endpoints_.erase(claimed.endpoint_id);
+      unrecorded_.pop_front();
+      any = true;
+    }
+    return any;
+  }
+
+  // Moves every live endpoint's cursor over the feed events it has not seen; true when an endpoint
+  // has more waiting than one step takes. The endpoints are read only when the feed grew since
+  // every endpoint was last brought to its end (a new endpoint starts at the end), so an idle
+  // feed costs one query a round.
+  bool fan_out() {
+    const auto end = persistence::webhook_feed_end(*conn_);
+    if (end == fanned_out_to_) return false;
+    bool more = false;
+    std::int64_t after = 0;
+    for (;;) {
+      const auto endpoints = persistence::live_webhook_endpoints(*conn_, after, k_endpoints_page);
+      for (const auto& e : endpoints) {
+        if (e.feed_cursor < end) more = fan_out(e) || more;
+      }
+      if (static_cast<int>(endpoints.size()) < k_endpoints_page) break;
+      after = endpoints.back().id;
+    }
+    if (!more) fanned_out_to_ = end;
+    return more;
+  }
+
+  bool fan_out(const persistence::webhook_endpoint_record& e) {
+    persistence::event_filter filter;
+    if (!e.all_accounts) filter.owner = e.owner;
+    filter.account = e.account;
+    const auto page =
+        persistence::read_event_feed(*conn_, e.feed_cursor, k_fan_out_events_max, s_.config.feed_scan_max, filter);
+    if (page.next <= e.feed_cursor) return false;
+    std::vector<persistence::new_webhook_delivery> deliveries;
+    for (const auto& event : page.events) {
+      if (!ledger::wants_event_type(e.event_types, event.type)) continue;
+      deliveries.push_back({event.cursor, event.transaction_id, event.type, event_body(event)});
+    }
+    if (persistence::add_webhook_deliveries(*conn_, e.id, e.feed_cursor, page.next, deliveries)) {
+      created_ += deliveries.size();
+      std::lock_guard lock(s_.mutex);
+      s_.stats.deliveries_created += deliveries.size();
+    }
+    return page.more;
+  }
+
+  bool claim_and_send() {
+    const auto room = s_.config.concurrency - static_cast<std::int64_t>(busy_endpoints_.size());
+    if (room <= 0) return false;
+    const std::vector<std::int64_t> busy(busy_endpoints_.begin(), busy_endpoints_.end());
+    auto claimed = persistence::claim_webhook_deliveries(*conn_, static_cast<int>(room), busy,
+                                                         s_.config.sender.timeout_ms + k_lease_margin_ms);
+    for (auto& c : claimed) {
+      busy_endpoints_.insert(c.endpoint_id);
+      {
+        std::lock_guard lock(s_.mutex);
+        ++s_.stats.attempts;
+        ++s_.stats.in_flight;
+      }
+      webhook_request request;
+      request.url = c.url;
+      request.body = c.body;
+      request.signature = api::sign(c.signing_secret, unix_now(), c.body);
+      request.event_id = c.event_id;
+      request.delivery_id = c.id;
+      state* s = &s_;
+      s_.sender.send(std::move(request), [s, c](webhook_response r) mutable {
+        {
+          std::lock_guard lock(s->mutex);
+          s->finished.emplace_back(std::move(c), std::move(r));
+        }
+        // Both threads wait on `wake`: notify_one could wake the fan-out thread only.
+        s->wake.notify_all();
+      });
+    }
+    return false;
+  }
+
+  state& s_;
+  std::unique_ptr<pqxx::connection> conn_;
+  std::set<std::int64_t> busy_endpoints_;  // endpoints with an attempt of this server in flight
+  std::int64_t fanned_out_to_ = -1;        // the feed end every live endpoint was last brought to
+  std::uint64_t created_ = 0;              // deliveries this worker made
+  std::deque<std::pair<persistence::claimed_webhook_delivery, webhook_response>> unrecorded_;
+  std::mt19937_64 random_;
+  std::uniform_real_distribution<double> unit_{0.0, 1.0};
+};
+
+webhook_dispatcher::webhook_dispatcher(webhook_config config) : state_(std::make_unique<state>(std::move(config))) {}
+
+webhook_dispatcher::~webhook_dispatcher() { stop(); }
+
+void webhook_dispatcher::start() {
+  if (thread_.joinable()) return;
+  state_->sender.start();
+  fan_out_thread_ = std::thread([this] { run(worker_part::fan_out); });
+  thread_ = std::thread([this] { run(worker_part::deliver); });
+}
+
+void webhook_dispatcher::stop() {
+  {
+    std::lock_guard lock(state_->mutex);
+    state_->stopping = true;
+  }
+  state_->wake.notify_all();
+  if (fan_out_thread_.joinable()) fan_out_thread_.join();
+  if (thread_.joinable()) thread_.join();
+  state_->sender.stop();
+}
+
+void webhook_dispatcher::run(worker_part part) {
+  worker w(*state_);
+  const auto poll = std::chrono::milliseconds(state_->config.poll_interval_ms);
+  const char* name = part == worker_part::fan_out ? "fan-out" : "delivery";
+  auto pause = poll;
+  bool failing = false;
+  for (;;) {
+    bool busy = false;
+    try {
+      busy = w.round(part);
+      if (failing) spdlog::info("webhooks: {} database work succeeds again", name);
+      failing = false;
+      pause = poll;
+    } catch (const std::exception& e) {
+      w.drop_connection();
+      {
+        std::lock_guard lock(state_->mutex);
+        ++state_->stats.database_errors;
+      }
+      if (!failing) spdlog::warn("webhooks: {} database work failed ({}); retrying", name, e.what());
+      failing = true;
+      pause = std::min(pause * 2, std::chrono::milliseconds(state_->config.error_backoff_ms_max));
+    }
+    std::unique_lock lock(state_->mutex);
+    if (state_->stopping) return;
+    if (busy) continue;
+    if (part == worker_part::fan_out) {
+      state_->wake.wait_for(lock, pause, [this] { return state_->stopping; });
+    } else {
+      // An attempt that ended or new deliveries wake the sender before its poll is up.
+      state_->wake.wait_for(lock, pause,
+                            [this] { return state_->stopping || !state_->finished.empty() || state_->new_deliveries; });
+      state_->new_deliveries = false;
+    }
+    if (state_->stopping) return;
+  }
+}
+
+webhook_stats webhook_dispatcher::stats() const {
+  std::lock_guard lock(state_->mutex);
+  return state_->stats;
+}
+
+std::string webhook_dispatcher::render_metrics() const {
+  const auto s = stats();
+  std::ostringstream out;
+  auto counter = [&out](const char* name, const char* help, std::uint64_t v) {
+    out << "# HELP " << name << ' ' << help << "\n# TYPE " << name << " counter\n" << name << ' ' << v << '\n';
+  };
+  counter("wallet_webhook_deliveries_created_total", "Webhook deliveries made from feed events.", s.deliveries_created);
+  counter("wallet_webhook_attempts_total", "Webhook delivery attempts started.", s.attempts);
+  counter("wallet_webhook_deliveries_sent_total", "Webhook deliveries answered 2xx (DELIVERED).", s.delivered);
+  counter("wallet_webhook_retries_total", "Failed webhook attempts followed by another.", s.retries);
+  counter("wallet_webhook_deliveries_failed_total", "Webhook deliveries given up after the retry span (FAILED).",
+          s.failed);
+  counter("wallet_webhook_timeouts_total", "Webhook attempts that ran out of webhooks.timeout_ms.", s.timeouts);
+  counter("wallet_webhook_database_errors_total", "Failed rounds of the webhook dispatcher's database work.",
+          s.database_errors);
+  out << "# HELP wallet_webhook_attempts_in_flight Webhook attempts in flight in this server.\n"
+      << "# TYPE wallet_webhook_attempts_in_flight gauge\nwallet_webhook_attempts_in_flight " << s.in_flight << '\n';
+  return out.str();
+}
+
+}  // namespace events

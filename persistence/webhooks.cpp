@@ -1,0 +1,374 @@
+#include "persistence/webhooks.hpp"
+
+#include <pqxx/pqxx>
+
+#include "base/assert.hpp"
+#include "persistence/database.hpp"
+#include "persistence/outbox.hpp"
+#include "persistence/rows.hpp"
+
+namespace persistence {
+namespace {
+
+// The transaction-scoped lock that serializes the endpoint count check of one owner (two-key
+// form: a class of our own, and the owner id folded into int4; a collision only serializes two
+// owners' creations).
+constexpr std::int32_t k_endpoint_lock_class = 0x77686b73;  // "whks"
+
+std::string utc(const std::string& column) {
+  return "to_char(" + column + " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')";
+}
+
+const std::string k_endpoint_columns =
+    "id, owner_id, all_accounts, account_id, url, array_to_string(event_types, ','),"
+    " feed_cursor, " +
+    utc("created_at");
+
+constexpr const char* k_owner_lock = "webhook_owner_lock";
+const std::string k_owner_lock_sql =
+    "SELECT pg_advisory_xact_lock(" + std::to_string(k_endpoint_lock_class) + ", ($1::bigint % 2147483647)::int)";
+
+constexpr const char* k_count_live = "webhook_count_live";
+constexpr const char* k_count_live_sql =
+    "SELECT count(*) FROM webhook_endpoint WHERE owner_id = $1 AND deleted_at IS NULL";
+
+// The end of the feed now: the last index of the highest position given.
+constexpr const char* k_feed_end = "webhook_feed_end";
+const std::string k_feed_end_sql =
+    "SELECT COALESCE((SELECT feed_seq FROM outbox_event WHERE feed_seq IS NOT NULL ORDER BY feed_seq DESC LIMIT 1), "
+    "0)";
+
+constexpr const char* k_insert_endpoint = "webhook_insert_endpoint";
+const std::string k_insert_endpoint_sql =
+    "INSERT INTO webhook_endpoint (owner_id, all_accounts, account_id, url, event_types, signing_secret, feed_cursor)"
+    " VALUES ($1, $2, $3, $4, $5::text[], $6, $7) RETURNING " +
+    k_endpoint_columns;
+
+constexpr const char* k_list_endpoints = "webhook_list_endpoints";
+const std::string k_list_endpoints_sql = "SELECT " + k_endpoint_columns +
+                                         " FROM webhook_endpoint WHERE deleted_at IS NULL AND ($1::bigint IS NULL OR "
+                                         "owner_id = $1) AND id > $2 ORDER BY id LIMIT $3";
+
+constexpr const char* k_find_endpoint = "webhook_find_endpoint";
+const std::string k_find_endpoint_sql = "SELECT " + k_endpoint_columns +
+                                        " FROM webhook_endpoint WHERE id = $1 AND deleted_at IS NULL AND ($2::bigint "
+                                        "IS NULL OR owner_id = $2)";
+
+constexpr const char* k_delete_endpoint = "webhook_delete_endpoint";
+constexpr const char* k_delete_endpoint_sql =
+    "UPDATE webhook_endpoint SET deleted_at = now() WHERE id = $1 AND deleted_at IS NULL"
+    " AND ($2::bigint IS NULL OR owner_id = $2)";
+
+const std::string k_delivery_columns =
+    "id, endpoint_id, event_cursor, event_id, event_type, status, attempts, last_status_code, "
+    "COALESCE(last_error, ''), CASE WHEN status = 'PENDING' THEN " +
+    utc("next_attempt_at") + " ELSE '' END, COALESCE(" + utc("last_attempt_at") + ", ''), COALESCE(" +
+    utc("completed_at") + ", ''), " + utc("created_at");
+
+constexpr const char* k_list_deliveries = "webhook_list_deliveries";
+const std::string k_list_deliveries_sql = "SELECT " + k_delivery_columns +
+                                          " FROM webhook_delivery WHERE endpoint_id = $1 AND id > $2 ORDER BY id "
+                                          "LIMIT $3";
+
+constexpr const char* k_retry = "webhook_retry";
+const std::string k_retry_sql =
+    "UPDATE webhook_delivery SET status = 'PENDING', next_attempt_at = now(), span_attempts = 0,"
+    " first_attempt_at = NULL, lease_until = NULL, completed_at = NULL"
+    " WHERE id = $1 AND endpoint_id = $2 AND status = 'FAILED'"
+    "   AND EXISTS (SELECT 1 FROM webhook_endpoint e WHERE e.id = $2 AND e.deleted_at IS NULL)"
+    " RETURNING " +
+    k_delivery_columns;
+constexpr const char* k_find_delivery = "webhook_find_delivery";
+const std::string k_find_delivery_sql = "SELECT " + k_delivery_columns +
+                                        " FROM webhook_delivery WHERE id = $1 AND endpoint_id = $2 AND EXISTS "
+                                        "(SELECT 1 FROM webhook_endpoint e WHERE e.id = $2 AND e.deleted_at IS NULL)";
+
+constexpr const char* k_live_endpoints = "webhook_live_endpoints";
+const std::string k_live_endpoints_sql = "SELECT " + k_endpoint_columns +
+                                         " FROM webhook_endpoint WHERE deleted_at IS NULL AND id > $1 ORDER BY id "
+                                         "LIMIT $2";
+
+constexpr const char* k_move_cursor = "webhook_move_cursor";
+constexpr const char* k_move_cursor_sql =
+    "UPDATE webhook_endpoint SET feed_cursor = $3 WHERE id = $1 AND feed_cursor = $2 AND deleted_at IS NULL";
+
+constexpr const char* k_insert_deliveries = "webhook_insert_deliveries";
+constexpr const char* k_insert_deliveries_sql =
+    "INSERT INTO webhook_delivery (endpoint_id, event_cursor, event_id, event_type, body)"
+    " SELECT $1, c, i, t, b FROM unnest($2::bigint[], $3::text[], $4::text[], $5::text[]) AS u(c, i, t, b)"
+    " ON CONFLICT (endpoint_id, event_cursor) DO NOTHING";
+
+// The head of each live endpoint's queue (its oldest pending delivery: one index probe per
+// endpoint), when due and not leased, locked without waiting; then its lease and the attempt
+// counted, in the same statement. Two servers never hold one row: the second skips what the first
+// locked, and once the first commits, the lease keeps it out until the attempt is over. The due and
+// lease conditions sit at the level that locks, so that a row leased by a transaction that
+// committed meanwhile is checked again once locked (READ COMMITTED re-reads it) and left alone.
+constexpr const char* k_claim = "webhook_claim";
+constexpr const char* k_claim_sql =
+    "WITH heads AS ("
+    "  SELECT h.id FROM webhook_endpoint e"
+    "  CROSS JOIN LATERAL (SELECT d.id FROM webhook_delivery d WHERE d.endpoint_id = e.id AND d.status = 'PENDING'"
+    "                      ORDER BY d.event_cursor LIMIT 1) h"
+    "  WHERE e.deleted_at IS NULL AND e.id <> ALL($2::bigint[])),"
+    " claimed AS ("
+    "  SELECT d.id FROM webhook_delivery d JOIN heads h ON h.id = d.id"
+    "  WHERE d.status = 'PENDING' AND d.next_attempt_at <= now() AND (d.lease_until IS NULL OR d.lease_until < now())"
+    "  ORDER BY d.next_attempt_at LIMIT $1 FOR UPDATE OF d SKIP LOCKED)"
+    " UPDATE webhook_delivery d SET attempts = d.attempts + 1, span_attempts = d.span_attempts + 1,"
+    "   first_attempt_at = COALESCE(d.first_attempt_at, now()), last_attempt_at = now(),"
+    "   lease_until = now() + ($3::bigint * interval '1 millisecond')"
+    " FROM claimed c, webhook_endpoint e WHERE d.id = c.id AND e.id = d.endpoint_id"
+    " RETURNING d.id, d.endpoint_id, d.attempts, d.span_attempts,"
+    "   (extract(epoch FROM now() - COALESCE(d.first_attempt_at, now())) * 1000)::bigint,"
+    "   d.event_id, e.url, e.signing_secret, d.body";
+
+constexpr const char* k_record_delivered = "webhook_record_delivered";
+constexpr const char* k_record_delivered_sql =
+    "UPDATE webhook_delivery SET status = 'DELIVERED', completed_at = now(), lease_until = NULL,"
+    " last_status_code = $3, last_error = NULL WHERE id = $1 AND attempts = $2 AND status = 'PENDING'";
+constexpr const char* k_record_retry = "webhook_record_retry";
+constexpr const char* k_record_retry_sql =
+    "UPDATE webhook_delivery SET lease_until = NULL, last_status_code = $3, last_error = $4,"
+    " next_attempt_at = now() + ($5::bigint * interval '1 millisecond')"
+    " WHERE id = $1 AND attempts = $2 AND status = 'PENDING'";
+constexpr const char* k_record_failed = "webhook_record_failed";
+constexpr const char* k_record_failed_sql =
+    "UPDATE webhook_delivery SET status = 'FAILED', completed_at = now(), lease_until = NULL,"
+    " last_status_code = $3, last_error = $4 WHERE id = $1 AND attempts = $2 AND status = 'PENDING'";
+
+constexpr std::size_t k_error_text_max = 500;
+
+std::vector<std::string> split_types(const std::string& text) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const auto comma = text.find(',', start);
+    out.push_back(text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+webhook_endpoint_record read_endpoint(const pqxx::row& row) {
+  webhook_endpoint_record e;
+  e.id = row[0].as<std::int64_t>();
+  e.owner = row[1].as<std::int64_t>();
+  e.all_accounts = row[2].as<bool>();
+  if (!row[3].is_null()) e.account = row[3].as<std::int64_t>();
+  e.url = row[4].as<std::string>();
+  e.event_types = split_types(row[5].as<std::string>());
+  e.feed_cursor = row[6].as<std::int64_t>();
+  e.created_at = row[7].as<std::string>();
+  return e;
+}
+
+std::optional<webhook_delivery_status> parse_status(std::string_view s) {
+  if (s == "PENDING") return webhook_delivery_status::pending;
+  if (s == "DELIVERED") return webhook_delivery_status::delivered;
+  if (s == "FAILED") return webhook_delivery_status::failed;
+  return std::nullopt;
+}
+
+webhook_delivery_record read_delivery(const pqxx::row& row) {
+  webhook_delivery_record d;
+  d.id = row[0].as<std::int64_t>();
+  d.endpoint_id = row[1].as<std::int64_t>();
+  d.event_cursor = row[2].as<std::int64_t>();
+  d.event_id = row[3].as<std::string>();
+  d.event_type = row[4].as<std::string>();
+  d.status = parse_column(parse_status, row[5].as<std::string>(), "webhook_delivery.status");
+  d.attempts = row[6].as<int>();
+  if (!row[7].is_null()) d.last_status_code = row[7].as<int>();
+  d.last_error = row[8].as<std::string>();
+  d.next_attempt_at = row[9].as<std::string>();
+  d.last_attempt_at = row[10].as<std::string>();
+  d.completed_at = row[11].as<std::string>();
+  d.created_at = row[12].as<std::string>();
+  return d;
+}
+
+}  // namespace
+
+std::string_view to_string(webhook_delivery_status s) {
+  switch (s) {
+    case webhook_delivery_status::pending: return "PENDING";
+    case webhook_delivery_status::delivered: return "DELIVERED";
+    case webhook_delivery_status::failed: return "FAILED";
+  }
+  return "PENDING";
+}
+
+void prepare_webhook_statements(pqxx::connection& conn) {
+  conn.prepare(k_owner_lock, k_owner_lock_sql);
+  conn.prepare(k_count_live, k_count_live_sql);
+  conn.prepare(k_feed_end, k_feed_end_sql);
+  conn.prepare(k_insert_endpoint, k_insert_endpoint_sql);
+  conn.prepare(k_list_endpoints, k_list_endpoints_sql);
+  conn.prepare(k_find_endpoint, k_find_endpoint_sql);
+  conn.prepare(k_delete_endpoint, k_delete_endpoint_sql);
+  conn.prepare(k_list_deliveries, k_list_deliveries_sql);
+  conn.prepare(k_retry, k_retry_sql);
+  conn.prepare(k_find_delivery, k_find_delivery_sql);
+  conn.prepare(k_live_endpoints, k_live_endpoints_sql);
+  conn.prepare(k_move_cursor, k_move_cursor_sql);
+  conn.prepare(k_insert_deliveries, k_insert_deliveries_sql);
+  conn.prepare(k_claim, k_claim_sql);
+  conn.prepare(k_record_delivered, k_record_delivered_sql);
+  conn.prepare(k_record_retry, k_record_retry_sql);
+  conn.prepare(k_record_failed, k_record_failed_sql);
+}
+
+std::optional<webhook_endpoint_record> create_webhook_endpoint(pqxx::connection& conn, const new_webhook_endpoint& e,
+                                                               std::int64_t live_max, const audit_entry* audit) {
+  WALLET_ASSERT(e.owner > 0 && !e.event_types.empty() && !e.signing_secret.empty(), "a complete endpoint");
+  pqxx::work txn(conn);
+  txn.exec_prepared(k_owner_lock, e.owner);
+  if (txn.exec_prepared1(k_count_live, e.owner)[0].as<std::int64_t>() >= live_max) return std::nullopt;
+  const auto top = txn.exec_prepared1(k_feed_end)[0].as<std::int64_t>();
+  const auto start = top == 0 ? 0 : event_cursor(top, k_events_per_row_max - 1);
+  auto created = read_endpoint(txn.exec_prepared1(k_insert_endpoint, e.owner, e.all_accounts, e.account, e.url,
+                                                  pg_array(e.event_types), e.signing_secret, start));
+  if (audit) {
+    append_audit(txn, *audit, "webhook_endpoint:" + std::to_string(created.id));
+  }
+  txn.commit();
+  return created;
+}
+
+std::vector<webhook_endpoint_record> list_webhook_endpoints(pqxx::connection& conn,
+                                                            std::optional<ledger::principal_id> owner,
+                                                            std::int64_t after, int limit) {
+  pqxx::read_transaction txn(conn);
+  std::vector<webhook_endpoint_record> out;
+  for (const auto& row : txn.exec_prepared(k_list_endpoints, owner, after, limit)) out.push_back(read_endpoint(row));
+  return out;
+}
+
+bool delete_webhook_endpoint(pqxx::connection& conn, std::int64_t id, std::optional<ledger::principal_id> owner,
+                             const audit_entry* audit) {
+  pqxx::work txn(conn);
+  if (txn.exec_prepared(k_delete_endpoint, id, owner).affected_rows() != 1) return false;
+  if (audit) append_audit(txn, *audit, "webhook_endpoint:" + std::to_string(id));
+  txn.commit();
+  return true;
+}
+
+std::optional<webhook_deliveries_page> list_webhook_deliveries(pqxx::connection& conn, std::int64_t endpoint_id,
+                                                               std::optional<ledger::principal_id> owner,
+                                                               std::int64_t after, int limit) {
+  WALLET_ASSERT(limit > 0, "a page holds one delivery at least");
+  pqxx::read_transaction txn(conn);
+  if (txn.exec_prepared(k_find_endpoint, endpoint_id, owner).empty()) return std::nullopt;
+  webhook_deliveries_page page;
+  for (const auto& row : txn.exec_prepared(k_list_deliveries, endpoint_id, after, limit + 1)) {
+    if (static_cast<int>(page.deliveries.size()) == limit) {
+      page.next_after = page.deliveries.back().id;
+      break;
+    }
+    page.deliveries.push_back(read_delivery(row));
+  }
+  return page;
+}
+
+delivery_retry_result retry_webhook_delivery(pqxx::connection& conn, std::int64_t endpoint_id, std::int64_t delivery_id,
+                                             const audit_entry* audit) {
+  pqxx::work txn(conn);
+  delivery_retry_result out;
+  const auto retried = txn.exec_prepared(k_retry, delivery_id, endpoint_id);
+  if (retried.empty()) {
+    const auto found = txn.exec_prepared(k_find_delivery, delivery_id, endpoint_id);
+    if (found.empty()) {
+      out.outcome = delivery_retry_outcome::no_delivery;
+    } else {
+      out.outcome = delivery_retry_outcome::not_failed;
+      out.delivery = read_delivery(found[0]);
+    }
+    return out;
+  }
+  out.delivery = read_delivery(retried[0]);
+  if (audit) append_audit(txn, *audit, "webhook_delivery:" + std::to_string(delivery_id));
+  txn.commit();
+  return out;
+}
+
+std::int64_t webhook_feed_end(pqxx::connection& conn) {
+  pqxx::read_transaction txn(conn);
+  const auto top = txn.exec_prepared1(k_feed_end)[0].as<std::int64_t>();
+  return top == 0 ? 0 : event_cursor(top, k_events_per_row_max - 1);
+}
+
+std::vector<webhook_endpoint_record> live_webhook_endpoints(pqxx::connection& conn, std::int64_t after, int limit) {
+  pqxx::read_transaction txn(conn);
+  std::vector<webhook_endpoint_record> out;
+  for (const auto& row : txn.exec_prepared(k_live_endpoints, after, limit)) out.push_back(read_endpoint(row));
+  return out;
+}
+
+bool add_webhook_deliveries(pqxx::connection& conn, std::int64_t endpoint_id, std::int64_t from, std::int64_t to,
+                            const std::vector<new_webhook_delivery>& deliveries) {
+  WALLET_ASSERT(to >= from, "an endpoint's cursor only moves forward");
+  pqxx::work txn(conn);
+  // The cursor first: its row lock makes a second dispatcher wait here, then find it moved.
+  if (txn.exec_prepared(k_move_cursor, endpoint_id, from, to).affected_rows() != 1) return false;
+  if (!deliveries.empty()) {
+    std::vector<std::int64_t> cursors;
+    std::vector<std::string> ids, types, bodies;
+    for (const auto& d : deliveries) {
+      WALLET_ASSERT(d.event_cursor > from && d.event_cursor <= to, "a delivery's event is in the cursor's step");
+      cursors.push_back(d.event_cursor);
+      ids.push_back(d.event_id);
+      types.push_back(d.event_type);
+      bodies.push_back(d.body);
+    }
+    txn.exec_prepared(k_insert_deliveries, endpoint_id, pg_array(cursors), pg_array(ids), pg_array(types),
+                      pg_array(bodies));
+  }
+  txn.commit();
+  return true;
+}
+
+std::vector<claimed_webhook_delivery> claim_webhook_deliveries(pqxx::connection& conn, int limit,
+                                                               const std::vector<std::int64_t>& busy_endpoints,
+                                                               std::int64_t lease_ms) {
+  WALLET_ASSERT(limit > 0 && lease_ms > 0, "a claim takes one delivery at least, for a while");
+  pqxx::work txn(conn);
+  std::vector<claimed_webhook_delivery> out;
+  for (const auto& row : txn.exec_prepared(k_claim, limit, pg_array(busy_endpoints), lease_ms)) {
+    claimed_webhook_delivery c;
+    c.id = row[0].as<std::int64_t>();
+    c.endpoint_id = row[1].as<std::int64_t>();
+    c.attempts = row[2].as<int>();
+    c.span_attempts = row[3].as<int>();
+    c.span_elapsed_ms = row[4].as<std::int64_t>();
+    c.event_id = row[5].as<std::string>();
+    c.url = row[6].as<std::string>();
+    c.signing_secret = row[7].as<std::string>();
+    c.body = row[8].as<std::string>();
+    out.push_back(std::move(c));
+  }
+  txn.commit();
+  return out;
+}
+
+bool record_webhook_attempt(pqxx::connection& conn, const webhook_attempt_outcome& o) {
+  pqxx::work txn(conn);
+  const auto error = o.error.substr(0, k_error_text_max);
+  const std::optional<std::string> error_or_null = error.empty() ? std::nullopt : std::optional<std::string>(error);
+  std::size_t changed = 0;
+  if (o.delivered) {
+    changed = txn.exec_prepared(k_record_delivered, o.delivery_id, o.attempts, o.status_code).affected_rows();
+  } else if (o.retry_delay_ms) {
+    changed =
+        txn.exec_prepared(k_record_retry, o.delivery_id, o.attempts, o.status_code, error_or_null, *o.retry_delay_ms)
+            .affected_rows();
+  } else {
+    changed =
+        txn.exec_prepared(k_record_failed, o.delivery_id, o.attempts, o.status_code, error_or_null).affected_rows();
+  }
+  txn.commit();
+  return changed == 1;
+}
+
+}  // namespace persistence

@@ -1,0 +1,154 @@
+#pragma once
+
+// Webhook endpoints and their deliveries (migration 010, docs/events.md "Webhooks"): what the API
+// reads and writes (endpoints of a principal, the deliveries of an endpoint, an operator's retry)
+// and what the dispatcher (events/webhooks.*) does: turn feed events into delivery rows after an
+// endpoint's cursor, claim due deliveries (FOR UPDATE SKIP LOCKED, then a lease), and record what
+// each attempt got.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ledger/types.hpp"
+#include "persistence/audit.hpp"
+#include "persistence/pqxx_fwd.hpp"
+
+namespace persistence {
+
+struct webhook_endpoint_record {
+  std::int64_t id = 0;
+  ledger::principal_id owner = 0;
+  bool all_accounts = false;  // made by an operator: every event, as the feed shows an operator
+  std::optional<ledger::account_id> account;
+  std::string url;
+  std::vector<std::string> event_types;  // ["*"] or transaction types
+  std::int64_t feed_cursor = 0;
+  std::string created_at;
+};
+
+struct new_webhook_endpoint {
+  ledger::principal_id owner = 0;
+  bool all_accounts = false;
+  std::optional<ledger::account_id> account;
+  std::string url;
+  std::vector<std::string> event_types;
+  std::string signing_secret;
+};
+
+// nullopt: the owner has `live_max` live endpoints already. The endpoint starts at the end of the
+// feed: it gets the events sequenced after it was made. `audit` (when not null) is written in the
+// same transaction.
+std::optional<webhook_endpoint_record> create_webhook_endpoint(pqxx::connection& conn, const new_webhook_endpoint& e,
+                                                               std::int64_t live_max, const audit_entry* audit);
+
+// The live endpoints of `owner` (every principal's when nullopt), by id, after the id `after`, at
+// most `limit`.
+std::vector<webhook_endpoint_record> list_webhook_endpoints(pqxx::connection& conn,
+                                                            std::optional<ledger::principal_id> owner,
+                                                            std::int64_t after, int limit);
+
+// Deletes a live endpoint of `owner` (any when nullopt): it gets no further attempt. False: there
+// is no such live endpoint.
+bool delete_webhook_endpoint(pqxx::connection& conn, std::int64_t id, std::optional<ledger::principal_id> owner,
+                             const audit_entry* audit);
+
+enum class webhook_delivery_status : std::uint8_t { pending, delivered, failed };
+std::string_view to_string(webhook_delivery_status s);
+
+struct webhook_delivery_record {
+  std::int64_t id = 0;
+  std::int64_t endpoint_id = 0;
+  std::int64_t event_cursor = 0;
+  std::string event_id;
+  std::string event_type;
+  webhook_delivery_status status = webhook_delivery_status::pending;
+  int attempts = 0;
+  std::optional<int> last_status_code;
+  std::string last_error;       // empty: none
+  std::string next_attempt_at;  // empty unless pending
+  std::string last_attempt_at;  // empty: never attempted
+  std::string completed_at;     // empty while pending
+  std::string created_at;
+};
+
+struct webhook_deliveries_page {
+  std::vector<webhook_delivery_record> deliveries;
+  std::optional<std::int64_t> next_after;
+};
+
+// The deliveries of a live endpoint of `owner` (any when nullopt), oldest first, after the id
+// `after`; nullopt when there is no such endpoint.
+std::optional<webhook_deliveries_page> list_webhook_deliveries(pqxx::connection& conn, std::int64_t endpoint_id,
+                                                               std::optional<ledger::principal_id> owner,
+                                                               std::int64_t after, int limit);
+
+enum class delivery_retry_outcome : std::uint8_t { retried, no_delivery, not_failed };
+struct delivery_retry_result {
+  delivery_retry_outcome outcome = delivery_retry_outcome::retried;
+  webhook_delivery_record delivery;
+};
+
+// Makes a FAILED delivery of a live endpoint PENDING again, due now, with a new retry span.
+delivery_retry_result retry_webhook_delivery(pqxx::connection& conn, std::int64_t endpoint_id, std::int64_t delivery_id,
+                                             const audit_entry* audit);
+
+// --- The dispatcher's side ---
+
+// A delivery to make: one feed event, as its JSON document.
+struct new_webhook_delivery {
+  std::int64_t event_cursor = 0;
+  std::string event_id;
+  std::string event_type;
+  std::string body;
+};
+
+// The cursor of the feed's end now (the last event of the highest position given; 0: none yet).
+std::int64_t webhook_feed_end(pqxx::connection& conn);
+
+// Live endpoints after the id `after`, at most `limit`, by id.
+std::vector<webhook_endpoint_record> live_webhook_endpoints(pqxx::connection& conn, std::int64_t after, int limit);
+
+// In one transaction: inserts `deliveries` (an event already made into a delivery of this endpoint
+// is skipped) and moves the endpoint's cursor from `from` to `to`. False, and nothing written,
+// when the cursor is no longer `from` (another server moved it) or the endpoint was deleted.
+bool add_webhook_deliveries(pqxx::connection& conn, std::int64_t endpoint_id, std::int64_t from, std::int64_t to,
+                            const std::vector<new_webhook_delivery>& deliveries);
+
+// A delivery attempt this server now holds (its lease): what to send where.
+struct claimed_webhook_delivery {
+  std::int64_t id = 0;
+  std::int64_t endpoint_id = 0;
+  int attempts = 0;                  // this attempt's number: the lease's fence for recording its outcome
+  int span_attempts = 0;             // this attempt's number in the current retry span
+  std::int64_t span_elapsed_ms = 0;  // since the span's first attempt (0 for that one)
+  std::string event_id;
+  std::string url;
+  std::string signing_secret;
+  std::string body;
+};
+
+// Claims at most `limit` due deliveries, each the oldest pending one of its live endpoint, none
+// of `busy_endpoints`, none leased by anyone: FOR UPDATE SKIP LOCKED, then a lease of `lease_ms`
+// and the attempt counted, in one statement.
+std::vector<claimed_webhook_delivery> claim_webhook_deliveries(pqxx::connection& conn, int limit,
+                                                               const std::vector<std::int64_t>& busy_endpoints,
+                                                               std::int64_t lease_ms);
+
+// What an attempt got. `delay_ms`: nullopt when it was delivered or is given up (FAILED);
+// otherwise the pause before the next attempt. Written only while the attempt is still the
+// delivery's latest (its number is `attempts`) and the delivery pending; false otherwise.
+struct webhook_attempt_outcome {
+  std::int64_t delivery_id = 0;
+  int attempts = 0;
+  bool delivered = false;
+  std::optional<int> status_code;
+  std::string error;
+  std::optional<std::int64_t> retry_delay_ms;
+};
+bool record_webhook_attempt(pqxx::connection& conn, const webhook_attempt_outcome& o);
+
+void prepare_webhook_statements(pqxx::connection& conn);
+
+}  // namespace persistence

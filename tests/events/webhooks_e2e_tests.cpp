@@ -1,0 +1,576 @@
+// Webhooks end to end, through wallet-server children on the suite's own PostgreSQL and Redis, with
+// receivers on 127.0.0.1 started by each test (webhooks.allow_loopback on, except where the test
+// is about refusing such addresses): signed deliveries, in order per endpoint, retried with backoff
+// until they are delivered or the retry span ends; a dead endpoint never holds up another; private
+// addresses refused; a deleted endpoint gets nothing more; nobody sees another principal's
+// endpoints. Every wait is for a condition, with a generous bound.
+
+#include <openssl/hmac.h>
+
+#include <atomic>
+#include <boost/json.hpp>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "tests/events/fixture.hpp"
+#include "tests/events/webhook_receiver.hpp"
+#include "tests/support/process.hpp"
+
+namespace events_test {
+namespace {
+
+namespace json = boost::json;
+using test_support::eventually;
+using test_support::metric_value;
+
+// Settings that make retries quick: the backoff in tens of milliseconds, a short poll.
+std::map<std::string, std::string> quick_webhooks(std::map<std::string, std::string> extra = {}) {
+  std::map<std::string, std::string> env{{"WALLET_WEBHOOKS_ALLOW_LOOPBACK", "true"},
+                                         {"WALLET_WEBHOOKS_POLL_INTERVAL_MS", "5"},
+                                         {"WALLET_WEBHOOKS_BACKOFF_BASE_MS", "20"},
+                                         {"WALLET_WEBHOOKS_BACKOFF_CAP_MS", "100"},
+                                         {"WALLET_WEBHOOKS_TIMEOUT_MS", "5000"}};
+  for (auto& [k, v] : extra) env[k] = v;
+  return env;
+}
+
+struct party {
+  std::int64_t id = 0;  // principal
+  std::string key;
+  std::int64_t account = 0;
+};
+
+party make_party(http_client& c, const std::string& op, const std::string& role, std::int64_t deposit = 0) {
+  const auto who = test_support::create_principal(c, op, role);
+  party p{who.id, who.key, test_support::create_account(c, op, who.id, "EUR")};
+  if (deposit > 0) test_support::deposit(c, op, p.account, deposit);
+  return p;
+}
+
+struct endpoint {
+  std::int64_t id = 0;
+  std::string secret;
+};
+
+test_support::response register_endpoint(http_client& c, const std::string& key, const std::string& body) {
+  return c.request("POST", "/v1/webhook-endpoints", body,
+                   {{"Authorization", "Bearer " + key}, {"Content-Type", "application/json"}});
+}
+
+endpoint create_endpoint(http_client& c, const std::string& key, const std::string& url,
+                         const std::string& events = R"(["*"])") {
+  const auto r = register_endpoint(c, key, R"({"url":")" + url + R"(","events":)" + events + "}");
+  EXPECT_EQ(r.status, 201) << r.body;
+  if (r.status != 201) return {};
+  const auto o = r.json().as_object();
+  return {o.at("id").as_int64(), std::string(o.at("signingSecret").as_string())};
+}
+
+json::array deliveries(http_client& c, const std::string& key, std::int64_t endpoint_id) {
+  const auto r = c.get("/v1/webhook-endpoints/" + std::to_string(endpoint_id) + "/deliveries", key);
+  EXPECT_EQ(r.status, 200) << r.body;
+  if (r.status != 200) return {};
+  return r.json().as_object().at("deliveries").as_array();
+}
+
+std::string field(const json::value& v, const char* name) {
+  const auto& f = v.as_object().at(name);
+  return f.is_string() ? std::string(f.as_string()) : json::serialize(f);
+}
+
+int count_with_status(const json::array& list, const std::string& status) {
+  int n = 0;
+  for (const auto& d : list) n += field(d, "status") == status ? 1 : 0;
+  return n;
+}
+
+// HMAC-SHA256 with OpenSSL directly: the test checks the server's signature independently of the
+// server's own code.
+std::string hmac_hex(const std::string& key, const std::string& data) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), reinterpret_cast<const unsigned char*>(data.data()),
+       data.size(), digest, &length);
+  static const char* hex = "0123456789abcdef";
+  std::string out;
+  for (unsigned int i = 0; i < length; ++i) {
+    out += hex[digest[i] >> 4];
+    out += hex[digest[i] & 15];
+  }
+  return out;
+}
+
+// True when `header` is "t=<unix>,v1=<hex>" signing `body` with `secret`, made within 5 minutes.
+bool signed_by(const std::string& header, const std::string& secret, const std::string& body) {
+  const auto comma = header.find(",v1=");
+  if (header.rfind("t=", 0) != 0 || comma == std::string::npos) return false;
+  const auto t = header.substr(2, comma - 2);
+  const auto age = std::time(nullptr) - std::stoll(t);
+  return age < 300 && age > -300 && header.substr(comma + 4) == hmac_hex(secret, t + "." + body);
+}
+
+// The events `key` sees in the feed after `after`, by event id.
+std::map<std::string, json::value> feed_events(http_client& c, const std::string& key, const std::string& after) {
+  std::map<std::string, json::value> out;
+  const auto r = c.get("/v1/events?limit=1000&after=" + after, key);
+  EXPECT_EQ(r.status, 200) << r.body;
+  const auto page = r.json();
+  for (const auto& e : page.as_object().at("events").as_array()) out[field(e, "eventId")] = e;
+  return out;
+}
+
+std::string feed_end(http_client& c, const std::string& op) {
+  std::string after = "0";
+  for (int i = 0; i < 10'000; ++i) {
+    const auto r = c.get("/v1/events?limit=1000&after=" + after, op);
+    const auto o = r.json().as_object();
+    after = std::string(o.at("next").as_string());
+    if (!o.at("hasMore").as_bool()) break;
+  }
+  return after;
+}
+
+class webhooks_e2e : public events_suite {
+ protected:
+  // Every test starts with no live endpoint: those of earlier tests (a dead one still retrying)
+  // would otherwise be served by this test's servers and show in its metrics.
+  void SetUp() override {
+    events_suite::SetUp();
+    if (HasFatalFailure()) return;
+    sql_value(owner_url(),
+              "WITH d AS (UPDATE webhook_endpoint SET deleted_at = now() WHERE deleted_at IS NULL RETURNING 1)"
+              " SELECT count(*) FROM d");
+  }
+};
+
+TEST_F(webhooks_e2e, a_receiver_that_fails_three_times_gets_every_event_once_it_accepts_signed_and_in_order) {
+  // A merchant's endpoint answers 500, 302 and 404 to its first three requests, then 200. Five payments to the
+  // merchant: the first event is tried four times (three failures, then accepted), and only then
+  // do the other four follow, one each, in feed order; every request carries a Wallet-Signature
+  // that an independent HMAC confirms, and its body is the event exactly as the feed shows it.
+  server_process server(server_options(quick_webhooks()));
+  http_client c(server.port());
+  const auto& op = server.operator_key();
+  const auto head = feed_end(c, op);
+  const auto merchant = make_party(c, op, "merchant");
+  const auto payer = make_party(c, op, "user", 100'000);
+  // 500, then a redirect (never followed), then 404: three failures.
+  const std::vector<int> first_answers{500, 302, 404};
+  webhook_receiver receiver([&](int n) { return n <= 3 ? first_answers[static_cast<std::size_t>(n - 1)] : 200; });
+  const auto ep = create_endpoint(c, merchant.key, receiver.url("/wallet?x=1"));
+  ASSERT_GT(ep.id, 0);
+  EXPECT_EQ(ep.secret.rfind("whsec_", 0), 0u);
+
+  std::vector<std::string> paid;
+  for (int i = 0; i < 5; ++i) paid.push_back(transfer(c, payer.key, payer.account, merchant.account, 100 + i));
+  ASSERT_TRUE(eventually([&] { return count_with_status(deliveries(c, merchant.key, ep.id), "DELIVERED") == 5; },
+                         std::chrono::seconds(60), std::chrono::milliseconds(20)));
+
+  const auto got = receiver.requests();
+  ASSERT_EQ(got.size(), 8u);  // 3 failed attempts + 5 deliveries
+  std::vector<std::string> order;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const auto& r = got[i];
+    EXPECT_EQ(r.target, "/wallet?x=1");
+    EXPECT_EQ(r.headers.at("content-type"), "application/json");
+    EXPECT_TRUE(signed_by(r.headers.at("wallet-signature"), ep.secret, r.body)) << r.headers.at("wallet-signature");
+    EXPECT_FALSE(signed_by(r.headers.at("wallet-signature"), ep.secret + "x", r.body));
+    const auto event = json::parse(r.body);
+    EXPECT_EQ(r.headers.at("wallet-event-id"), field(event, "eventId"));
+    EXPECT_EQ(r.answered, i < 3 ? first_answers[i] : 200);
+    order.push_back(field(event, "eventId"));
+  }
+  // The first event four times, then the others once each, in the order they were paid.
+  EXPECT_EQ(order, (std::vector<std::string>{paid[0], paid[0], paid[0], paid[0], paid[1], paid[2], paid[3], paid[4]}));
+  const auto feed = feed_events(c, merchant.key, head);
+  for (std::size_t i = 3; i < got.size(); ++i) {
+    const auto event = json::parse(got[i].body);
+    ASSERT_TRUE(feed.count(field(event, "eventId")));
+    EXPECT_EQ(event, feed.at(field(event, "eventId")));
+  }
+
+  const auto list = deliveries(c, merchant.key, ep.id);
+  ASSERT_EQ(list.size(), 5u);
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    EXPECT_EQ(field(list[i], "eventId"), paid[i]);
+    EXPECT_EQ(field(list[i], "eventType"), "TRANSFER");
+    EXPECT_EQ(field(list[i], "attempts"), i == 0 ? "4" : "1");
+    EXPECT_EQ(field(list[i], "lastStatusCode"), "200");
+    EXPECT_EQ(field(list[i], "nextAttemptAt"), "null");
+  }
+  EXPECT_EQ(metric_value(server.port(), "wallet_webhook_retries_total"), 3);
+  EXPECT_EQ(metric_value(server.port(), "wallet_webhook_deliveries_sent_total"), 5);
+  EXPECT_EQ(metric_value(server.port(), "wallet_webhook_deliveries_failed_total"), 0);
+}
+
+TEST_F(webhooks_e2e, a_receiver_that_never_answers_is_retried_until_failed_and_a_healthy_endpoint_is_unaffected) {
+  // Two endpoints of one merchant: one never answers (every attempt runs into webhooks.timeout_ms,
+  // 200 ms), one answers 200. Three payments. The healthy endpoint gets all three, once each and
+  // first time, while the first delivery of the dead one is still being retried; that delivery is
+  // tried again and again with growing pauses and marked FAILED once the retry span (3 s) is spent,
+  // the receiver having seen each attempt. An operator's retry makes it PENDING again; only an
+  // operator may, and only a FAILED delivery.
+  server_process server(server_options(quick_webhooks({{"WALLET_WEBHOOKS_TIMEOUT_MS", "200"},
+                                                       {"WALLET_WEBHOOKS_RETRY_SPAN_MS", "3000"},
+                                                       {"WALLET_WEBHOOKS_BACKOFF_BASE_MS", "50"},
+                                                       {"WALLET_WEBHOOKS_BACKOFF_CAP_MS", "400"}})));
+  http_client c(server.port());
+  const auto& op = server.operator_key();
+  const auto merchant = make_party(c, op, "merchant");
+  const auto payer = make_party(c, op, "user", 100'000);
+  webhook_receiver dead([](int) { return 0; });
+  webhook_receiver healthy([](int) { return 204; });
+  const auto dead_ep = create_endpoint(c, merchant.key, dead.url());
+  const auto healthy_ep = create_endpoint(c, merchant.key, healthy.url(), R"(["TRANSFER"])");
+  std::vector<std::string> paid;
+  for (int i = 0; i < 3; ++i) paid.push_back(transfer(c, payer.key, payer.account, merchant.account, 10 + i));
+
+  ASSERT_TRUE(
+      eventually([&] { return count_with_status(deliveries(c, merchant.key, healthy_ep.id), "DELIVERED") == 3; },
+                 std::chrono::seconds(60), std::chrono::milliseconds(20)));
+  ASSERT_TRUE(eventually([&] { return count_with_status(deliveries(c, merchant.key, dead_ep.id), "FAILED") >= 1; },
+                         std::chrono::seconds(60), std::chrono::milliseconds(50)));
+  const auto healthy_list = deliveries(c, merchant.key, healthy_ep.id);
+  for (const auto& d : healthy_list) EXPECT_EQ(field(d, "attempts"), "1");
+  std::vector<std::string> healthy_order;
+  for (const auto& r : healthy.requests()) healthy_order.push_back(field(json::parse(r.body), "eventId"));
+  EXPECT_EQ(healthy_order, paid);
+
+  const auto dead_list = deliveries(c, merchant.key, dead_ep.id);
+  ASSERT_GE(dead_list.size(), 1u);
+  const auto& first = dead_list[0];
+  EXPECT_EQ(field(first, "eventId"), paid[0]);
+  EXPECT_EQ(field(first, "status"), "FAILED");
+  EXPECT_EQ(field(first, "nextAttemptAt"), "null");
+  EXPECT_EQ(field(first, "lastStatusCode"), "null");
+  EXPECT_NE(field(first, "lastError").find("timed out"), std::string::npos) << field(first, "lastError");
+  const auto attempts = std::stoi(field(first, "attempts"));
+  EXPECT_GE(attempts, 3);
+  // The healthy endpoint was done before the dead one's first delivery was given up.
+  EXPECT_LT(field(healthy_list.back(), "completedAt"), field(first, "completedAt"));
+  // Each attempt reached the receiver; the first event's attempts came before any other event's.
+  const auto seen = dead.requests();
+  int first_event_attempts = 0;
+  bool later_event_seen = false;
+  for (const auto& r : seen) {
+    const auto id = field(json::parse(r.body), "eventId");
+    if (id == paid[0]) {
+      ++first_event_attempts;
+      EXPECT_FALSE(later_event_seen) << "an event was sent before the one ahead of it was settled";
+    } else {
+      later_event_seen = true;
+    }
+  }
+  EXPECT_EQ(first_event_attempts, attempts);
+  EXPECT_GE(metric_value(server.port(), "wallet_webhook_retries_total"), attempts - 1);
+  EXPECT_GE(metric_value(server.port(), "wallet_webhook_deliveries_failed_total"), 1);
+  EXPECT_GE(metric_value(server.port(), "wallet_webhook_timeouts_total"), attempts);
+
+  // Retry: only an operator, only a FAILED delivery.
+  const auto first_id = field(first, "id");
+  const auto retry_path = "/v1/webhook-endpoints/" + std::to_string(dead_ep.id) + "/deliveries/" + first_id + "/retry";
+  EXPECT_EQ(c.post(retry_path, merchant.key, "").status, 403);
+  const auto retried = c.post(retry_path, op, "");
+  ASSERT_EQ(retried.status, 200) << retried.body;
+  EXPECT_EQ(field(retried.json(), "status"), "PENDING");
+  const auto healthy_first = field(healthy_list[0], "id");
+  const auto not_failed = c.post(
+      "/v1/webhook-endpoints/" + std::to_string(healthy_ep.id) + "/deliveries/" + healthy_first + "/retry", op, "");
+  EXPECT_EQ(not_failed.status, 409);
+  EXPECT_EQ(field(not_failed.json(), "code"), "delivery_not_failed");
+  EXPECT_EQ(
+      c.post("/v1/webhook-endpoints/" + std::to_string(healthy_ep.id) + "/deliveries/" + first_id + "/retry", op, "")
+          .status,
+      404);
+  // The retried delivery is attempted again.
+  EXPECT_TRUE(eventually(
+      [&] {
+        int n = 0;
+        for (const auto& r : dead.requests()) n += field(json::parse(r.body), "eventId") == paid[0] ? 1 : 0;
+        return n > attempts;
+      },
+      std::chrono::seconds(60), std::chrono::milliseconds(20)));
+}
+
+TEST_F(webhooks_e2e, urls_at_private_addresses_and_bad_registrations_are_refused_and_change_nothing) {
+  // With the default settings, a URL whose host is or resolves to a private, loopback, link-local,
+  // unspecified or multicast address answers 400 webhook_url_refused; a bad scheme, a bad events
+  // list or a missing field answers 400 invalid_request; none leaves an endpoint behind.
+  server_process server(server_options());
+  http_client c(server.port());
+  const auto& op = server.operator_key();
+  const auto merchant = make_party(c, op, "merchant");
+  for (const std::string& url : std::vector<std::string>{
+           "http://10.1.2.3/hook", "https://192.168.0.10/hook", "http://127.0.0.1:9/hook", "http://localhost:9/hook",
+           "http://[::1]:9/hook", "http://169.254.169.254/latest", "http://0.0.0.0/", "http://224.0.0.1/",
+           "http://[fd00::1]/", "http://[::ffff:10.0.0.1]/"}) {
+    const auto r = register_endpoint(c, merchant.key, R"({"url":")" + url + R"(","events":["*"]})");
+    EXPECT_EQ(r.status, 400) << url;
+    EXPECT_EQ(field(r.json(), "code"), "webhook_url_refused") << url << ": " << r.body;
+  }
+  for (const std::string& body : std::vector<std::string>{
+           R"({"url":"ftp://example.com/","events":["*"]})", R"({"url":"http://u:p@example.com/","events":["*"]})",
+           R"({"url":"http://example.com/","events":[]})", R"({"url":"http://example.com/","events":["NOPE"]})",
+           R"({"url":"http://example.com/","events":["*","TRANSFER"]})", R"({"url":"http://example.com/"})",
+           R"({"events":["*"]})", R"({"url":"http://example.com/","events":"*"})",
+           R"({"url":"http://example.com/","events":["*"],"secret":"x"})", R"([1])", R"(not json)"}) {
+    const auto r = register_endpoint(c, merchant.key, body);
+    EXPECT_EQ(r.status, 400) << body;
+    EXPECT_EQ(field(r.json(), "code"), "invalid_request") << body << ": " << r.body;
+  }
+  const auto list = c.get("/v1/webhook-endpoints", merchant.key);
+  ASSERT_EQ(list.status, 200);
+  EXPECT_TRUE(list.json().as_object().at("endpoints").as_array().empty());
+}
+
+TEST_F(webhooks_e2e, a_deleted_endpoint_gets_no_further_delivery) {
+  // Two endpoints of one merchant get the first payment. One is deleted; the second payment reaches
+  // the other only: the deleted one gets no delivery row and no request for it, its deliveries are
+  // no longer listed (404), and deleting it again is 404.
+  server_process server(server_options(quick_webhooks()));
+  http_client c(server.port());
+  const auto& op = server.operator_key();
+  const auto merchant = make_party(c, op, "merchant");
+  const auto payer = make_party(c, op, "user", 100'000);
+  webhook_receiver kept([](int) { return 200; });
+  webhook_receiver dropped([](int) { return 200; });
+  const auto kept_ep = create_endpoint(c, merchant.key, kept.url());
+  const auto dropped_ep = create_endpoint(c, merchant.key, dropped.url());
+  const auto first = transfer(c, payer.key, payer.account, merchant.account, 5);
+  ASSERT_TRUE(eventually([&] { return kept.requests().size() == 1 && dropped.requests().size() == 1; },
+                         std::chrono::seconds(60), std::chrono::milliseconds(20)));
+
+  const auto path = "/v1/webhook-endpoints/" + std::to_string(dropped_ep.id);
+  const auto deleted = c.request("DELETE", path, "", {{"Authorization", "Bearer " + merchant.key}});
+  ASSERT_EQ(deleted.status, 200) << deleted.body;
+  const auto second = transfer(c, payer.key, payer.account, merchant.account, 6);
+  ASSERT_TRUE(
+      eventually([&] { return kept.requests().size() == 2; }, std::chrono::seconds(60), std::chrono::milliseconds(20)));
+  EXPECT_EQ(field(json::parse(kept.requests()[1].body), "eventId"), second);
+  ASSERT_EQ(dropped.requests().size(), 1u);
+  EXPECT_EQ(field(json::parse(dropped.requests()[0].body), "eventId"), first);
+  EXPECT_EQ(sql_value(owner_url(),
+                      "SELECT count(*) FROM webhook_delivery WHERE endpoint_id = " + std::to_string(dropped_ep.id)),
+            "1");
+  EXPECT_EQ(c.get(path + "/deliveries", merchant.key).status, 404);
+  EXPECT_EQ(c.request("DELETE", path, "", {{"Authorization", "Bearer " + merchant.key}}).status, 404);
+  const auto list = c.get("/v1/webhook-endpoints", merchant.key).json().as_object().at("endpoints").as_array();
+  ASSERT_EQ(list.size(), 1u);
+  EXPECT_EQ(list[0].as_object().at("id").as_int64(), kept_ep.id);
+}
+
+TEST_F(webhooks_e2e, a_principal_neither_sees_nor_deletes_another_principals_endpoints) {
+  // A's endpoint is not in B's list, and B's GET of its deliveries and DELETE of it answer 404; B
+  // cannot register an endpoint for A's account (404). An operator lists every endpoint (the
+  // signing secret never again) and may delete A's.
+  server_process server(server_options(quick_webhooks()));
+  http_client c(server.port());
+  const auto& op = server.operator_key();
+  const auto a = make_party(c, op, "merchant");
+  const auto b = make_party(c, op, "user");
+  webhook_receiver receiver([](int) { return 200; });
+  const auto ep = create_endpoint(c, a.key, receiver.url());
+  const auto path = "/v1/webhook-endpoints/" + std::to_string(ep.id);
+
+  const auto b_list = c.get("/v1/webhook-endpoints", b.key);
+  ASSERT_EQ(b_list.status, 200);
+  EXPECT_TRUE(b_list.json().as_object().at("endpoints").as_array().empty());
+  EXPECT_EQ(c.get(path + "/deliveries", b.key).status, 404);
+  const auto b_delete = c.request("DELETE", path, "", {{"Authorization", "Bearer " + b.key}});
+  EXPECT_EQ(b_delete.status, 404);
+  EXPECT_EQ(field(b_delete.json(), "code"), "not_found");
+  const auto foreign = register_endpoint(
+      c, b.key, R"({"url":")" + receiver.url() + R"(","events":["*"],"accountId":)" + std::to_string(a.account) + "}");
+  EXPECT_EQ(foreign.status, 404) << foreign.body;
+  const auto own = register_endpoint(
+      c, a.key,
+      R"({"url":")" + receiver.url() + R"(","events":["DEPOSIT"],"accountId":)" + std::to_string(a.account) + "}");
+  ASSERT_EQ(own.status, 201) << own.body;
+  EXPECT_EQ(own.json().as_object().at("accountId").as_int64(), a.account);
+
+  const auto a_list = c.get("/v1/webhook-endpoints", a.key).json().as_object().at("endpoints").as_array();
+  EXPECT_EQ(a_list.size(), 2u);
+  std::set<std::int64_t> seen_by_operator;
+  const auto op_list = c.get("/v1/webhook-endpoints", op);
+  const auto op_page = op_list.json();
+  for (const auto& e : op_page.as_object().at("endpoints").as_array()) {
+    seen_by_operator.insert(e.as_object().at("id").as_int64());
+    EXPECT_FALSE(e.as_object().contains("signingSecret"));
+  }
+  EXPECT_TRUE(seen_by_operator.count(ep.id));
+  EXPECT_EQ(op_list.body.find(ep.secret), std::string::npos);
+  EXPECT_EQ(c.get(path + "/deliveries", op).status, 200);
+  EXPECT_EQ(c.request("DELETE", path, "", {{"Authorization", "Bearer " + op}}).status, 200);
+  EXPECT_EQ(c.get(path + "/deliveries", a.key).status, 404);
+}
+
+TEST_F(webhooks_e2e, an_address_refused_at_connect_time_is_never_reached) {
+  // The host is judged again at every attempt, not only at registration: an endpoint on 127.0.0.1
+  // registered by a server that allowed loopback, then served by one that does not (the default),
+  // gets attempts that fail with "refused" before any connection, and its receiver sees nothing.
+  webhook_receiver receiver([](int) { return 200; });
+  party merchant, payer;
+  endpoint ep;
+  {
+    server_process permissive(server_options(quick_webhooks({{"WALLET_WEBHOOKS_ENABLED", "false"}})));
+    http_client c(permissive.port());
+    merchant = make_party(c, permissive.operator_key(), "merchant");
+    payer = make_party(c, permissive.operator_key(), "user", 1'000);
+    ep = create_endpoint(c, merchant.key, receiver.url());
+    ASSERT_GT(ep.id, 0);
+  }
+  server_process strict(server_options({{"WALLET_WEBHOOKS_POLL_INTERVAL_MS", "5"},
+                                        {"WALLET_WEBHOOKS_BACKOFF_BASE_MS", "20"},
+                                        {"WALLET_WEBHOOKS_BACKOFF_CAP_MS", "100"}}));
+  http_client c(strict.port());
+  transfer(c, payer.key, payer.account, merchant.account, 7);
+  ASSERT_TRUE(eventually(
+      [&] {
+        const auto list = deliveries(c, merchant.key, ep.id);
+        return list.size() == 1 && std::stoi(field(list[0], "attempts")) >= 2;
+      },
+      std::chrono::seconds(60), std::chrono::milliseconds(20)));
+  const auto first = deliveries(c, merchant.key, ep.id).at(0);
+  EXPECT_EQ(field(first, "status"), "PENDING");
+  EXPECT_NE(field(first, "lastError").find("refused: 127.0.0.1 resolves to 127.0.0.1 (loopback)"), std::string::npos)
+      << field(first, "lastError");
+  EXPECT_TRUE(receiver.requests().empty());
+}
+
+// A self-signed certificate and its key, `<dir>/<name>.pem` and `<dir>/<name>.key`, naming
+// `subject_alt_name` (e.g. "IP:127.0.0.1"), made by the openssl command.
+bool make_certificate(const std::string& dir, const std::string& name, const std::string& subject_alt_name) {
+  const auto r = test_support::run_program(
+      "/usr/bin/openssl",
+      {"req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=wallet-test-" + name, "-addext",
+       "subjectAltName=" + subject_alt_name, "-keyout", dir + "/" + name + ".key", "-out", dir + "/" + name + ".pem"},
+      test_support::current_environment(), std::chrono::seconds(60));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  return r.exit_code == 0;
+}
+
+TEST_F(webhooks_e2e, https_destinations_are_verified_against_the_ca_file_and_their_host_name) {
+  // Three https receivers on 127.0.0.1 with self-signed certificates: one in the CA file
+  // (webhooks.ca_file) naming 127.0.0.1, one in the CA file naming another host, one unknown.
+  // The first gets the event, signed; the others' attempts fail in the TLS handshake, so they never
+  // see a request.
+  const auto dir = test_support::build_dir() + "/events/webhook-tls";
+  std::filesystem::create_directories(dir);
+  ASSERT_TRUE(make_certificate(dir, "good", "IP:127.0.0.1"));
+  ASSERT_TRUE(make_certificate(dir, "other_name", "DNS:example.com"));
+  ASSERT_TRUE(make_certificate(dir, "unknown", "IP:127.0.0.1"));
+  {
+    std::ofstream ca(dir + "/ca.pem", std::ios::trunc);
+    ca << std::ifstream(dir + "/good.pem").rdbuf() << std::ifstream(dir + "/other_name.pem").rdbuf();
+  }
+  server_process server(server_options(quick_webhooks({{"WALLET_WEBHOOKS_CA_FILE", dir + "/ca.pem"}})));
+  http_client c(server.port());
+  const auto& op = server.operator_key();
+  const auto merchant = make_party(c, op, "merchant");
+  const auto payer = make_party(c, op, "user", 1'000);
+  webhook_receiver good([](int) { return 200; }, dir + "/good.pem", dir + "/good.key");
+  webhook_receiver other_name([](int) { return 200; }, dir + "/other_name.pem", dir + "/other_name.key");
+  webhook_receiver unknown([](int) { return 200; }, dir + "/unknown.pem", dir + "/unknown.key");
+  const auto good_ep = create_endpoint(c, merchant.key, good.url());
+  const auto other_ep = create_endpoint(c, merchant.key, other_name.url());
+  const auto unknown_ep = create_endpoint(c, merchant.key, unknown.url());
+  const auto paid = transfer(c, payer.key, payer.account, merchant.account, 9);
+  auto tried = [&](const endpoint& ep) {
+    const auto list = deliveries(c, merchant.key, ep.id);
+    return list.size() == 1 && field(list[0], "lastError") != "null";
+  };
+  ASSERT_TRUE(eventually(
+      [&] {
+        return count_with_status(deliveries(c, merchant.key, good_ep.id), "DELIVERED") == 1 && tried(other_ep) &&
+               tried(unknown_ep);
+      },
+      std::chrono::seconds(60), std::chrono::milliseconds(20)));
+  ASSERT_EQ(good.requests().size(), 1u);
+  EXPECT_TRUE(signed_by(good.requests()[0].headers.at("wallet-signature"), good_ep.secret, good.requests()[0].body));
+  EXPECT_EQ(field(json::parse(good.requests()[0].body), "eventId"), paid);
+  for (const auto* ep : {&other_ep, &unknown_ep}) {
+    const auto d = deliveries(c, merchant.key, ep->id).at(0);
+    EXPECT_EQ(field(d, "status"), "PENDING");
+    EXPECT_NE(field(d, "lastError").find("TLS handshake"), std::string::npos) << field(d, "lastError");
+  }
+  EXPECT_TRUE(other_name.requests().empty());
+  EXPECT_TRUE(unknown.requests().empty());
+  EXPECT_GE(other_name.failed_handshakes(), 1);
+  EXPECT_GE(unknown.failed_handshakes(), 1);
+}
+
+TEST_F(webhooks_e2e, two_servers_never_send_one_endpoints_events_at_the_same_time_nor_twice) {
+  // Two wallet-servers on one database both dispatch. Forty payments to a merchant whose receiver
+  // holds each request a few milliseconds (to widen any overlap) and counts how many are open at
+  // once: it never sees two at once, gets every event exactly once, in payment order, and the two
+  // servers' attempts add up to exactly forty (every earlier test's endpoint is deleted first).
+  server_process a(server_options(quick_webhooks()));
+  server_process b(server_options(quick_webhooks()));
+  http_client c(a.port());
+  const auto& op = a.operator_key();
+  const auto merchant = make_party(c, op, "merchant");
+  const auto payer = make_party(c, op, "user", 100'000);
+  std::atomic<int> open{0}, most_open{0};
+  webhook_receiver receiver([&](int) {
+    const int now = ++open;
+    int seen = most_open.load();
+    while (now > seen && !most_open.compare_exchange_weak(seen, now)) {}
+    std::this_thread::sleep_for(std::chrono::milliseconds(3));
+    --open;
+    return 200;
+  });
+  const auto ep = create_endpoint(c, merchant.key, receiver.url());
+  std::vector<std::string> paid;
+  for (int i = 0; i < 40; ++i) paid.push_back(transfer(c, payer.key, payer.account, merchant.account, 1 + i));
+  ASSERT_TRUE(eventually([&] { return count_with_status(deliveries(c, merchant.key, ep.id), "DELIVERED") == 40; },
+                         std::chrono::seconds(90), std::chrono::milliseconds(20)));
+  std::vector<std::string> order;
+  for (const auto& r : receiver.requests()) order.push_back(field(json::parse(r.body), "eventId"));
+  EXPECT_EQ(order, paid);
+  EXPECT_EQ(most_open.load(), 1);
+  // One attempt each: no delivery was sent twice, by one server or by both.
+  int attempts = 0;
+  for (const auto& d : deliveries(c, merchant.key, ep.id)) attempts += std::stoi(field(d, "attempts"));
+  EXPECT_EQ(attempts, 40);
+  EXPECT_EQ(
+      metric_value(a.port(), "wallet_webhook_attempts_total") + metric_value(b.port(), "wallet_webhook_attempts_total"),
+      40);
+}
+
+TEST_F(webhooks_e2e, a_pending_delivery_survives_a_restart) {
+  // A receiver that answers 503 until the test lets it accept. The server that made the delivery
+  // retries it, then stops; a new server on the same database delivers it once the receiver accepts.
+  std::atomic<bool> accept{false};
+  webhook_receiver receiver([&](int) { return accept.load() ? 200 : 503; });
+  party merchant;
+  endpoint ep;
+  std::string paid;
+  const auto settings = quick_webhooks({{"WALLET_WEBHOOKS_TIMEOUT_MS", "1000"}});
+  {
+    server_process first(server_options(settings));
+    http_client c(first.port());
+    merchant = make_party(c, first.operator_key(), "merchant");
+    const auto payer = make_party(c, first.operator_key(), "user", 1'000);
+    ep = create_endpoint(c, merchant.key, receiver.url());
+    paid = transfer(c, payer.key, payer.account, merchant.account, 3);
+    ASSERT_TRUE(eventually(
+        [&] {
+          const auto list = deliveries(c, merchant.key, ep.id);
+          return list.size() == 1 && std::stoi(field(list[0], "attempts")) >= 2;
+        },
+        std::chrono::seconds(60), std::chrono::milliseconds(20)));
+  }
+  accept = true;
+  server_process second(server_options(settings));
+  http_client c(second.port());
+  ASSERT_TRUE(eventually([&] { return count_with_status(deliveries(c, merchant.key, ep.id), "DELIVERED") == 1; },
+                         std::chrono::seconds(90), std::chrono::milliseconds(20)));
+  const auto got = receiver.requests();
+  ASSERT_GE(got.size(), 3u);
+  EXPECT_EQ(got.back().answered, 200);
+  for (const auto& r : got) EXPECT_EQ(field(json::parse(r.body), "eventId"), paid);
+}
+
+}  // namespace
+}  // namespace events_test
