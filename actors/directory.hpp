@@ -21,6 +21,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cluster/ownership.hpp"
 #include "ledger/fees.hpp"
 #include "ledger/types.hpp"
 
@@ -56,12 +57,23 @@ class account_directory {
 
   // The shard a credit should land on when the posting is committed by `writer_index` of
   // `writer_count`: one whose number maps to that writer, so each shard row has one writer.
+  // Cluster mode (`owned`): among the shards whose own partition this node holds, so that each
+  // shard row is credited (and swept) by one node's writers (docs/scaling.md); when it holds
+  // none of them, among all of them (correct still: the row lock orders the writers).
   static ledger::account_id credit_row(const account_facts& facts, std::size_t writer_index, std::size_t writer_count,
-                                       std::uint64_t spread) {
+                                       std::uint64_t spread, const cluster::ownership* owned = nullptr) {
     if (facts.shards.empty()) return facts.id;
+    const std::vector<ledger::account_id>* pool = &facts.shards;
+    std::vector<ledger::account_id> held;
+    if (owned != nullptr) {
+      for (auto shard : facts.shards) {
+        if (owned->lease_for(shard)) held.push_back(shard);
+      }
+      if (!held.empty()) pool = &held;
+    }
     std::vector<ledger::account_id> mine;
-    for (std::size_t n = writer_index; n < facts.shards.size(); n += writer_count) mine.push_back(facts.shards[n]);
-    if (mine.empty()) return facts.shards[spread % facts.shards.size()];
+    for (std::size_t n = writer_index; n < pool->size(); n += writer_count) mine.push_back((*pool)[n]);
+    if (mine.empty()) return (*pool)[spread % pool->size()];
     return mine[spread % mine.size()];
   }
 

@@ -169,7 +169,8 @@ void money_flows::approve_adjustment(adjustment_decision_command command, finish
                     thread_local std::mt19937_64 spread{std::random_device{}()};
                     const auto credit_row =
                         a.amount > 0 ? account_directory::credit_row(*facts, core_.writer_index(adjustment_account),
-                                                                     core_.runtime->writers.size(), spread())
+                                                                     core_.runtime->writers.size(), spread(),
+                                                                     core_.runtime->ownership.get())
                                      : adjustment_account;
                     persistence::posting_request request;
                     request.posting =

@@ -53,7 +53,8 @@ void money_flows::deposit_to(deposit_command command, persistence::provider_reco
         const auto clearing = ids[0];
         const auto w = core_.writer_index(clearing);
         const auto credit_row = account_directory::credit_row(target, w, core_.runtime->writers.size(),
-                                                              std::hash<std::string>{}(command.idempotency_key));
+                                                              std::hash<std::string>{}(command.idempotency_key),
+                                                              core_.runtime->ownership.get());
         persistence::posting_request request;
         request.posting = ledger::flows::deposit(clearing, credit_row, target.id, command.amount, target.currency);
         request.transaction_id = make_transaction_id();

@@ -222,8 +222,8 @@ void money_flows::send_exchange(exchange_command command, persistence::fx_quote_
                                 finish_fn finish) {
   // Committed by wallet A's writer: a hot wallet B is credited on a shard of that writer's.
   thread_local std::mt19937_64 spread{std::random_device{}()};
-  const auto credit_row =
-      account_directory::credit_row(b, core_.writer_index(a.id), core_.runtime->writers.size(), spread());
+  const auto credit_row = account_directory::credit_row(b, core_.writer_index(a.id), core_.runtime->writers.size(),
+                                                        spread(), core_.runtime->ownership.get());
   auto rows = std::make_shared<persistence::flow_rows>();
   rows->quote = persistence::flow_rows::quote_use{q.id};
   persistence::posting_request request;

@@ -174,8 +174,8 @@ void money_flows::capture_from(hold_capture_command command, persistence::hold_r
                 if (code != ledger::error_code::ok) return finish(database_unavailable(code));
                 thread_local std::mt19937_64 spread{std::random_device{}()};
                 const auto writers = core_.runtime->writers.size();
-                const auto credit_row =
-                    account_directory::credit_row(payee, writer_for(payer.id, writers), writers, spread());
+                const auto credit_row = account_directory::credit_row(payee, writer_for(payer.id, writers), writers,
+                                                                      spread(), core_.runtime->ownership.get());
                 const auto& f = hold.facts;
                 const auto amount = command.amount.value_or(f.amount);
                 persistence::posting_request request;

@@ -65,7 +65,8 @@ void money_flows::refund_to(payment_refund_command command, persistence::payment
   // writer's, chosen at random.
   thread_local std::mt19937_64 spread{std::random_device{}()};
   const auto writers = core_.runtime->writers.size();
-  const auto credit_row = account_directory::credit_row(payer, core_.writer_index(payment.payee), writers, spread());
+  const auto credit_row = account_directory::credit_row(payer, core_.writer_index(payment.payee), writers, spread(),
+                                                        core_.runtime->ownership.get());
   auto rows = std::make_shared<persistence::flow_rows>();
   rows->refund =
       persistence::flow_rows::payment_refund{payment.transaction_id, payment.payee, payment.payer, payment.amount};

@@ -73,7 +73,8 @@ void money_flows::send_payment(transfer_command command, account_facts payer, ac
   // each must not all land on one shard.
   thread_local std::mt19937_64 spread{std::random_device{}()};
   const auto writers = core_.runtime->writers.size();
-  const auto credit_row = account_directory::credit_row(payee, writer_for(command.from, writers), writers, spread());
+  const auto credit_row = account_directory::credit_row(payee, writer_for(command.from, writers), writers, spread(),
+                                                        core_.runtime->ownership.get());
   std::optional<ledger::flows::payee_fee> fee;
   // The schedule here only sets the fee a first time; the writer prices it again under its lock.
   if (fee_revenue != 0) fee = ledger::flows::payee_fee{fee_revenue, payee.fees.value_or(ledger::fee_schedule{})};

@@ -247,8 +247,9 @@ class transfer_batch_flow : public std::enable_shared_from_this<transfer_batch_f
         const auto& payee = facts_.at(item.to);
         persistence::posting_request p;
         p.posting = ledger::flows::transfer(
-            item.from, account_directory::credit_row(payee, writer, writers, spread()), payee.id, item.amount,
-            payer_facts.currency, ledger::flows::payee_fee{fee_row, payee.fees.value_or(ledger::fee_schedule{})});
+            item.from, account_directory::credit_row(payee, writer, writers, spread(), core_.runtime->ownership.get()),
+            payee.id, item.amount, payer_facts.currency,
+            ledger::flows::payee_fee{fee_row, payee.fees.value_or(ledger::fee_schedule{})});
         p.transaction_id = make_transaction_id();
         p.principal = command_.principal;
         p.idempotency_key = keys_[i];

@@ -144,7 +144,9 @@ void money_flows::settle_to(settle_command command, persistence::withdrawal_reco
                           if (code != ledger::error_code::ok) return finish(database_unavailable(code));
                           if (!wallet)
                             return finish(refusal(ledger::error_code::internal, "the withdrawal's account is gone"));
-                          send(account_directory::credit_row(*wallet, w, core_.runtime->writers.size(), 0), wallet->id);
+                          send(account_directory::credit_row(*wallet, w, core_.runtime->writers.size(), 0,
+                                                             core_.runtime->ownership.get()),
+                               wallet->id);
                         });
       });
 }

@@ -42,8 +42,6 @@ namespace {
 
 // How long a display read waits for an account actor's reserved amount (0 when it is late).
 constexpr std::chrono::milliseconds k_reserved_wait{200};
-// How often due holds are released: a hold is released at most about this much after it expires.
-constexpr std::chrono::milliseconds k_hold_expiry_interval{200};
 
 persistence::connection_options database_options(const config::settings& s, std::string name) {
   persistence::connection_options o;
@@ -232,7 +230,7 @@ void ledger_service::start() {
   d.sweeps = std::make_unique<sweeper>(d.core);
   d.sweeps->start(std::chrono::milliseconds(d.settings.ledger.sweep_interval_ms));
   d.expiries = std::make_unique<hold_expirer>(d.core);
-  d.expiries->start(k_hold_expiry_interval);
+  d.expiries->start(std::chrono::milliseconds(d.settings.ledger.hold_expiry_interval_ms));
   d.start_reconciler();
   if (d.ownership) {
     const auto& c = d.settings.cluster;

@@ -132,9 +132,10 @@ void money_flows::fee_revenue_row(const std::string& currency, std::size_t write
         if (code != ledger::error_code::ok) return done(code, 0);
         const auto id = ids[0];
         const auto writers = core_.runtime->writers.size();
-        auto pick = [writer, writers, done](const account_facts& facts) {
+        auto pick = [this, writer, writers, done](const account_facts& facts) {
           thread_local std::mt19937_64 spread{std::random_device{}()};
-          done(ledger::error_code::ok, account_directory::credit_row(facts, writer, writers, spread()));
+          done(ledger::error_code::ok,
+               account_directory::credit_row(facts, writer, writers, spread(), core_.runtime->ownership.get()));
         };
         accounts_.facts(
             id, [this, id, writers, pick, done](ledger::error_code code, std::optional<account_facts> facts) {

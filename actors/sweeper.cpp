@@ -1,6 +1,8 @@
 #include "actors/sweeper.hpp"
 
 #include <pthread.h>
+
+#include <vector>
 #include <spdlog/spdlog.h>
 
 #include "actors/service_core.hpp"
@@ -52,8 +54,13 @@ void sweeper::sweep_all(std::function<void(query_result<int>)> done) {
         {
           std::lock_guard lock(sweeping_mutex_);
           for (auto& c : r.value) {
-            // Cluster mode: the node that leases an account's partition sweeps it, no other.
-            if (core_.runtime->ownership && !core_.runtime->ownership->lease_for(c.account)) continue;
+            // Cluster mode: a shard is swept by the node that holds the shard's own partition, the
+            // node whose writers credit it (account_directory::credit_row), so that no two nodes'
+            // writers write one shard row at once (docs/scaling.md).
+            if (const auto& owned = core_.runtime->ownership) {
+              std::erase_if(c.shards, [&](ledger::account_id shard) { return !owned->lease_for(shard); });
+              if (c.shards.empty()) continue;
+            }
             const auto& gauges = *core_.runtime->writer_gauges[core_.writer_index(c.account)];
             if (sweeping_.count(c.account) != 0 ||
                 gauges.queued.load() + static_cast<std::int64_t>(c.shards.size()) > core_.runtime->writer_queue_max) {

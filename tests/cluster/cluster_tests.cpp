@@ -314,4 +314,35 @@ TEST_F(three_nodes, one_hundred_debits_of_a_thousand_on_fifty_thousand_make_exac
   EXPECT_EQ(balance(setup, user.key, payee), 50'000);
 }
 
+TEST_F(two_nodes, payments_into_a_hot_merchant_through_both_nodes_add_up) {
+  // Each node credits the merchant's shards whose partitions it holds and sweeps those: the
+  // merchant receives exactly what was paid, before and after both nodes swept, and
+  // reconciliation is clean.
+  http_client setup(a().port());
+  const auto op = a().operator_key();
+  const auto merchant = create_principal(setup, op, "merchant");
+  const auto shop = create_account(setup, op, merchant.id, "EUR", 8);
+  const auto user = create_principal(setup, op);
+  std::vector<std::int64_t> payers;
+  for (int i = 0; i < 8; ++i) {
+    payers.push_back(create_account(setup, op, user.id));
+    deposit(setup, op, payers.back(), 1'000);
+  }
+  transfer_tally tally;
+  concurrently(80, 8, [&](int i, int) {
+    http_client c(i % 2 == 0 ? a().port() : b().port());
+    tally.count(c.post("/v1/transfers", user.key, transfer_body(payers[static_cast<std::size_t>(i % 8)], shop, 100),
+                       unique_key("shop")));
+  });
+  EXPECT_EQ(tally.created.load(), 80);
+  EXPECT_EQ(balance(setup, merchant.key, shop), 8'000);
+  for (auto* n : {&a(), &b()}) {
+    http_client c(n->port());
+    auto r = c.post("/v1/admin/sweeps", op, "");
+    EXPECT_EQ(r.status, 200) << r.body;
+  }
+  EXPECT_EQ(balance(setup, merchant.key, shop), 8'000);
+  EXPECT_TRUE(reconciliation_ok(setup, op));
+}
+
 }  // namespace

@@ -14,6 +14,7 @@
 #include <string>
 #include <thread>
 
+#include "actors/directory.hpp"
 #include "cluster/lease_keeper.hpp"
 #include "cluster/ownership.hpp"
 #include "ledger/flows.hpp"
@@ -259,6 +260,38 @@ TEST_F(leases, the_writer_commits_a_fenced_debit_only_under_the_current_lease) {
   EXPECT_EQ(persistence::commit_batch(*app_, {by_b}).outcomes.at(0).outcome, ledger::error_code::ok);
   EXPECT_EQ(int_of("SELECT balance FROM account WHERE id = " + std::to_string(payer)), 800);
   a.keeper->stop();
+}
+
+// A node credits a hot account only on the shards whose own partition it holds, spread over its
+// writers as before; holding none of them, it credits any (docs/scaling.md).
+TEST(shard_rows, a_node_credits_only_the_shards_of_partitions_it_holds) {
+  cluster::ownership owned("n", k_partitions);
+  actors::account_facts facts;
+  facts.id = 5'000;
+  for (ledger::account_id shard = 5'001; shard <= 5'016; ++shard) facts.shards.push_back(shard);
+  std::set<ledger::account_id> anywhere;
+  for (std::uint64_t spread = 0; spread < 64; ++spread)
+    anywhere.insert(actors::account_directory::credit_row(facts, 0, 2, spread, &owned));
+  EXPECT_EQ(anywhere.size(), 8u) << "holding nothing: writer 0's half of all shards";
+
+  std::set<ledger::account_id> held;
+  for (auto shard : facts.shards) {
+    const int p = cluster::partition_of(shard, k_partitions);
+    if (p % 2 == 0) {
+      owned.hold(p, 1, cluster::ownership::clock::now() + 1h);
+    }
+  }
+  for (auto shard : facts.shards) {
+    if (owned.lease_for(shard)) held.insert(shard);
+  }
+  ASSERT_FALSE(held.empty());
+  std::set<ledger::account_id> chosen;
+  for (std::size_t writer = 0; writer < 2; ++writer) {
+    for (std::uint64_t spread = 0; spread < 64; ++spread) {
+      chosen.insert(actors::account_directory::credit_row(facts, writer, 2, spread, &owned));
+    }
+  }
+  EXPECT_EQ(chosen, held) << "every held shard, and only those";
 }
 
 }  // namespace

@@ -577,6 +577,11 @@ class HttpFloods : public ts::shared_server_test<HttpFloods> {
     o.env["WALLET_AUTH_UNKNOWN_ACCOUNTS_PER_SECOND"] = "1";
     o.env["WALLET_AUTH_UNKNOWN_ACCOUNTS_BURST"] = "5";
     o.env["WALLET_HTTP_READYZ_REFRESH_MS"] = "60000";
+    // The suite counts the reads its requests cause: the background work that reads through the
+    // same pool (sweeps, hold expiry, the check for revoked keys) waits while it runs.
+    o.env["WALLET_LEDGER_SWEEP_INTERVAL_MS"] = "600000";
+    o.env["WALLET_LEDGER_HOLD_EXPIRY_INTERVAL_MS"] = "600000";
+    o.env["WALLET_AUTH_KEY_CACHE_TTL_MS"] = "600000";
     return o;
   }
 
