@@ -121,7 +121,7 @@ events_view to_view(const persistence::events_page& page) {
     v.type = e.type;
     v.currency = e.currency;
     v.created_at = e.created_at;
-    for (const auto& leg : e.legs) v.legs.emplace_back(leg.account, leg.amount);
+    for (const auto& leg : e.legs) v.legs.push_back({leg.account, leg.amount, leg.currency});
     out.events.push_back(std::move(v));
   }
   return out;
