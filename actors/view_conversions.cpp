@@ -13,6 +13,7 @@ std::string check_name(persistence::reconcile_check check) {
     case persistence::reconcile_check::negative_balance: return "noDisallowedNegatives";
     case persistence::reconcile_check::entry_account: return "entriesReferenceAccounts";
     case persistence::reconcile_check::checkpoint: return "checkpointsMatchEntries";
+    case persistence::reconcile_check::held_mismatch: return "heldMatchesActiveHolds";
   }
   return "unknown";
 }
