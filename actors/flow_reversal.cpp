@@ -47,7 +47,9 @@ void money_flows::reverse(reversal_command command, finish_fn done) {
           [id](pqxx::connection& conn) {
             reversal_read r;
             r.target = persistence::find_reversal_target(conn, id);
-            if (r.target && r.target->type == ledger::to_string(ledger::transaction_type::transfer)) {
+            // A hold's capture is a payment too: its refunds and its reversal share one row.
+            if (r.target && (r.target->type == ledger::to_string(ledger::transaction_type::transfer) ||
+                             r.target->type == ledger::to_string(ledger::transaction_type::capture))) {
               r.payment = persistence::find_payment(conn, id);
             }
             if (r.target && r.target->has_deposit_row) r.deposit = persistence::find_deposit(conn, id);
@@ -61,9 +63,10 @@ void money_flows::reverse(reversal_command command, finish_fn done) {
             const auto& t = *r.value.target;
             const auto type = ledger::parse_transaction_type(t.type);
             if (!type || !ledger::flows::is_reversible(*type)) {
-              return finish(refusal(
-                  ledger::error_code::not_reversible,
-                  "a " + t.type + " transaction is not reversed; TRANSFER, DEPOSIT, ADJUSTMENT and EXCHANGE are"));
+              return finish(
+                  refusal(ledger::error_code::not_reversible,
+                          "a " + t.type +
+                              " transaction is not reversed; TRANSFER, CAPTURE, DEPOSIT, ADJUSTMENT and EXCHANGE are"));
             }
             if (!t.reversed_by.empty()) {
               return finish(decided_early(ledger::error_code::already_reversed,

@@ -536,7 +536,8 @@ void ledger_service::find_transaction(std::string id, query_callback<std::option
       [id = std::move(id)](pqxx::connection& conn) {
         auto view = to_view(persistence::find_transaction(conn, id));
         // A payment shows its refunds, a refund the payment it gave back (migration 007).
-        if (view && view->type == ledger::to_string(ledger::transaction_type::transfer)) {
+        if (view && (view->type == ledger::to_string(ledger::transaction_type::transfer) ||
+                     view->type == ledger::to_string(ledger::transaction_type::capture))) {
           auto refunds = persistence::find_payment_refunds(conn, id);
           view->refunded_amount = refunds.refunded;
           view->refunds = std::move(refunds.refund_ids);

@@ -13,6 +13,7 @@ std::string check_name(persistence::reconcile_check check) {
     case persistence::reconcile_check::negative_balance: return "noDisallowedNegatives";
     case persistence::reconcile_check::entry_account: return "entriesReferenceAccounts";
     case persistence::reconcile_check::checkpoint: return "checkpointsMatchEntries";
+    case persistence::reconcile_check::held_mismatch: return "heldMatchesActiveHolds";
   }
   return "unknown";
 }
@@ -121,7 +122,7 @@ events_view to_view(const persistence::events_page& page) {
     v.type = e.type;
     v.currency = e.currency;
     v.created_at = e.created_at;
-    for (const auto& leg : e.legs) v.legs.emplace_back(leg.account, leg.amount);
+    for (const auto& leg : e.legs) v.legs.push_back({leg.account, leg.amount, leg.currency});
     out.events.push_back(std::move(v));
   }
   return out;

@@ -290,9 +290,14 @@ struct event_view {
   std::int64_t cursor = 0;     // its feed position; `after` continues past it
   std::string transaction_id;  // also its event id
   std::string type;
-  std::string currency;
+  std::string currency;  // the debited account's (compatibility: an exchange's legs have two)
   std::string created_at;
-  std::vector<std::pair<ledger::account_id, ledger::amount_minor>> legs;
+  struct leg {
+    ledger::account_id account = 0;
+    ledger::amount_minor amount = 0;
+    std::string currency;  // the account's
+  };
+  std::vector<leg> legs;
 };
 
 struct events_view {

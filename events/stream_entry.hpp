@@ -6,9 +6,11 @@
 //   eventId        the journal transaction's id: stable, so consumers deduplicate by it
 //   type           the transaction's type (TRANSFER, DEPOSIT, ...)
 //   transactionId  the same id, under the name the rest of the API uses
-//   currency       the currency of every amount
+//   currency       the currency of the account it debits (every amount's but an exchange's)
 //   accounts       a JSON array of the public account ids it moved money on, e.g. [12,34]
 //   amounts        a JSON array of what it moved on each, as signed strings, e.g. ["-1000","1000"]
+//   currencies     a JSON array of each account's currency, e.g. ["EUR","EUR"]: an exchange's
+//                  legs are in two
 //   createdAt      when its batch's database transaction began (UTC, microseconds)
 //   cursor         its position in the feed: GET /v1/events?after=<cursor> continues after it
 //
@@ -29,6 +31,7 @@ using stream_fields = std::vector<std::pair<std::string, std::string>>;
 
 std::string accounts_json(const std::vector<persistence::event_leg>& legs);
 std::string amounts_json(const std::vector<persistence::event_leg>& legs);
+std::string currencies_json(const std::vector<persistence::event_leg>& legs);
 stream_fields to_stream_fields(const persistence::event_record& e);
 
 }  // namespace events

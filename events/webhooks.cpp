@@ -37,13 +37,15 @@ std::string event_body(const persistence::event_record& e) {
   o["type"] = e.type;
   o["transactionId"] = e.transaction_id;
   o["currency"] = e.currency;
-  boost::json::array accounts, amounts;
+  boost::json::array accounts, amounts, currencies;
   for (const auto& leg : e.legs) {
     accounts.emplace_back(leg.account);
     amounts.emplace_back(std::to_string(leg.amount));
+    currencies.emplace_back(leg.currency);
   }
   o["accounts"] = std::move(accounts);
   o["amounts"] = std::move(amounts);
+  o["currencies"] = std::move(currencies);
   o["createdAt"] = e.created_at;
   return boost::json::serialize(o);
 }

@@ -95,6 +95,7 @@ posting refund(account_id payee, account_id credit_row, account_id payer, amount
 bool is_reversible(transaction_type type) {
   switch (type) {
     case transaction_type::transfer:
+    case transaction_type::capture:
     case transaction_type::deposit:
     case transaction_type::adjustment:
     case transaction_type::exchange: return true;

@@ -79,7 +79,8 @@ posting chargeback(account_id wallet, account_id clearing, account_id chargeback
 
 // The types a reversal may undo. A reversal, a sweep (it moves money within one account) and the
 // flows that carry state of their own (a withdrawal and its settlement, refunds and chargebacks)
-// are not reversed: each has its own way back.
+// are not reversed: each has its own way back. A hold's capture is a payment like a TRANSFER and is
+// reversed like one; its hold stays CAPTURED (docs/corrections.md).
 bool is_reversible(transaction_type type);
 
 // An entry of the transaction a reversal undoes, with what the rule needs to know of its account.

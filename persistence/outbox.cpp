@@ -49,12 +49,14 @@ std::string row_transactions_sql(const std::string& row) {
 }
 
 // One result row per entry of each event (an event without entries still gives one, with NULLs),
-// with the public account of the entry and its owner. The columns read_events reads, in order.
+// with the public account of the entry, its owner and its currency (a shard's is its parent's; an
+// entry naming no account the database knows, which only a hand-written row can, gets the
+// event's). The columns read_events reads, in order.
 const std::string k_event_rows_sql =
     std::string(
         "SELECT o.id, o.feed_seq, t.ord - 1, t.tx->>'transactionId', t.tx->>'type', t.tx->>'currency',"
         " to_char(o.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'),"
-        " COALESCE(a.parent_id, x.account), x.amount, a.owner_id"
+        " COALESCE(a.parent_id, x.account), x.amount, a.owner_id, COALESCE(a.currency, t.tx->>'currency')"
         " FROM outbox_event o"
         " CROSS JOIN LATERAL jsonb_array_elements(") +
     row_transactions_sql("o") +
@@ -113,6 +115,7 @@ std::vector<event_record> read_events(const pqxx::result& rows) {
       leg.account = account;
       leg.amount = amount;
       if (!row[9].is_null()) leg.owner = row[9].as<std::int64_t>();
+      leg.currency = row[10].as<std::string>();
       legs.push_back(leg);
     } else {
       const auto sum = ledger::checked_add(it->amount, amount);

@@ -44,14 +44,15 @@ struct event_leg {
   ledger::account_id account = 0;
   ledger::amount_minor amount = 0;  // the sum of the event's entries on it (and its shards)
   std::optional<ledger::principal_id> owner;
+  std::string currency;  // the account's: an exchange's legs are in two currencies
 };
 
 struct event_record {
   std::int64_t outbox_id = 0;
   std::int64_t cursor = 0;
-  std::string transaction_id;  // also the event's id: stable, so consumers deduplicate by it
-  std::string type;            // the journal transaction's type (a ledger::transaction_type's text)
-  std::string currency;
+  std::string transaction_id;   // also the event's id: stable, so consumers deduplicate by it
+  std::string type;             // the journal transaction's type (a ledger::transaction_type's text)
+  std::string currency;         // the posting's: the account it debits (each leg names its own)
   std::string created_at;       // when its batch's transaction began: UTC, microseconds
   std::vector<event_leg> legs;  // in the order its entries first name them
 

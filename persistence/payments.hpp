@@ -1,8 +1,8 @@
 #pragma once
 
-// Payments (TRANSFERs) as their refunds see them (migration 007): who paid whom, how much, the
-// fee, and what has been refunded of it. Read-only; the refunds themselves move money only
-// through persistence/batch.hpp. Each function runs its own short read transaction.
+// Payments (TRANSFERs, and CAPTUREs of holds, which post the same legs) as their refunds see them
+// (migration 007): who paid whom, how much, the fee, and what has been refunded of it. Read-only;
+// the refunds themselves move money only through persistence/batch.hpp. Each function runs its own short read transaction.
 
 #include <cstdint>
 #include <optional>
@@ -35,7 +35,7 @@ struct payment_record {
 };
 
 // The payment with this transaction id, read from its entries (a hot account's shards count as
-// the account); nullopt when there is no such transaction or it is no TRANSFER.
+// the account); nullopt when there is no such transaction or it is no TRANSFER or CAPTURE.
 std::optional<payment_record> find_payment(pqxx::connection& conn, const std::string& transaction_id);
 
 // What was refunded of a payment and its refunds (nothing for one never refunded).

@@ -176,6 +176,26 @@ constexpr const char* k_negatives_full = "reconcile_negatives_full";
 constexpr const char* k_negatives_full_sql =
     "SELECT id, balance FROM account WHERE balance < 0 AND NOT allow_negative ORDER BY id LIMIT $1";
 
+// Held money (migration 011): an account's `held` is the sum of its ACTIVE holds. Holds change
+// without entries, so the incremental run checks the accounts its entries touch and every payer
+// of an ACTIVE hold (the hold_payer index), each summed by key; a `held` left over on an account
+// with no active hold and no new entry is the full run's to find. The full run checks every
+// account against one aggregate of the active holds.
+constexpr const char* k_held_incremental = "reconcile_held_incremental";
+constexpr const char* k_held_incremental_sql =
+    "WITH c AS (SELECT payer_id AS id FROM hold WHERE status = 'ACTIVE' UNION SELECT account_id FROM reconcile_totals)"
+    " SELECT a.id, a.held, s.total FROM c JOIN account a ON a.id = c.id"
+    "  CROSS JOIN LATERAL (SELECT COALESCE(sum(h.amount), 0)::bigint AS total FROM hold h"
+    "                       WHERE h.payer_id = a.id AND h.status = 'ACTIVE') s"
+    " WHERE a.held <> s.total ORDER BY a.id LIMIT $1";
+
+constexpr const char* k_held_full = "reconcile_held_full";
+constexpr const char* k_held_full_sql =
+    "SELECT a.id, a.held, COALESCE(h.total, 0) FROM account a"
+    "  LEFT JOIN (SELECT payer_id, sum(amount)::bigint AS total FROM hold WHERE status = 'ACTIVE'"
+    "             GROUP BY payer_id) h ON h.payer_id = a.id"
+    " WHERE a.held <> COALESCE(h.total, 0) ORDER BY a.id LIMIT $1";
+
 // Entries whose account is missing or of another currency, among those read (id > $2): the pairs
 // in reconcile_totals say which, the account index finds the entries themselves.
 constexpr const char* k_entry_accounts = "reconcile_entry_accounts";
@@ -523,6 +543,10 @@ void run_checks(pqxx::transaction_base& txn, run_state& state) {
             ? "entry " + text(r[0]) + " names account " + text(r[1]) + ", which does not exist"
             : "entry " + text(r[0]) + " is in " + text(r[2]) + " but account " + text(r[1]) + " is in " + text(r[3]));
   }
+  for (const auto& r : full ? txn.exec_prepared(k_held_full, limit) : txn.exec_prepared(k_held_incremental, limit)) {
+    state.add(reconcile_check::held_mismatch, r[0].as<std::int64_t>(), {}, {}, std::nullopt,
+              "held " + text(r[1]) + "; its active holds sum to " + text(r[2]));
+  }
   if (full) {
     for (const auto& r : txn.exec_prepared(k_account_checkpoints, limit)) {
       state.add(reconcile_check::checkpoint, r[0].as<std::int64_t>(), {}, {}, std::nullopt,
@@ -605,6 +629,7 @@ std::string_view to_string(reconcile_check check) {
     case reconcile_check::negative_balance: return "negative_balance";
     case reconcile_check::entry_account: return "entry_account";
     case reconcile_check::checkpoint: return "checkpoint";
+    case reconcile_check::held_mismatch: return "held_mismatch";
   }
   return "unknown";
 }
@@ -645,6 +670,8 @@ void prepare_reconcile_statements(pqxx::connection& conn) {
       {k_negatives_incremental, k_negatives_incremental_sql},
       {k_negatives_full, k_negatives_full_sql},
       {k_entry_accounts, k_entry_accounts_sql},
+      {k_held_incremental, k_held_incremental_sql},
+      {k_held_full, k_held_full_sql},
       {k_currencies_incremental, k_currencies_incremental_sql},
       {k_currencies_full, k_currencies_full_sql},
       {k_transactions_incremental, k_transactions_incremental_sql},

@@ -35,11 +35,12 @@ enum class reconcile_check : std::uint8_t {
   negative_balance,      // a balance below zero on an account that does not allow it
   entry_account,         // an entry names a missing account or one of another currency
   checkpoint,            // a stored checkpoint differs from its entries (full runs only)
+  held_mismatch,         // account.held differs from the sum of the account's ACTIVE holds (migration 015)
 };
 inline constexpr reconcile_check k_reconcile_checks[] = {
     reconcile_check::currency_zero_sum, reconcile_check::transaction_zero_sum, reconcile_check::account_cache,
     reconcile_check::balance_after,     reconcile_check::negative_balance,     reconcile_check::entry_account,
-    reconcile_check::checkpoint};
+    reconcile_check::checkpoint,        reconcile_check::held_mismatch};
 std::string_view to_string(reconcile_check check);
 std::optional<reconcile_check> parse_reconcile_check(std::string_view text);
 

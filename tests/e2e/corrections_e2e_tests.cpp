@@ -117,6 +117,32 @@ class CorrectionsE2E : public ts::shared_server_test<CorrectionsE2E> {
     return c.post("/v1/exchanges", who.key, R"({"quoteId":")" + quote_id + R"("})",
                   key.empty() ? ts::unique_key("exchange") : key);
   }
+  // The event of transaction `tx` in the feed, as `who` reads it for `account`: waited for (the
+  // relay gives it its feed position), following the feed's pages; empty when it never came.
+  boost::json::object feed_event(ts::http_client& c, const ts::principal& who, std::int64_t account,
+                                 const std::string& tx) const {
+    boost::json::object found;
+    std::string after = "0";
+    const bool seen = ts::eventually([&] {
+      for (int pages = 0; pages < 1'000; ++pages) {
+        auto r = c.get("/v1/events?accountId=" + std::to_string(account) + "&after=" + after, who.key);
+        if (r.status != 200) return false;
+        const auto page = r.json();
+        const auto& o = page.as_object();
+        for (const auto& e : o.at("events").as_array()) {
+          if (str(e.as_object().at("transactionId")) == tx) {
+            found = e.as_object();
+            return true;
+          }
+        }
+        after = str(o.at("next"));
+        if (!o.at("hasMore").as_bool()) return false;
+      }
+      return false;
+    });
+    EXPECT_TRUE(seen) << "no event of " << tx << " in the feed";
+    return found;
+  }
   // Sums of the entries of a transaction per currency (all zero for a balanced one).
   static std::string currency_sums(const std::string& transaction_id) {
     return ts::query_value(
@@ -480,8 +506,8 @@ TEST_F(CorrectionsE2E, RatesAreExactDecimals) {
 
 // USD → JPY → KWD: each quote converts exactly, rounded down across minor-unit scales; each
 // exchange posts four entries that sum to zero per currency, with rate, source and quote in its
-// metadata; a quote too small to convert, and a pair without a rate, are refused; the ledger
-// reconciles after the exchanges.
+// metadata, and its event names the currency of each leg; a quote too small to convert, and a
+// pair without a rate, are refused; the ledger reconciles after the exchanges.
 TEST_F(CorrectionsE2E, ExchangesAcrossMinorUnitScales) {
   ts::http_client c(port());
   const auto alice = ts::create_principal(c, op());
@@ -515,6 +541,28 @@ TEST_F(CorrectionsE2E, ExchangesAcrossMinorUnitScales) {
   EXPECT_EQ(ts::balance(c, alice.key, jpy), 15'138);
   EXPECT_EQ(system_balance("fx", "USD"), fx_usd + 10'001);
   EXPECT_EQ(system_balance("fx", "JPY"), fx_jpy - 15'138);
+  // Its event in the feed names each leg's currency; the event's own is the debited account's.
+  const auto event = feed_event(c, alice, usd, tx);
+  ASSERT_TRUE(event.contains("currencies")) << boost::json::serialize(event);
+  EXPECT_EQ(str(event.at("currency")), "USD");
+  const auto& accounts = event.at("accounts").as_array();
+  const auto& amounts = event.at("amounts").as_array();
+  const auto& currencies = event.at("currencies").as_array();
+  ASSERT_EQ(accounts.size(), 4u);
+  ASSERT_EQ(currencies.size(), 4u);
+  std::map<std::string, int> legs_per_currency;
+  for (std::size_t i = 0; i < accounts.size(); ++i) {
+    ++legs_per_currency[str(currencies[i])];
+    if (accounts[i].as_int64() == usd) {
+      EXPECT_EQ(str(currencies[i]), "USD");
+      EXPECT_EQ(str(amounts[i]), "-10001");
+    }
+    if (accounts[i].as_int64() == jpy) {
+      EXPECT_EQ(str(currencies[i]), "JPY");
+      EXPECT_EQ(str(amounts[i]), "15138");
+    }
+  }
+  EXPECT_EQ(legs_per_currency, (std::map<std::string, int>{{"JPY", 2}, {"USD", 2}}));
 
   q = quote(c, alice, jpy, kwd, 15'138);  // 15138 × 0.002035 = 30.80583 KWD → 30.805 = 30805 fils
   ASSERT_EQ(q.status, 201) << q.body;

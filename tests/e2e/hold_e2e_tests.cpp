@@ -242,6 +242,86 @@ TEST_F(HoldE2E, PartialCaptureReleasesTheRest) {
   EXPECT_EQ(ts::query_value("SELECT captured FROM hold WHERE id = '" + id + "'"), "1500");
 }
 
+// A capture is reversed like a payment: the payer gets the amount back, the payee and fee_revenue
+// (whose fee landed on one of its shards) give back theirs, the hold stays CAPTURED, the reversal
+// and the capture name each other, a second reversal is 409 already_reversed and a refund of the
+// reversed capture finds nothing left. Another capture is refunded by the payee like a TRANSFER,
+// and once refunded is not reversed (409 already_refunded); the ledger reconciles.
+TEST_F(HoldE2E, ACaptureIsReversedAndRefundedLikeAPayment) {
+  ts::http_client c(port());
+  hold_api api{c};
+  const auto [alice, a] = wallet(c, 10'000);
+  const auto [shop, m] = wallet(c, 0);
+  set_fees(c, m, 100, 10);  // 1% + 10
+  const auto reverse = [&](const std::string& tx) {
+    return c.post("/v1/transactions/" + tx + "/reversal", op(), R"({"reason":"captured in error"})",
+                  ts::unique_key("reverse"));
+  };
+
+  const auto id = api.place_ok(alice.key, a, m, 3'000, 600);
+  ASSERT_FALSE(id.empty());
+  const auto fees_before = fee_revenue();
+  auto r = api.capture(shop.key, id, 2'000);
+  ASSERT_EQ(r.status, 201) << r.body;
+  const auto capture = str(r.json().as_object().at("transactionId"));
+  EXPECT_EQ(str(r.json().as_object().at("fee")), "30");
+  EXPECT_EQ(fee_revenue() - fees_before, 30);
+  // The fee is on a shard of fee_revenue, so the reversal must find it there.
+  EXPECT_EQ(ts::query_value("SELECT count(*) FROM ledger_entry e JOIN account s ON s.id = e.account_id"
+                            " JOIN account p ON p.id = s.parent_id WHERE p.system_role = 'fee_revenue'"
+                            " AND e.transaction_id = '" +
+                            capture + "'"),
+            "1");
+  EXPECT_EQ(account_money(c, alice.key, a).balance, 8'000);
+  EXPECT_EQ(ts::balance(c, shop.key, m), 1'970);
+
+  r = reverse(capture);
+  ASSERT_EQ(r.status, 201) << r.body;
+  const auto reversal = str(r.json().as_object().at("transactionId"));
+  EXPECT_EQ(str(r.json().as_object().at("type")), "CAPTURE");
+  auto got = account_money(c, alice.key, a);
+  EXPECT_EQ(got.balance, 10'000);
+  EXPECT_EQ(got.available, 10'000);
+  EXPECT_EQ(got.held, 0);
+  expect_held_is_the_active_holds(a);
+  EXPECT_EQ(ts::balance(c, shop.key, m), 0);
+  EXPECT_EQ(fee_revenue(), fees_before);
+  EXPECT_EQ(str(c.get("/v1/transactions/" + capture, op()).json().as_object().at("reversedBy")), reversal);
+  EXPECT_EQ(str(c.get("/v1/transactions/" + reversal, op()).json().as_object().at("reverses")), capture);
+  r = c.get("/v1/holds/" + id, shop.key);
+  EXPECT_EQ(str(r.json().as_object().at("status")), "CAPTURED");
+  EXPECT_EQ(str(r.json().as_object().at("captureTransactionId")), capture);
+
+  r = reverse(capture);
+  EXPECT_EQ(r.status, 409) << r.body;
+  EXPECT_EQ(code_of(r), "already_reversed");
+  r = c.post("/v1/transfers/" + capture + "/refunds", shop.key, R"({"amount":1})", ts::unique_key("refund"));
+  EXPECT_EQ(r.status, 422) << r.body;
+  EXPECT_EQ(code_of(r), "refund_exceeds_payment");
+  EXPECT_EQ(ts::query_value("SELECT count(*) FROM journal_transaction WHERE type = 'REVERSAL'"
+                            " AND metadata->>'reverses' = '" +
+                            capture + "'"),
+            "1");
+
+  // A second capture: the payee refunds part of it (the fee is not returned), and then it is not reversed.
+  const auto second = api.place_ok(alice.key, a, m, 1'000, 600);
+  ASSERT_FALSE(second.empty());
+  r = api.capture(shop.key, second);
+  ASSERT_EQ(r.status, 201) << r.body;
+  const auto capture2 = str(r.json().as_object().at("transactionId"));
+  EXPECT_EQ(ts::balance(c, shop.key, m), 980);
+  r = c.post("/v1/transfers/" + capture2 + "/refunds", shop.key, R"({"amount":400})", ts::unique_key("refund"));
+  ASSERT_EQ(r.status, 201) << r.body;
+  EXPECT_EQ(account_money(c, alice.key, a).balance, 9'400);
+  EXPECT_EQ(ts::balance(c, shop.key, m), 580);
+  r = c.get("/v1/transactions/" + capture2, op());
+  EXPECT_EQ(str(r.json().as_object().at("refundedAmount")), "400");
+  r = reverse(capture2);
+  EXPECT_EQ(r.status, 409) << r.body;
+  EXPECT_EQ(code_of(r), "already_refunded");
+  EXPECT_TRUE(ts::reconciliation_ok(c, op()));
+}
+
 // Either party voids a hold: it is released at once; voiding it again answers it as it is; a
 // capture after the void is 409 hold_voided; a stranger's void is 404.
 TEST_F(HoldE2E, VoidReleasesTheHoldAndACaptureAfterItIsRefused) {

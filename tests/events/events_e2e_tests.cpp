@@ -351,6 +351,7 @@ TEST_F(events_e2e, the_feed_pages_every_event_once_in_stream_order) {
     EXPECT_EQ(std::string(f.at("createdAt").as_string()), e.field("createdAt"));
     EXPECT_EQ(json::serialize(f.at("accounts")), e.field("accounts"));
     EXPECT_EQ(json::serialize(f.at("amounts")), e.field("amounts"));
+    EXPECT_EQ(json::serialize(f.at("currencies")), e.field("currencies"));
   }
   EXPECT_EQ(feed_order, stream_order);
   EXPECT_EQ(std::set<std::string>(feed_order.begin(), feed_order.end()), committed);

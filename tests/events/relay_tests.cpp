@@ -5,6 +5,7 @@
 
 #include <array>
 #include <atomic>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -69,15 +70,15 @@ std::set<std::string> transactions_of_rows(const std::string& url, const std::ve
 
 TEST(stream_fields, name_the_event_its_public_accounts_and_their_sums_and_no_balance) {
   // One event becomes one entry whose fields are, in order, the eventId (its transaction's id),
-  // type, transactionId, currency, the accounts and amounts as JSON arrays, createdAt and the feed
-  // cursor: and nothing about any balance.
+  // type, transactionId, currency, the accounts, amounts and their currencies as JSON arrays,
+  // createdAt and the feed cursor: and nothing about any balance.
   persistence::event_record e;
   e.cursor = persistence::event_cursor(3, 2);
   e.transaction_id = "019c3a5e-7f10-7abc-8def-0123456789ab";
   e.type = "TRANSFER";
   e.currency = "EUR";
   e.created_at = "2026-11-30T01:59:00.123456Z";
-  e.legs = {{12, -1000, 7}, {34, 970, 8}, {5, 30, std::nullopt}};
+  e.legs = {{12, -1000, 7, "EUR"}, {34, 970, 8, "EUR"}, {5, 30, std::nullopt, "EUR"}};
   const events::stream_fields expected = {
       {"eventId", "019c3a5e-7f10-7abc-8def-0123456789ab"},
       {"type", "TRANSFER"},
@@ -85,10 +86,27 @@ TEST(stream_fields, name_the_event_its_public_accounts_and_their_sums_and_no_bal
       {"currency", "EUR"},
       {"accounts", "[12,34,5]"},
       {"amounts", R"(["-1000","970","30"])"},
+      {"currencies", R"(["EUR","EUR","EUR"])"},
       {"createdAt", "2026-11-30T01:59:00.123456Z"},
       {"cursor", std::to_string((3 << 16) | 2)},
   };
   EXPECT_EQ(events::to_stream_fields(e), expected);
+}
+
+TEST(stream_fields, an_exchange_names_the_currency_of_each_leg) {
+  // An exchange moves two currencies: each leg carries its account's, and the event's own
+  // currency stays the debited account's.
+  persistence::event_record e;
+  e.transaction_id = "019c3a5e-7f10-7abc-8def-0123456789ac";
+  e.type = "EXCHANGE";
+  e.currency = "USD";
+  e.legs = {
+      {12, -100, 7, "USD"}, {3, 100, std::nullopt, "USD"}, {4, -15137, std::nullopt, "JPY"}, {13, 15137, 7, "JPY"}};
+  const auto fields = events::to_stream_fields(e);
+  const std::map<std::string, std::string> by_name(fields.begin(), fields.end());
+  EXPECT_EQ(by_name.at("currency"), "USD");
+  EXPECT_EQ(by_name.at("accounts"), "[12,3,4,13]");
+  EXPECT_EQ(by_name.at("currencies"), R"(["USD","USD","JPY","JPY"])");
 }
 
 class relay_test : public events_suite {};

@@ -259,8 +259,8 @@ TEST(Legs, HeldMoneyIsNotSpent) {
 
 // Which types a reversal may undo.
 TEST(ReversalRule, ReversibleTypes) {
-  for (auto t : {transaction_type::transfer, transaction_type::deposit, transaction_type::adjustment,
-                 transaction_type::exchange}) {
+  for (auto t : {transaction_type::transfer, transaction_type::capture, transaction_type::deposit,
+                 transaction_type::adjustment, transaction_type::exchange}) {
     EXPECT_TRUE(flows::is_reversible(t)) << to_string(t);
   }
   for (auto t : {transaction_type::reversal, transaction_type::sweep, transaction_type::withdrawal,

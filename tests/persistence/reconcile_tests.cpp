@@ -342,6 +342,54 @@ TEST_F(scratch_ledger, a_disallowed_negative_balance_is_reported_for_its_account
   EXPECT_EQ(names_of(full), (std::multiset<named>{{check::negative_balance, a, "", "", 0}})) << describe(full);
 }
 
+TEST_F(scratch_ledger, held_money_that_is_not_the_sum_of_the_active_holds_is_reported_for_its_account) {
+  // Holds and held written as the owner: consistent first (a holds 300 + 200 and held 500; b's
+  // only hold is voided and held 0), which both runs pass. Then a's held is cut to 450 while its
+  // holds stay, and b's held is set to 100 with no active hold (a lost release). The incremental
+  // run finds a (a payer of active holds) and not b (no active hold, no new entry); the full run
+  // finds both; once an entry touches b, the incremental run finds b too.
+  const auto a = new_account();
+  const auto b = new_account();
+  const auto payee = new_account();
+  fund(a, 1'000);
+  fund(b, 1'000);
+  auto place = [&](std::int64_t payer, std::int64_t amount, const std::string& status) {
+    const bool active = status == "ACTIVE";
+    owner_exec(
+        "INSERT INTO hold (id, payer_id, payee_id, principal_id, idempotency_key, request_hash, response_body,"
+        " currency, amount, status, expires_at, settled_at) VALUES (gen_random_uuid(), " +
+        std::to_string(payer) + ", " + std::to_string(payee) + ", " + std::to_string(principal_) +
+        ", gen_random_uuid()::text, 'hash', '{}', 'XTS', " + std::to_string(amount) + ", " + sql_literal(status) +
+        ", now() + interval '1 hour', " + (active ? "NULL" : "now()") + ")");
+  };
+  place(a, 300, "ACTIVE");
+  place(a, 200, "ACTIVE");
+  place(b, 100, "VOIDED");
+  owner_exec("UPDATE account SET held = 500 WHERE id = " + std::to_string(a));
+  clean_run(reconcile_kind::full);
+  clean_run(reconcile_kind::incremental);
+
+  owner_exec("UPDATE account SET held = 450 WHERE id = " + std::to_string(a));
+  owner_exec("UPDATE account SET held = 100 WHERE id = " + std::to_string(b));
+  const auto incremental = run(reconcile_kind::incremental);
+  EXPECT_EQ(incremental.kind, reconcile_kind::incremental);
+  EXPECT_EQ(names_of(incremental), (std::multiset<named>{{check::held_mismatch, a, "", "", 0}}))
+      << describe(incremental);
+  EXPECT_FALSE(incremental.passed(check::held_mismatch).value_or(true));
+  const auto full = run(reconcile_kind::full);
+  EXPECT_EQ(names_of(full),
+            (std::multiset<named>{{check::held_mismatch, a, "", "", 0}, {check::held_mismatch, b, "", "", 0}}))
+      << describe(full);
+  EXPECT_EQ(int_of("SELECT count(*) FROM reconciliation_finding WHERE check_name = 'held_mismatch' AND run_id = " +
+                   std::to_string(full.id)),
+            2);
+  transfer(b, payee, 1);
+  const auto touched = run(reconcile_kind::incremental);
+  EXPECT_EQ(names_of(touched),
+            (std::multiset<named>{{check::held_mismatch, a, "", "", 0}, {check::held_mismatch, b, "", "", 0}}))
+      << describe(touched);
+}
+
 TEST_F(scratch_ledger, entries_naming_a_missing_account_or_another_currency_are_reported_one_by_one) {
   // Two balanced transactions: one credits an account id that does not exist, the other credits
   // the XTS account `a` in XXX (against an XXX account that may go negative). Each of the two
