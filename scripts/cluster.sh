@@ -51,8 +51,10 @@ load_state() {
   # shellcheck disable=SC1091
   source "$var_dir/services.env"
   set +a
-  [[ -n ${WALLET_DATABASE_URL_OVERRIDE:-} ]] && export WALLET_DATABASE_URL=$WALLET_DATABASE_URL_OVERRIDE
-  [[ -n ${WALLET_REDIS_URL_OVERRIDE:-} ]] && export WALLET_REDIS_URL=$WALLET_REDIS_URL_OVERRIDE
+  if [[ -n ${own_database_url:-} ]]; then
+    export WALLET_DATABASE_URL=$own_database_url WALLET_DATABASE_OWNER_URL=$own_database_owner_url
+  fi
+  if [[ -n ${own_redis_url:-} ]]; then export WALLET_REDIS_URL=$own_redis_url; fi
   WALLET_AUTH_BOOTSTRAP_KEY=$(cat "$var_dir/operator.key")
   export WALLET_AUTH_BOOTSTRAP_KEY
 }
@@ -97,6 +99,11 @@ haproxy_config() {
   done
 }
 
+haproxy_ready() {
+  pid_alive "$var_dir/haproxy.pid" || die "HAProxy exited: $(tail -n 5 "$var_dir/haproxy.log")"
+  curl -fsS -m 2 "http://127.0.0.1:$base_port/readyz"
+}
+
 start_haproxy() {
   command -v haproxy >/dev/null || die "haproxy is not installed (scripts/install-deps.sh)"
   haproxy_config > "$var_dir/haproxy.cfg"
@@ -104,7 +111,7 @@ start_haproxy() {
   HAPROXY_BIND=127.0.0.1:$base_port setsid haproxy -db -f "$var_dir/haproxy.cfg" \
     >>"$var_dir/haproxy.log" 2>&1 </dev/null &
   echo $! > "$var_dir/haproxy.pid"
-  wait_for "HAProxy on 127.0.0.1:$base_port" 60 curl -fsS -m 2 "http://127.0.0.1:$base_port/readyz"
+  wait_for "HAProxy on 127.0.0.1:$base_port" 60 haproxy_ready
 }
 
 leases() {
@@ -139,8 +146,9 @@ case $command in
     cat > "$var_dir/cluster.env" <<ENV
 nodes=$nodes
 base_port=$base_port
-WALLET_DATABASE_URL_OVERRIDE=${WALLET_DATABASE_URL:-}
-WALLET_REDIS_URL_OVERRIDE=${WALLET_REDIS_URL:-}
+own_database_url=$(printf %q "${WALLET_DATABASE_URL:-}")
+own_database_owner_url=$(printf %q "${WALLET_DATABASE_OWNER_URL:-${WALLET_DATABASE_URL:-}}")
+own_redis_url=$(printf %q "${WALLET_REDIS_URL:-}")
 ENV
     load_state
     # Migrations once, before any node starts, so that the nodes do not race to apply them.
@@ -167,7 +175,7 @@ MSG
     fi
     rm -f "$var_dir/haproxy.pid"
     for ((i = 1; i <= nodes; i++)); do stop_node "$i" TERM; done
-    if [[ -z ${WALLET_DATABASE_URL_OVERRIDE:-} || -z ${WALLET_REDIS_URL_OVERRIDE:-} ]]; then
+    if [[ -z ${own_database_url:-} || -z ${own_redis_url:-} ]]; then
       bash scripts/services.sh stop "$var_dir"
     fi
     rm -f "$var_dir/cluster.env"
