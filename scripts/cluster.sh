@@ -6,7 +6,8 @@
 #   scripts/cluster.sh stop
 #   scripts/cluster.sh status
 #   scripts/cluster.sh stop-node I [SIGNAL]      # SIGTERM by default; waits for the exit
-#   scripts/cluster.sh start-node I              # starts node I again, waits for /readyz
+#   scripts/cluster.sh start-node I              # starts node I again, waits for /readyz and
+#                                                # until the partitions are split anew
 #
 # Node I (1..N) is `nodeI`: HTTP on 127.0.0.1:(P+I), its cluster (CAF middleman) port on
 # 127.0.0.1:(P+100+I). The nodes share the private PostgreSQL and Redis of scripts/services.sh
@@ -26,7 +27,7 @@ mkdir -p "$var_dir"
 var_dir=$(cd "$var_dir" && pwd)
 
 usage() {
-  sed -n '5,9p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '5,10p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
@@ -119,6 +120,22 @@ leases() {
     FROM partition_lease WHERE expires_at > now() OR node_id IS NULL GROUP BY node_id ORDER BY 1" 2>/dev/null || true
 }
 
+# Every partition held by a live lease, and every running node holding its share at most
+# (ceil(P / nodes)) and at least one: until then a node may still be handing partitions over,
+# and debits of those are answered 503 not_partition_owner.
+partitions_settled() {
+  local running=0 i
+  for ((i = 1; i <= nodes; i++)); do pid_alive "$var_dir/node$i.pid" && running=$((running + 1)); done
+  ((running > 0)) || return 1
+  psql -X -At -v ON_ERROR_STOP=1 "$WALLET_DATABASE_URL" -c "
+    WITH held AS (SELECT node_id, count(*) AS n FROM partition_lease
+                  WHERE node_id IS NOT NULL AND expires_at > now() GROUP BY node_id),
+         total AS (SELECT count(*) AS p FROM partition_lease)
+    SELECT (SELECT count(*) FROM held) = $running
+       AND (SELECT sum(n) FROM held) = (SELECT p FROM total)
+       AND (SELECT max(n) FROM held) <= ((SELECT p FROM total) + $running - 1) / $running" | grep -qx t
+}
+
 case $command in
   start)
     nodes=${2:-}
@@ -154,6 +171,7 @@ ENV
     # Migrations once, before any node starts, so that the nodes do not race to apply them.
     "$build_dir/tools/admin/wallet-admin" migrate >/dev/null
     for ((i = 1; i <= nodes; i++)); do start_node "$i"; done
+    wait_for "the partitions' split among the nodes" 120 partitions_settled
     start_haproxy
     cat <<MSG
 
@@ -197,7 +215,12 @@ MSG
     i=${2:-}
     load_state
     [[ $i =~ ^[0-9]+$ ]] && ((i >= 1 && i <= nodes)) || die "node number must be 1..$nodes"
-    if [[ $command == stop-node ]]; then stop_node "$i" "${3:-TERM}"; else start_node "$i"; fi
+    if [[ $command == stop-node ]]; then
+      stop_node "$i" "${3:-TERM}"
+    else
+      start_node "$i"
+      wait_for "the partitions' split among the nodes" 120 partitions_settled
+    fi
     ;;
   *) usage ;;
 esac

@@ -160,6 +160,17 @@ for workload in hot-merchant payday p2p; do
   check_run "$workload" "$status" no
 done
 
+# Round-robin sent two debits in three to a node that does not hold the payer: the forwarding
+# path carried them.
+forwarded=0
+for i in 1 2 3; do
+  n=$(curl -fsS -m 5 "http://127.0.0.1:$((base_port + i))/metrics" |
+    awk '$1 ~ /^wallet_cluster_forwarded_requests_total/ { s += $2 } END { printf "%d", s }')
+  forwarded=$((forwarded + n))
+done
+echo "requests forwarded between nodes so far: $forwarded"
+((forwarded > 0)) || fail "no request was forwarded between the nodes"
+
 echo "== SIGKILL of one node mid-run"
 status_file=$work/kill.status
 (
@@ -173,11 +184,17 @@ before=$(sql "SELECT count(*) FROM journal_transaction")
 eventually 120 bash -c "(( \$(psql -X -At '$WALLET_DATABASE_OWNER_URL' -c 'SELECT count(*) FROM journal_transaction') > $before + 1000 ))" \
   || fail "the kill run did not get going"
 held_by_2=$(sql "SELECT count(*) FROM partition_lease WHERE node_id = 'node2'")
+epochs_of_2=$(sql "SELECT partition || '|' || epoch FROM partition_lease WHERE node_id = 'node2'")
 killed_at=$(date +%s.%N)
 cluster stop-node 2 KILL
 if eventually 120 settled node1 node3; then
   took=$(python3 -c "import time; print(f'{time.time() - $killed_at:.2f}')")
   echo "node2's $held_by_2 partitions taken over ${took}s after SIGKILL (design bound: TTL + renew = $(((ttl_ms + renew_ms)))ms, plus one round)"
+  # Each was taken over at a higher epoch, so the fence refuses anything decided under node2's.
+  while IFS='|' read -r partition epoch; do
+    now_epoch=$(sql "SELECT epoch FROM partition_lease WHERE partition = $partition")
+    ((now_epoch > epoch)) || fail "partition $partition was taken over at epoch $now_epoch, not above $epoch"
+  done <<< "$epochs_of_2"
 else
   fail "node2's partitions were not taken over by node1 and node3"
 fi
