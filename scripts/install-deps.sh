@@ -17,6 +17,7 @@ packages=(
   libssl-dev
   clang-format-14
   wrk docker-compose
+  haproxy
 )
 
 missing=()

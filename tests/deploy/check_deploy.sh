@@ -4,7 +4,8 @@
 # as docs/design.md §6-7 require; the Dockerfile's build stage installs every -dev package of
 # scripts/install-deps.sh and its runtime stage every library the built binaries link; and
 # docker/initdb/01-roles.sql, run on a scratch PostgreSQL cluster, makes roles and a database on
-# which the migrations apply as wallet_owner and wallet_app can log in with its password.
+# which the migrations apply as wallet_owner and wallet_app can log in with its password;
+# deploy/haproxy.cfg passes HAProxy's own check.
 #
 #   tests/deploy/check_deploy.sh SOURCE_DIR [BUILD_DIR]
 set -euo pipefail
@@ -44,6 +45,18 @@ compose WALLET_AUTH_BOOTSTRAP_KEY=key-from-the-environment WALLET_APP_PASSWORD=a
 echo "== compose, Dockerfile and .dockerignore semantics"
 python3 "$here/check_deploy.py" --source "$src" --build "$build" \
   --compose-defaults "$work/defaults.yml" --compose-overridden "$work/overridden.yml" || fail "check_deploy.py"
+
+echo "== deploy/haproxy.cfg"
+# HAProxy's own parser, with the compose service names (unresolvable here) put on loopback.
+if ! command -v haproxy >/dev/null; then
+  fail "haproxy is not installed (scripts/install-deps.sh)"
+else
+  sed -E 's/^( *server [^ ]+ )wallet[0-9]+:/\1127.0.0.1:/' deploy/haproxy.cfg > "$work/haproxy.cfg"
+  haproxy -c -q -f "$work/haproxy.cfg" || fail "haproxy -c rejects deploy/haproxy.cfg"
+  for directive in "option httpchk GET /readyz" "option redispatch" "retry-on " "disable-l7-retry if !is_read !has_idempotency_key"; do
+    grep -qF "$directive" deploy/haproxy.cfg || fail "deploy/haproxy.cfg lacks '$directive'"
+  done
+fi
 
 echo "== docker/initdb/01-roles.sql on a scratch PostgreSQL cluster"
 pg_bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)

@@ -325,6 +325,7 @@ std::string summary_json(const run_report& report) {
       {"statuses", std::move(statuses)},
       {"accepted", latency_json(t.accepted_us)},
       {"first_attempt", counts_json(t.first_attempt)},
+      {"every_attempt", counts_json(t.every_attempt)},
       {"send_lag", latency_json(t.send_lag_us)},
       {"retries", std::move(retries)},
       {"cpu",

@@ -20,6 +20,10 @@ std::string classify(const http_response& response) {
       }
     }
   }
+  // A server error that does not say when to come back is a defect of the server or of a proxy
+  // in front of it (a 503 of the wallet server always carries Retry-After): told apart, so that
+  // a run can require that there was none.
+  if (status >= 500 && response.retry_after_s < 0) return std::to_string(status) + " no-retry-after";
   return std::to_string(status);
 }
 
@@ -73,8 +77,9 @@ void run_stats::on_scheduled(double scheduled_s, std::int64_t send_lag_us) {
 }
 
 void run_stats::on_attempt(const std::string& status_class, bool first) {
-  if (!first) return;
   std::lock_guard lock(mutex_);
+  ++total_.every_attempt[status_class];
+  if (!first) return;
   ++total_.first_attempt[status_class];
   if (!windows_.empty()) ++windows_.back().first_attempt[status_class];
 }

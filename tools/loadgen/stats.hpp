@@ -50,6 +50,7 @@ struct window_stats {
   // saw less load than intended).
   histogram send_lag_us{k_latency_us_max, 3};
   std::map<std::string, std::int64_t> first_attempt;  // the class each request's first answer had
+  std::map<std::string, std::int64_t> every_attempt;  // the class of every answer, retries included
   std::int64_t retries = 0;                           // extra attempts sent
   std::int64_t retried_requests = 0;
   std::map<std::string, std::int64_t> retried_outcome;  // final class of requests that were retried
