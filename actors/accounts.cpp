@@ -184,7 +184,12 @@ void process(account_actor* self, debit_request& req, const reply_sink& sink) {
   const ledger::amount_minor amount = posting.posting.amount;
   const bool places_hold = posting.rows && posting.rows->hold &&
                            posting.rows->hold->what == persistence::flow_rows::hold_change::kind::place;
-  if (balances_known(st) && available + releases < amount && !takes_what_is_there) {
+  // Cluster mode: a hold may have been released (expired, voided) by another node, whose notice
+  // reaches only its own actors; a debit that only held money stands in the way of is therefore
+  // decided by the writer, which reads the account's held money under its row lock.
+  const bool held_may_be_stale = rt->ownership != nullptr && st.held > 0 &&
+                                 available + std::max<ledger::amount_minor>(st.held, 0) + releases >= amount;
+  if (balances_known(st) && available + releases < amount && !takes_what_is_there && !held_may_be_stale) {
     money_result r = places_hold ? refusal(ledger::error_code::hold_exceeds_available,
                                            "the account's available money is less than this hold")
                                  : refusal(ledger::error_code::insufficient_funds,

@@ -37,6 +37,7 @@ void hold_expirer::stop() {
 }
 
 void hold_expirer::tick() {
+  if (const auto& owned = core_.runtime->ownership; owned && !owned->holds(0)) return;
   if (core_.stopped.load() || running_.exchange(true)) return;
   core_.readers->read<persistence::expiry_result>(
       [](pqxx::connection& conn) { return persistence::expire_due_holds(conn, k_payers_per_tick_max); },

@@ -4,7 +4,9 @@
 // time has passed (persistence::expire_due_holds: in the database, under the payers' row locks
 // and the holds', so a capture or a void racing the expiry has exactly one outcome) and tells the
 // payers' live account actors what their holds keep now. A hold is released at most about one
-// interval (plus one database round trip) after it expires.
+// interval (plus one database round trip) after it expires. In cluster mode only the node that
+// holds partition 0's lease runs it (docs/scaling.md): it runs on one node at a time, and moves
+// with that lease.
 
 #include <atomic>
 #include <chrono>

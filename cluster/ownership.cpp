@@ -33,6 +33,13 @@ void ownership::drop(int partition) {
   s.valid_until_ns.store(0, std::memory_order_release);
 }
 
+bool ownership::holds(int partition) const {
+  if (partition < 0 || partition >= partitions_) return false;
+  const auto& s = slots_[partition];
+  const auto until = s.valid_until_ns.load(std::memory_order_acquire);
+  return s.epoch.load(std::memory_order_acquire) != 0 && clock::now().time_since_epoch().count() < until;
+}
+
 std::vector<ownership::held_lease> ownership::held() const {
   std::vector<held_lease> out;
   for (int p = 0; p < partitions_; ++p) {

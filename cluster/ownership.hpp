@@ -54,6 +54,9 @@ class ownership {
   // The partition's lease is no longer held.
   void drop(int partition);
 
+  // Whether this node holds `partition` now (by its own clock, as lease_for()).
+  bool holds(int partition) const;
+
   // The partitions held now, with their epochs, in partition order.
   std::vector<held_lease> held() const;
 

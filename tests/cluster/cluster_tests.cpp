@@ -345,4 +345,43 @@ TEST_F(two_nodes, payments_into_a_hot_merchant_through_both_nodes_add_up) {
   EXPECT_TRUE(reconciliation_ok(setup, op));
 }
 
+TEST_F(two_nodes, holds_expire_once_whichever_node_placed_them) {
+  // Hold expiry runs on the holder of partition 0 only; holds placed through either node expire,
+  // each once, and the payer may spend all of its money again.
+  http_client ca(a().port()), cb(b().port());
+  const auto op = a().operator_key();
+  const auto user = create_principal(ca, op);
+  const auto payee = create_account(ca, op, user.id);
+  std::vector<std::string> holds;
+  std::vector<std::int64_t> payers;
+  for (int i = 0; i < 4; ++i) {
+    const auto payer = create_account(ca, op, user.id);
+    deposit(ca, op, payer, 100);
+    payers.push_back(payer);
+    auto& c = i % 2 == 0 ? ca : cb;
+    auto r = c.post("/v1/holds", user.key,
+                    R"({"fromAccountId":)" + std::to_string(payer) + R"(,"toAccountId":)" + std::to_string(payee) +
+                        R"(,"amount":60,"expiresInSeconds":1})",
+                    unique_key("hold"));
+    ASSERT_EQ(r.status, 201) << r.body;
+    const auto hold = r.json();
+    holds.emplace_back(hold.as_object().at("id").as_string());
+  }
+  for (const auto& id : holds) {
+    ASSERT_TRUE(eventually(
+        [&] {
+          const auto r = cb.get("/v1/holds/" + id, user.key);
+          const auto hold = r.json();
+          return r.status == 200 && hold.as_object().at("status").as_string() == "EXPIRED";
+        },
+        30s, 50ms))
+        << id;
+  }
+  for (const auto payer : payers) {
+    auto r = cb.post("/v1/transfers", user.key, transfer_body(payer, payee, 100), unique_key("after-expiry"));
+    EXPECT_EQ(r.status, 201) << r.body;
+  }
+  EXPECT_TRUE(reconciliation_ok(ca, op));
+}
+
 }  // namespace

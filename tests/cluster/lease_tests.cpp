@@ -281,10 +281,13 @@ TEST(shard_rows, a_node_credits_only_the_shards_of_partitions_it_holds) {
       owned.hold(p, 1, cluster::ownership::clock::now() + 1h);
     }
   }
+  owned.hold(0, 1, cluster::ownership::clock::now() + 1h);
   for (auto shard : facts.shards) {
     if (owned.lease_for(shard)) held.insert(shard);
   }
   ASSERT_FALSE(held.empty());
+  EXPECT_TRUE(owned.holds(0));
+  EXPECT_FALSE(owned.holds(1));
   std::set<ledger::account_id> chosen;
   for (std::size_t writer = 0; writer < 2; ++writer) {
     for (std::uint64_t spread = 0; spread < 64; ++spread) {
