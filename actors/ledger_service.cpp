@@ -769,6 +769,7 @@ service_stats ledger_service::stats() const {
     s.postings += g->postings.load();
     s.writer_failures += g->failures.load();
     s.fenced_postings += g->fenced.load();
+    s.writer_busy_us += g->busy_us.load();
     s.writers_connected = s.writers_connected && g->connected.load();
   }
   s.reader_queued = d.core.readers ? d.core.readers->queued() : 0;

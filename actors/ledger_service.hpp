@@ -51,6 +51,7 @@ struct service_stats {
   int cluster_nodes = 0;
   std::uint64_t leases_lost = 0;      // taken over by another node while held here
   std::uint64_t lease_failures = 0;   // lease rounds the database did not answer
+  std::uint64_t writer_busy_us = 0;   // time the writers spent committing, summed
   std::uint64_t fenced_postings = 0;  // debits refused at commit: the node had lost the lease
 };
 

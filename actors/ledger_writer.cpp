@@ -151,6 +151,7 @@ void flush(writer_actor* self, const writer_config& config, writer_gauges& gauge
   }
   const auto elapsed = std::chrono::steady_clock::now() - started;
   gauges.last_batch_us = std::chrono::duration_cast<std::chrono::microseconds>(elapsed).count();
+  gauges.busy_us += static_cast<std::uint64_t>(gauges.last_batch_us.load());
   gauges.last_batch_postings = static_cast<std::int64_t>(batch.size());
   ++gauges.batches;
   gauges.postings += batch.size();
@@ -230,6 +231,7 @@ posting_run_outcome commit_run(writer_actor* self, const writer_config& config, 
   }
   const auto elapsed = std::chrono::steady_clock::now() - started;
   gauges.last_batch_us = std::chrono::duration_cast<std::chrono::microseconds>(elapsed).count();
+  gauges.busy_us += static_cast<std::uint64_t>(gauges.last_batch_us.load());
   gauges.last_batch_postings = static_cast<std::int64_t>(run.postings.size());
   ++gauges.batches;
   gauges.postings += run.postings.size();

@@ -44,6 +44,9 @@ struct writer_gauges {
   // Debits refused by the lease fence: their node lost the partition (docs/scaling.md).
   std::atomic<std::uint64_t> fenced{0};
   std::atomic<std::int64_t> last_batch_us{0};
+  // Time spent committing (batches and runs, the database's answer included): divided by the time
+  // it was measured over, how busy the writer is, the queue one hot payer's debits wait in.
+  std::atomic<std::uint64_t> busy_us{0};
   std::atomic<std::int64_t> last_batch_postings{0};
   std::atomic<bool> connected{false};
 

@@ -10,15 +10,17 @@
 # Reports salaries/s and the p99 of one request for each, in bench/PAYDAY_BATCH.md; raw outputs go
 # to bench/out/payday-batch/ (not committed). Builds in Release in build-bench.
 #
-#   bench/payday_batch.sh [--duration S]      (default 20 s per part)
+#   bench/payday_batch.sh [--duration S] [--batch-users N]   (default 20 s per part, 2 batch users)
 #   BENCH_PG_PORT / BENCH_REDIS_PORT choose the private services' ports (default 55444 / 56394).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 duration=20
+batch_users=2
 while (($#)); do
   case $1 in
     --duration) duration=$2; shift ;;
+    --batch-users) batch_users=$2; shift ;;
     *) echo "bench: unknown argument $1" >&2; exit 2 ;;
   esac
   shift
@@ -107,13 +109,23 @@ loadgen --mode closed --concurrency 64 --duration "$duration" --no-verify --out-
   > "$out/single.txt"
 single_tps=$(jq -r '.achieved_rate' "$out/single/summary.json")
 single_p99=$(jq -r '.accepted.p99_ms' "$out/single/summary.json")
-echo "bench: server payday, batches of 1,000, 2 users, ${duration}s" >&2
-loadgen --batch-size 1000 --concurrency 2 --duration "$duration" > "$out/batch.txt"
+echo "bench: server payday, batches of 1,000, $batch_users users, ${duration}s" >&2
+# The writers' busy time over the batch part: how much of it the one writer of the employer's
+# debits spent committing, and how long it took per batch (the server's answer to the ceiling).
+writer_busy() {
+  curl -fsS "http://127.0.0.1:$http_port/metrics" | awk '$1 == "wallet_writer_busy_seconds_total" {print $2}'
+}
+busy_before=$(writer_busy)
+loadgen --batch-size 1000 --concurrency "$batch_users" --duration "$duration" > "$out/batch.txt"
+busy_after=$(writer_busy)
 batch_line=$(grep '^payday-batch' "$out/batch.txt")
 field() { awk -F'\t' -v k="$1" '{for (i = 1; i < NF; i++) if ($i == k) print $(i + 1)}' <<< "$batch_line"; }
 batch_tps=$(field salaries_per_s)
 batch_p99=$(field p99_ms)
 batch_p50=$(field p50_ms)
+batch_requests=$(field requests)
+writer_share=$(python3 -c "print(round(100 * ($busy_after - $busy_before) / $duration))")
+writer_ms=$(python3 -c "print(round(1000 * ($busy_after - $busy_before) / max(1, $batch_requests), 1))")
 stop_server
 
 # The ledger after both server runs: reconciled by the database's own sums.
@@ -146,6 +158,7 @@ pgbench -h 127.0.0.1 -p "$pg_port" -U postgres -n -M prepared -c 1 -j 1 -T "$dur
   > "$out/ceiling/pgbench.out" 2>&1 || { cat "$out/ceiling/pgbench.out" >&2; exit 1; }
 ceiling_tx=$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' "$out/ceiling/pgbench.out" | head -1)
 ceiling_tps=$(python3 -c "print(round($ceiling_tx * 500, 1))")
+ceiling_ms=$(python3 -c "print(round(1e6 / $ceiling_tps, 1) if $ceiling_tps > 0 else 0)")
 ceiling_p99=$(log_p99 "$out"/ceiling/tx*)
 cp /proc/loadavg "$out/load-end.txt"
 
@@ -172,8 +185,8 @@ fi
   echo "| --- | ---: | ---: | --- |"
   echo "| classic row-lock (pgbench, 16 clients) | $baseline_tps | $baseline_p99 | one transaction per salary |"
   echo "| server, single requests (64 users) | $single_tps | $single_p99 | one request per salary |"
-  echo "| server, batch endpoint (1,000 per request, 2 users) | $batch_tps | $batch_p99 | p50 $batch_p50 ms per request of 1,000 |"
-  echo "| database-only ceiling (pgbench, 500 per transaction, 1 client) | $ceiling_tps | $ceiling_p99 | per transaction of 500 |"
+  echo "| server, batch endpoint (1,000 per request, $batch_users users) | $batch_tps | $batch_p99 | p50 $batch_p50 ms per request of 1,000; the writer busy ${writer_share}% of the run, $writer_ms ms per batch |"
+  echo "| database-only ceiling (pgbench, 500 per transaction, 1 client) | $ceiling_tps | $ceiling_p99 | per transaction of 500, $ceiling_ms ms per 1,000 salaries |"
   echo
   echo "The batch endpoint reached ${share}% of the ceiling. Ledger after the server runs (zero-sum, caches = entries, no bad negative): $ledger_ok."
 } > bench/PAYDAY_BATCH.md

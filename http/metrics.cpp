@@ -80,6 +80,8 @@ std::string metrics::render_page(const actors::service_stats& s,
   gauge("wallet_writer_batches_total", "Batches committed by ledger writers.", "counter", s.batches);
   gauge("wallet_writer_postings_total", "Postings processed by ledger writers.", "counter", s.postings);
   gauge("wallet_writer_failures_total", "Batches that failed as a whole.", "counter", s.writer_failures);
+  gauge("wallet_writer_busy_seconds_total", "Time the ledger writers spent committing, summed over writers.", "counter",
+        static_cast<double>(s.writer_busy_us) / 1e6);
   gauge("wallet_writer_fenced_postings_total",
         "Debits refused at commit because this node no longer held their partition's lease.", "counter",
         s.fenced_postings);

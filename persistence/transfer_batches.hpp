@@ -1,7 +1,7 @@
 #pragma once
 
 // Batch transfers (migration 013, docs/money-flows.md): the stored answer of a batch under its
-// Idempotency-Key, and the items of a batch that committed already. Each function runs its own
+// Idempotency-Key (stored when it refuses an item), and the items of a batch that committed already. Each function runs its own
 // short transaction on the connection it is given.
 
 #include <cstdint>

@@ -222,7 +222,41 @@ TEST_F(BatchE2E, ABatchReplayReturnsTheSameAnswer) {
   ASSERT_EQ(committed.status, 201) << committed.body;
   auto replayed = batch(c, boss.key, true, {{payroll, pa, 100}, {payroll, pa, 200}}, atomic_key);
   EXPECT_EQ(replayed.body, committed.body);
+  EXPECT_EQ(replayed.header("idempotent-replayed"), "true");
   EXPECT_EQ(held(payroll), 1'100);
+}
+
+// A batch whose every item committed stores no answer of its own: its replay is rebuilt from the
+// items' journal rows, byte for byte, and the key still refuses another body (one item fewer, or
+// another amount) without moving money.
+TEST_F(BatchE2E, AFullyCommittedBatchReplaysFromItsItems) {
+  ts::http_client c(port());
+  const auto [boss, payroll] = account_of(c);
+  ts::deposit(c, op(), payroll, 1'000);
+  const auto [a, pa] = account_of(c);
+  const auto [b, pb] = account_of(c);
+  const std::vector<item> items = {{payroll, pa, 100}, {payroll, pb, 200}, {payroll, pa, 300}};
+  const auto key = ts::unique_key("all-committed");
+  auto first = batch(c, boss.key, false, items, key);
+  ASSERT_EQ(first.status, 201) << first.body;
+  EXPECT_EQ(first.header("idempotent-replayed"), "");
+
+  auto again = batch(c, boss.key, false, items, key);
+  ASSERT_EQ(again.status, 201) << again.body;
+  EXPECT_EQ(again.body, first.body);
+  EXPECT_EQ(again.header("idempotent-replayed"), "true");
+
+  auto fewer = batch(c, boss.key, false, {{payroll, pa, 100}, {payroll, pb, 200}}, key);
+  EXPECT_EQ(fewer.status, 422) << fewer.body;
+  EXPECT_EQ(str(fewer.json().as_object().at("code")), "idempotency_key_reused");
+  auto other = batch(c, boss.key, false, {{payroll, pa, 100}, {payroll, pb, 200}, {payroll, pa, 301}}, key);
+  EXPECT_EQ(other.status, 422) << other.body;
+  EXPECT_EQ(str(other.json().as_object().at("code")), "idempotency_key_reused");
+
+  EXPECT_EQ(held(payroll), 400);
+  EXPECT_EQ(held(pa), 400);
+  EXPECT_EQ(held(pb), 200);
+  EXPECT_TRUE(ts::reconciliation_ok(c, op()));
 }
 
 // More transfers than ledger.batch_transfers_max (1,000 by default) is 400 batch_too_large, and
