@@ -14,6 +14,7 @@
 #include <set>
 #include <sstream>
 
+#include "events/event_json.hpp"
 #include "http/signature.hpp"
 #include "ledger/webhooks.hpp"
 #include "persistence/outbox.hpp"
@@ -28,27 +29,6 @@ constexpr int k_endpoints_page = 500;
 constexpr int k_fan_out_events_max = 500;
 // How much longer than an attempt's deadline its lease lasts: time to record the outcome.
 constexpr std::int64_t k_lease_margin_ms = 30'000;
-
-// The event as the feed shows it (http/handlers/events.cpp): the same document is delivered.
-std::string event_body(const persistence::event_record& e) {
-  boost::json::object o;
-  o["eventId"] = e.transaction_id;
-  o["cursor"] = std::to_string(e.cursor);
-  o["type"] = e.type;
-  o["transactionId"] = e.transaction_id;
-  o["currency"] = e.currency;
-  boost::json::array accounts, amounts, currencies;
-  for (const auto& leg : e.legs) {
-    accounts.emplace_back(leg.account);
-    amounts.emplace_back(std::to_string(leg.amount));
-    currencies.emplace_back(leg.currency);
-  }
-  o["accounts"] = std::move(accounts);
-  o["amounts"] = std::move(amounts);
-  o["currencies"] = std::move(currencies);
-  o["createdAt"] = e.created_at;
-  return boost::json::serialize(o);
-}
 
 std::int64_t unix_now() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -199,7 +179,7 @@ class webhook_dispatcher::worker {
     std::vector<persistence::new_webhook_delivery> deliveries;
     for (const auto& event : page.events) {
       if (!ledger::wants_event_type(e.event_types, event.type)) continue;
-      deliveries.push_back({event.cursor, event.transaction_id, event.type, event_body(event)});
+      deliveries.push_back({event.cursor, event.transaction_id, event.type, boost::json::serialize(event_json(event))});
     }
     if (persistence::add_webhook_deliveries(*conn_, e.id, e.feed_cursor, page.next, deliveries)) {
       created_ += deliveries.size();

@@ -3,6 +3,7 @@
 // them, keyset-paged by cursor. An operator sees every event; a principal the events that move
 // money on its own accounts. Events carry no balances, so nobody learns another party's.
 
+#include "events/event_json.hpp"
 #include "http/handlers/handlers.hpp"
 #include "http/presenters.hpp"
 #include "http/url.hpp"
@@ -13,29 +14,9 @@ namespace {
 // The page size when the request names none.
 constexpr std::int64_t k_events_page_default = 100;
 
-boost::json::object event_json(const actors::event_view& e) {
-  boost::json::object o;
-  o["eventId"] = e.transaction_id;
-  o["cursor"] = std::to_string(e.cursor);
-  o["type"] = e.type;
-  o["transactionId"] = e.transaction_id;
-  o["currency"] = e.currency;
-  boost::json::array accounts, amounts, currencies;
-  for (const auto& leg : e.legs) {
-    accounts.emplace_back(leg.account);
-    amounts.emplace_back(std::to_string(leg.amount));
-    currencies.emplace_back(leg.currency);
-  }
-  o["accounts"] = std::move(accounts);
-  o["amounts"] = std::move(amounts);
-  o["currencies"] = std::move(currencies);
-  o["createdAt"] = e.created_at;
-  return o;
-}
-
 boost::json::object events_page_json(const actors::events_view& page) {
   boost::json::array events;
-  for (const auto& e : page.events) events.emplace_back(event_json(e));
+  for (const auto& e : page.events) events.emplace_back(events::event_json(e));
   boost::json::object o;
   o["events"] = std::move(events);
   o["next"] = std::to_string(page.next);

@@ -5,9 +5,13 @@
 // transactions.cpp, admin.cpp, payments.cpp (merchant flows: fees and refunds of payments), settlements.cpp, events.cpp, and
 // server.cpp for what describes the server itself (health, readiness, metrics).
 
+#include <string>
+
 #include "http/handler_support.hpp"
+#include "http/json_input.hpp"
 #include "http/pipeline.hpp"
 #include "http/router.hpp"
+#include "http/url.hpp"
 
 namespace api::handlers {
 
@@ -32,5 +36,38 @@ void add_correction_routes(router& r, handler_support& s);
 void add_webhook_routes(router& r, handler_support& s);
 // The readiness probe asks Redis through the pipeline's limiter, and /metrics shows its counters.
 void add_server_routes(router& r, handler_support& s, pipeline& p);
+
+// The opening that a hold's capture (holds.cpp) and a payment's refund (payments.cpp) share: each
+// takes part or all of what the UUID `text` names, idempotently, for its principal or an operator.
+// In this order: a `text` that is no UUID answers 404 with `not_found`, as an unknown id does; the
+// Idempotency-Key is required; the body is optional and names at most "amount" (none: all there
+// is). Then fills in `cmd` what comes from the request and its principal; the command's id and
+// request hash are the caller's. False when the request was answered already.
+template <typename Command>
+bool open_amount_command(handler_support& s, const exchange_ptr& ex, const principal& who, const std::string& text,
+                         const std::string& not_found, Command& cmd) {
+  if (!is_valid_uuid(text)) {
+    s.fail(ex, ledger::error_code::not_found, not_found);
+    return false;
+  }
+  auto key = s.idempotency_key(ex);
+  if (!key) return false;
+  if (!ex->body.empty()) {
+    auto object = s.body(ex);
+    if (!object) return false;
+    field_reader f(*object);
+    f.allow_only({"amount"});
+    cmd.amount = f.optional_amount("amount", s.settings.ledger.amount_minor_max);
+    if (!f.ok()) {
+      s.invalid(ex, f.error());
+      return false;
+    }
+  }
+  cmd.principal = who.id;
+  cmd.by_operator = who.role == ledger::role::operator_role;
+  cmd.idempotency_key = *key;
+  cmd.request_id = ex->request_id;
+  return true;
+}
 
 }  // namespace api::handlers

@@ -43,24 +43,10 @@ void place(handler_support& s, const exchange_ptr& ex, const principal& who) {
 
 // {"amount"?}: all of the hold by default; an empty body is allowed.
 void capture(handler_support& s, const exchange_ptr& ex, const principal& who, const std::string& text) {
-  if (!is_valid_uuid(text)) return s.fail(ex, ledger::error_code::not_found, not_found(text));
-  const auto id = canonical_uuid(text);
-  auto key = s.idempotency_key(ex);
-  if (!key) return;
   actors::hold_capture_command cmd;
-  if (!ex->body.empty()) {
-    auto object = s.body(ex);
-    if (!object) return;
-    field_reader f(*object);
-    f.allow_only({"amount"});
-    cmd.amount = f.optional_amount("amount", s.settings.ledger.amount_minor_max);
-    if (!f.ok()) return s.invalid(ex, f.error());
-  }
-  cmd.principal = who.id;
-  cmd.by_operator = who.role == ledger::role::operator_role;
+  if (!open_amount_command(s, ex, who, text, not_found(text), cmd)) return;
+  const auto id = canonical_uuid(text);
   cmd.hold_id = id;
-  cmd.idempotency_key = *key;
-  cmd.request_id = ex->request_id;
   cmd.request_hash = sha256_hex("hold_capture\n" + id + "\n" + (cmd.amount ? std::to_string(*cmd.amount) : "all"));
   s.service.capture_hold(std::move(cmd), [&s, ex, who](actors::money_result r) { s.answer_money(ex, who, r); });
 }

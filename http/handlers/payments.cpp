@@ -6,7 +6,6 @@
 #include "http/crypto.hpp"
 #include "http/handlers/handlers.hpp"
 #include "http/presenters.hpp"
-#include "http/url.hpp"
 
 namespace api::handlers {
 namespace {
@@ -41,23 +40,9 @@ void set_fees(handler_support& s, const exchange_ptr& ex, const principal& who, 
 
 // A refund of payment `id`: {"amount"?}; the amount defaults to all that is left of the payment.
 void refund(handler_support& s, const exchange_ptr& ex, const principal& who, const std::string& id) {
-  if (!is_valid_uuid(id)) return s.fail(ex, ledger::error_code::not_found, "transfer " + id + " was not found");
-  auto key = s.idempotency_key(ex);
-  if (!key) return;
   actors::payment_refund_command cmd;
-  if (!ex->body.empty()) {
-    auto object = s.body(ex);
-    if (!object) return;
-    field_reader f(*object);
-    f.allow_only({"amount"});
-    cmd.amount = f.optional_amount("amount", s.settings.ledger.amount_minor_max);
-    if (!f.ok()) return s.invalid(ex, f.error());
-  }
-  cmd.principal = who.id;
-  cmd.by_operator = who.role == ledger::role::operator_role;
+  if (!open_amount_command(s, ex, who, id, "transfer " + id + " was not found", cmd)) return;
   cmd.transfer_id = id;
-  cmd.idempotency_key = *key;
-  cmd.request_id = ex->request_id;
   cmd.request_hash = sha256_hex("transfer_refund\n" + id + "\n" + (cmd.amount ? std::to_string(*cmd.amount) : "rest"));
   s.service.refund_payment(std::move(cmd), [&s, ex, who](actors::money_result r) { s.answer_money(ex, who, r); });
 }

@@ -10,16 +10,14 @@
 #include <thread>
 
 #include "actors/reader_pool.hpp"
+#include "tests/support/connections.hpp"
 #include "tests/support/support.hpp"
 
 namespace actors {
 namespace {
 
 persistence::connection_options options() {
-  persistence::connection_options o;
-  o.url = test_support::database_url();
-  o.application_name = "reader-pool-tests";
-  return o;
+  return test_support::options_for(test_support::database_url(), "reader-pool-tests");
 }
 
 // A delivery that throws is a bug in the caller's callback; the pool must not answer the job a

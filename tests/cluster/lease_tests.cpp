@@ -23,31 +23,30 @@
 #include "persistence/database.hpp"
 #include "persistence/leases.hpp"
 #include "persistence/migrations.hpp"
+#include "tests/support/connections.hpp"
 #include "tests/support/support.hpp"
 
 namespace {
 
 using namespace std::chrono_literals;
+using test_support::options_for;
 using test_support::sql_literal;
 using test_support::unique_key;
 
 // Every test of this build that runs nodes uses this count: the first one stores it.
 constexpr int k_partitions = 16;
 
-persistence::connection_options options_for(const std::string& url) {
-  persistence::connection_options o;
-  o.url = url;
-  o.application_name = "lease-tests";
-  return o;
-}
+const std::string k_application_name = "lease-tests";
 
 class leases : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() { persistence::apply_migrations(options_for(test_support::owner_database_url())); }
+  static void SetUpTestSuite() {
+    persistence::apply_migrations(options_for(test_support::owner_database_url(), k_application_name));
+  }
 
   void SetUp() override {
-    owner_ = persistence::connect(options_for(test_support::owner_database_url()));
-    app_ = persistence::connect(options_for(test_support::database_url()));
+    owner_ = persistence::connect(options_for(test_support::owner_database_url(), k_application_name));
+    app_ = persistence::connect(options_for(test_support::database_url(), k_application_name));
     ASSERT_EQ(persistence::ensure_partitions(*app_, k_partitions), k_partitions);
     // Nobody holds anything: what an earlier test left is cleared (as the owner role).
     exec_owner("UPDATE partition_lease SET node_id = NULL, expires_at = '-infinity'");
@@ -59,14 +58,8 @@ class leases : public ::testing::Test {
     txn.exec(sql);
     txn.commit();
   }
-  std::string text_of(const std::string& sql) {
-    pqxx::nontransaction txn(*owner_);
-    return txn.exec1(sql)[0].as<std::string>();
-  }
-  std::int64_t int_of(const std::string& sql) {
-    pqxx::nontransaction txn(*owner_);
-    return txn.exec1(sql)[0].as<std::int64_t>();
-  }
+  std::string text_of(const std::string& sql) { return test_support::text_of(*owner_, sql); }
+  std::int64_t int_of(const std::string& sql) { return test_support::int_of(*owner_, sql); }
 
   struct node {
     std::shared_ptr<cluster::ownership> owned;
@@ -76,7 +69,7 @@ class leases : public ::testing::Test {
     node n;
     n.owned = std::make_shared<cluster::ownership>(name, k_partitions);
     cluster::keeper_config c;
-    c.database = options_for(test_support::database_url());
+    c.database = options_for(test_support::database_url(), k_application_name);
     c.address = "127.0.0.1:1";
     c.ttl = ttl;
     c.renew_interval = ttl / 4;
@@ -184,7 +177,7 @@ TEST_F(leases, a_takeover_skips_a_partition_whose_row_a_writer_holds) {
   // A writer's transaction holds its partition's row FOR SHARE until it ends; a node taking over
   // meanwhile does not take that partition (SKIP LOCKED), and takes it once the writer is done.
   auto a = make_node(unique_key("a"));
-  auto conn = persistence::connect(options_for(test_support::database_url()));
+  auto conn = persistence::connect(options_for(test_support::database_url(), k_application_name));
   auto writer = std::make_unique<pqxx::work>(*conn);
   writer->exec("SELECT 1 FROM partition_lease WHERE partition = 3 FOR SHARE");
   a.keeper->round();

@@ -11,6 +11,7 @@
 #include "persistence/database.hpp"
 #include "persistence/outbox.hpp"
 #include "tests/events/fixture.hpp"
+#include "tests/support/connections.hpp"
 
 namespace events_test {
 namespace {
@@ -18,10 +19,7 @@ namespace {
 class feed_order_test : public events_suite {
  protected:
   static persistence::connection_options options() {
-    persistence::connection_options o;
-    o.url = services().database_url();
-    o.application_name = "events-test-feed";
-    return o;
+    return test_support::options_for(services().database_url(), "events-test-feed");
   }
 
   // Inserts, in `txn`, an outbox row of one transfer of 1 from `from` to `to`; returns its id.

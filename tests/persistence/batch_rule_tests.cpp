@@ -17,36 +17,32 @@
 #include "persistence/database.hpp"
 #include "persistence/flows.hpp"
 #include "persistence/migrations.hpp"
+#include "tests/support/connections.hpp"
 #include "tests/support/support.hpp"
 
 namespace persistence {
 namespace {
 
+using test_support::int_of;
+using test_support::options_for;
 using test_support::sql_literal;
+using test_support::text_of;
 using test_support::unique_key;
 
 const std::string k_currency = "XTS";
 
-connection_options options_for(const std::string& url) {
-  connection_options o;
-  o.url = url;
-  o.application_name = "batch-rule-tests";
-  return o;
-}
-
-std::int64_t int_of(pqxx::connection& conn, const std::string& sql) {
-  pqxx::nontransaction txn(conn);
-  return txn.exec1(sql)[0].as<std::int64_t>();
-}
+const std::string k_application_name = "batch-rule-tests";
 
 // Fixture: a fresh principal with a payer holding 1,000 and three empty payees, and fee_revenue.
 class batch_rule : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() { apply_migrations(options_for(test_support::owner_database_url())); }
+  static void SetUpTestSuite() {
+    apply_migrations(options_for(test_support::owner_database_url(), k_application_name));
+  }
 
   void SetUp() override {
-    owner_ = connect(options_for(test_support::owner_database_url()));
-    app_ = connect(options_for(test_support::database_url()));
+    owner_ = connect(options_for(test_support::owner_database_url(), k_application_name));
+    app_ = connect(options_for(test_support::database_url(), k_application_name));
     prepare_posting_statements(*app_);
     principal_ = int_of(*owner_, "INSERT INTO principal (name, role) VALUES (" + sql_literal(unique_key("batch")) +
                                      ", 'user') RETURNING id");
@@ -74,10 +70,7 @@ class batch_rule : public ::testing::Test {
     return r;
   }
 
-  std::string make_uuid() {
-    pqxx::nontransaction txn(*owner_);
-    return txn.exec1("SELECT gen_random_uuid()::text")[0].as<std::string>();
-  }
+  std::string make_uuid() { return text_of(*owner_, "SELECT gen_random_uuid()::text"); }
 
   posting_request pay(std::size_t payee, ledger::amount_minor amount) {
     return keyed(ledger::flows::transfer(payer_, payees_.at(payee), payees_.at(payee), amount, k_currency,

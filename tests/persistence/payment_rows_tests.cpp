@@ -20,41 +20,32 @@
 #include "persistence/flows.hpp"
 #include "persistence/migrations.hpp"
 #include "persistence/payments.hpp"
+#include "tests/support/connections.hpp"
 #include "tests/support/support.hpp"
 
 namespace persistence {
 namespace {
 
+using test_support::int_of;
+using test_support::options_for;
 using test_support::sql_literal;
+using test_support::text_of;
 using test_support::unique_key;
 
 const std::string k_currency = "XTS";
 
-connection_options options_for(const std::string& url) {
-  connection_options o;
-  o.url = url;
-  o.application_name = "payment-rows-tests";
-  return o;
-}
-
-std::int64_t int_of(pqxx::connection& conn, const std::string& sql) {
-  pqxx::nontransaction txn(conn);
-  return txn.exec1(sql)[0].as<std::int64_t>();
-}
-
-std::string text_of(pqxx::connection& conn, const std::string& sql) {
-  pqxx::nontransaction txn(conn);
-  return txn.exec1(sql)[0].as<std::string>();
-}
+const std::string k_application_name = "payment-rows-tests";
 
 // Fixture: a fresh principal, the XTS clearing and fee_revenue accounts, a funded payer and a payee.
 class payment_rows : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() { apply_migrations(options_for(test_support::owner_database_url())); }
+  static void SetUpTestSuite() {
+    apply_migrations(options_for(test_support::owner_database_url(), k_application_name));
+  }
 
   void SetUp() override {
-    owner_ = connect(options_for(test_support::owner_database_url()));
-    app_ = connect(options_for(test_support::database_url()));
+    owner_ = connect(options_for(test_support::owner_database_url(), k_application_name));
+    app_ = connect(options_for(test_support::database_url(), k_application_name));
     prepare_posting_statements(*app_);
     principal_ = int_of(*owner_, "INSERT INTO principal (name, role) VALUES (" + sql_literal(unique_key("payments")) +
                                      ", 'merchant') RETURNING id");

@@ -25,29 +25,28 @@
 #include "persistence/batch.hpp"
 #include "persistence/database.hpp"
 #include "persistence/migrations.hpp"
+#include "tests/support/connections.hpp"
 #include "tests/support/support.hpp"
 
 namespace persistence {
 namespace {
 
+using test_support::int_of;
+using test_support::options_for;
 using test_support::sql_literal;
+using test_support::text_of;
 using test_support::unique_key;
 
 const std::string k_currency = "XTS";
 
-connection_options options_for(const std::string& url) {
-  connection_options o;
-  o.url = url;
-  o.application_name = "persistence-tests";
-  return o;
-}
+const std::string k_application_name = "persistence-tests";
 
 std::unique_ptr<pqxx::connection> owner_connection() {
-  return connect(options_for(test_support::owner_database_url()));
+  return connect(options_for(test_support::owner_database_url(), k_application_name));
 }
 
 std::unique_ptr<pqxx::connection> app_connection() {
-  auto conn = connect(options_for(test_support::database_url()));
+  auto conn = connect(options_for(test_support::database_url(), k_application_name));
   prepare_posting_statements(*conn);
   return conn;
 }
@@ -58,16 +57,6 @@ pqxx::result run(pqxx::connection& conn, const std::string& sql) {
   pqxx::result r = txn.exec(sql);
   txn.commit();
   return r;
-}
-
-std::int64_t int_of(pqxx::connection& conn, const std::string& sql) {
-  pqxx::nontransaction txn(conn);
-  return txn.exec1(sql)[0].as<std::int64_t>();
-}
-
-std::string text_of(pqxx::connection& conn, const std::string& sql) {
-  pqxx::nontransaction txn(conn);
-  return txn.exec1(sql)[0].as<std::string>();
 }
 
 // The SQLSTATE and message of the pqxx::sql_error that `step` throws; a failure if none.
@@ -95,7 +84,7 @@ class ledger_db : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     // The test command migrates the database first; applying again keeps this suite standalone.
-    apply_migrations(options_for(test_support::owner_database_url()));
+    apply_migrations(options_for(test_support::owner_database_url(), k_application_name));
   }
 
   void SetUp() override {
@@ -230,7 +219,7 @@ TEST(columns, an_unknown_enum_text_is_an_error_not_a_default) {
 TEST(migrations, applying_twice_applies_nothing_the_second_time) {
   // apply_migrations records each version once: the second call finds them all and returns none,
   // and schema_migrations holds exactly one row per embedded migration.
-  const auto owner = options_for(test_support::owner_database_url());
+  const auto owner = options_for(test_support::owner_database_url(), k_application_name);
   apply_migrations(owner);
   EXPECT_TRUE(apply_migrations(owner).empty());
   ASSERT_FALSE(migrations().empty());
@@ -615,7 +604,7 @@ TEST_F(ledger_db, a_refused_posting_leaves_no_trace_and_its_key_stays_free) {
 }
 
 std::unique_ptr<pqxx::connection> app_connection_named(const std::string& application_name) {
-  connection_options o = options_for(test_support::database_url());
+  connection_options o = options_for(test_support::database_url(), k_application_name);
   o.application_name = application_name;
   auto conn = connect(o);
   prepare_posting_statements(*conn);
@@ -689,7 +678,7 @@ TEST_F(ledger_db, the_isolation_fallback_answers_each_posting_by_what_became_of_
       "INSERT INTO journal_transaction (id, principal_id, idempotency_key, request_hash, type,"
       " response_status, response_body) VALUES (gen_random_uuid(), " +
       std::to_string(principal_) + ", " + sql_literal(contended_key) + ", 'held', 'TRANSFER', 201, '{}')");
-  connection_options o = options_for(test_support::database_url());
+  connection_options o = options_for(test_support::database_url(), k_application_name);
   o.lock_timeout_ms = 200;
   auto conn = connect(o);
   prepare_posting_statements(*conn);

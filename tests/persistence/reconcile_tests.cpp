@@ -23,6 +23,7 @@
 #include "persistence/database.hpp"
 #include "persistence/migrations.hpp"
 #include "persistence/reconcile.hpp"
+#include "tests/support/connections.hpp"
 #include "tests/support/support.hpp"
 
 namespace persistence {
@@ -37,10 +38,8 @@ constexpr int k_phase_polls_max = 2'000;
 constexpr std::chrono::milliseconds k_phase_poll{5};
 
 connection_options options_for(const std::string& url, std::int64_t statement_timeout_ms = 60'000) {
-  connection_options o;
-  o.url = url;
+  connection_options o = test_support::options_for(url, "reconcile-tests");
   o.statement_timeout_ms = statement_timeout_ms;
-  o.application_name = "reconcile-tests";
   return o;
 }
 
@@ -94,14 +93,8 @@ class scratch_ledger : public ::testing::Test {
     return conn;
   }
 
-  std::int64_t int_of(const std::string& sql) {
-    pqxx::nontransaction txn(*owner_);
-    return txn.exec1(sql)[0].as<std::int64_t>();
-  }
-  std::string text_of(const std::string& sql) {
-    pqxx::nontransaction txn(*owner_);
-    return txn.exec1(sql)[0].as<std::string>();
-  }
+  std::int64_t int_of(const std::string& sql) { return test_support::int_of(*owner_, sql); }
+  std::string text_of(const std::string& sql) { return test_support::text_of(*owner_, sql); }
   void owner_exec(const std::string& sql) {
     pqxx::work txn(*owner_);
     txn.exec(sql);
@@ -472,10 +465,7 @@ TEST_F(scratch_ledger, the_watermark_waits_for_a_writer_that_took_its_ids_before
   const auto a_max = writer_a.exec1("SELECT max(id) FROM ledger_entry")[0].as<std::int64_t>();
   transfer(b1, b2, 10);
   auto watcher = connect(options_for(test_support::scratch_database_url()));
-  const auto b_max = [&] {
-    pqxx::nontransaction txn(*watcher);
-    return txn.exec1("SELECT max(id) FROM ledger_entry")[0].as<std::int64_t>();
-  }();
+  const auto b_max = test_support::int_of(*watcher, "SELECT max(id) FROM ledger_entry");
   ASSERT_GT(b_max, a_max);
 
   const auto claim = claim_run(*reconciler_, reconcile_kind::incremental, "reconcile-tests");
@@ -484,10 +474,8 @@ TEST_F(scratch_ledger, the_watermark_waits_for_a_writer_that_took_its_ids_before
   std::thread runner([&] { result = execute_run(*reconciler_, claim.run_id, reconcile_kind::incremental, {}); });
   std::string phase;
   for (int poll = 0; poll < k_phase_polls_max && phase != "waiting"; ++poll) {
-    pqxx::nontransaction txn(*watcher);
-    const auto row =
-        txn.exec1("SELECT COALESCE(phase, status) FROM reconciliation_run WHERE id = " + std::to_string(claim.run_id));
-    phase = row[0].as<std::string>();
+    phase = test_support::text_of(
+        *watcher, "SELECT COALESCE(phase, status) FROM reconciliation_run WHERE id = " + std::to_string(claim.run_id));
     if (phase != "waiting") std::this_thread::sleep_for(k_phase_poll);
   }
   EXPECT_EQ(phase, "waiting");
