@@ -61,8 +61,7 @@ TEST_F(TransactionLookupE2E, ShowsEachTransactionAsTheSingleReadDoesInTheOrderAs
 
   std::vector<std::string> payments;
   for (int i = 0; i < 5; ++i) payments.push_back(paid(c, alice.key, a, m, 100 + i));
-  auto r = c.post("/v1/transfers/" + payments[1] + "/refunds", shop.key, R"({"amount":40})",
-                  ts::unique_key("refund"));
+  auto r = c.post("/v1/transfers/" + payments[1] + "/refunds", shop.key, R"({"amount":40})", ts::unique_key("refund"));
   ASSERT_EQ(r.status, 201) << r.body;
   const auto refund = str(r.json().as_object().at("transactionId"));
   r = c.post("/v1/transactions/" + payments[3] + "/reversal", op(), R"({"reason":"booked in error"})",
@@ -70,7 +69,7 @@ TEST_F(TransactionLookupE2E, ShowsEachTransactionAsTheSingleReadDoesInTheOrderAs
   ASSERT_EQ(r.status, 201) << r.body;
   const auto reversal = str(r.json().as_object().at("transactionId"));
 
-  const std::vector<std::string> asked = {payments[4], absent_id(1), refund,      payments[0], reversal,
+  const std::vector<std::string> asked = {payments[4], absent_id(1), refund,       payments[0], reversal,
                                           payments[1], payments[3],  absent_id(2), payments[2]};
   r = lookup(c, op(), lookup_body(asked));
   ASSERT_EQ(r.status, 200) << r.body;
