@@ -555,6 +555,30 @@ void ledger_service::find_transaction(std::string id, query_callback<std::option
       std::move(done));
 }
 
+void ledger_service::lookup_transactions(std::vector<std::string> ids,
+                                         query_callback<std::vector<transaction_view>> done) {
+  impl_->core.readers->read<std::vector<transaction_view>>(
+      [ids = std::move(ids)](pqxx::connection& conn) {
+        std::vector<transaction_view> views;
+        for (const auto& record : persistence::lookup_transactions(conn, ids)) {
+          auto view = to_view(record);
+          // What find_transaction adds, by the same rules, from the columns read with the rows.
+          if (view.type == ledger::to_string(ledger::transaction_type::transfer) ||
+              view.type == ledger::to_string(ledger::transaction_type::capture)) {
+            view.refunded_amount = record.refunded.value_or(0);
+            if (*view.refunded_amount != 0) view.refunds = record.refund_ids;
+          } else if (view.type == ledger::to_string(ledger::transaction_type::refund)) {
+            view.refunded_transfer = record.refunded_payment;
+          }
+          view.reversed_by = record.reversed_by;
+          view.reverses = record.reverses;
+          views.push_back(std::move(view));
+        }
+        return views;
+      },
+      std::move(done));
+}
+
 void ledger_service::list_events(std::int64_t after, int limit, std::optional<ledger::principal_id> owner,
                                  std::optional<ledger::account_id> account, query_callback<events_view> done) {
   const persistence::event_filter filter{owner, account};

@@ -152,6 +152,9 @@ class ledger_service {
                 query_callback<std::optional<account_view>> done);
   void list_entries(ledger::account_id id, std::int64_t after, int limit, query_callback<entries_view> done);
   void find_transaction(std::string id, query_callback<std::optional<transaction_view>> done);
+  // The transactions among `ids` (lower-case UUIDs) that exist, as find_transaction shows each, in
+  // a bounded few queries on one reader connection; in no particular order.
+  void lookup_transactions(std::vector<std::string> ids, query_callback<std::vector<transaction_view>> done);
   // The event feed after the cursor `after` (docs/events.md): every event, or those that move
   // money on accounts of `owner` and/or on `account`; at most `limit`, looking at no more than
   // `events.feed_scan_max` events.

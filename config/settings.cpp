@@ -142,6 +142,8 @@ std::vector<descriptor> describe(settings& s) {
        int_rule{&s.ledger.entries_page_max, 1, 100'000}},
       {"ledger", "batch_transfers_max", "Transfers in one batch (POST /v1/transfers/batch) at most.",
        int_rule{&s.ledger.batch_transfers_max, 1, 10'000}},
+      {"ledger", "lookup_ids_max", "Transaction ids in one POST /v1/transactions/lookup at most.",
+       int_rule{&s.ledger.lookup_ids_max, 1, 10'000}},
       {"ledger", "withdrawal_fees", "Withdrawal fee per currency in minor units, e.g. \"EUR:50,USD:30\".",
        string_rule{&s.ledger.withdrawal_fees, {}, true}},
       {"ledger", "withdrawal_fee_default", "Withdrawal fee of a currency withdrawal_fees does not name.",

@@ -82,6 +82,8 @@ struct ledger_settings {
   std::int64_t entries_page_max = 500;
   // Transfers in one POST /v1/transfers/batch at most.
   std::int64_t batch_transfers_max = 1'000;
+  // Transaction ids in one POST /v1/transactions/lookup at most.
+  std::int64_t lookup_ids_max = 1'000;
   // The fee of a withdrawal, in minor units of its currency: "EUR:50,USD:30"; a currency not
   // named pays `withdrawal_fee_default`.
   std::string withdrawal_fees;

@@ -3,9 +3,11 @@
 #include <pqxx/pqxx>
 
 #include <string_view>
+#include <unordered_map>
 
 #include "base/assert.hpp"
 #include "persistence/database.hpp"
+#include "persistence/payments.hpp"
 #include "persistence/rows.hpp"
 
 namespace persistence {
@@ -36,6 +38,29 @@ const std::string k_transaction_entries_sql =
     "SELECT " + k_entry_columns_sql +
     ", (SELECT a.owner_id FROM account a WHERE a.id = ledger_entry.account_id)"
     " FROM ledger_entry WHERE transaction_id = $1::uuid ORDER BY id";
+
+// Many transactions at once (POST /v1/transactions/lookup), with what the single read gathers one
+// query each: a payment's refunded total and refunds (at most $2, oldest first, comma-separated),
+// the payment a refund gave back, and either side of a reversal. Every subquery is an index lookup.
+constexpr const char* k_lookup_transactions = "history_lookup_transactions";
+const std::string k_lookup_transactions_sql =
+    std::string("SELECT j.id::text, j.principal_id, j.type, j.status, COALESCE(j.metadata::text, '{}'), ") +
+    k_created_at_utc_sql +
+    ", (SELECT t.refunded FROM payment_refund_total t WHERE t.transaction_id = j.id),"
+    " array_to_string(ARRAY(SELECT r.transaction_id::text FROM payment_refund r"
+    "                        WHERE r.payment_transaction_id = j.id ORDER BY r.created_at, r.transaction_id"
+    "                        LIMIT $2), ','),"
+    " (SELECT p.payment_transaction_id::text FROM payment_refund p WHERE p.transaction_id = j.id),"
+    " (SELECT v.reversal_id::text FROM transaction_reversal v WHERE v.transaction_id = j.id),"
+    " (SELECT v.transaction_id::text FROM transaction_reversal v WHERE v.reversal_id = j.id)"
+    " FROM journal_transaction j WHERE j.id = ANY($1::uuid[])";
+
+// The entries of those transactions, each transaction's in entry order (ledger_entry_transaction).
+constexpr const char* k_lookup_entries = "history_lookup_entries";
+const std::string k_lookup_entries_sql =
+    "SELECT " + k_entry_columns_sql +
+    ", (SELECT a.owner_id FROM account a WHERE a.id = ledger_entry.account_id)"
+    " FROM ledger_entry WHERE transaction_id = ANY($1::uuid[]) ORDER BY transaction_id, id";
 
 constexpr const char* k_find_committed = "history_find_committed";
 constexpr const char* k_find_committed_sql =
@@ -73,6 +98,19 @@ std::optional<std::string_view> parse_transaction_status(std::string_view text) 
   return std::nullopt;
 }
 
+// The items of a comma-separated list (none in an empty text).
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> items;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    auto end = text.find(',', start);
+    if (end == std::string::npos) end = text.size();
+    items.push_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+  return items;
+}
+
 entry_record read_entry(const pqxx::row& row) {
   entry_record e;
   e.id = row[0].as<std::int64_t>();
@@ -91,6 +129,8 @@ void prepare_history_statements(pqxx::connection& conn) {
   conn.prepare(k_list_entries, k_list_entries_sql);
   conn.prepare(k_find_transaction, k_find_transaction_sql);
   conn.prepare(k_transaction_entries, k_transaction_entries_sql);
+  conn.prepare(k_lookup_transactions, k_lookup_transactions_sql);
+  conn.prepare(k_lookup_entries, k_lookup_entries_sql);
   conn.prepare(k_find_committed, k_find_committed_sql);
   conn.prepare(k_balance_as_of, k_balance_as_of_sql);
 }
@@ -131,6 +171,41 @@ std::optional<transaction_record> find_transaction(pqxx::connection& conn, const
     t.entries.push_back(std::move(e));
   }
   return t;
+}
+
+std::vector<transaction_record> lookup_transactions(pqxx::connection& conn,
+                                                    const std::vector<std::string>& transaction_ids) {
+  std::vector<transaction_record> out;
+  if (transaction_ids.empty()) return out;
+  pqxx::read_transaction txn(conn);
+  std::unordered_map<std::string, std::size_t> at;
+  for (const auto& row :
+       txn.exec_prepared(k_lookup_transactions, pg_array(transaction_ids), k_payment_refunds_listed_max)) {
+    transaction_record t;
+    t.id = row[0].as<std::string>();
+    if (!row[1].is_null()) t.principal_id = row[1].as<std::int64_t>();
+    t.type = ledger::to_string(
+        parse_column(ledger::parse_transaction_type, row[2].as<std::string>(), "journal_transaction.type"));
+    t.status = parse_column(parse_transaction_status, row[3].as<std::string>(), "journal_transaction.status");
+    t.metadata_json = row[4].as<std::string>();
+    t.created_at = row[5].as<std::string>();
+    if (!row[6].is_null()) t.refunded = row[6].as<std::int64_t>();
+    for (const auto& id : split_list(row[7].as<std::string>())) t.refund_ids.push_back(id);
+    if (!row[8].is_null()) t.refunded_payment = row[8].as<std::string>();
+    if (!row[9].is_null()) t.reversed_by = row[9].as<std::string>();
+    if (!row[10].is_null()) t.reverses = row[10].as<std::string>();
+    at.emplace(t.id, out.size());
+    out.push_back(std::move(t));
+  }
+  if (out.empty()) return out;
+  for (const auto& row : txn.exec_prepared(k_lookup_entries, pg_array(transaction_ids))) {
+    auto e = read_entry(row);
+    if (!row[7].is_null()) e.account_owner = row[7].as<std::int64_t>();
+    const auto it = at.find(e.transaction_id);
+    WALLET_ASSERT(it != at.end(), "an entry of a transaction looked up belongs to one that was found");
+    out[it->second].entries.push_back(std::move(e));
+  }
+  return out;
 }
 
 balance_as_of_record balance_as_of(pqxx::connection& conn, ledger::account_id id,

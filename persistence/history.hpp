@@ -41,6 +41,14 @@ struct transaction_record {
   std::string metadata_json;
   std::string created_at;
   std::vector<entry_record> entries;
+  // Filled by lookup_transactions only (the single read's caller reads them one query each): what
+  // was refunded of a payment (nullopt: none) and its refunds, oldest first; the payment a refund
+  // gave back; the reversal of this transaction, or the one it reverses (empty: none).
+  std::optional<ledger::amount_minor> refunded;
+  std::vector<std::string> refund_ids;
+  std::string refunded_payment;
+  std::string reversed_by;
+  std::string reverses;
 };
 
 struct stored_response {
@@ -56,6 +64,12 @@ entries_page list_entries(pqxx::connection& conn, ledger::account_id id, std::in
 
 // A type or status the server does not know throws unknown_value.
 std::optional<transaction_record> find_transaction(pqxx::connection& conn, const std::string& transaction_id);
+
+// The transactions among `transaction_ids` (UUIDs in their text form) that exist, with their
+// entries and links, in two statements whatever the number of ids: in no particular order, each
+// once. A type or status the server does not know throws unknown_value.
+std::vector<transaction_record> lookup_transactions(pqxx::connection& conn,
+                                                    const std::vector<std::string>& transaction_ids);
 
 // The balance of an account (with a hot account's shards) as of a time: the sum, over the
 // account's rows, of each row's balance_after at its last entry created at or before that time

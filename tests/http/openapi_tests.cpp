@@ -102,6 +102,7 @@ const std::vector<route> k_routes = {
     {"POST", "/v1/providers", "operator", "read"},
     {"POST", "/v1/provider-events", "provider", "none"},
     {"GET", "/v1/transactions/{id}", "any", "read"},
+    {"POST", "/v1/transactions/lookup", "operator", "read"},
     {"GET", "/v1/events", "any", "read"},
     {"GET", "/v1/admin/reconciliation", "operator", "read"},
     {"POST", "/v1/admin/reconciliation", "operator", "read"},

@@ -24,6 +24,9 @@ using tcp = asio::ip::tcp;
 
 namespace {
 
+// Ids in one POST /v1/transactions/lookup at most, as the real server's default.
+constexpr std::size_t k_lookup_ids_max = 1'000;
+
 struct principal {
   std::int64_t id = 0;
   std::string role;
@@ -219,6 +222,13 @@ struct fake_wallet::impl {
     return a;
   }
 
+  static json::object transaction_json(const std::string& id, const std::vector<entry>& recorded) {
+    json::array entries;
+    for (const auto& e : recorded)
+      entries.push_back({{"accountId", e.account_id}, {"amount", std::to_string(e.amount)}});
+    return json::object{{"id", id}, {"entries", entries}};
+  }
+
   static std::string run_json(std::int64_t id, const reconciliation_run& run) {
     json::object o{{"runId", id}, {"status", run.ended ? "finished" : "running"}};
     o["ok"] = run.ended ? json::value(run.ok) : json::value(nullptr);
@@ -311,13 +321,36 @@ struct fake_wallet::impl {
       }
       return {http::status::ok, json::serialize(account_json(it->second)), {}};
     }
+    // The bulk lookup as the real server answers it: 1 to 1,000 ids, each once, operator only;
+    // the transactions found in the order asked, and the ids that were not.
+    if (request.method() == http::verb::post && target == "/v1/transactions/lookup") {
+      if (!is_operator) return problem(http::status::forbidden, "forbidden");
+      const auto* ids = body.if_contains("ids");
+      if (ids == nullptr || !ids->is_array() || ids->as_array().empty()) {
+        return problem(http::status::bad_request, "invalid_request");
+      }
+      if (ids->as_array().size() > k_lookup_ids_max) return problem(http::status::bad_request, "lookup_too_large");
+      ++transaction_lookups;
+      json::array found, missing;
+      std::set<std::string> seen;
+      for (const auto& v : ids->as_array()) {
+        if (!v.is_string() || !seen.insert(std::string(v.as_string())).second) {
+          return problem(http::status::bad_request, "invalid_request");
+        }
+        const auto it = transactions.find(std::string(v.as_string()));
+        if (it == transactions.end()) {
+          missing.push_back(v);
+        } else {
+          found.push_back(transaction_json(it->first, it->second));
+        }
+      }
+      return {http::status::ok, json::serialize(json::object{{"transactions", found}, {"missing", missing}}), {}};
+    }
     if (request.method() == http::verb::get && target.starts_with("/v1/transactions/")) {
+      ++transaction_reads;
       const auto it = transactions.find(target.substr(17));
       if (it == transactions.end()) return problem(http::status::not_found, "not_found");
-      json::array entries;
-      for (const auto& e : it->second)
-        entries.push_back({{"accountId", e.account_id}, {"amount", std::to_string(e.amount)}});
-      return {http::status::ok, json::serialize(json::object{{"id", it->first}, {"entries", entries}}), {}};
+      return {http::status::ok, json::serialize(transaction_json(it->first, it->second)), {}};
     }
     // Reconciliation as the real server does it: POST starts a run (202 with its id), the run's
     // own resource answers "running" to its first poll and its verdict after that, and GET
@@ -371,6 +404,8 @@ struct fake_wallet::impl {
   std::map<std::string, std::int64_t> attempts_by_key;
   std::atomic<std::int64_t> transfers_answered{0};
   std::atomic<std::int64_t> transfers_recorded{0};
+  std::atomic<std::int64_t> transaction_lookups{0};
+  std::atomic<std::int64_t> transaction_reads{0};
 };
 
 fake_wallet::fake_wallet(std::string operator_key, fake_behaviour behaviour, std::uint16_t port)
@@ -381,5 +416,7 @@ fake_wallet::~fake_wallet() = default;
 std::uint16_t fake_wallet::port() const { return impl_->acceptor.local_endpoint().port(); }
 std::int64_t fake_wallet::transfers_recorded() const { return impl_->transfers_recorded.load(); }
 std::int64_t fake_wallet::transfers_answered() const { return impl_->transfers_answered.load(); }
+std::int64_t fake_wallet::transaction_lookups() const { return impl_->transaction_lookups.load(); }
+std::int64_t fake_wallet::transaction_reads() const { return impl_->transaction_reads.load(); }
 
 }  // namespace loadgen_test

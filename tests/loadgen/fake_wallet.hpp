@@ -41,6 +41,9 @@ class fake_wallet {
   std::uint16_t port() const;
   std::int64_t transfers_recorded() const;
   std::int64_t transfers_answered() const;
+  // Answered POST /v1/transactions/lookup requests, and GET /v1/transactions/{id} requests.
+  std::int64_t transaction_lookups() const;
+  std::int64_t transaction_reads() const;
 
   struct impl;
 

@@ -81,6 +81,33 @@ TEST(run, server_that_loses_one_transfer_fails_verification) {
   show(out, err);
 }
 
+// Verification reads the acknowledged transactions in bulk: a run of 1,200 transfers (two lookups
+// of up to 1,000 ids) against a double that acknowledges the 1,100th without recording it sends
+// no single GET /v1/transactions/{id}, and still names the lost transaction as missing.
+TEST(run, verification_looks_transactions_up_in_bulk_and_finds_the_lost_one) {
+  fake_behaviour broken;
+  broken.lose_transfer_number = 1'100;
+  fake_wallet server(k_operator_key, broken);
+  std::ostringstream out, err;
+  auto o = short_run(server.port(), loadgen::workload_kind::p2p);
+  o.rate = 1'200;
+  o.fund_amount_minor = 1'000'000'000;
+  const auto outcome = run_loadgen(o, out, err);
+  ASSERT_TRUE(outcome.verdict) << err.str();
+  EXPECT_EQ(server.transfers_answered(), 1'200);
+  EXPECT_EQ(server.transfers_recorded(), 1'199);
+  EXPECT_EQ(outcome.acknowledged, 1'200);
+  EXPECT_EQ(server.transaction_lookups(), 2);
+  EXPECT_EQ(outcome.verdict->lookup_requests, 2);
+  EXPECT_EQ(server.transaction_reads(), 0);
+  EXPECT_FALSE(outcome.verdict->pass);
+  const auto failures = text_of(*outcome.verdict);
+  EXPECT_NE(failures.find("was answered 201 but is not in the ledger"), std::string::npos) << failures;
+  EXPECT_NE(out.str().find("verification: FAIL"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("2 lookups"), std::string::npos) << out.str();
+  show(out, err);
+}
+
 // A server whose own reconciliation reports a problem fails the run even when every transfer is in
 // place.
 TEST(run, failed_reconciliation_fails_verification) {

@@ -294,7 +294,11 @@ void print_table(std::ostream& out, const run_report& report) {
         << u.unresolved << " unresolved\n";
   }
   if (report.verdict) {
-    out << "\nverification: " << (report.verdict->pass ? "PASS" : "FAIL") << "\n";
+    const auto& v = *report.verdict;
+    out << "\nverification: " << (v.pass ? "PASS" : "FAIL") << " in " << std::setprecision(2)
+        << v.reconcile_s + v.transactions_s + v.balances_s << " s (reconciliation " << v.reconcile_s
+        << " s, transactions " << v.transactions_s << " s in " << v.lookup_requests << " lookups, balances "
+        << v.balances_s << " s)\n";
     for (const auto& n : report.verdict->notes) out << "  ok: " << n << "\n";
     for (const auto& f : report.verdict->failures) out << "  FAILED: " << f << "\n";
   } else {
@@ -348,7 +352,14 @@ std::string summary_json(const run_report& report) {
     boost::json::array failures, notes;
     for (const auto& f : report.verdict->failures) failures.push_back(boost::json::string(f));
     for (const auto& n : report.verdict->notes) notes.push_back(boost::json::string(n));
-    summary["verify"] = {{"pass", report.verdict->pass}, {"failures", failures}, {"notes", notes}};
+    const auto& v = *report.verdict;
+    summary["verify"] = {{"pass", v.pass},
+                         {"failures", failures},
+                         {"notes", notes},
+                         {"reconcileSeconds", v.reconcile_s},
+                         {"transactionsSeconds", v.transactions_s},
+                         {"balancesSeconds", v.balances_s},
+                         {"lookupRequests", v.lookup_requests}};
   }
   if (report.search) {
     boost::json::array steps;

@@ -4,8 +4,9 @@
 // that loses money, so every run ends by checking the ledger against what the server answered:
 //   1. the server's own reconciliation is clean (a run started after the last answer, polled to
 //      its end);
-//   2. every transfer answered 201 exists in the ledger exactly once (through the API, or with a
-//      direct query when a database URL is given), and no two answers share a transaction id;
+//   2. every transfer answered 201 exists in the ledger exactly once (through the API, by
+//      POST /v1/transactions/lookup in chunks of up to 1,000 ids, or with a direct query when a
+//      database URL is given), and no two answers share a transaction id;
 //   3. the closed system holds the same money as before, and each account's balance moved by
 //      exactly the transfers that were answered 201.
 
@@ -33,6 +34,12 @@ struct verification {
   bool pass = true;
   std::vector<std::string> failures;
   std::vector<std::string> notes;
+  // How long each check took, in seconds, and the lookups the second one had answered (a retried
+  // lookup counts once).
+  double reconcile_s = 0;
+  double transactions_s = 0;
+  double balances_s = 0;
+  std::int64_t lookup_requests = 0;
   void fail(std::string why) {
     pass = false;
     failures.push_back(std::move(why));
