@@ -36,8 +36,8 @@ if n <= 0:
 other = sum(after_j.values()) - sum(before_j.values()) - n
 
 seconds = float(text("after-time.txt")) - float(text("before-time.txt"))
-ticks = os.sysconf("SC_CLK_TCK")
-cpu_us = (int(text("after-cpu.txt")) - int(text("before-cpu.txt"))) / ticks * 1e6
+ticks_per_s = os.sysconf("SC_CLK_TCK")
+cpu_us = (int(text("after-cpu.txt")) - int(text("before-cpu.txt"))) / ticks_per_s * 1e6
 
 loadgen = {}
 try:
@@ -152,6 +152,31 @@ for i in sorted(indexes_a):
     print(f"| {i} | {a['relname']} | {fmt(per(w['index_entries']))} | {fmt(per(scans))} | {fmt(per(grown), 0)} | "
           f"{fmt(per(w['bytes'] - w['fpi']), 0)} | {fmt(per(w['fpi']), 0)} |")
 print()
+
+# CPU by process kind: live processes by their pg_stat_activity row (the server's connections by
+# application_name), exited ones (autovacuum workers, the setup's connections) together.
+try:
+    cpu_b = {r["pid"]: int(r["ticks"]) for r in tsv("before-cpu-processes.tsv")}
+    cpu_a = {r["pid"]: int(r["ticks"]) for r in tsv("after-cpu-processes.tsv")}
+    kinds = {}
+    for name in ("before-activity.tsv", "after-activity.tsv"):
+        for r in tsv(name):
+            app = r["application_name"]
+            kinds[r["pid"]] = r["backend_type"] + (f" ({app})" if app and r["backend_type"] == "client backend" else "")
+    by_kind = collections.Counter()
+    for pid, ticks in cpu_a.items():
+        kind = kinds.get(pid, pid if pid in ("exited", "postmaster") else "other")
+        by_kind[kind] += ticks - cpu_b.get(pid, 0)
+    print("PostgreSQL CPU by process (/proc, µs per transfer; the machine is shared, so these are noisy):")
+    print()
+    print("| process | µs per transfer |")
+    print("| --- | ---: |")
+    for kind, ticks in by_kind.most_common():
+        if ticks > 0:
+            print(f"| {kind} | {fmt(ticks / ticks_per_s * 1e6 / n, 1)} |")
+    print()
+except (OSError, KeyError):
+    pass
 
 named = set(tables_a) | set(indexes_a)
 rest = {k: v for k, v in by_rel.items() if k not in named}

@@ -125,6 +125,24 @@ pg_cpu_ticks() {
   echo "$total"
 }
 
+# The same, per live process (pid, ticks), and what each process is: which CPU went to the
+# writer, the readers, the relay, autovacuum or the WAL writer.
+pg_cpu_by_process() {
+  local name=$1 postmaster pid
+  postmaster=$(runuser -u postgres -- head -1 "$(readlink -f "$var_dir/postgres")/data/postmaster.pid")
+  {
+    echo -e "pid\tticks"
+    echo -e "exited\t$(awk '{print $16 + $17}' "/proc/$postmaster/stat")"
+    echo -e "postmaster\t$(awk '{print $14 + $15}' "/proc/$postmaster/stat")"
+    for pid in $(pgrep -P "$postmaster"); do
+      echo -e "$pid\t$(awk '{print $14 + $15}' "/proc/$pid/stat" 2>/dev/null || echo 0)"
+    done
+  } > "$out/$name-cpu-processes.tsv"
+  psql_admin -d postgres -A -P footer=off -F $'\t' -c "SELECT pid, backend_type,
+      COALESCE(NULLIF(application_name, ''), usename, '') AS application_name FROM pg_stat_activity" \
+    > "$out/$name-activity.tsv"
+}
+
 snapshot() {
   local name=$1
   psql_admin -d wallet -A -P footer=off -F $'\t' -c "SELECT relname, n_tup_ins, n_tup_upd, n_tup_hot_upd, n_tup_del,
@@ -149,6 +167,7 @@ sleep 3
 psql_admin -d wallet -c "SELECT pg_stat_statements_reset()" >/dev/null
 psql_admin -d postgres -c CHECKPOINT
 snapshot before
+pg_cpu_by_process before
 
 duration=$(python3 -c "print(${transfers} / ${rate})")
 echo "pg_cost: $transfers transfers at $rate/s (${duration}s)" >&2
@@ -158,6 +177,7 @@ loadgen --mode open --rate "$rate" --duration "$duration" --no-verify --out-dir 
 # statistics when they exit.
 sleep 2
 cpu_after_run=$(pg_cpu_ticks)
+pg_cpu_by_process after
 stop_server
 sleep 1
 snapshot after
