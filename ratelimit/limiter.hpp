@@ -41,6 +41,7 @@ struct limiter_bounds {
   std::int64_t completions_max = 65'536;        // decided checks waiting for their callback
   std::int64_t pings_max = 256;                 // readiness pings waiting for one probe
   std::int64_t fallback_entries_max = 100'000;  // principal x class counters kept in process
+  std::int64_t lease_entries_max = 100'000;     // principal x class leased allowances kept
 };
 
 class limiter {
@@ -56,8 +57,10 @@ class limiter {
   limiter(const limiter&) = delete;
   limiter& operator=(const limiter&) = delete;
 
-  // Never blocks the caller: `done` runs later on a limiter thread, exactly once (it must be
-  // cheap, e.g. post to an asio strand).
+  // Never blocks the caller: `done` runs exactly once, either later on a limiter thread or, when
+  // a token leased earlier from Redis is spent (ratelimit.lease_tokens > 1), at once on the
+  // caller's thread before check() returns. Either way it must be cheap (e.g. post to a strand)
+  // and must not call check() of the same limiter while holding a lock check() needs.
   void check(std::int64_t principal_id, route_class cls, std::function<void(decision)> done);
 
   // Asynchronous PING for readiness: `done(ok, detail)` runs on a limiter thread within about the
@@ -70,6 +73,9 @@ class limiter {
     std::uint64_t redis_failures;
     std::uint64_t transitions_to_fallback;
     bool using_fallback;
+    std::uint64_t local_spends;          // checks admitted from a leased allowance, no Redis call
+    std::uint64_t leases;                // Redis answers that left spare tokens in the table
+    std::uint64_t lease_tokens_expired;  // leased tokens that expired unspent
   };
   stats snapshot() const;  // for /metrics
 
