@@ -42,10 +42,10 @@ class allowance_table {
     std::int64_t reset_ms = 0;   // until the window the lease was counted in ends
   };
   enum class verdict {
-    spent,   // a token was taken from a live lease: `tokens` is valid
-    lease,   // nothing to spend: the caller asks Redis for a lease and must settle() it
-    waiting, // a lease is in flight: the callback was moved into the table and settle() returns it
-    ask,     // nothing to spend and nothing to wait for: the caller asks Redis for one token
+    spent,    // a token was taken from a live lease: `tokens` is valid
+    lease,    // nothing to spend: the caller asks Redis for a lease and must settle() it
+    waiting,  // a lease is in flight: the callback was moved into the table and settle() returns it
+    ask,      // nothing to spend and nothing to wait for: the caller asks Redis for one token
   };
   struct ticket {
     verdict kind = verdict::ask;

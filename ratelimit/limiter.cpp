@@ -430,6 +430,7 @@ class limiter::impl {
         local_spends_.fetch_add(1, std::memory_order_relaxed);
         invoke(w.done, spent_locally(policy, *w.tokens));
       } else if (!result.allowed) {
+        redis_decisions_.fetch_add(1, std::memory_order_relaxed);
         invoke(w.done, to_decision(policy, result, false));
       } else {
         check(item.principal_id, item.cls, std::move(w.done));

@@ -67,6 +67,8 @@ class limiter {
   // command timeout. Uses its own short-lived connection, so it reports whether Redis answers now.
   void ping(std::function<void(bool ok, std::string detail)> done);
 
+  // Every decided check is counted once: in Redis (its own answer, or the refusal of a lease it
+  // waited for), from a leased allowance, or in process.
   struct stats {
     std::uint64_t redis_decisions;
     std::uint64_t fallback_decisions;
