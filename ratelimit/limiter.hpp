@@ -4,7 +4,8 @@
 //
 // Every check is decided by a Lua script in Redis (so every server process sharing that Redis
 // shares one allowance), on one of `redis.connections` worker threads that pipeline many checks
-// per round trip. When Redis is down, slow or refuses a command, checks are decided in process
+// per round trip, or spends a token this process leased from Redis earlier
+// (ratelimit.lease_tokens; ratelimit/allowance.hpp). When Redis is down, slow or refuses a command, checks are decided in process
 // with the same limits and the same algorithm until Redis answers again. See ratelimit/README.md
 // for how `burst` and `rate_per_second` become a window.
 //
