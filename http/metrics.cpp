@@ -130,6 +130,10 @@ std::string metrics::render_page(const actors::service_stats& s,
           l.transitions_to_fallback);
     gauge("wallet_ratelimit_fallback_active", "1 while the in-process limiter decides.", "gauge",
           l.using_fallback ? 1 : 0);
+    gauge("wallet_ratelimit_local_spends_total", "Rate-limit checks admitted from a leased allowance, no Redis call.",
+          "counter", l.local_spends);
+    gauge("wallet_ratelimit_lease_tokens_expired_total", "Leased rate-limit tokens that expired unspent.", "counter",
+          l.lease_tokens_expired);
   }
   if (more_series) out << more_series();
   return render(out.str());

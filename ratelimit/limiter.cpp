@@ -4,6 +4,7 @@
 #include <hiredis/hiredis.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cerrno>
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "base/assert.hpp"
+#include "ratelimit/allowance.hpp"
 #include "ratelimit/local_limiter.hpp"
 #include "ratelimit/redis_url.hpp"
 #include "ratelimit/window.hpp"
@@ -36,11 +38,17 @@ using std::chrono::milliseconds;
 // appends `:<window index>`. The prefix carries the principal in a hash tag, so every key a script
 // touches lives in one cluster slot.
 
+// ARGV[3] is how many tokens to take at once (ratelimit.lease_tokens, or 1): a request that
+// passes takes up to that many, never more than would pass one by one, and the first element of
+// the answer is how many it took (0: denied). With 1 both scripts decide exactly as one check.
+
 // Mirrors evaluate_sliding() in window.cpp expression for expression (same IEEE doubles, same
-// order of operations), so Redis and the fallback round identically.
+// order of operations), so Redis and the fallback round identically. Taking `granted` tokens at
+// once passes exactly when `granted` checks one after the other would: each adds 1 to `current`.
 constexpr const char* sliding_script = R"lua(
 local limit = tonumber(ARGV[1])
 local window = tonumber(ARGV[2])
+local want = tonumber(ARGV[3])
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 local index = math.floor(now / window)
@@ -53,9 +61,10 @@ local previous = tonumber(counts[2]) or 0
 local left = window - elapsed
 local estimate = current + previous * left / window
 if estimate + 1 <= limit then
-  redis.call('INCR', current_key)
+  local granted = math.min(want, math.floor(limit - estimate))
+  redis.call('INCRBY', current_key, granted)
   redis.call('PEXPIRE', current_key, left + window + 1000)
-  return {1, math.floor(limit - estimate - 1), left, 0}
+  return {granted, math.floor(limit - estimate - granted), left, 0}
 end
 local wait
 if current + 1 <= limit then
@@ -67,23 +76,33 @@ if wait < 1 then wait = 1 end
 return {0, 0, wait, wait}
 )lua";
 
-// Mirrors evaluate_fixed() in window.cpp. Denied requests are counted too (INCR first is the one
-// atomic step that needs no read); the count only matters up to the limit, and the key expires
-// with its window.
+// Mirrors evaluate_fixed() in window.cpp. Denied requests are counted too (INCRBY first is the
+// one atomic step that needs no read); the count only matters up to the limit, and the key
+// expires with its window.
 constexpr const char* fixed_script = R"lua(
 local limit = tonumber(ARGV[1])
 local window = tonumber(ARGV[2])
+local want = tonumber(ARGV[3])
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 local index = math.floor(now / window)
 local elapsed = now - index * window
 local key = KEYS[1] .. ':' .. string.format('%d', index)
-local count = redis.call('INCR', key)
+local count = redis.call('INCRBY', key, want)
 local left = window - elapsed
-if count == 1 then redis.call('PEXPIRE', key, left + 1000) end
-if count <= limit then return {1, limit - count, left, 0} end
+if count == want then redis.call('PEXPIRE', key, left + 1000) end
+local before = count - want
+if before < limit then
+  local granted = math.min(want, limit - before)
+  return {granted, limit - before - granted, left, 0}
+end
 return {0, 0, left, left}
 )lua";
+
+// The allowance table's clock: leases are timed locally, on a clock no one can set back.
+std::int64_t steady_now_ms() {
+  return std::chrono::duration_cast<milliseconds>(steady::now().time_since_epoch()).count();
+}
 
 std::int64_t unix_now_ms() {
   return std::chrono::duration_cast<milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -103,8 +122,9 @@ bool is_noscript(const redisReply& reply) {
   return reply.type == REDIS_REPLY_ERROR && reply_error(reply).rfind("NOSCRIPT", 0) == 0;
 }
 
-// A script answer is {allowed, remaining, reset_ms, retry_after_ms}. Returns why it is not one.
-std::string parse_outcome(const redisReply& reply, std::optional<outcome>& out) {
+// A script answer is {granted, remaining, reset_ms, retry_after_ms}; `granted` is the tokens taken
+// (0: denied). Returns why it is not one.
+std::string parse_outcome(const redisReply& reply, std::optional<outcome>& out, std::int64_t& granted) {
   if (reply.type == REDIS_REPLY_ERROR) return "script error: " + reply_error(reply);
   if (reply.type != REDIS_REPLY_ARRAY || reply.elements != 4) return "unexpected script reply";
   std::array<long long, 4> values{};
@@ -112,7 +132,9 @@ std::string parse_outcome(const redisReply& reply, std::optional<outcome>& out) 
     if (reply.element[i]->type != REDIS_REPLY_INTEGER) return "unexpected script reply";
     values[i] = reply.element[i]->integer;
   }
-  out = outcome{values[0] == 1, values[1], values[2], values[3]};
+  if (values[0] < 0) return "unexpected script reply";
+  out = outcome{values[0] >= 1, values[1], values[2], values[3]};
+  granted = values[0];
   return {};
 }
 
@@ -204,6 +226,7 @@ struct pending_check {
   std::int64_t principal_id = 0;
   route_class cls = route_class::write;
   std::function<void(decision)> done;
+  bool lease = false;  // asks for ratelimit.lease_tokens and settles the allowance table's lease
 };
 
 }  // namespace
@@ -234,7 +257,11 @@ class limiter::impl {
         algorithm_(parse_algorithm(limits.algorithm)),
         policies_{policy_for(limits, route_class::write), policy_for(limits, route_class::read)},
         bounds_(bounds),
-        local_(algorithm_, bounds.fallback_entries_max) {
+        lease_tokens_(limits.lease_tokens),
+        lease_ms_(limits.lease_ms),
+        local_(algorithm_, bounds.fallback_entries_max),
+        allowances_(bounds.lease_entries_max) {
+    WALLET_ASSERT(lease_tokens_ >= 1 && lease_ms_ >= 1, "lease settings are validated positive");
     WALLET_ASSERT(redis.connections >= 1, "redis.connections is validated to be positive");
     WALLET_ASSERT(redis.command_timeout_ms >= 1, "command timeout is validated positive");
     WALLET_ASSERT(bounds.queue_checks_max >= 1 && bounds.batch_checks_max >= 1 && bounds.completions_max >= 1 &&
@@ -271,16 +298,35 @@ class limiter::impl {
       deliver([done = std::move(done), d = unlimited_decision(policy)]() mutable { invoke(done, std::move(d)); });
       return;
     }
+    bool lease = false;
+    if (lease_tokens_ > 1) {
+      // A token leased earlier is spent here, on the caller's thread: no queue, no round trip,
+      // no hand-off. Tokens leased before a switch to fallback were counted in Redis, so they
+      // are spent in fallback too.
+      // A check that finds a lease in flight waits for it instead of asking Redis itself.
+      const auto ticket = allowances_.take(principal_id, cls, steady_now_ms(),
+                                           !using_fallback_.load(std::memory_order_acquire), &done, lease_tokens_ - 1);
+      switch (ticket.kind) {
+        case allowance_table::verdict::spent:
+          local_spends_.fetch_add(1, std::memory_order_relaxed);
+          invoke(done, spent_locally(policy, ticket.tokens));
+          return;
+        case allowance_table::verdict::waiting: return;
+        case allowance_table::verdict::lease: lease = true; break;
+        case allowance_table::verdict::ask: break;
+      }
+    }
     if (!using_fallback_.load(std::memory_order_acquire)) {
       std::unique_lock lock(mutex_);
       if (!stopping_ && !using_fallback_.load(std::memory_order_relaxed) &&
           static_cast<std::int64_t>(queue_.size()) < bounds_.queue_checks_max) {
-        queue_.push_back(pending_check{principal_id, cls, std::move(done)});
+        queue_.push_back(pending_check{principal_id, cls, std::move(done), lease});
         lock.unlock();
         work_cv_.notify_one();
         return;
       }
     }
+    if (lease) abandon_lease(principal_id, cls, true);
     // Fallback, a full queue (Redis too slow for the load) or shutdown: decide here, now, and
     // hand the callback to the completer so it still runs on a limiter thread.
     deliver([done = std::move(done), d = decide_locally(principal_id, cls)]() mutable { invoke(done, std::move(d)); });
@@ -306,10 +352,11 @@ class limiter::impl {
   }
 
   stats snapshot() const {
-    return stats{redis_decisions_.load(std::memory_order_relaxed), fallback_decisions_.load(std::memory_order_relaxed),
-                 redis_failures_.load(std::memory_order_relaxed),
-                 transitions_to_fallback_.load(std::memory_order_relaxed),
-                 using_fallback_.load(std::memory_order_relaxed)};
+    return stats{
+        redis_decisions_.load(std::memory_order_relaxed), fallback_decisions_.load(std::memory_order_relaxed),
+        redis_failures_.load(std::memory_order_relaxed),  transitions_to_fallback_.load(std::memory_order_relaxed),
+        using_fallback_.load(std::memory_order_relaxed),  local_spends_.load(std::memory_order_relaxed),
+        leases_.load(std::memory_order_relaxed),          allowances_.expired_tokens()};
   }
 
  private:
@@ -337,6 +384,58 @@ class limiter::impl {
     // never reads counters written under the old meaning.
     return "wallet:rl:{" + std::to_string(principal_id) + "}:" + class_name(cls) + ":" +
            (algorithm_ == algorithm::sliding ? "s" : "f") + std::to_string(policy.window_ms);
+  }
+
+  decision spent_locally(const window_policy& policy, const allowance_table::spend& tokens) const {
+    return to_decision(policy, outcome{true, tokens.remaining, tokens.reset_ms, 0}, false);
+  }
+
+  // A lease take() started that will never reach Redis (fallback, a full queue, shutdown, a
+  // failed batch): the checks waiting for it are decided in process like the one that asked.
+  // From check() (`on_caller` true) their callbacks go to the completer, as for any decision
+  // made in process there.
+  void abandon_lease(std::int64_t principal_id, route_class cls, bool on_caller) {
+    const std::int64_t now = steady_now_ms();
+    for (auto& w : allowances_.settle(principal_id, cls, 0, 0, now, now, now)) {
+      if (on_caller) {
+        deliver([this, principal_id, cls, done = std::move(w.done)]() mutable {
+          invoke(done, decide_locally(principal_id, cls));
+        });
+      } else {
+        invoke(w.done, decide_locally(principal_id, cls));
+      }
+    }
+  }
+
+  // A lease answered by Redis: the spare tokens go to the table, and the checks that waited for
+  // it are served from them first. The table is settled before any callback runs (the asking
+  // request's included), so a caller that checks again from its callback finds the tokens.
+  std::vector<allowance_table::waiter> settle_lease(const pending_check& item, std::int64_t granted,
+                                                    const outcome& result, std::int64_t sent_ms) {
+    const std::int64_t spare = std::max<std::int64_t>(0, granted - 1);
+    const std::int64_t expires = sent_ms + std::min(lease_ms_, result.reset_ms);
+    auto waiters = allowances_.settle(item.principal_id, item.cls, spare, result.remaining, steady_now_ms(), expires,
+                                      sent_ms + result.reset_ms);
+    if (spare > 0) leases_.fetch_add(1, std::memory_order_relaxed);
+    return waiters;
+  }
+
+  // Runs the callbacks of the checks that waited for a lease. If Redis refused the lease, they
+  // are refused with it (they would have been refused a moment earlier); if it ran out before
+  // every waiter had a token, the rest are checked again (they then lease or wait afresh).
+  void answer_waiters(const pending_check& item, std::vector<allowance_table::waiter>& waiters, const outcome& result) {
+    const window_policy& policy = policies_[class_index(item.cls)];
+    for (auto& w : waiters) {
+      if (w.tokens) {
+        local_spends_.fetch_add(1, std::memory_order_relaxed);
+        invoke(w.done, spent_locally(policy, *w.tokens));
+      } else if (!result.allowed) {
+        redis_decisions_.fetch_add(1, std::memory_order_relaxed);
+        invoke(w.done, to_decision(policy, result, false));
+      } else {
+        check(item.principal_id, item.cls, std::move(w.done));
+      }
+    }
   }
 
   decision decide_locally(std::int64_t principal_id, route_class cls) {
@@ -487,7 +586,10 @@ class limiter::impl {
         if (!run_batch(session, batch)) next_attempt = steady::now() + retry_interval_;
       } else {
         // Shutting down, or queued just before the switch to fallback: decide here.
-        for (auto& item : batch) invoke(item.done, decide_locally(item.principal_id, item.cls));
+        for (auto& item : batch) {
+          if (item.lease) abandon_lease(item.principal_id, item.cls, false);
+          invoke(item.done, decide_locally(item.principal_id, item.cls));
+        }
       }
     }
   }
@@ -496,9 +598,10 @@ class limiter::impl {
 
   void append_check(redis_session& session, const pending_check& item) {
     const window_policy& policy = policies_[class_index(item.cls)];
-    redisAppendCommand(session.get(), "EVALSHA %s 1 %s %lld %lld", session.script_sha().c_str(),
+    const std::int64_t want = item.lease ? lease_tokens_ : 1;
+    redisAppendCommand(session.get(), "EVALSHA %s 1 %s %lld %lld %lld", session.script_sha().c_str(),
                        key_prefix(item.principal_id, item.cls).c_str(), static_cast<long long>(policy.limit),
-                       static_cast<long long>(policy.window_ms));
+                       static_cast<long long>(policy.window_ms), static_cast<long long>(want));
   }
 
   // Appends every check of the batch, then reads every reply: one round trip for the batch.
@@ -506,10 +609,14 @@ class limiter::impl {
   // then closed and the limiter in fallback).
   bool run_batch(redis_session& session, std::vector<pending_check>& batch) {
     std::vector<std::optional<outcome>> results(batch.size());
+    std::vector<std::int64_t> granted(batch.size(), 0);
     std::vector<std::size_t> reload;
     std::string failure;
     bool io_failed = false;
 
+    // Leases are timed from before the request left: Redis counted them no earlier, so a lease
+    // never outlives the window Redis counted it in (by the local clock's reckoning).
+    const std::int64_t sent_ms = steady_now_ms();
     for (const auto& item : batch) append_check(session, item);
     const auto deadline = steady::now() + timeout_;
     for (std::size_t i = 0; i < batch.size(); ++i) {
@@ -523,7 +630,7 @@ class limiter::impl {
         continue;
       }
       // An error reply leaves the connection readable: keep collecting the other answers.
-      if (std::string bad = parse_outcome(*reply, results[i]); !bad.empty()) failure = bad;
+      if (std::string bad = parse_outcome(*reply, results[i], granted[i]); !bad.empty()) failure = bad;
     }
 
     if (!io_failed && !reload.empty()) {
@@ -551,7 +658,7 @@ class limiter::impl {
           io_failed = true;
           break;
         }
-        if (std::string bad = parse_outcome(*reply, results[i]); !bad.empty()) failure = bad;
+        if (std::string bad = parse_outcome(*reply, results[i], granted[i]); !bad.empty()) failure = bad;
       }
     }
 
@@ -561,12 +668,37 @@ class limiter::impl {
     }
     for (std::size_t i = 0; i < batch.size(); ++i) {
       pending_check& item = batch[i];
-      if (results[i]) {
-        redis_decisions_.fetch_add(1, std::memory_order_relaxed);
-        invoke(item.done, to_decision(policies_[class_index(item.cls)], *results[i], false));
-      } else {
+      const window_policy& policy = policies_[class_index(item.cls)];
+      if (!results[i]) {
+        if (item.lease) abandon_lease(item.principal_id, item.cls, false);
         invoke(item.done, decide_locally(item.principal_id, item.cls));
+        continue;
       }
+      redis_decisions_.fetch_add(1, std::memory_order_relaxed);
+      const outcome& result = *results[i];
+      if (item.lease) {
+        // The request spends one token; the rest wait in the table until the window the lease was
+        // counted in ends or lease_ms pass, whichever comes first. Remaining, as the request sees
+        // it, counts the spare tokens as not yet spent. Its own answer goes before the waiters':
+        // they arrived after it.
+        auto waiters = settle_lease(item, granted[i], result, sent_ms);
+        outcome answer = result;
+        answer.remaining += std::max<std::int64_t>(0, granted[i] - 1);
+        invoke(item.done, to_decision(policy, answer, false));
+        answer_waiters(item, waiters, result);
+        continue;
+      }
+      if (!result.allowed && lease_tokens_ > 1) {
+        // A lease that arrived in this batch (or on another connection) for the same principal
+        // would otherwise sit unspent while this request is refused.
+        const auto ticket = allowances_.take(item.principal_id, item.cls, steady_now_ms(), false);
+        if (ticket.kind == allowance_table::verdict::spent) {
+          local_spends_.fetch_add(1, std::memory_order_relaxed);
+          invoke(item.done, spent_locally(policy, ticket.tokens));
+          continue;
+        }
+      }
+      invoke(item.done, to_decision(policy, result, false));
     }
     return failure.empty();
   }
@@ -642,7 +774,10 @@ class limiter::impl {
   const algorithm algorithm_;
   const std::array<window_policy, 2> policies_;  // indexed by class_index()
   const limiter_bounds bounds_;
+  const std::int64_t lease_tokens_;  // 1: no leases, every check asks Redis
+  const std::int64_t lease_ms_;
   local_limiter local_;
+  allowance_table allowances_;
 
   // Checks waiting for a worker, and the mode. `using_fallback_` and `epoch_` change only under
   // `mutex_` (so waiting workers never miss the change) but are read without it on hot paths.
@@ -670,6 +805,8 @@ class limiter::impl {
   std::atomic<std::uint64_t> fallback_decisions_{0};
   std::atomic<std::uint64_t> redis_failures_{0};
   std::atomic<std::uint64_t> transitions_to_fallback_{0};
+  std::atomic<std::uint64_t> local_spends_{0};
+  std::atomic<std::uint64_t> leases_{0};
 
   std::vector<std::thread> workers_;
   std::thread completer_;

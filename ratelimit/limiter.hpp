@@ -4,7 +4,8 @@
 //
 // Every check is decided by a Lua script in Redis (so every server process sharing that Redis
 // shares one allowance), on one of `redis.connections` worker threads that pipeline many checks
-// per round trip. When Redis is down, slow or refuses a command, checks are decided in process
+// per round trip, or spends a token this process leased from Redis earlier
+// (ratelimit.lease_tokens; ratelimit/allowance.hpp). When Redis is down, slow or refuses a command, checks are decided in process
 // with the same limits and the same algorithm until Redis answers again. See ratelimit/README.md
 // for how `burst` and `rate_per_second` become a window.
 //
@@ -41,6 +42,7 @@ struct limiter_bounds {
   std::int64_t completions_max = 65'536;        // decided checks waiting for their callback
   std::int64_t pings_max = 256;                 // readiness pings waiting for one probe
   std::int64_t fallback_entries_max = 100'000;  // principal x class counters kept in process
+  std::int64_t lease_entries_max = 100'000;     // principal x class leased allowances kept
 };
 
 class limiter {
@@ -56,20 +58,27 @@ class limiter {
   limiter(const limiter&) = delete;
   limiter& operator=(const limiter&) = delete;
 
-  // Never blocks the caller: `done` runs later on a limiter thread, exactly once (it must be
-  // cheap, e.g. post to an asio strand).
+  // Never blocks the caller: `done` runs exactly once, either later on a limiter thread or, when
+  // a token leased earlier from Redis is spent (ratelimit.lease_tokens > 1), at once on the
+  // caller's thread before check() returns. Either way it must be cheap (e.g. post to a strand)
+  // and must not call check() of the same limiter while holding a lock check() needs.
   void check(std::int64_t principal_id, route_class cls, std::function<void(decision)> done);
 
   // Asynchronous PING for readiness: `done(ok, detail)` runs on a limiter thread within about the
   // command timeout. Uses its own short-lived connection, so it reports whether Redis answers now.
   void ping(std::function<void(bool ok, std::string detail)> done);
 
+  // Every decided check is counted once: in Redis (its own answer, or the refusal of a lease it
+  // waited for), from a leased allowance, or in process.
   struct stats {
     std::uint64_t redis_decisions;
     std::uint64_t fallback_decisions;
     std::uint64_t redis_failures;
     std::uint64_t transitions_to_fallback;
     bool using_fallback;
+    std::uint64_t local_spends;          // checks admitted from a leased allowance, no Redis call
+    std::uint64_t leases;                // Redis answers that left spare tokens in the table
+    std::uint64_t lease_tokens_expired;  // leased tokens that expired unspent
   };
   stats snapshot() const;  // for /metrics
 

@@ -90,6 +90,8 @@ field_list fields(const settings& s) {
       {"ratelimit.burst", i(s.ratelimit.burst)},
       {"ratelimit.read_rate_per_second", i(s.ratelimit.read_rate_per_second)},
       {"ratelimit.read_burst", i(s.ratelimit.read_burst)},
+      {"ratelimit.lease_tokens", i(s.ratelimit.lease_tokens)},
+      {"ratelimit.lease_ms", i(s.ratelimit.lease_ms)},
       {"events.enabled", b(s.events.enabled)},
       {"events.batch_rows_max", i(s.events.batch_rows_max)},
       {"events.stream_maxlen", i(s.events.stream_maxlen)},
@@ -196,6 +198,8 @@ const field_list& documented_defaults() {
       {"ratelimit.burst", "200"},
       {"ratelimit.read_rate_per_second", "500"},
       {"ratelimit.read_burst", "1000"},
+      {"ratelimit.lease_tokens", "8"},
+      {"ratelimit.lease_ms", "250"},
       {"events.enabled", "true"},
       {"events.batch_rows_max", "50"},
       {"events.stream_maxlen", "1000000"},
@@ -377,6 +381,7 @@ TEST(environment, names_follow_the_key_rule_of_the_design) {
   EXPECT_EQ(env_name("redis", "url"), "WALLET_REDIS_URL");
   EXPECT_EQ(env_name("ratelimit", "rate_per_second"), "WALLET_RATELIMIT_RATE_PER_SECOND");
   EXPECT_EQ(env_name("ratelimit", "burst"), "WALLET_RATELIMIT_BURST");
+  EXPECT_EQ(env_name("ratelimit", "lease_tokens"), "WALLET_RATELIMIT_LEASE_TOKENS");
   EXPECT_EQ(env_name("auth", "bootstrap_key"), "WALLET_AUTH_BOOTSTRAP_KEY");
 
   const settings s = load_from("", {{"WALLET_DATABASE_URL", "postgresql://a@h:1/db"},

@@ -46,8 +46,26 @@ config::ratelimit_settings small_limits(const std::string& algo = "sliding") {
   s.rate_per_second = burst * 1000 / window_ms;
   s.read_burst = 50;
   s.read_rate_per_second = 25;
+  // Every check asks Redis (no leased allowance), so these tests count Redis decisions exactly.
+  s.lease_tokens = 1;
   return s;
 }
+
+// `burst` writes per 10 s window with leases of `lease_tokens`: a window long enough that a test
+// waiting for room in it runs inside one window, so the counts are exact.
+config::ratelimit_settings leasing_limits(std::int64_t burst_size, std::int64_t lease_tokens, std::int64_t lease_ms,
+                                          const std::string& algo = "sliding") {
+  config::ratelimit_settings s;
+  s.algorithm = algo;
+  s.burst = burst_size;
+  s.rate_per_second = burst_size / 10;
+  s.read_burst = burst_size;
+  s.read_rate_per_second = burst_size / 10;
+  s.lease_tokens = lease_tokens;
+  s.lease_ms = lease_ms;
+  return s;
+}
+constexpr std::int64_t leasing_window_ms = 10'000;
 
 // Collects decisions from many callbacks and waits, bounded, until all have arrived.
 class collector {
@@ -398,16 +416,20 @@ TEST(limiter_redis, disabled_allows_everything_with_headers) {
 
 TEST(limiter_redis, every_callback_runs_once_on_shutdown) {
   // A limiter destroyed while thousands of checks and some pings are in flight (against a live
-  // and against a paused Redis) still runs each callback exactly once before its destructor ends.
+  // and against a paused Redis, without and with leases, whose waiting checks must be answered
+  // too) still runs each callback exactly once before its destructor ends.
   redis_process server(test_support::free_port());
   ASSERT_NO_THROW(server.start());
-  for (bool paused : {false, true}) {
+  for (const auto& [paused, lease] :
+       std::vector<std::pair<bool, std::int64_t>>{{false, 1}, {true, 1}, {false, 8}, {true, 8}}) {
     constexpr int checks = 2000;
     constexpr int pings = 10;
     std::vector<std::atomic<int>> calls(checks);
     std::atomic<int> ping_calls{0};
     {
-      limiter l(redis_at(server.url()), small_limits());
+      config::ratelimit_settings limits = small_limits();
+      limits.lease_tokens = lease;
+      limiter l(redis_at(server.url()), limits);
       ASSERT_FALSE(check_now(l, unique_principal()).fallback);
       if (paused) server.pause();
       const std::int64_t principal = unique_principal();
@@ -420,6 +442,143 @@ TEST(limiter_redis, every_callback_runs_once_on_shutdown) {
     for (int i = 0; i < checks; ++i) ASSERT_EQ(calls[i].load(), 1) << "check " << i;
     EXPECT_EQ(ping_calls.load(), pings);
   }
+}
+
+TEST(limiter_leases, one_limiter_admits_exactly_the_allowance_then_refuses) {
+  // With leases of 4, one limiter checking one principal in sequence admits exactly `burst`,
+  // asking Redis once per lease (the last lease is cut to what is left), and the RateLimit header
+  // counts down by one per request as if every request had asked Redis. Then a concurrent burst
+  // from six threads through one connection admits exactly `burst` for a fresh principal.
+  const std::string url = test_support::redis_url();
+  for (const std::string algo : {"sliding", "fixed"}) {
+    config::redis_settings redis = redis_at(url);
+    redis.connections = 1;
+    limiter l(redis, leasing_limits(10, 4, 60'000, algo));
+    ratelimit_test::wait_for_window_room(url, leasing_window_ms, 5s);
+    const std::int64_t principal = unique_principal();
+    std::vector<std::int64_t> remaining;
+    int allowed = 0;
+    for (int i = 0; i < 15; ++i) {
+      const decision d = check_now(l, principal);
+      EXPECT_FALSE(d.fallback) << algo;
+      expect_header_matches(d);
+      if (d.allowed) {
+        ++allowed;
+        remaining.push_back(d.remaining);
+      } else {
+        EXPECT_GE(d.retry_after_s, 1) << algo;
+      }
+    }
+    EXPECT_EQ(allowed, 10) << algo;
+    EXPECT_EQ(remaining, (std::vector<std::int64_t>{9, 8, 7, 6, 5, 4, 3, 2, 1, 0})) << algo;
+    const limiter::stats stats = l.snapshot();
+    // Leases of 4, 4 and 2 tokens, then five refusals, each from Redis.
+    EXPECT_EQ(stats.leases, 3u) << algo;
+    EXPECT_EQ(stats.local_spends, 7u) << algo;
+    EXPECT_EQ(stats.redis_decisions, 8u) << algo;
+    EXPECT_EQ(stats.lease_tokens_expired, 0u) << algo;
+
+    const std::int64_t busy = unique_principal();
+    const auto results = fire({&l}, {{busy, 5}}, 6);
+    std::int64_t burst_allowed = 0;
+    for (const auto& [p, d] : results) {
+      EXPECT_FALSE(d.fallback) << algo;
+      burst_allowed += d.allowed;
+    }
+    EXPECT_EQ(burst_allowed, 10) << algo;
+  }
+}
+
+// Threads spread over `limiters` each check `principal` until they are refused; returns the total
+// admitted. A thread stops only on its own refusal, so no lease is left unspent at the end.
+std::int64_t hammer_until_refused(const std::vector<limiter*>& limiters, std::int64_t principal, int threads) {
+  std::atomic<std::int64_t> allowed{0};
+  std::atomic<bool> go{false};
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      while (!go.load()) std::this_thread::yield();
+      limiter& l = *limiters[static_cast<std::size_t>(t) % limiters.size()];
+      // Bounded: no thread can be admitted more often than the whole allowance.
+      for (int i = 0; i < 10'000; ++i) {
+        const decision d = check_now(l, principal);
+        EXPECT_FALSE(d.fallback);
+        if (!d.allowed) return;
+        allowed.fetch_add(1);
+      }
+      ADD_FAILURE() << "a thread was never refused";
+    });
+  }
+  go = true;
+  for (auto& thread : pool) thread.join();
+  return allowed.load();
+}
+
+TEST(limiter_leases, two_processes_never_exceed_the_shared_allowance) {
+  // Two limiters (two server processes to Redis), four threads each, hammering one principal:
+  // together they never admit more than the allowance of 200. Without leases they admit exactly
+  // 200; with leases of 8, threads that stop only on their own refusal leave no lease unspent, so
+  // they admit 200 too. A burst of a fixed size can strand what one limiter still holds: the
+  // total is then short by at most (L - 1) per limiter, the bound in ratelimit/README.md.
+  const std::string url = test_support::redis_url();
+  constexpr std::int64_t allowance = 200;
+  for (std::int64_t lease : {1, 8}) {
+    limiter first(redis_at(url), leasing_limits(allowance, lease, 60'000));
+    limiter second(redis_at(url), leasing_limits(allowance, lease, 60'000));
+    ratelimit_test::wait_for_window_room(url, leasing_window_ms, 5s);
+    EXPECT_EQ(hammer_until_refused({&first, &second}, unique_principal(), 8), allowance) << "lease " << lease;
+
+    const auto results = fire({&first, &second}, {{unique_principal(), 40}}, 8);
+    std::int64_t allowed = 0;
+    for (const auto& [p, d] : results) {
+      EXPECT_FALSE(d.fallback);
+      allowed += d.allowed;
+    }
+    EXPECT_LE(allowed, allowance) << "lease " << lease;
+    EXPECT_GE(allowed, allowance - 2 * (lease - 1)) << "lease " << lease;
+    if (lease == 1) {
+      EXPECT_EQ(allowed, allowance);
+      EXPECT_EQ(first.snapshot().local_spends + second.snapshot().local_spends, 0u);
+    } else {
+      EXPECT_GT(first.snapshot().local_spends + second.snapshot().local_spends, 0u);
+    }
+  }
+}
+
+TEST(limiter_leases, leftovers_expire_and_the_next_check_asks_redis) {
+  // A lease's spare tokens are spent locally while it lives; once lease_ms have passed the next
+  // check asks Redis again, and the unspent tokens are counted as expired.
+  const std::string url = test_support::redis_url();
+  constexpr std::int64_t lease_ms = 1000;
+  limiter l(redis_at(url), leasing_limits(100, 50, lease_ms));
+  ratelimit_test::wait_for_window_room(url, leasing_window_ms, 5s);
+  const std::int64_t principal = unique_principal();
+  const auto leased_at = std::chrono::steady_clock::now();
+  const decision first = check_now(l, principal);
+  ASSERT_TRUE(first.allowed);
+  EXPECT_EQ(first.remaining, 99);
+  const decision second = check_now(l, principal);
+  const bool within_lease = std::chrono::steady_clock::now() - leased_at < std::chrono::milliseconds(lease_ms);
+  EXPECT_TRUE(second.allowed);
+  limiter::stats stats = l.snapshot();
+  EXPECT_EQ(stats.redis_decisions, within_lease ? 1u : 2u);
+  EXPECT_EQ(stats.local_spends, within_lease ? 1u : 0u);
+  if (within_lease) {
+    EXPECT_EQ(second.remaining, 98);
+  }
+  ASSERT_TRUE(within_lease) << "the machine is too slow to observe a local spend within " << lease_ms << " ms";
+
+  // Once the lease's time has certainly passed, the next check goes to Redis.
+  std::this_thread::sleep_until(leased_at + std::chrono::milliseconds(lease_ms + 50));
+  const decision after = check_now(l, principal);
+  EXPECT_TRUE(after.allowed);
+  stats = l.snapshot();
+  EXPECT_EQ(stats.redis_decisions, 2u);
+  EXPECT_EQ(stats.local_spends, 1u);
+  EXPECT_EQ(stats.leases, 2u);
+  EXPECT_EQ(stats.lease_tokens_expired, 48u);
+  // The expired tokens stay counted in Redis: 50 + 50 taken, so the new lease is what is left.
+  EXPECT_EQ(after.remaining, 49);
 }
 
 }  // namespace

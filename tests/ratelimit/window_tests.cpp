@@ -1,15 +1,19 @@
-// The window arithmetic, the in-process limiter and URL parsing, without Redis.
+// The window arithmetic, the in-process limiter, the leased-allowance table and URL parsing,
+// without Redis.
 
 #include <gtest/gtest.h>
 
 #include <set>
 
+#include "ratelimit/allowance.hpp"
 #include "ratelimit/local_limiter.hpp"
 #include "ratelimit/redis_url.hpp"
 #include "ratelimit/window.hpp"
 
 namespace ratelimit {
 namespace {
+
+using verdict = allowance_table::verdict;
 
 config::ratelimit_settings limits(std::int64_t rate, std::int64_t burst) {
   config::ratelimit_settings s;
@@ -140,6 +144,127 @@ TEST(local_limiter, memory_is_bounded_and_stale_counters_are_pruned) {
     EXPECT_EQ(local.take(p, route_class::write, policy, later).remaining, 3);
   }
   EXPECT_LE(local.size(), 160);
+}
+
+TEST(allowance_table, spends_a_lease_then_asks_for_the_next) {
+  // An empty entry starts one lease and no second one while it is in flight; the settled lease's
+  // spare tokens are spent one by one with the header values counting down and the reset moving
+  // with the clock; once they are gone the next take starts a new lease.
+  allowance_table table(1000);
+  const std::int64_t now = 1'000'000;
+  const auto first = table.take(7, route_class::write, now, true);
+  EXPECT_NE(first.kind, verdict::spent);
+  EXPECT_EQ(first.kind, verdict::lease);
+  const auto while_leasing = table.take(7, route_class::write, now, true);
+  EXPECT_NE(while_leasing.kind, verdict::spent);
+  EXPECT_NE(while_leasing.kind, verdict::lease);
+  // Another class and another principal are separate entries.
+  EXPECT_EQ(table.take(7, route_class::read, now, true).kind, verdict::lease);
+  EXPECT_NE(table.take(8, route_class::write, now, false).kind, verdict::lease);
+
+  table.settle(7, route_class::write, 3, 6, now + 1, now + 100, now + 500);
+  std::vector<std::int64_t> remaining;
+  for (int i = 0; i < 3; ++i) {
+    const auto t = table.take(7, route_class::write, now + 10 * i, true);
+    ASSERT_EQ(t.kind, verdict::spent);
+    EXPECT_NE(t.kind, verdict::lease);
+    remaining.push_back(t.tokens.remaining);
+    EXPECT_EQ(t.tokens.reset_ms, 500 - 10 * i);
+  }
+  EXPECT_EQ(remaining, (std::vector<std::int64_t>{8, 7, 6}));
+  const auto spent = table.take(7, route_class::write, now + 30, true);
+  EXPECT_NE(spent.kind, verdict::spent);
+  EXPECT_EQ(spent.kind, verdict::lease);
+  EXPECT_EQ(table.expired_tokens(), 0u);
+}
+
+TEST(allowance_table, leftovers_expire_and_are_counted) {
+  // Tokens not spent by a lease's expiry are dropped and counted; a refused or abandoned lease
+  // leaves nothing behind; a lease that lands already expired is counted as expired at once.
+  allowance_table table(1000);
+  const std::int64_t now = 2'000'000;
+  ASSERT_EQ(table.take(1, route_class::write, now, true).kind, verdict::lease);
+  table.settle(1, route_class::write, 5, 10, now, now + 100, now + 1000);
+  EXPECT_EQ(table.take(1, route_class::write, now + 99, true).kind, verdict::spent);
+  const auto expired = table.take(1, route_class::write, now + 100, true);
+  EXPECT_NE(expired.kind, verdict::spent);
+  EXPECT_EQ(expired.kind, verdict::lease);
+  EXPECT_EQ(table.expired_tokens(), 4u);
+
+  table.settle(1, route_class::write, 0, 0, now + 101, now + 101, now + 101);
+  EXPECT_EQ(table.size(), 0);
+  ASSERT_EQ(table.take(1, route_class::write, now + 200, true).kind, verdict::lease);
+  table.settle(1, route_class::write, 3, 0, now + 300, now + 250, now + 1000);
+  EXPECT_EQ(table.expired_tokens(), 7u);
+  EXPECT_NE(table.take(1, route_class::write, now + 300, false).kind, verdict::spent);
+}
+
+TEST(allowance_table, memory_is_bounded_and_expired_entries_make_room) {
+  // Far more principals than entries_max (10 per shard) never grow the table past the bound; a
+  // principal that finds no room gets no lease (its check asks Redis for one token); once leases
+  // expire, their entries make room, but an entry with a lease in flight is never dropped.
+  allowance_table table(160);
+  const std::int64_t now = 3'000'000;
+  std::int64_t leased = 0;
+  for (std::int64_t p = 0; p < 10'000; ++p) {
+    if (table.take(p, route_class::write, now, true).kind != verdict::lease) continue;
+    ++leased;
+    table.settle(p, route_class::write, 4, 0, now, now + 100, now + 1000);
+  }
+  EXPECT_LE(table.size(), 160);
+  EXPECT_LE(leased, 160);
+  EXPECT_GE(leased, 16);
+
+  const std::int64_t later = now + 200;
+  for (std::int64_t p = 0; p < 10'000; ++p)
+    EXPECT_NE(table.take(p, route_class::write, later, false).kind, verdict::spent);
+  EXPECT_EQ(table.expired_tokens(), static_cast<std::uint64_t>(4 * leased));
+  for (std::int64_t p = 20'000; p < 20'010; ++p) {
+    EXPECT_EQ(table.take(p, route_class::write, later, true).kind, verdict::lease) << p;
+  }
+  EXPECT_LE(table.size(), 160);
+
+  // A table holding only leases in flight has nothing to prune: a newcomer gets no lease.
+  allowance_table busy(16);
+  for (std::int64_t p = 0; p < 1000; ++p) busy.take(p, route_class::write, now, true);
+  EXPECT_LE(busy.size(), 16);
+  std::int64_t refused = 0;
+  for (std::int64_t p = 5000; p < 5100; ++p)
+    refused += busy.take(p, route_class::write, now + 1000, true).kind == verdict::ask;
+  EXPECT_EQ(refused, 100);
+  EXPECT_LE(busy.size(), 16);
+}
+
+TEST(allowance_table, waiters_are_served_from_the_lease_in_order) {
+  // Checks that find a lease in flight wait for it, at most `waiters_max` of them (later ones ask
+  // Redis themselves); the settled lease serves them first, in arrival order, with the header
+  // counting down; waiters it cannot serve come back without a token; a refused lease serves none.
+  allowance_table table(1000);
+  const std::int64_t now = 4'000'000;
+  ASSERT_EQ(table.take(9, route_class::write, now, true).kind, verdict::lease);
+  std::vector<int> order;
+  for (int i = 0; i < 4; ++i) {
+    allowance_table::callback done = [&order, i](decision) { order.push_back(i); };
+    const auto t = table.take(9, route_class::write, now, true, &done, 3);
+    EXPECT_EQ(t.kind, i < 3 ? verdict::waiting : verdict::ask) << i;
+  }
+  auto waiters = table.settle(9, route_class::write, 2, 5, now + 2, now + 100, now + 900);
+  ASSERT_EQ(waiters.size(), 3u);
+  ASSERT_TRUE(waiters[0].tokens && waiters[1].tokens);
+  EXPECT_EQ(waiters[0].tokens->remaining, 6);
+  EXPECT_EQ(waiters[1].tokens->remaining, 5);
+  EXPECT_EQ(waiters[1].tokens->reset_ms, 898);
+  EXPECT_FALSE(waiters[2].tokens);
+  for (auto& w : waiters) w.done(decision{});
+  EXPECT_EQ(order, (std::vector<int>{0, 1, 2}));
+  // The lease is used up: the next check leases again.
+  ASSERT_EQ(table.take(9, route_class::write, now + 3, true).kind, verdict::lease);
+  allowance_table::callback late = [](decision) {};
+  ASSERT_EQ(table.take(9, route_class::write, now + 3, true, &late, 3).kind, verdict::waiting);
+  waiters = table.settle(9, route_class::write, 0, 0, now + 4, now + 100, now + 900);
+  ASSERT_EQ(waiters.size(), 1u);
+  EXPECT_FALSE(waiters[0].tokens);
+  EXPECT_EQ(table.size(), 0);
 }
 
 TEST(redis_url, parses_what_hiredis_can_use) {
