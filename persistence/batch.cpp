@@ -100,8 +100,10 @@ constexpr const char* k_insert_outbox_sql =
 
 // Replaces $1..$n of `sql` by the quoted `literals` (n < 10).
 std::string bind_literals(std::string_view sql, const std::vector<std::string>& literals) {
+  std::size_t size = sql.size();
+  for (const auto& literal : literals) size += literal.size();
   std::string out;
-  out.reserve(sql.size() + 64);
+  out.reserve(size);
   for (std::size_t i = 0; i < sql.size(); ++i) {
     if (sql[i] == '$' && i + 1 < sql.size() && sql[i + 1] >= '1' && sql[i + 1] <= '9') {
       const auto n = static_cast<std::size_t>(sql[i + 1] - '1');

@@ -15,6 +15,8 @@
 #include <chrono>
 #include <thread>
 #include <functional>
+#include <limits>
+#include <optional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -214,6 +216,37 @@ TEST(columns, an_unknown_enum_text_is_an_error_not_a_default) {
   EXPECT_THROW(parse_column(ledger::parse_role, "superuser", "principal.role"), unknown_value);
   EXPECT_THROW(parse_column(ledger::parse_account_status, "suspended", "account.status"), unknown_value);
   EXPECT_THROW(parse_column(ledger::parse_account_kind, "", "account.kind"), unknown_value);
+}
+
+// The array literals a writer sends its batches in read back exactly as they were built, whatever
+// the text holds: quotes, backslashes, commas, braces, the word NULL, an empty string, and long runs
+// without any of them; integers at the int64 edges, and NULL for a missing one.
+TEST(arrays, array_literals_read_back_exactly_in_postgresql) {
+  auto conn = connect(options_for(test_support::database_url(), k_application_name));
+  const std::vector<std::string> texts = {"plain", "with \"quotes\"",      "back\\slash\\", "{braces},comma",  "NULL",
+                                          "",      std::string(5000, 'x'), "\\\"",          "caf\u00e9 \u20ac"};
+  const std::vector<std::int64_t> integers = {0, -1, 42, std::numeric_limits<std::int64_t>::min(),
+                                              std::numeric_limits<std::int64_t>::max()};
+  const std::vector<std::optional<std::int64_t>> optional = {7, std::nullopt, -7};
+  pqxx::read_transaction txn(*conn);
+  std::vector<std::string> texts_back;
+  for (const auto& row : txn.exec("SELECT t FROM unnest(" + txn.quote(pg_array(texts)) +
+                                  "::text[]) WITH ORDINALITY AS a(t, n) ORDER BY n")) {
+    texts_back.push_back(row[0].as<std::string>());
+  }
+  EXPECT_EQ(texts_back, texts);
+  std::vector<std::int64_t> integers_back;
+  for (const auto& row : txn.exec("SELECT i FROM unnest(" + txn.quote(pg_array(integers)) +
+                                  "::bigint[]) WITH ORDINALITY AS a(i, n) ORDER BY n")) {
+    integers_back.push_back(row[0].as<std::int64_t>());
+  }
+  EXPECT_EQ(integers_back, integers);
+  std::vector<std::optional<std::int64_t>> optional_back;
+  for (const auto& row : txn.exec("SELECT i FROM unnest(" + txn.quote(pg_array(optional)) +
+                                  "::bigint[]) WITH ORDINALITY AS a(i, n) ORDER BY n")) {
+    optional_back.push_back(row[0].is_null() ? std::nullopt : std::optional<std::int64_t>(row[0].as<std::int64_t>()));
+  }
+  EXPECT_EQ(optional_back, optional);
 }
 
 TEST(migrations, applying_twice_applies_nothing_the_second_time) {
