@@ -176,7 +176,9 @@ fi
   echo "# Payday: batch endpoint vs. single requests vs. the classic row-lock design"
   echo
   echo "- Date: $(date -u '+%Y-%m-%d %H:%M UTC'); machine: $(nproc) CPUs, $(free -g | awk '/Mem:/ {print $2}') GB RAM."
-  echo "- Reproduce: \`bench/payday_batch.sh --duration $duration\` (Release build in build-bench; private PostgreSQL and Redis, fsync on)."
+  users_arg=""
+  [[ $batch_users != 2 ]] && users_arg=" --batch-users $batch_users"
+  echo "- Reproduce: \`bench/payday_batch.sh --duration $duration$users_arg\` (Release build in build-bench; private PostgreSQL and Redis, fsync on)."
   echo "- Load average at the start: $(cut -d' ' -f1-3 "$out/load-start.txt"); at the end: $(cut -d' ' -f1-3 "$out/load-end.txt")."
   echo "- Salary accounts: $salaries (the employer is hot, 16 shards); amounts 1 to 100 minor units."
   [[ -n $shared ]] && echo "$shared"
