@@ -7,21 +7,8 @@
 
 namespace ratelimit {
 
-allowance_table::allowance_table(std::int64_t entries_max)
-    : entries_per_shard_max_(std::max<std::int64_t>(1, entries_max / std::int64_t{shard_count_})) {
+allowance_table::allowance_table(std::int64_t entries_max) : table_(entries_max) {
   WALLET_ASSERT(entries_max >= 1, "lease_entries_max must be positive");
-}
-
-std::size_t allowance_table::key_hash::operator()(const key& k) const noexcept {
-  // splitmix64's finalizer, as in local_limiter: shards stay even for ids sharing low bits.
-  std::uint64_t x = (static_cast<std::uint64_t>(k.principal_id) << 1) ^ static_cast<std::uint64_t>(k.cls);
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return static_cast<std::size_t>(x ^ (x >> 31));
-}
-
-allowance_table::shard& allowance_table::shard_for(const key& k) {
-  return shards_[(key_hash{}(k) >> 56) % shard_count_];
 }
 
 void allowance_table::expire(entry& e, std::int64_t now_ms) {
@@ -31,25 +18,10 @@ void allowance_table::expire(entry& e, std::int64_t now_ms) {
   }
 }
 
-allowance_table::entry* allowance_table::insert(shard& s, const key& k, std::int64_t now_ms) {
-  if (static_cast<std::int64_t>(s.entries.size()) >= entries_per_shard_max_) {
-    if (now_ms - s.last_prune_ms < prune_interval_ms_) return nullptr;
-    s.last_prune_ms = now_ms;
-    // An entry with a lease in flight stays: its answer must find it (and there are at most as
-    // many as checks queued for Redis).
-    for (auto it = s.entries.begin(); it != s.entries.end();) {
-      expire(it->second, now_ms);
-      it = it->second.tokens == 0 && !it->second.leasing ? s.entries.erase(it) : std::next(it);
-    }
-    if (static_cast<std::int64_t>(s.entries.size()) >= entries_per_shard_max_) return nullptr;
-  }
-  return &s.entries.emplace(k, entry{}).first->second;
-}
-
 allowance_table::ticket allowance_table::take(std::int64_t principal_id, route_class cls, std::int64_t now_ms,
                                               bool may_lease, callback* done, std::int64_t waiters_max) {
-  const key k{principal_id, cls};
-  shard& s = shard_for(k);
+  const table::key k{principal_id, cls};
+  table::shard& s = table_.shard_for(k);
   std::lock_guard lock(s.mutex);
   ticket result;
   auto it = s.entries.find(k);
@@ -75,7 +47,12 @@ allowance_table::ticket allowance_table::take(std::int64_t principal_id, route_c
     return result;
   }
   if (!may_lease) return result;
-  entry* e = insert(s, k, now_ms);
+  // An entry with a lease in flight stays: its answer must find it (and there are at most as many
+  // as checks queued for Redis).
+  entry* e = table_.insert(s, k, now_ms, [this](entry& old, std::int64_t now) {
+    expire(old, now);
+    return old.tokens == 0 && !old.leasing;
+  });
   if (e == nullptr) return result;
   e->leasing = true;
   result.kind = verdict::lease;
@@ -87,8 +64,8 @@ std::vector<allowance_table::waiter> allowance_table::settle(std::int64_t princi
                                                              std::int64_t now_ms, std::int64_t expires_ms,
                                                              std::int64_t reset_at_ms) {
   WALLET_ASSERT(spare >= 0, "a lease cannot have negative spare tokens");
-  const key k{principal_id, cls};
-  shard& s = shard_for(k);
+  const table::key k{principal_id, cls};
+  table::shard& s = table_.shard_for(k);
   std::lock_guard lock(s.mutex);
   auto it = s.entries.find(k);
   WALLET_ASSERT(it != s.entries.end() && it->second.leasing, "a lease is settled only after take() started it");
@@ -123,13 +100,6 @@ std::vector<allowance_table::waiter> allowance_table::settle(std::int64_t princi
   return served;
 }
 
-std::int64_t allowance_table::size() const {
-  std::int64_t total = 0;
-  for (const shard& s : shards_) {
-    std::lock_guard lock(s.mutex);
-    total += static_cast<std::int64_t>(s.entries.size());
-  }
-  return total;
-}
+std::int64_t allowance_table::size() const { return table_.size(); }
 
 }  // namespace ratelimit

@@ -19,16 +19,14 @@
 // Time is passed in by the caller (milliseconds on a monotonic clock), so tests can move it.
 // Thread-safe: the entries are split into shards, each behind its own mutex.
 
-#include <array>
 #include <atomic>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <optional>
-#include <unordered_map>
 #include <vector>
 
 #include "ratelimit/limiter.hpp"
+#include "ratelimit/principal_table.hpp"
 
 namespace ratelimit {
 
@@ -80,14 +78,6 @@ class allowance_table {
   std::uint64_t expired_tokens() const { return expired_tokens_.load(std::memory_order_relaxed); }
 
  private:
-  struct key {
-    std::int64_t principal_id;
-    route_class cls;
-    bool operator==(const key&) const = default;
-  };
-  struct key_hash {
-    std::size_t operator()(const key& k) const noexcept;
-  };
   struct entry {
     std::int64_t tokens = 0;
     std::int64_t shared_remaining = 0;
@@ -96,22 +86,11 @@ class allowance_table {
     bool leasing = false;
     std::vector<callback> waiters;  // only while `leasing`
   };
-  struct shard {
-    mutable std::mutex mutex;
-    std::unordered_map<key, entry, key_hash> entries;
-    std::int64_t last_prune_ms = 0;
-  };
-  static constexpr std::size_t shard_count_ = 16;
-  // A full shard is scanned at most this often, so a flood of new principals against a full
-  // table costs one scan per interval, not one per request.
-  static constexpr std::int64_t prune_interval_ms_ = 100;
+  using table = principal_table<entry>;
 
-  shard& shard_for(const key& k);
   void expire(entry& e, std::int64_t now_ms);
-  entry* insert(shard& s, const key& k, std::int64_t now_ms);
 
-  std::int64_t entries_per_shard_max_;
-  std::array<shard, shard_count_> shards_;
+  table table_;
   std::atomic<std::uint64_t> expired_tokens_{0};
 };
 

@@ -8,12 +8,10 @@
 //
 // Thread-safe: the counters are split into shards, each behind its own mutex.
 
-#include <array>
 #include <cstdint>
-#include <mutex>
-#include <unordered_map>
 
 #include "ratelimit/limiter.hpp"
+#include "ratelimit/principal_table.hpp"
 #include "ratelimit/window.hpp"
 
 namespace ratelimit {
@@ -29,35 +27,18 @@ class local_limiter {
   std::int64_t size() const;
 
  private:
-  struct key {
-    std::int64_t principal_id;
-    route_class cls;
-    bool operator==(const key&) const = default;
-  };
-  struct key_hash {
-    std::size_t operator()(const key& k) const noexcept;
-  };
   struct entry {
     std::int64_t window_index = 0;
     std::int64_t window_ms = 0;
     std::int64_t current = 0;
     std::int64_t previous = 0;
   };
-  struct shard {
-    mutable std::mutex mutex;
-    std::unordered_map<key, entry, key_hash> entries;
-    std::int64_t last_prune_ms = 0;
-  };
-  static constexpr std::size_t shard_count_ = 16;
-  // A full shard is scanned at most this often, so a flood of new principals against a full
-  // table costs one scan per interval, not one per request.
-  static constexpr std::int64_t prune_interval_ms_ = 100;
+  using table = principal_table<entry>;
 
-  entry* find_or_insert(shard& s, const key& k, std::int64_t now_ms);
+  entry* find_or_insert(table::shard& s, const table::key& k, std::int64_t now_ms);
 
   algorithm algorithm_;
-  std::int64_t entries_per_shard_max_;
-  std::array<shard, shard_count_> shards_;
+  table table_;
 };
 
 }  // namespace ratelimit
