@@ -11,6 +11,8 @@
 # Uses the benchmark's private services under var/bench (PostgreSQL 55434, Redis 56381).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
 
 workload=hot-merchant
 rate=4500
@@ -31,10 +33,7 @@ out=bench/out/cpu
 mkdir -p "$out"
 
 bash scripts/install-deps.sh
-cmake -S . -B build-bench -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_CXX_FLAGS="-Wno-error=restrict -Wno-error=stringop-overflow" >/dev/null
-ninja -j2 -C build-bench wallet-server wallet-loadgen wallet-admin > "$out/build.log" 2>&1 \
-  || { tail -40 "$out/build.log" >&2; exit 1; }
+build_release build-bench "$out/build.log" wallet-server wallet-loadgen wallet-admin
 bash scripts/services.sh start "$var_dir" 55434 56381 >/dev/null
 bash scripts/services.sh reset-db "$var_dir" >/dev/null
 redis-cli -p 56381 flushall >/dev/null
@@ -56,11 +55,7 @@ operator_key="cpu-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
   exec build-bench/tools/server/wallet-server --http-port "$http_port"
 ) > "$out/server.log" 2>&1 &
 server_pid=$!
-for _ in $(seq 1 300); do
-  curl -fsS "http://127.0.0.1:$http_port/readyz" >/dev/null 2>&1 && break
-  kill -0 "$server_pid" 2>/dev/null || { tail -20 "$out/server.log" >&2; exit 1; }
-  sleep 0.1
-done
+wait_until_ready "$http_port" "$out/server.log"
 
 loadgen() {
   nice -n -10 build-bench/tools/loadgen/wallet-loadgen --host 127.0.0.1 --port "$http_port" \

@@ -14,6 +14,8 @@
 #   BENCH_PG_PORT / BENCH_REDIS_PORT choose the private services' ports (default 55444 / 56394).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
 
 duration=20
 batch_users=2
@@ -35,24 +37,10 @@ salaries=10000
 mkdir -p "$out"
 cp /proc/loadavg "$out/load-start.txt"
 
-cmake -S . -B build-bench -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_CXX_FLAGS="-Wno-error=restrict -Wno-error=stringop-overflow" >/dev/null
-nice ninja -j2 -C build-bench wallet-server wallet-loadgen wallet-admin > "$out/build.log" 2>&1 \
-  || { tail -40 "$out/build.log" >&2; exit 1; }
+build_release build-bench "$out/build.log" wallet-server wallet-loadgen wallet-admin
 
 bash scripts/services.sh start "$var_dir" "$pg_port" "$redis_port"
-server_pid=
-stop_server() {
-  if [[ -n $server_pid ]] && kill -0 "$server_pid" 2>/dev/null; then
-    kill -TERM "$server_pid"
-    for _ in $(seq 1 100); do kill -0 "$server_pid" 2>/dev/null || break; sleep 0.1; done
-    kill -0 "$server_pid" 2>/dev/null && kill -KILL "$server_pid"
-    wait "$server_pid" 2>/dev/null || true
-  fi
-  server_pid=
-}
 trap 'stop_server; bash scripts/services.sh stop "$var_dir"' EXIT
-psql_admin() { psql -X -q -h 127.0.0.1 -p "$pg_port" -U postgres -v ON_ERROR_STOP=1 "$@"; }
 
 # p99 and max in ms from pgbench's per-transaction logs (third column: latency in us).
 log_p99() {
@@ -93,10 +81,7 @@ operator_key="bench-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
   exec build-bench/tools/server/wallet-server --http-port "$http_port"
 ) > "$out/server.log" 2>&1 &
 server_pid=$!
-for _ in $(seq 1 300); do
-  curl -fsS "http://127.0.0.1:$http_port/readyz" >/dev/null 2>&1 && break
-  sleep 0.1
-done
+wait_until_ready "$http_port" "$out/server.log"
 loadgen() {
   nice -n -10 build-bench/tools/loadgen/wallet-loadgen --host 127.0.0.1 --port "$http_port" \
     --operator-key "$operator_key" --quiet --workload payday --accounts "$salaries" --hot-shards 16 \

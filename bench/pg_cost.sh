@@ -22,6 +22,8 @@
 # directory) and the pg_stat_statements and pg_walinspect extensions in its wallet database.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
 
 transfers=20000
 rate=1000
@@ -48,26 +50,11 @@ rm -rf "$out"
 mkdir -p "$out"
 
 if [[ -z ${PGCOST_SKIP_BUILD:-} ]]; then
-  # The same Release flags as bench/run.sh (GCC 12 -O3 false positives stay warnings).
-  cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-    -DCMAKE_CXX_FLAGS="-Wno-error=restrict -Wno-error=stringop-overflow" >/dev/null
-  nice ninja -j2 -C "$build_dir" wallet-server wallet-loadgen wallet-admin > "$out/build.log" 2>&1 \
-    || { tail -40 "$out/build.log" >&2; exit 1; }
+  build_release "$build_dir" "$out/build.log" wallet-server wallet-loadgen wallet-admin
 fi
 
 bash scripts/services.sh start "$var_dir" "$pg_port" "$redis_port"
-server_pid=
-stop_server() {
-  if [[ -n $server_pid ]] && kill -0 "$server_pid" 2>/dev/null; then
-    kill -TERM "$server_pid"
-    for _ in $(seq 1 100); do kill -0 "$server_pid" 2>/dev/null || break; sleep 0.1; done
-    kill -0 "$server_pid" 2>/dev/null && kill -KILL "$server_pid"
-    wait "$server_pid" 2>/dev/null || true
-  fi
-  server_pid=
-}
 trap 'stop_server; bash scripts/services.sh stop "$var_dir"' EXIT
-psql_admin() { psql -X -q -h 127.0.0.1 -p "$pg_port" -U postgres -v ON_ERROR_STOP=1 "$@"; }
 
 # pg_stat_statements must be preloaded: set in this instance's own postgresql.auto.conf, then
 # restarted once.
@@ -97,11 +84,7 @@ operator_key="pgcost-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
   exec "$build_dir"/tools/server/wallet-server --http-port "$http_port"
 ) > "$out/server.log" 2>&1 &
 server_pid=$!
-for _ in $(seq 1 300); do
-  curl -fsS "http://127.0.0.1:$http_port/readyz" >/dev/null 2>&1 && break
-  kill -0 "$server_pid" 2>/dev/null || { tail -30 "$out/server.log" >&2; exit 1; }
-  sleep 0.1
-done
+wait_until_ready "$http_port" "$out/server.log"
 psql_admin -d wallet -c "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" \
   -c "CREATE EXTENSION IF NOT EXISTS pg_walinspect"
 

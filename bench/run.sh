@@ -16,6 +16,8 @@
 # fsync on (never --fast): a benchmark that does not flush its commits measures nothing useful.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
 
 run_baseline=yes
 run_server=yes
@@ -59,7 +61,6 @@ if [[ $keep_services == no ]]; then
   trap 'bash scripts/services.sh stop "$var_dir"' EXIT
 fi
 
-psql_admin() { psql -X -q -h 127.0.0.1 -p "$pg_port" -U postgres -v ON_ERROR_STOP=1 "$@"; }
 
 # ---------------------------------------------------------------------------------------------
 # Part 1: the classic row-lock design under pgbench.
@@ -135,16 +136,6 @@ fi
 # Part 2: the wallet server under wallet-loadgen.
 # ---------------------------------------------------------------------------------------------
 
-server_pid=
-stop_server() {
-  if [[ -n $server_pid ]] && kill -0 "$server_pid" 2>/dev/null; then
-    kill -TERM "$server_pid"
-    for _ in $(seq 1 100); do kill -0 "$server_pid" 2>/dev/null || break; sleep 0.1; done
-    kill -0 "$server_pid" 2>/dev/null && kill -KILL "$server_pid"
-    wait "$server_pid" 2>/dev/null || true
-  fi
-  server_pid=
-}
 
 # Starts the server. Arguments: the per-user rate limit of money-moving requests per second, and
 # whether to start from an empty database. The throughput runs set the limit far above what one
@@ -175,14 +166,7 @@ start_server() {
     exec "$server_bin" --http-port "$http_port"
   ) >> "$out/server.log" 2>&1 &
   server_pid=$!
-  for _ in $(seq 1 300); do
-    if curl -fsS "http://127.0.0.1:$http_port/readyz" >/dev/null 2>&1; then return 0; fi
-    kill -0 "$server_pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  echo "bench: the server did not become ready; its log:" >&2
-  tail -30 "$out/server.log" >&2
-  exit 1
+  wait_until_ready "$http_port" "$out/server.log"
 }
 
 # The load generator runs at a higher scheduling priority: it needs little CPU (a few percent of a
@@ -194,16 +178,11 @@ loadgen() {
 }
 
 if [[ $run_server == yes ]]; then
-  # GCC 12 at -O3 reports false -Wrestrict / -Wstringop-overflow errors inside std::string
-  # (GCC bugs 105329 and 105651) that -O2 builds never see; they stay warnings here so that a
-  # Release build of code that is clean at -O2 does not stop the benchmark.
-  cmake -S . -B build-bench -G Ninja -DCMAKE_BUILD_TYPE=Release \
-    -DCMAKE_CXX_FLAGS="-Wno-error=restrict -Wno-error=stringop-overflow" >/dev/null
   server_bin=${BENCH_SERVER_BIN:-build-bench/tools/server/wallet-server}
   verify_args=()
   targets=(wallet-server wallet-loadgen)
   [[ -n ${BENCH_SERVER_BIN:-} ]] && targets=(wallet-loadgen "$(basename "$server_bin")")
-  ninja -j2 -C build-bench "${targets[@]}" > "$out/build.log" 2>&1 || { tail -40 "$out/build.log" >&2; exit 1; }
+  build_release build-bench "$out/build.log" "${targets[@]}"
   if [[ -z ${BENCH_SERVER_BIN:-} ]]; then
     ninja -j2 -C build-bench wallet-admin >> "$out/build.log" 2>&1 || true
     # Acknowledged transactions are checked with one query per 2,000 ids instead of one GET each:

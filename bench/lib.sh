@@ -1,0 +1,45 @@
+# Shell functions the benchmark scripts share; sourced, not run. The caller sets `server_pid` when
+# it starts a server, and `pg_port` before it calls psql_admin.
+
+# Builds TARGETS in Release in BUILD_DIR, logging to LOG; on failure prints the log's tail and
+# exits. GCC 12 at -O3 reports false -Wrestrict / -Wstringop-overflow errors inside std::string
+# (GCC bugs 105329 and 105651) that -O2 builds never see; they stay warnings here so that a Release
+# build of code that is clean at -O2 does not stop a benchmark.
+#   build_release BUILD_DIR LOG TARGET...
+build_release() {
+  local build_dir=$1 log=$2
+  shift 2
+  cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_CXX_FLAGS="-Wno-error=restrict -Wno-error=stringop-overflow" >/dev/null
+  nice ninja -j2 -C "$build_dir" "$@" > "$log" 2>&1 || { tail -40 "$log" >&2; exit 1; }
+}
+
+# Stops the server started as $server_pid: TERM, up to 10 s to drain, then KILL.
+server_pid=
+stop_server() {
+  if [[ -n $server_pid ]] && kill -0 "$server_pid" 2>/dev/null; then
+    kill -TERM "$server_pid"
+    for _ in $(seq 1 100); do kill -0 "$server_pid" 2>/dev/null || break; sleep 0.1; done
+    kill -0 "$server_pid" 2>/dev/null && kill -KILL "$server_pid"
+    wait "$server_pid" 2>/dev/null || true
+  fi
+  server_pid=
+}
+
+# Waits until the server on PORT answers /readyz; if it exits or is not ready within 30 s, prints
+# the tail of its LOG and exits.
+#   wait_until_ready PORT LOG
+wait_until_ready() {
+  local port=$1 log=$2
+  for _ in $(seq 1 300); do
+    curl -fsS "http://127.0.0.1:$port/readyz" >/dev/null 2>&1 && return 0
+    kill -0 "$server_pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  echo "bench: the server did not become ready; its log:" >&2
+  tail -30 "$log" >&2
+  exit 1
+}
+
+# psql as the private instance's superuser, stopping at the first error.
+psql_admin() { psql -X -q -h 127.0.0.1 -p "$pg_port" -U postgres -v ON_ERROR_STOP=1 "$@"; }
