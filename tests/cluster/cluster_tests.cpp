@@ -237,10 +237,24 @@ TEST_F(two_nodes, a_paused_node_commits_no_debit_under_the_lease_it_lost) {
   http_client ca(a().port());
   int created_by_a = 0;
   if (taken) {
+    // The new holder serves the account, but a debit b's writer was committing when it stopped
+    // may still hold the account's row until PostgreSQL ends b's idle transaction: until then a's
+    // debits answer 503 with Retry-After, and each is retried with its key until it is decided.
     for (int i = 0; i < 10; ++i) {
-      if (ca.post("/v1/transfers", user.key, transfer_body(payer, payee, 10), unique_key("new-holder")).status == 201) {
-        ++created_by_a;
-      }
+      const auto key = unique_key("new-holder");
+      int status = 0;
+      EXPECT_TRUE(eventually(
+          [&] {
+            auto r = ca.post("/v1/transfers", user.key, transfer_body(payer, payee, 10), key);
+            status = r.status;
+            if (r.status == 503) {
+              EXPECT_FALSE(r.header("Retry-After").empty()) << r.body;
+            }
+            return r.status != 503;
+          },
+          60s, 50ms));
+      EXPECT_EQ(status, 201);
+      if (status == 201) ++created_by_a;
     }
   }
   b().send_signal(SIGCONT);
