@@ -73,10 +73,17 @@ constexpr const char* k_find_payments_sql =
     "  JOIN unnest($1::bigint[], $2::text[]) AS k(provider_id, payment_id)"
     "    ON p.provider_id = k.provider_id AND p.payment_id = k.payment_id";
 
-// The four writes of a batch are sent as ONE multi-statement query: one round trip instead of
-// four (measured: COMMIT's WAL flush and the round trips dominate a batch on this machine).
-// They are therefore not prepared; the array parameters are passed as quoted literals, and
-// each statement is a named template whose $n are replaced in order.
+// The four writes of a batch. A small batch sends them as ONE multi-statement query: one round
+// trip instead of four (measured: COMMIT's WAL flush and the round trips dominate a small batch on
+// this machine), with the array parameters as quoted literals put in place of the templates' $n.
+// A large one (k_prepared_writes_min postings or more) sends them prepared, each array one text
+// parameter: PostgreSQL then neither scans a statement of several hundred kB for its literals nor
+// parses and plans it again, and nothing is quoted (bench/PAYDAY_BATCH.md).
+constexpr std::size_t k_prepared_writes_min = 64;
+constexpr const char* k_insert_journal = "posting_insert_journal";
+constexpr const char* k_insert_entries = "posting_insert_entries";
+constexpr const char* k_update_balances = "posting_update_balances";
+constexpr const char* k_insert_outbox = "posting_insert_outbox";
 constexpr const char* k_insert_journal_sql =
     "INSERT INTO journal_transaction"
     "  (id, principal_id, idempotency_key, request_hash, type, response_status, response_body, metadata)"
@@ -649,32 +656,40 @@ batch_result commit_once(pqxx::connection& conn, const std::vector<posting_reque
       u_held_versions.push_back(state.held_version);
       result.rows.push_back({id, state.balance, state.version, state.parent_id, state.held, state.held_version});
     }
-    auto q = [&](const auto& values) { return txn.quote(pg_array(values)); };
+    if (!o_tx.empty()) o_payload += "]}";
     // 4. Journal rows with their receipts (a key committed by another server since step 2 is a
     // unique violation: the attempt is redone and step 2 then finds it); 5. the entries;
     // 6. the balance caches, one row per account at the last balance the plan reached;
     // 7. the batch's outbox row, in the same transaction as the entries it announces.
-    std::string writes;
     // A batch of hold placements and voids only has no journal rows, entries or outbox row.
-    if (!j_ids.empty()) {
-      writes += bind_literals(k_insert_journal_sql, {q(j_ids), q(j_principals), q(j_keys), q(j_hashes), q(j_types),
-                                                     q(j_status), q(j_bodies), q(j_meta)});
-      writes += ";\n";
+    std::string writes;
+    if (j_ids.size() >= k_prepared_writes_min) {
+      txn.exec_prepared(k_insert_journal, pg_array(j_ids), pg_array(j_principals), pg_array(j_keys), pg_array(j_hashes),
+                        pg_array(j_types), pg_array(j_status), pg_array(j_bodies), pg_array(j_meta));
+      txn.exec_prepared(k_insert_entries, pg_array(e_tx), pg_array(e_account), pg_array(e_currency), pg_array(e_amount),
+                        pg_array(e_balance_after));
+      txn.exec_prepared(k_update_balances, pg_array(u_ids), pg_array(u_balances), pg_array(u_versions),
+                        pg_array(u_held), pg_array(u_held_versions));
+      txn.exec_prepared(k_insert_outbox, pg_array(o_tx), o_payload);
+    } else {
+      auto q = [&](const auto& values) { return txn.quote(pg_array(values)); };
+      if (!j_ids.empty()) {
+        writes += bind_literals(k_insert_journal_sql, {q(j_ids), q(j_principals), q(j_keys), q(j_hashes), q(j_types),
+                                                       q(j_status), q(j_bodies), q(j_meta)});
+        writes += ";\n";
+        writes += bind_literals(k_insert_entries_sql,
+                                {q(e_tx), q(e_account), q(e_currency), q(e_amount), q(e_balance_after)});
+        writes += ";\n";
+      }
       writes +=
-          bind_literals(k_insert_entries_sql, {q(e_tx), q(e_account), q(e_currency), q(e_amount), q(e_balance_after)});
-      writes += ";\n";
-    }
-    writes +=
-        bind_literals(k_update_balances_sql, {q(u_ids), q(u_balances), q(u_versions), q(u_held), q(u_held_versions)});
-    if (!o_tx.empty()) {
-      o_payload += "]}";
-      writes += ";\n" + bind_literals(k_insert_outbox_sql, {q(o_tx), txn.quote(o_payload)});
+          bind_literals(k_update_balances_sql, {q(u_ids), q(u_balances), q(u_versions), q(u_held), q(u_held_versions)});
+      if (!o_tx.empty()) writes += ";\n" + bind_literals(k_insert_outbox_sql, {q(o_tx), txn.quote(o_payload)});
     }
     // 8. The rows of the money flows, after the journal rows they name.
-    if (!flow_writes.empty()) writes += ";\n" + flow_writes;
+    if (!flow_writes.empty()) writes += (writes.empty() ? "" : ";\n") + flow_writes;
     // 9. The audit rows of operators' flows, last: their lock is held until COMMIT.
-    if (!audit_writes.empty()) writes += ";\n" + audit_lock_sql() + ";\n" + audit_writes;
-    txn.exec(writes);
+    if (!audit_writes.empty()) writes += (writes.empty() ? "" : ";\n") + audit_lock_sql() + ";\n" + audit_writes;
+    if (!writes.empty()) txn.exec(writes);
   }
   txn.commit();
   return result;
@@ -730,6 +745,10 @@ void prepare_posting_statements(pqxx::connection& conn) {
   conn.prepare(k_find_reversals, k_find_reversals_sql);
   conn.prepare(k_lock_adjustments, k_lock_adjustments_sql);
   conn.prepare(k_lock_quotes, k_lock_quotes_sql);
+  conn.prepare(k_insert_journal, k_insert_journal_sql);
+  conn.prepare(k_insert_entries, k_insert_entries_sql);
+  conn.prepare(k_update_balances, k_update_balances_sql);
+  conn.prepare(k_insert_outbox, k_insert_outbox_sql);
   prepare_hold_statements(conn);
 }
 

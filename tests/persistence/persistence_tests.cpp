@@ -445,6 +445,71 @@ TEST_F(ledger_db, commit_batch_writes_journal_entries_caches_and_outbox) {
   expect_caches_match_entries();
 }
 
+// A small batch sends its four writes as one multi-statement query of quoted literals, a large one
+// (64 postings or more) sends them prepared with text parameters: on either side of that bound the
+// same postings write the same rows. Each size has a refused posting in the middle, metadata and
+// keys with quotes and backslashes, and every receipt, metadata object, entry and outbox element
+// is read back exactly.
+TEST_F(ledger_db, small_and_large_batches_write_the_same_rows) {
+  for (const std::size_t size : {std::size_t{63}, std::size_t{64}, std::size_t{200}}) {
+    SCOPED_TRACE(size);
+    const std::int64_t payer = new_account();
+    const std::int64_t payee = new_account();
+    fund(payer, 100'000);
+    const std::int64_t before = balance(payer);
+    std::vector<posting_request> batch;
+    for (std::size_t i = 0; i < size; ++i) {
+      // The posting in the middle asks for more than the payer holds: it alone is refused.
+      const std::int64_t amount = i == size / 2 ? 1'000'000 : static_cast<std::int64_t>(i + 1);
+      auto r = transfer(payer, payee, amount, unique_key("it's \\ \"" + std::to_string(i) + "\""));
+      r.metadata_json = R"({"note":"salary 'n' \\ \"q\" )" + std::to_string(i) + R"("})";
+      batch.push_back(std::move(r));
+    }
+    const batch_result r = commit_batch(*app_, batch);
+    ASSERT_EQ(r.outcomes.size(), size);
+    std::int64_t paid = 0;
+    std::string expected_elements;
+    for (std::size_t i = 0; i < size; ++i) {
+      const auto& o = r.outcomes[i];
+      if (i == size / 2) {
+        EXPECT_EQ(o.outcome, ledger::error_code::insufficient_funds);
+        EXPECT_EQ(journal_rows_of(batch[i].transaction_id), 0);
+        EXPECT_EQ(entries_of(batch[i].transaction_id), 0);
+        continue;
+      }
+      ASSERT_EQ(o.outcome, ledger::error_code::ok) << i;
+      paid += batch[i].posting.amount;
+      EXPECT_EQ(o.debit_balance_after, before - paid) << i;
+      const std::string id = sql_literal(batch[i].transaction_id);
+      EXPECT_EQ(text_of(*owner_, "SELECT response_body FROM journal_transaction WHERE id = " + id), o.response_body);
+      EXPECT_EQ(text_of(*owner_,
+                        "SELECT idempotency_key || ' ' || (metadata->>'note') FROM journal_transaction"
+                        " WHERE id = " +
+                            id),
+                batch[i].idempotency_key + " salary 'n' \\ \"q\" " + std::to_string(i));
+      EXPECT_EQ(text_of(*owner_,
+                        "SELECT string_agg(account_id || ':' || amount || ':' || balance_after, ',' ORDER BY id)"
+                        " FROM ledger_entry WHERE transaction_id = " +
+                            id),
+                std::to_string(payer) + ":" + std::to_string(-batch[i].posting.amount) + ":" +
+                    std::to_string(before - paid) + "," + std::to_string(payee) + ":" +
+                    std::to_string(batch[i].posting.amount) + ":" + std::to_string(paid));
+      if (!expected_elements.empty()) expected_elements += ',';
+      expected_elements += batch[i].transaction_id + ":" + std::to_string(batch[i].posting.amount);
+    }
+    EXPECT_EQ(text_of(*owner_,
+                      "SELECT string_agg(t->>'transactionId' || ':' || (t->>'amount'), ',')"
+                      " FROM outbox_event, jsonb_array_elements(payload->'transactions') AS t"
+                      " WHERE " +
+                          sql_literal(std::as_const(batch[0].transaction_id)) + "::uuid = ANY(transaction_ids)"),
+              expected_elements);
+    EXPECT_EQ(balance(payer), before - paid);
+    EXPECT_EQ(balance(payee), paid);
+    EXPECT_EQ(version(payee), static_cast<std::int64_t>(size) - 1);
+  }
+  expect_caches_match_entries();
+}
+
 TEST_F(ledger_db, a_key_reused_with_another_request_fails_alone) {
   // The owner commits a journal row under one posting's key with a different request hash: that
   // posting answers idempotency_key_reused with the stored transaction id and writes nothing,
