@@ -141,13 +141,17 @@ lines.append("C is the measured capacity: the best hot-merchant rate within p99 
              "a base of 0.1 C for 15 s, ramps up over 2 s, holds the peak for 10 s, ramps down over 2 s, and "
              "runs to 60 s, with the default per-user rate limit and retries after `Retry-After`. Shares are of "
              "requests whose first answer was 429, 503, or none at all (timeouts, refused connections, the "
-             "client's own queue); the p99 is of requests scheduled during the spike that ended accepted. "
-             "Targets of the 1.5 C overload (2 s client deadline): accepted p99 at most 300 ms, back at the "
-             "baseline latency within 10 s, and no request without an answer.")
+             "client's own queue). Two p99s of the requests scheduled during the spike that ended accepted: "
+             "of the accepted answer itself, from when that attempt was due (its schedule, or the end of the "
+             "`Retry-After` wait that followed a 503) to its 201, the client's own queue included; and until "
+             "accepted, from the first schedule, which adds the retried requests' waits (a request first "
+             "answered 503 waits at least the 1 s of its `Retry-After`, so this p99 is above 1 s whenever more "
+             "than 1% are retried). Targets of the 1.5 C overload (2 s client deadline): the accepted answers' "
+             "p99 at most 300 ms, back at the baseline latency within 10 s, and no request without an answer.")
 lines.append("")
-lines.append("| run | C /s | base /s | peak /s | share 429 | share 503 | no answer | p99 of accepted (ms) "
-             "| p99 before (ms) | s until back at baseline | targets | verification |")
-lines.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |")
+lines.append("| run | C /s | base /s | peak /s | share 429 | share 503 | no answer | p99 of accepted answers (ms) "
+             "| p99 until accepted (ms) | p99 before (ms) | s until back at baseline | targets | verification |")
+lines.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |")
 any_spike = False
 for multiplier in (10, 15):
     spike = load_summary(f"server-spike-x{multiplier}")
@@ -164,7 +168,7 @@ for multiplier in (10, 15):
     rec = sp.get("recovery_s")
     rec_text = f"{rec:.0f}" if rec is not None and rec >= 0 else "not recovered"
     if multiplier == 15:
-        met = (sp.get("p99_accepted_ms", 0) <= 300 and rec is not None and 0 <= rec <= 10
+        met = (sp.get("p99_accepted_answer_ms", 1e9) <= 300 and rec is not None and 0 <= rec <= 10
                and sp.get("share_errors", 0) == 0)
         targets = "met" if met else "NOT met"
     else:
@@ -173,11 +177,12 @@ for multiplier in (10, 15):
     lag_note = f" (load generator {lag:.0f} ms late at p99)" if lag > 10 else ""
     lines.append(f"| x{multiplier}{lag_note} | {capacity:.0f} | {base:.0f} | {base * multiplier:.0f} | "
                  f"{100 * sp.get('share_429', 0):.1f}% | {100 * sp.get('share_503', 0):.1f}% | "
-                 f"{100 * sp.get('share_errors', 0):.1f}% | {sp.get('p99_accepted_ms', 0):.1f} | "
+                 f"{100 * sp.get('share_errors', 0):.1f}% | {sp.get('p99_accepted_answer_ms', float('nan')):.1f} | "
+                 f"{sp.get('p99_accepted_ms', 0):.1f} | "
                  f"{sp.get('baseline_p99_ms', 0):.1f} | {rec_text} | {targets} | "
                  f"{'PASS' if spike.get('verify', {}).get('pass') else 'FAIL'} |")
 if not any_spike:
-    lines.append("| not run | | | | | | | | | | | |")
+    lines.append("| not run | | | | | | | | | | | | |")
 lines.append("")
 
 if any_server:

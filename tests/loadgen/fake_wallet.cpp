@@ -294,7 +294,7 @@ struct fake_wallet::impl {
       if (behaviour.throttle_every > 0 && throttled_keys.insert(scope).second &&
           throttled_keys.size() % static_cast<std::size_t>(behaviour.throttle_every) == 0) {
         auto a = problem(http::status::too_many_requests, "rate_limited");
-        a.retry_after_s = 0;
+        a.retry_after_s = behaviour.throttle_retry_after_s;
         return a;
       }
       const auto sequence = key_sequence(idempotency_key);

@@ -13,8 +13,10 @@ namespace loadgen_test {
 struct fake_behaviour {
   // Answers 201 to the n-th transfer (from 1) without recording it; 0 never.
   std::int64_t lose_transfer_number = 0;
-  // Answers 429 with `Retry-After: 0` to the first attempt of every n-th transfer key; 0 never.
+  // Answers 429 with `Retry-After: throttle_retry_after_s` to the first attempt of every n-th
+  // transfer key; 0 never.
   std::int64_t throttle_every = 0;
+  int throttle_retry_after_s = 0;
   // Reconciliation reports a problem.
   bool reconciliation_broken = false;
   // A transfer whose Idempotency-Key ends in "-<n>" with n % lost_answer_every == 0 (0: none)

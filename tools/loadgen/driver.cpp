@@ -162,6 +162,7 @@ void driver::dispatch(std::size_t t, steady::time_point scheduled, int closed_us
   auto& state = *threads_[t];
   auto op = std::make_shared<operation>(state.generator.next());
   op->scheduled = scheduled;
+  op->attempt_due = scheduled;
   op->closed_user = closed_user;
   op->key = "lg-" + run_id_ + "-" + std::to_string(t) + "-" + std::to_string(state.sequence++);
   const auto lag_us = std::chrono::duration_cast<std::chrono::microseconds>(steady::now() - scheduled).count();
@@ -186,6 +187,7 @@ void driver::on_answer(std::size_t t, const std::shared_ptr<operation>& op, http
     stats_.on_retry();
     auto timer = std::make_shared<asio::steady_timer>(client_.context(t));
     timer->expires_after(std::chrono::microseconds(static_cast<std::int64_t>(wait_s * 1e6)));
+    op->attempt_due = timer->expiry();
     timer->async_wait([this, t, op, timer](boost::system::error_code ec) {
       if (!ec) send(t, op);
     });
@@ -193,8 +195,9 @@ void driver::on_answer(std::size_t t, const std::shared_ptr<operation>& op, http
   }
   const auto now = steady::now();
   const auto latency_us = std::chrono::duration_cast<std::chrono::microseconds>(now - op->scheduled).count();
-  stats_.on_finished(status_class, latency_us, seconds_between(t0_, op->scheduled), seconds_between(t0_, now),
-                     op->attempts > 1);
+  const auto attempt_us = std::chrono::duration_cast<std::chrono::microseconds>(now - op->attempt_due).count();
+  stats_.on_finished(status_class, latency_us, attempt_us, seconds_between(t0_, op->scheduled),
+                     seconds_between(t0_, now), op->attempts > 1);
   auto& state = *threads_[t];
   state.pending.erase(op.get());
   if (op->transfer) {

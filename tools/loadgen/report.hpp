@@ -35,7 +35,10 @@ struct spike_result {
   double share_429 = 0;  // of requests whose first answer was 429
   double share_503 = 0;
   double share_errors = 0;           // of requests whose first attempt got no HTTP answer at all
-  std::int64_t p99_accepted_us = 0;  // of requests scheduled during the spike
+  std::int64_t p99_accepted_us = 0;  // of requests scheduled during the spike, from their schedule
+  // Of the same requests, the accepted answer's own latency (from when that attempt was due):
+  // what a 201 cost once sent, the Retry-After waits of earlier 503s left out.
+  std::int64_t p99_accepted_answer_us = 0;
   std::int64_t baseline_p99_us = 0;  // before the spike, after the warm-up
   double recovery_s = -1;            // from the end of the spike until p99 is back; -1: never
 };

@@ -90,8 +90,8 @@ void run_stats::on_retry() {
   if (!windows_.empty()) ++windows_.back().retries;
 }
 
-void run_stats::on_finished(const std::string& status_class, std::int64_t latency_us, double scheduled_s,
-                            double completed_s, bool was_retried) {
+void run_stats::on_finished(const std::string& status_class, std::int64_t latency_us, std::int64_t attempt_latency_us,
+                            double scheduled_s, double completed_s, bool was_retried) {
   const bool accepted = is_accepted(status_class);
   std::lock_guard lock(mutex_);
   auto record = [&](window_stats& w) {
@@ -113,6 +113,8 @@ void run_stats::on_finished(const std::string& status_class, std::int64_t latenc
     if (accepted) {
       if (!s->accepted_us) s->accepted_us = std::make_unique<histogram>(k_second_latency_us_max, 2);
       s->accepted_us->record(latency_us);
+      if (!s->accepted_attempt_us) s->accepted_attempt_us = std::make_unique<histogram>(k_second_latency_us_max, 2);
+      s->accepted_attempt_us->record(attempt_latency_us);
     }
   }
   if (auto* s = second_at(completed_s)) {

@@ -67,6 +67,9 @@ struct second_stats {
   std::int64_t send_lag_max_us = 0;            // of requests scheduled in this second
   std::map<std::string, std::int64_t> counts;  // final classes of requests scheduled in this second
   std::unique_ptr<histogram> accepted_us;      // of requests scheduled in this second
+  // Of the same requests, the accepted answer's own latency: from when that attempt was due (the
+  // schedule, or the end of a Retry-After wait) to its answer; the client's own queue counts.
+  std::unique_ptr<histogram> accepted_attempt_us;
 };
 
 struct progress_snapshot {
@@ -87,9 +90,10 @@ class run_stats {
   // One HTTP answer (or transport failure) of an attempt; `first` for a request's first attempt.
   void on_attempt(const std::string& status_class, bool first);
   void on_retry();
-  // The final outcome of a request.
-  void on_finished(const std::string& status_class, std::int64_t latency_us, double scheduled_s, double completed_s,
-                   bool was_retried);
+  // The final outcome of a request: `latency_us` from its schedule, `attempt_latency_us` from when
+  // its last attempt was due.
+  void on_finished(const std::string& status_class, std::int64_t latency_us, std::int64_t attempt_latency_us,
+                   double scheduled_s, double completed_s, bool was_retried);
 
   progress_snapshot progress(double now_s);
   // Copies, under the lock, for the report.

@@ -21,6 +21,9 @@ struct operation {
   std::int64_t amount_minor = 0;
   std::string key;  // the Idempotency-Key
   std::chrono::steady_clock::time_point scheduled;
+  // When the current attempt was due: `scheduled` for the first, the end of the server's
+  // Retry-After for a retry.
+  std::chrono::steady_clock::time_point attempt_due;
   int attempts = 0;
   int closed_user = -1;  // closed loop: the virtual user that sends the next request
 };
