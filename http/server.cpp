@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "http/crypto.hpp"
+#include "http/log_throttle.hpp"
 #include "http/request.hpp"
 
 namespace api {
@@ -54,6 +55,7 @@ struct server::impl {
   tcp::acceptor acceptor{ioc};
   std::vector<std::thread> threads;
   std::atomic<bool> draining{false};
+  log_throttle shed_log{1'000'000};
   asio::signal_set signals{ioc, SIGINT, SIGTERM};
   std::uint16_t bound_port = 0;
 
@@ -251,9 +253,18 @@ class session : public std::enable_shared_from_this<session> {
     res->prepare_payload();
 
     if (ex) {
-      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - ex->started).count();
+      const auto now = std::chrono::steady_clock::now();
+      const double seconds = std::chrono::duration<double>(now - ex->started).count();
       srv_.stats.observe(ex->route, r.status, seconds);
-      if (r.status >= 500) {
+      std::int64_t held_back = 0;
+      if (r.status == 503) {
+        // Shed load: at most one line a second, which says how many it stands for.
+        const auto now_us = std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count();
+        if (srv_.shed_log.admit(now_us, held_back)) {
+          spdlog::warn("req={} principal={} {} {} -> 503 in {:.1f} ms ({} more 503 answers since the last line)",
+                       ex->request_id, ex->principal_id.load(), ex->method, ex->path, seconds * 1000, held_back);
+        }
+      } else if (r.status >= 500) {
         spdlog::warn("req={} principal={} {} {} -> {} in {:.1f} ms", ex->request_id, ex->principal_id.load(),
                      ex->method, ex->path, r.status, seconds * 1000);
       } else if (r.status >= 400) {
