@@ -66,20 +66,23 @@ std::string row_transactions_sql(const std::string& row) {
 // 8,000 outbox rows (JIT off; bench/PROFILE.md), growing with both tables. Here the rows are
 // chosen on their own (MATERIALIZED: by the primary key or the feed's index) and each entry's
 // account is one primary-key probe (OFFSET 0 keeps the lateral lookup from being turned back into
-// a join): 2.3 ms for the same rows, whatever the sizes of the tables.
+// a join): 2.3 ms for the same rows, whatever the sizes of the tables. The transactions and their
+// entries are read as records (jsonb_to_recordset) rather than member by member from each element:
+// 17.5 → 12.5 ms for three batches of 1,000 payments (bench/PROFILE.md).
 std::string event_rows_sql(const std::string& rows_where, const std::string& events_where) {
   return "WITH o AS MATERIALIZED (SELECT id, feed_seq, created_at, transaction_ids, payload FROM outbox_event"
          " WHERE " +
          rows_where +
          ")"
-         " SELECT o.id, o.feed_seq, t.ord - 1, t.tx->>'transactionId', t.tx->>'type', t.tx->>'currency',"
+         " SELECT o.id, o.feed_seq, t.ord - 1, t.transaction_id, t.type, t.currency,"
          " to_char(o.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'),"
-         " COALESCE(a.parent_id, x.account), x.amount, a.owner_id, COALESCE(a.currency, t.tx->>'currency')"
-         " FROM o CROSS JOIN LATERAL jsonb_array_elements(" +
+         " COALESCE(a.parent_id, x.account), x.amount, a.owner_id, COALESCE(a.currency, t.currency)"
+         " FROM o CROSS JOIN LATERAL ROWS FROM (jsonb_to_recordset(" +
          row_transactions_sql("o") +
-         ") WITH ORDINALITY AS t(tx, ord)"
-         " LEFT JOIN LATERAL (SELECT (e->>'accountId')::bigint AS account, (e->>'amount')::bigint AS amount, n"
-         "                      FROM jsonb_array_elements(t.tx->'entries') WITH ORDINALITY AS y(e, n)) AS x ON true"
+         ") AS (\"transactionId\" text, type text, currency text, entries jsonb))"
+         " WITH ORDINALITY AS t(transaction_id, type, currency, entries, ord)"
+         " LEFT JOIN LATERAL ROWS FROM (jsonb_to_recordset(t.entries) AS (\"accountId\" bigint, amount bigint))"
+         " WITH ORDINALITY AS x(account, amount, n) ON true"
          " LEFT JOIN LATERAL (SELECT s.parent_id, s.owner_id, s.currency FROM account s WHERE s.id = x.account"
          "                    OFFSET 0) AS a ON true" +
          events_where + " ORDER BY o.feed_seq, t.ord, x.n";
