@@ -33,6 +33,20 @@ loadgen::options short_run(std::uint16_t port, loadgen::workload_kind workload) 
   return o;
 }
 
+// Makes `o` a short open-loop spike: `rate` per second, `multiplier` times that for 1 s from t = 1 s
+// (ramps of 0.5 s), `duration_s` in all, no warm-up.
+void make_short_spike(loadgen::options& o, double rate, double multiplier, double duration_s) {
+  o.mode = loadgen::run_mode::open;
+  o.profile = loadgen::profile_kind::spike;
+  o.rate = rate;
+  o.spike_multiplier = multiplier;
+  o.spike_start_s = 1;
+  o.spike_ramp_s = 0.5;
+  o.spike_duration_s = 1;
+  o.duration_s = duration_s;
+  o.warmup_s = 0;
+}
+
 // With LOADGEN_TEST_SHOW set, a test prints the report it got, to look at the tool's output.
 void show(const std::ostringstream& out, const std::ostringstream& err) {
   if (std::getenv("LOADGEN_TEST_SHOW")) std::cout << err.str() << out.str() << std::endl;
@@ -307,15 +321,7 @@ TEST(run, a_spike_reports_accepted_answers_apart_from_retry_waits) {
   fake_wallet server(k_operator_key, throttled);
   std::ostringstream out, err;
   auto o = short_run(server.port(), loadgen::workload_kind::hot_merchant);
-  o.mode = loadgen::run_mode::open;
-  o.profile = loadgen::profile_kind::spike;
-  o.rate = 20;
-  o.spike_multiplier = 3;
-  o.spike_start_s = 1;
-  o.spike_ramp_s = 0.5;
-  o.spike_duration_s = 1;
-  o.duration_s = 4;
-  o.warmup_s = 0;
+  make_short_spike(o, 20, 3, 4);
   o.retries = true;
   o.retries_max = 1;
   const auto spike = run_loadgen(o, out, err);
@@ -349,15 +355,7 @@ TEST(run, search_and_spike_runs_write_their_reports) {
   EXPECT_TRUE(search.verdict && search.verdict->pass);
   EXPECT_TRUE(std::filesystem::exists(dir / "search" / "summary.json"));
 
-  o.mode = loadgen::run_mode::open;
-  o.profile = loadgen::profile_kind::spike;
-  o.rate = 50;
-  o.spike_multiplier = 4;
-  o.spike_start_s = 1;
-  o.spike_ramp_s = 0.5;
-  o.spike_duration_s = 1;
-  o.duration_s = 6;
-  o.warmup_s = 0;
+  make_short_spike(o, 50, 4, 6);
   o.out_dir = (dir / "spike").string();
   const auto spike = run_loadgen(o, out, err);
   ASSERT_TRUE(spike.spike);
