@@ -196,7 +196,7 @@ class outbox_relay::worker {
     std::vector<std::int64_t> rows;
     if (redis_.is_open()) {
       rows = persistence::claim_outbox(txn, rows_max);
-      const auto events = persistence::outbox_events(txn, rows);
+      const auto events = persistence::outbox_events(txn, rows, labels_);
       if (!events.empty()) {
         const std::string failure = redis_.append(events, steady::now() + redis_timeout_);
         if (!failure.empty()) {
@@ -235,6 +235,7 @@ class outbox_relay::worker {
 
   state& s_;
   std::unique_ptr<pqxx::connection> database_;
+  persistence::account_labels labels_;
   stream_writer redis_;
   milliseconds poll_;
   milliseconds redis_timeout_;

@@ -2,7 +2,11 @@
 
 #include <pqxx/pqxx>
 
+#include <boost/json/monotonic_resource.hpp>
+#include <boost/json/parse.hpp>
+
 #include <algorithm>
+#include <charconv>
 #include <set>
 
 #include "base/assert.hpp"
@@ -47,6 +51,15 @@ constexpr const char* k_lag_sql =
     "    (SELECT created_at FROM outbox_event WHERE published_at IS NULL AND feed_seq IS NOT NULL"
     "      ORDER BY feed_seq LIMIT 1)) AS oldest), 0)::float8";
 
+// The outbox rows an expansion reads: each row's position, its batch's time and its payload as
+// text, which the server expands into events itself (expand_rows). PostgreSQL expanding the jsonb
+// (jsonb_to_recordset per transaction and per entry, one account probe per entry) cost it 11 ms
+// for 50 rows of 24 payments, against 2 ms to hand out the text (bench/PROFILE.md); the relay
+// shares the cores with the writer.
+constexpr const char* k_row_columns =
+    "id, feed_seq, to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'),"
+    " transaction_ids IS NULL, payload::text";
+
 // A row's transactions: the batch payload of migration 003, or the single transaction of a row
 // written before it. `row` is the alias of outbox_event in the statement.
 std::string row_transactions_sql(const std::string& row) {
@@ -54,94 +67,177 @@ std::string row_transactions_sql(const std::string& row) {
          ".payload->'transactions' END)";
 }
 
-// One result row per entry of each event (an event without entries still gives one, with NULLs),
-// with the public account of the entry, its owner and its currency (a shard's is its parent's; an
-// entry naming no account the database knows, which only a hand-written row can, gets the
-// event's). The columns read_events reads, in order, of the outbox rows `rows_where` chooses;
-// `events_where` filters the events.
-//
-// The planner takes each jsonb_array_elements for 100 rows, so it expects thousands of entries for
-// a few rows. Left to itself it then hashed the whole account table for every call, and sorted
-// the guess out of a parallel scan of the whole outbox: 12 ms for 64 rows at 10,000 accounts and
-// 8,000 outbox rows (JIT off; bench/PROFILE.md), growing with both tables. Here the rows are
-// chosen on their own (MATERIALIZED: by the primary key or the feed's index) and each entry's
-// account is one primary-key probe (OFFSET 0 keeps the lateral lookup from being turned back into
-// a join): 2.3 ms for the same rows, whatever the sizes of the tables. The transactions and their
-// entries are read as records (jsonb_to_recordset) rather than member by member from each element:
-// 17.5 → 12.5 ms for three batches of 1,000 payments (bench/PROFILE.md).
-std::string event_rows_sql(const std::string& rows_where, const std::string& events_where) {
-  return "WITH o AS MATERIALIZED (SELECT id, feed_seq, created_at, transaction_ids, payload FROM outbox_event"
-         " WHERE " +
-         rows_where +
-         ")"
-         " SELECT o.id, o.feed_seq, t.ord - 1, t.transaction_id, t.type, t.currency,"
-         " to_char(o.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'),"
-         " COALESCE(a.parent_id, x.account), x.amount, a.owner_id, COALESCE(a.currency, t.currency)"
-         " FROM o CROSS JOIN LATERAL ROWS FROM (jsonb_to_recordset(" +
-         row_transactions_sql("o") +
-         ") AS (\"transactionId\" text, type text, currency text, entries jsonb))"
-         " WITH ORDINALITY AS t(transaction_id, type, currency, entries, ord)"
-         " LEFT JOIN LATERAL ROWS FROM (jsonb_to_recordset(t.entries) AS (\"accountId\" bigint, amount bigint))"
-         " WITH ORDINALITY AS x(account, amount, n) ON true"
-         " LEFT JOIN LATERAL (SELECT s.parent_id, s.owner_id, s.currency FROM account s WHERE s.id = x.account"
-         "                    OFFSET 0) AS a ON true" +
-         events_where + " ORDER BY o.feed_seq, t.ord, x.n";
-}
+constexpr const char* k_rows_by_id = "outbox_rows_by_id";
+const std::string k_rows_by_id_sql =
+    std::string("SELECT ") + k_row_columns + " FROM outbox_event WHERE id = ANY($1::bigint[]) ORDER BY feed_seq";
 
-constexpr const char* k_events_of_rows = "outbox_events_of_rows";
-const std::string k_events_of_rows_sql = event_rows_sql("id = ANY($1::bigint[])", "");
-
-// The events after the position ($1, $2) of the next $3 rows that still have any: the row of the
+// The next $3 rows from the position ($1, $2) that still have events after it: the row of the
 // cursor itself only when it holds transactions after index $2.
-constexpr const char* k_feed = "outbox_feed";
-const std::string k_feed_sql = event_rows_sql(
-    "id IN (SELECT r.id FROM outbox_event r WHERE r.feed_seq >= $1"
-    "          AND (r.feed_seq > $1 OR jsonb_array_length(" +
-        row_transactions_sql("r") +
-        ") > $2 + 1)"
-        "        ORDER BY r.feed_seq LIMIT $3)",
-    " WHERE o.feed_seq > $1 OR t.ord - 1 > $2");
+constexpr const char* k_feed_rows = "outbox_feed_rows";
+const std::string k_feed_rows_sql = std::string("SELECT ") + k_row_columns +
+                                    " FROM outbox_event r WHERE r.feed_seq >= $1"
+                                    "   AND (r.feed_seq > $1 OR jsonb_array_length(" +
+                                    row_transactions_sql("r") +
+                                    ") > $2 + 1)"
+                                    " ORDER BY r.feed_seq LIMIT $3";
+
+// What an event says of the accounts its entries name. Nothing changes these once an account is
+// opened (only its status and balances change), so the relay keeps them between rounds.
+constexpr const char* k_account_labels = "outbox_account_labels";
+constexpr const char* k_account_labels_sql =
+    "SELECT id, parent_id, owner_id, currency FROM account WHERE id = ANY($1::bigint[])";
+
+// How many accounts' labels the relay keeps; past this it starts over.
+constexpr std::size_t k_account_labels_max = 1 << 20;
 
 // How many rows the feed reads in its first query; each further query of one call reads twice as
 // many, up to the second bound, until the page is full or `scan_max` events were looked at.
 constexpr std::int64_t k_feed_rows_first = 1;
 constexpr std::int64_t k_feed_rows_max = 64;
 
-// Groups the entry rows of `rows` into events. Rows come ordered by position, then entry.
-std::vector<event_record> read_events(const pqxx::result& rows) {
+// An integer of a payload: the writer writes account ids as numbers and amounts as strings.
+std::int64_t payload_integer(const boost::json::value& v, const char* what) {
+  if (const auto* i = v.if_int64()) return *i;
+  if (const auto* s = v.if_string()) {
+    std::int64_t out = 0;
+    const auto [end, error] = std::from_chars(s->data(), s->data() + s->size(), out);
+    if (error == std::errc() && end == s->data() + s->size() && !s->empty()) return out;
+  }
+  throw unknown_value(std::string("outbox_event.payload: ") + what + " is not an integer");
+}
+
+const boost::json::value& payload_member(const boost::json::object& o, const char* key) {
+  const auto* v = o.if_contains(key);
+  if (v == nullptr || !v->is_string()) throw unknown_value(std::string("outbox_event.payload: no ") + key);
+  return *v;
+}
+
+// One transaction of a row as its payload names it, with its entries in payload order.
+struct payload_transaction {
+  std::string id;
+  std::string type;
+  std::string currency;
+  std::vector<std::pair<ledger::account_id, ledger::amount_minor>> entries;
+};
+
+struct outbox_row {
+  std::int64_t id = 0;
+  std::int64_t feed_seq = 0;
+  std::string created_at;
+  std::vector<payload_transaction> transactions;
+};
+
+payload_transaction parse_transaction(const boost::json::value& v) {
+  const auto* o = v.if_object();
+  if (o == nullptr) throw unknown_value("outbox_event.payload: a transaction is not an object");
+  payload_transaction t;
+  t.id = std::string(payload_member(*o, "transactionId").get_string());
+  t.type = ledger::to_string(parse_column(ledger::parse_transaction_type,
+                                          std::string(payload_member(*o, "type").get_string()),
+                                          "outbox_event.payload type"));
+  t.currency = std::string(payload_member(*o, "currency").get_string());
+  if (const auto* entries = o->if_contains("entries"); entries != nullptr && !entries->is_null()) {
+    const auto* list = entries->if_array();
+    if (list == nullptr) throw unknown_value("outbox_event.payload: entries is not an array");
+    for (const auto& e : *list) {
+      const auto* entry = e.if_object();
+      if (entry == nullptr) throw unknown_value("outbox_event.payload: an entry is not an object");
+      const auto* account = entry->if_contains("accountId");
+      const auto* amount = entry->if_contains("amount");
+      if (account == nullptr || amount == nullptr) throw unknown_value("outbox_event.payload: an entry lacks a field");
+      t.entries.emplace_back(payload_integer(*account, "accountId"), payload_integer(*amount, "amount"));
+    }
+  }
+  return t;
+}
+
+std::vector<outbox_row> read_rows(const pqxx::result& result) {
+  std::vector<outbox_row> rows;
+  rows.reserve(result.size());
+  boost::json::monotonic_resource memory;
+  for (const auto& r : result) {
+    outbox_row row;
+    row.id = r[0].as<std::int64_t>();
+    row.feed_seq = r[1].as<std::int64_t>();
+    row.created_at = r[2].as<std::string>();
+    const bool single = r[3].as<bool>();
+    boost::json::error_code ec;
+    const auto payload = boost::json::parse(boost::json::string_view(r[4].c_str(), r[4].size()), ec, &memory);
+    if (ec) throw unknown_value("outbox_event.payload of row " + std::to_string(row.id) + " is not JSON");
+    if (single) {
+      row.transactions.push_back(parse_transaction(payload));
+    } else {
+      const auto* o = payload.if_object();
+      const auto* list = o == nullptr ? nullptr : o->if_contains("transactions");
+      if (list == nullptr || !list->is_array())
+        throw unknown_value("outbox_event.payload of row " + std::to_string(row.id) + " has no transactions");
+      for (const auto& t : list->get_array()) row.transactions.push_back(parse_transaction(t));
+    }
+    WALLET_ASSERT(row.transactions.size() <= static_cast<std::size_t>(k_events_per_row_max),
+                  "an outbox row holds one batch at most");
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+// Reads the labels of the accounts `rows` name that `labels` lacks. An id the database does not
+// know (only a hand-written row can name one) stays unknown.
+void read_labels(pqxx::transaction_base& txn, const std::vector<outbox_row>& rows, account_labels& labels) {
+  std::set<std::int64_t> missing;
+  for (const auto& row : rows)
+    for (const auto& t : row.transactions)
+      for (const auto& [account, amount] : t.entries)
+        if (!labels.known.count(account)) missing.insert(account);
+  if (missing.empty()) return;
+  if (labels.known.size() + missing.size() > k_account_labels_max) labels.known.clear();
+  const auto result =
+      txn.exec_prepared(k_account_labels, pg_array(std::vector<std::int64_t>(missing.begin(), missing.end())));
+  for (const auto& r : result) {
+    account_label label;
+    if (!r[1].is_null()) label.parent = r[1].as<std::int64_t>();
+    if (!r[2].is_null()) label.owner = r[2].as<std::int64_t>();
+    label.currency = r[3].as<std::string>();
+    labels.known.emplace(r[0].as<std::int64_t>(), std::move(label));
+  }
+}
+
+// The events of `rows` from position (after_seq, after_index) on, in feed order: one per
+// transaction, each with the public accounts its entries name (a shard's entries count for its
+// parent), summed per account, in the order its entries first name them.
+std::vector<event_record> expand_rows(const std::vector<outbox_row>& rows, const account_labels& labels,
+                                      std::int64_t after_seq = -1, std::int64_t after_index = -1) {
   std::vector<event_record> events;
   for (const auto& row : rows) {
-    const auto feed_seq = row[1].as<std::int64_t>();
-    const auto index = row[2].as<std::int64_t>();
-    WALLET_ASSERT(index >= 0 && index < k_events_per_row_max, "an outbox row holds one batch at most");
-    const auto cursor = event_cursor(feed_seq, index);
-    if (events.empty() || events.back().cursor != cursor) {
+    for (std::size_t i = 0; i < row.transactions.size(); ++i) {
+      const auto index = static_cast<std::int64_t>(i);
+      if (row.feed_seq < after_seq || (row.feed_seq == after_seq && index <= after_index)) continue;
+      const auto& t = row.transactions[i];
       event_record e;
-      e.outbox_id = row[0].as<std::int64_t>();
-      e.cursor = cursor;
-      e.transaction_id = row[3].as<std::string>();
-      e.type = ledger::to_string(
-          parse_column(ledger::parse_transaction_type, row[4].as<std::string>(), "outbox_event.payload type"));
-      e.currency = row[5].as<std::string>();
-      e.created_at = row[6].as<std::string>();
+      e.outbox_id = row.id;
+      e.cursor = event_cursor(row.feed_seq, index);
+      e.transaction_id = t.id;
+      e.type = t.type;
+      e.currency = t.currency;
+      e.created_at = row.created_at;
+      for (const auto& [entry_account, amount] : t.entries) {
+        const auto it = labels.known.find(entry_account);
+        const account_label* label = it == labels.known.end() ? nullptr : &it->second;
+        const auto account = label && label->parent ? *label->parent : entry_account;
+        auto leg = std::find_if(e.legs.begin(), e.legs.end(), [&](const event_leg& l) { return l.account == account; });
+        if (leg == e.legs.end()) {
+          event_leg added;
+          added.account = account;
+          added.amount = amount;
+          if (label) added.owner = label->owner;
+          added.currency = label ? label->currency : t.currency;
+          e.legs.push_back(std::move(added));
+        } else {
+          const auto sum = ledger::checked_add(leg->amount, amount);
+          WALLET_ASSERT(sum.has_value(), "one transaction's entries on one account sum within int64");
+          leg->amount = *sum;
+        }
+      }
       events.push_back(std::move(e));
-    }
-    if (row[7].is_null()) continue;  // an event without entries
-    auto& legs = events.back().legs;
-    const auto account = row[7].as<std::int64_t>();
-    const auto amount = row[8].as<std::int64_t>();
-    auto it = std::find_if(legs.begin(), legs.end(), [&](const event_leg& l) { return l.account == account; });
-    if (it == legs.end()) {
-      event_leg leg;
-      leg.account = account;
-      leg.amount = amount;
-      if (!row[9].is_null()) leg.owner = row[9].as<std::int64_t>();
-      leg.currency = row[10].as<std::string>();
-      legs.push_back(leg);
-    } else {
-      const auto sum = ledger::checked_add(it->amount, amount);
-      WALLET_ASSERT(sum.has_value(), "one transaction's entries on one account sum within int64");
-      it->amount = *sum;
     }
   }
   return events;
@@ -169,8 +265,9 @@ void prepare_outbox_statements(pqxx::connection& conn) {
   conn.prepare(k_claim, k_claim_sql);
   conn.prepare(k_mark, k_mark_sql);
   conn.prepare(k_lag, k_lag_sql);
-  conn.prepare(k_events_of_rows, k_events_of_rows_sql);
-  conn.prepare(k_feed, k_feed_sql);
+  conn.prepare(k_rows_by_id, k_rows_by_id_sql);
+  conn.prepare(k_feed_rows, k_feed_rows_sql);
+  conn.prepare(k_account_labels, k_account_labels_sql);
 }
 
 bool try_relay_lock(pqxx::transaction_base& txn) {
@@ -189,9 +286,12 @@ std::vector<std::int64_t> claim_outbox(pqxx::transaction_base& txn, std::int64_t
   return ids;
 }
 
-std::vector<event_record> outbox_events(pqxx::transaction_base& txn, const std::vector<std::int64_t>& ids) {
+std::vector<event_record> outbox_events(pqxx::transaction_base& txn, const std::vector<std::int64_t>& ids,
+                                        account_labels& labels) {
   if (ids.empty()) return {};
-  return read_events(txn.exec_prepared(k_events_of_rows, pg_array(ids)));
+  const auto rows = read_rows(txn.exec_prepared(k_rows_by_id, pg_array(ids)));
+  read_labels(txn, rows, labels);
+  return expand_rows(rows, labels);
 }
 
 void mark_published(pqxx::transaction_base& txn, const std::vector<std::int64_t>& ids) {
@@ -210,17 +310,18 @@ events_page read_event_feed(pqxx::connection& conn, std::int64_t after, int limi
   WALLET_ASSERT(limit > 0 && scan_max > 0, "a page holds one event at least");
   WALLET_ASSERT(after >= 0, "cursors are not negative");
   pqxx::read_transaction txn(conn);
+  account_labels labels;
   events_page page;
   page.next = after;
   std::int64_t position = after;
   std::int64_t scanned = 0;
   for (std::int64_t rows_wanted = k_feed_rows_first;; rows_wanted = std::min(rows_wanted * 2, k_feed_rows_max)) {
-    const auto rows =
-        txn.exec_prepared(k_feed, position >> k_event_index_bits, position & (k_events_per_row_max - 1), rows_wanted);
-    const auto events = read_events(rows);
-    std::set<std::int64_t> outbox_rows;
+    const auto seq = position >> k_event_index_bits;
+    const auto index = position & (k_events_per_row_max - 1);
+    const auto rows = read_rows(txn.exec_prepared(k_feed_rows, seq, index, rows_wanted));
+    read_labels(txn, rows, labels);
+    const auto events = expand_rows(rows, labels, seq, index);
     for (const auto& e : events) {
-      outbox_rows.insert(e.outbox_id);
       ++scanned;
       position = e.cursor;
       if (passes(e, filter)) page.events.push_back(e);
@@ -232,7 +333,7 @@ events_page read_event_feed(pqxx::connection& conn, std::int64_t after, int limi
     }
     page.next = position;
     // Fewer rows than asked for: the feed ends here (every row read has events after the cursor).
-    if (static_cast<std::int64_t>(outbox_rows.size()) < rows_wanted) return page;
+    if (static_cast<std::int64_t>(rows.size()) < rows_wanted) return page;
   }
 }
 

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "ledger/money.hpp"
@@ -60,6 +61,18 @@ struct event_record {
   bool touches_account(ledger::account_id account) const;
 };
 
+// What events say of the accounts their entries name: the public account (a shard's parent), its
+// owner and its currency. The relay keeps one between rounds (they never change once an account is
+// opened), so that a busy merchant's shards are read once.
+struct account_label {
+  std::optional<ledger::account_id> parent;
+  std::optional<ledger::principal_id> owner;
+  std::string currency;
+};
+struct account_labels {
+  std::unordered_map<ledger::account_id, account_label> known;
+};
+
 // The relay's turn: true when this transaction holds the relay lock (a transaction-scoped
 // advisory lock), so no other relay sequences or publishes until it ends.
 bool try_relay_lock(pqxx::transaction_base& txn);
@@ -72,9 +85,11 @@ std::int64_t sequence_outbox(pqxx::transaction_base& txn, std::int64_t rows_max)
 // ids in feed order. Call under the relay lock.
 std::vector<std::int64_t> claim_outbox(pqxx::transaction_base& txn, std::int64_t rows_max);
 
-// The events of the rows `ids`, in feed order. A type the server does not know throws
-// unknown_value.
-std::vector<event_record> outbox_events(pqxx::transaction_base& txn, const std::vector<std::int64_t>& ids);
+// The events of the rows `ids`, in feed order, with the labels of their accounts from `labels`
+// (those it lacks are read and added). A type the server does not know, or a payload it cannot
+// read, throws unknown_value.
+std::vector<event_record> outbox_events(pqxx::transaction_base& txn, const std::vector<std::int64_t>& ids,
+                                        account_labels& labels);
 
 // Marks the rows `ids` published (in the transaction that claimed them).
 void mark_published(pqxx::transaction_base& txn, const std::vector<std::int64_t>& ids);

@@ -7,6 +7,9 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "persistence/database.hpp"
 #include "persistence/outbox.hpp"
@@ -99,6 +102,126 @@ TEST_F(feed_order_test, a_batch_that_commits_after_a_later_id_gets_the_later_pos
   EXPECT_EQ(page.events[0].legs[0].amount, -1);
   EXPECT_EQ(page.events[0].legs[1].account, to);
   EXPECT_EQ(page.events[0].legs[1].amount, 1);
+}
+
+TEST_F(feed_order_test, rows_expand_into_events_of_public_accounts_as_their_payloads_and_accounts_say) {
+  // Real accounts: a user account and a USD account of one fresh principal, and a hot account
+  // with two shards. One batch row of five transactions, then one row as written before
+  // migration 003 (a single transaction, transaction_id set).
+  auto owner = persistence::connect(test_support::options_for(owner_url(), "events-test-feed-owner"));
+  auto int_of = [&](const std::string& sql) {
+    pqxx::work txn(*owner);
+    const auto v = txn.exec1(sql)[0].as<std::int64_t>();
+    txn.commit();
+    return v;
+  };
+  const auto principal = int_of("INSERT INTO principal (name, role) VALUES ('feed-expansion-" +
+                                std::to_string(::getpid()) + "', 'merchant') RETURNING id");
+  auto account = [&](const std::string& currency, const std::string& kind_parent_shard) {
+    return int_of("INSERT INTO account (owner_id, currency, kind, parent_id, shard_no) VALUES (" +
+                  std::to_string(principal) + ", '" + currency + "', " + kind_parent_shard + ") RETURNING id");
+  };
+  const auto user = account("EUR", "'user', NULL, NULL");
+  const auto dollars = account("USD", "'user', NULL, NULL");
+  const auto hot = account("EUR", "'user', NULL, NULL");
+  const auto shard1 = account("EUR", "'shard', " + std::to_string(hot) + ", 0");
+  const auto shard2 = account("EUR", "'shard', " + std::to_string(hot) + ", 1");
+  const std::int64_t nowhere = 900'000'000'000 + 2 * static_cast<std::int64_t>(::getpid()) + 1;
+  const std::string u = std::to_string(user), d = std::to_string(dollars), s1 = std::to_string(shard1),
+                    s2 = std::to_string(shard2), x = std::to_string(nowhere);
+  std::vector<std::string> ids;
+  for (std::int64_t n = 1; n <= 6; ++n) ids.push_back(uuid_for(7'000'000 + 10 * ::getpid() + n));
+  auto tx = [&](int n, const std::string& type, const std::string& currency, const std::string& entries) {
+    return R"({"transactionId":")" + ids[n - 1] + R"(","type":")" + type + R"(","currency":")" + currency +
+           R"(","amount":"1")" + entries + "}";
+  };
+  auto entry = [](const std::string& account, const std::string& amount) {
+    return R"({"accountId":)" + account + R"(,"amount":")" + amount + R"("})";
+  };
+  const std::string batch =
+      R"({"transactions":[)" +
+      tx(1, "TRANSFER", "EUR", R"(,"entries":[)" + entry(u, "-5") + "," + entry(s1, "5") + "]") + "," +
+      tx(2, "SWEEP", "EUR", R"(,"entries":[)" + entry(s1, "-3") + "," + entry(s2, "3") + "]") + "," +
+      tx(3, "EXCHANGE", "EUR", R"(,"entries":[)" + entry(u, "-10") + "," + entry(d, "11") + "]") + "," +
+      tx(4, "TRANSFER", "EUR", "") + "," +
+      tx(5, "TRANSFER", "EUR", R"(,"entries":[)" + entry(u, "-1") + "," + entry(x, "1") + "]") + "]}";
+  const std::string single = tx(6, "TRANSFER", "EUR", R"(,"entries":[)" + entry(u, "-2") + "," + entry(s2, "2") + "]");
+  std::vector<std::int64_t> rows;
+  {
+    pqxx::work txn(*owner);
+    std::string names = "ARRAY[";
+    for (int n = 0; n < 5; ++n) names += (n ? "," : "") + txn.quote(ids[n]);
+    rows.push_back(txn.exec1("INSERT INTO outbox_event (transaction_ids, topic, payload) VALUES (" + names +
+                             "]::uuid[], 'ledger.batch', " + txn.quote(batch) + "::jsonb) RETURNING id")[0]
+                       .as<std::int64_t>());
+    rows.push_back(txn.exec1("INSERT INTO outbox_event (transaction_id, topic, payload) VALUES (" + txn.quote(ids[5]) +
+                             "::uuid, 'ledger.transaction', " + txn.quote(single) + "::jsonb) RETURNING id")[0]
+                       .as<std::int64_t>());
+    txn.commit();
+  }
+  auto relay = persistence::connect(options());
+  while (sequence(*relay) > 0) {}
+
+  struct leg {
+    std::int64_t account;
+    std::int64_t amount;
+    std::optional<std::int64_t> owner;
+    std::string currency;
+    bool operator==(const leg&) const = default;
+  };
+  auto legs_of = [](const persistence::event_record& e) {
+    std::vector<leg> out;
+    for (const auto& l : e.legs) out.push_back({l.account, l.amount, l.owner, l.currency});
+    return out;
+  };
+  const std::vector<std::vector<leg>> expected = {
+      {{user, -5, principal, "EUR"}, {hot, 5, principal, "EUR"}},
+      {{hot, 0, principal, "EUR"}},
+      {{user, -10, principal, "EUR"}, {dollars, 11, principal, "USD"}},
+      {},
+      {{user, -1, principal, "EUR"}, {nowhere, 1, std::nullopt, "EUR"}},
+      {{user, -2, principal, "EUR"}, {hot, 2, principal, "EUR"}},
+  };
+  const std::vector<std::string> types = {"TRANSFER", "SWEEP", "EXCHANGE", "TRANSFER", "TRANSFER", "TRANSFER"};
+
+  // The relay's expansion, twice with one set of labels: the second reads no account again and
+  // says the same.
+  persistence::account_labels labels;
+  for (int round = 0; round < 2; ++round) {
+    pqxx::work txn(*relay);
+    const auto events = persistence::outbox_events(txn, rows, labels);
+    ASSERT_EQ(events.size(), 6u);
+    std::int64_t previous = 0;
+    for (std::size_t i = 0; i < events.size(); ++i) {
+      SCOPED_TRACE("event " + std::to_string(i + 1));
+      EXPECT_EQ(events[i].transaction_id, ids[i]);
+      EXPECT_EQ(events[i].type, types[i]);
+      EXPECT_EQ(events[i].currency, "EUR");
+      EXPECT_EQ(events[i].outbox_id, i < 5 ? rows[0] : rows[1]);
+      EXPECT_EQ(events[i].legs.size(), expected[i].size());
+      EXPECT_TRUE(legs_of(events[i]) == expected[i]);
+      EXPECT_GT(events[i].cursor, previous);
+      EXPECT_EQ(events[i].created_at.size(), std::string("2026-11-30T18:00:00.000000Z").size());
+      previous = events[i].cursor;
+    }
+    EXPECT_EQ(events[1].cursor, events[0].cursor + 1);
+    EXPECT_EQ(labels.known.count(nowhere), 0u) << "an account the database does not know is not remembered";
+    EXPECT_EQ(labels.known.at(shard1).parent, hot);
+  }
+
+  // The feed says the same from any cursor: the principal's events after the first one.
+  pqxx::work txn(*relay);
+  const auto first = persistence::outbox_events(txn, rows, labels).front().cursor;
+  txn.commit();
+  auto reader = persistence::connect(options());
+  const persistence::event_filter mine{principal, std::nullopt};
+  const auto page = persistence::read_event_feed(*reader, first, 10, 10'000'000, mine);
+  ASSERT_EQ(page.events.size(), 4u);  // the fourth names no account, so no owner
+  const std::vector<std::size_t> seen = {1, 2, 4, 5};
+  for (std::size_t i = 0; i < seen.size(); ++i) {
+    EXPECT_EQ(page.events[i].transaction_id, ids[seen[i]]);
+    EXPECT_TRUE(legs_of(page.events[i]) == expected[seen[i]]);
+  }
 }
 
 TEST_F(feed_order_test, only_one_relay_holds_the_relay_lock) {
