@@ -73,56 +73,35 @@ constexpr const char* k_find_payments_sql =
     "  JOIN unnest($1::bigint[], $2::text[]) AS k(provider_id, payment_id)"
     "    ON p.provider_id = k.provider_id AND p.payment_id = k.payment_id";
 
-// The four writes of a batch. A small batch sends them as ONE multi-statement query: one round
-// trip instead of four (measured: COMMIT's WAL flush and the round trips dominate a small batch on
-// this machine), with the array parameters as quoted literals put in place of the templates' $n.
-// A large one (k_prepared_writes_min postings or more) sends them prepared, each array one text
-// parameter: PostgreSQL then neither scans a statement of several hundred kB for its literals nor
-// parses and plans it again, and nothing is quoted (bench/PAYDAY_BATCH.md).
-constexpr std::size_t k_prepared_writes_min = 64;
-constexpr const char* k_insert_journal = "posting_insert_journal";
-constexpr const char* k_insert_entries = "posting_insert_entries";
-constexpr const char* k_update_balances = "posting_update_balances";
-constexpr const char* k_insert_outbox = "posting_insert_outbox";
-constexpr const char* k_insert_journal_sql =
-    "INSERT INTO journal_transaction"
-    "  (id, principal_id, idempotency_key, request_hash, type, response_status, response_body, metadata)"
-    " SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::int[],"
-    "                      $7::text[], $8::jsonb[])";
-
-constexpr const char* k_insert_entries_sql =
-    "INSERT INTO ledger_entry (transaction_id, account_id, currency, amount, balance_after)"
-    " SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::bpchar[], $4::bigint[], $5::bigint[])";
-
-// With what the rows' holds keep (migration 011), which placements, voids and captures change.
-constexpr const char* k_update_balances_sql =
-    "UPDATE account AS a SET balance = u.balance, version = u.version, held = u.held, held_version = u.held_version"
-    "  FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[])"
-    "    AS u(id, balance, version, held, held_version)"
-    " WHERE a.id = u.id";
-
-// One outbox row announces the whole batch (migration 003).
-constexpr const char* k_insert_outbox_sql =
-    "INSERT INTO outbox_event (transaction_ids, topic, payload) VALUES ($1::uuid[], 'ledger.batch', $2::jsonb)";
-
-// Replaces $1..$n of `sql` by the quoted `literals` (n < 10).
-std::string bind_literals(std::string_view sql, const std::vector<std::string>& literals) {
-  std::size_t size = sql.size();
-  for (const auto& literal : literals) size += literal.size();
-  std::string out;
-  out.reserve(size);
-  for (std::size_t i = 0; i < sql.size(); ++i) {
-    if (sql[i] == '$' && i + 1 < sql.size() && sql[i + 1] >= '1' && sql[i + 1] <= '9') {
-      const auto n = static_cast<std::size_t>(sql[i + 1] - '1');
-      WALLET_ASSERT(n < literals.size(), "every placeholder has a literal");
-      out += literals[n];
-      ++i;
-    } else {
-      out += sql[i];
-    }
-  }
-  return out;
-}
+// The four writes of a batch, as ONE prepared statement of data-modifying CTEs: one round trip,
+// and PostgreSQL neither parses nor plans anything per batch (the writer's connection keeps
+// generic plans, set_posting_session). Each array is one text parameter. Before, a small batch
+// sent them as one multi-statement query of quoted literals, parsed and planned anew every time,
+// and a large one as four prepared statements, four round trips (bench/PROFILE.md).
+//   journal rows with their receipts; the entries (the zero-sum trigger sees them all at the end
+//   of the statement); the balance caches, one row per account at the last balance the plan
+//   reached; the batch's outbox row, when it has transactions (migration 003).
+// The CTEs all run on one snapshot and none reads what another writes.
+constexpr const char* k_write_batch = "posting_write_batch";
+constexpr const char* k_write_batch_sql =
+    "WITH journal AS ("
+    "  INSERT INTO journal_transaction"
+    "    (id, principal_id, idempotency_key, request_hash, type, response_status, response_body, metadata)"
+    "  SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::int[],"
+    "                       $7::text[], $8::jsonb[])),"
+    " entries AS ("
+    "  INSERT INTO ledger_entry (transaction_id, account_id, currency, amount, balance_after)"
+    "  SELECT * FROM unnest($9::uuid[], $10::bigint[], $11::bpchar[], $12::bigint[], $13::bigint[])),"
+    // With what the rows' holds keep (migration 011), which placements, voids and captures change.
+    " balances AS ("
+    "  UPDATE account AS a SET balance = u.balance, version = u.version, held = u.held, held_version = u.held_version"
+    "    FROM unnest($14::bigint[], $15::bigint[], $16::bigint[], $17::bigint[], $18::bigint[])"
+    "      AS u(id, balance, version, held, held_version)"
+    "   WHERE a.id = u.id),"
+    " outbox AS ("
+    "  INSERT INTO outbox_event (transaction_ids, topic, payload)"
+    "  SELECT $19::uuid[], 'ledger.batch', $20::jsonb WHERE cardinality($19::uuid[]) > 0)"
+    " SELECT 1";
 
 // Retries of a whole batch after a deadlock, a serialization failure or a lost idempotency race.
 constexpr int k_batch_attempts_max = 5;
@@ -657,34 +636,15 @@ batch_result commit_once(pqxx::connection& conn, const std::vector<posting_reque
       result.rows.push_back({id, state.balance, state.version, state.parent_id, state.held, state.held_version});
     }
     if (!o_tx.empty()) o_payload += "]}";
-    // 4. Journal rows with their receipts (a key committed by another server since step 2 is a
-    // unique violation: the attempt is redone and step 2 then finds it); 5. the entries;
-    // 6. the balance caches, one row per account at the last balance the plan reached;
-    // 7. the batch's outbox row, in the same transaction as the entries it announces.
-    // A batch of hold placements and voids only has no journal rows, entries or outbox row.
+    // 4-7. The writes (k_write_batch). A key committed by another server since step 2 is a unique
+    // violation: the attempt is redone and step 2 then finds it. A batch of hold placements and
+    // voids only has no journal rows, entries or outbox row.
+    txn.exec_prepared(k_write_batch, pg_array(j_ids), pg_array(j_principals), pg_array(j_keys), pg_array(j_hashes),
+                      pg_array(j_types), pg_array(j_status), pg_array(j_bodies), pg_array(j_meta), pg_array(e_tx),
+                      pg_array(e_account), pg_array(e_currency), pg_array(e_amount), pg_array(e_balance_after),
+                      pg_array(u_ids), pg_array(u_balances), pg_array(u_versions), pg_array(u_held),
+                      pg_array(u_held_versions), pg_array(o_tx), o_tx.empty() ? std::string("null") : o_payload);
     std::string writes;
-    if (j_ids.size() >= k_prepared_writes_min) {
-      txn.exec_prepared(k_insert_journal, pg_array(j_ids), pg_array(j_principals), pg_array(j_keys), pg_array(j_hashes),
-                        pg_array(j_types), pg_array(j_status), pg_array(j_bodies), pg_array(j_meta));
-      txn.exec_prepared(k_insert_entries, pg_array(e_tx), pg_array(e_account), pg_array(e_currency), pg_array(e_amount),
-                        pg_array(e_balance_after));
-      txn.exec_prepared(k_update_balances, pg_array(u_ids), pg_array(u_balances), pg_array(u_versions),
-                        pg_array(u_held), pg_array(u_held_versions));
-      txn.exec_prepared(k_insert_outbox, pg_array(o_tx), o_payload);
-    } else {
-      auto q = [&](const auto& values) { return txn.quote(pg_array(values)); };
-      if (!j_ids.empty()) {
-        writes += bind_literals(k_insert_journal_sql, {q(j_ids), q(j_principals), q(j_keys), q(j_hashes), q(j_types),
-                                                       q(j_status), q(j_bodies), q(j_meta)});
-        writes += ";\n";
-        writes += bind_literals(k_insert_entries_sql,
-                                {q(e_tx), q(e_account), q(e_currency), q(e_amount), q(e_balance_after)});
-        writes += ";\n";
-      }
-      writes +=
-          bind_literals(k_update_balances_sql, {q(u_ids), q(u_balances), q(u_versions), q(u_held), q(u_held_versions)});
-      if (!o_tx.empty()) writes += ";\n" + bind_literals(k_insert_outbox_sql, {q(o_tx), txn.quote(o_payload)});
-    }
     // 8. The rows of the money flows, after the journal rows they name.
     if (!flow_writes.empty()) writes += (writes.empty() ? "" : ";\n") + flow_writes;
     // 9. The audit rows of operators' flows, last: their lock is held until COMMIT.
@@ -745,10 +705,12 @@ void prepare_posting_statements(pqxx::connection& conn) {
   conn.prepare(k_find_reversals, k_find_reversals_sql);
   conn.prepare(k_lock_adjustments, k_lock_adjustments_sql);
   conn.prepare(k_lock_quotes, k_lock_quotes_sql);
-  conn.prepare(k_insert_journal, k_insert_journal_sql);
-  conn.prepare(k_insert_entries, k_insert_entries_sql);
-  conn.prepare(k_update_balances, k_update_balances_sql);
-  conn.prepare(k_insert_outbox, k_insert_outbox_sql);
+  conn.prepare(k_write_batch, k_write_batch_sql);
+  // Every statement the posting path prepares finds its rows by primary or unique key, whatever the
+  // arrays' lengths: a generic plan is as good as a custom one, and is planned once per connection
+  // instead of once per batch (planning the lock and key lookups cost more than executing them at
+  // small batches; bench/PROFILE.md).
+  pqxx::nontransaction(conn).exec("SET plan_cache_mode = force_generic_plan");
   prepare_hold_statements(conn);
 }
 

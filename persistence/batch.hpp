@@ -192,7 +192,8 @@ struct database_timeout : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Prepares the statements of the posting path on a connection; call once per connection.
+// Prepares the statements of the posting path on a connection and makes the connection keep
+// generic plans for its prepared statements (plan_cache_mode); call once per connection.
 void prepare_posting_statements(pqxx::connection& conn);
 
 // Commits the batch. While nothing of it can have committed, a connection loss throws

@@ -445,9 +445,9 @@ TEST_F(ledger_db, commit_batch_writes_journal_entries_caches_and_outbox) {
   expect_caches_match_entries();
 }
 
-// A small batch sends its four writes as one multi-statement query of quoted literals, a large one
-// (64 postings or more) sends them prepared with text parameters: on either side of that bound the
-// same postings write the same rows. Each size has a refused posting in the middle, metadata and
+// A batch's four writes are one prepared statement with its arrays as text parameters, planned
+// once per connection (generic plans): batches of any size write the same rows as the postings
+// say, whatever a first batch's size made the plan. Each size has a refused posting in the middle, metadata and
 // keys with quotes and backslashes, and every receipt, metadata object, entry and outbox element
 // is read back exactly.
 TEST_F(ledger_db, small_and_large_batches_write_the_same_rows) {
