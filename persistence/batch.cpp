@@ -75,7 +75,7 @@ constexpr const char* k_find_payments_sql =
 
 // The four writes of a batch, as ONE prepared statement of data-modifying CTEs: one round trip,
 // and PostgreSQL neither parses nor plans anything per batch (the writer's connection keeps
-// generic plans, set_posting_session). Each array is one text parameter. Before, a small batch
+// generic plans, prepare_posting_statements). Each array is one text parameter. Before, a small batch
 // sent them as one multi-statement query of quoted literals, parsed and planned anew every time,
 // and a large one as four prepared statements, four round trips (bench/PROFILE.md).
 //   journal rows with their receipts; the entries (the zero-sum trigger sees them all at the end
