@@ -66,27 +66,16 @@ rm -f "$out/setup.json"
 loadgen --setup-only >/dev/null
 loadgen --mode open --rate "$rate" --duration 3 >/dev/null
 
-# CPU ticks (user + system) per command name, from /proc/<pid>/stat.
-snapshot() {
-  for p in /proc/[0-9]*; do
-    read -r line < "$p/stat" 2>/dev/null || continue
-    local fields=(${line##*) })
-    echo "$(cat "$p/comm" 2>/dev/null) $((fields[11] + fields[12]))"
-  done | awk '{t[$1] += $2} END {for (k in t) print k, t[k]}' | sort
-}
-
 loadgen --mode open --rate "$rate" --duration 18 > "$out/run.txt" &
 loadgen_pid=$!
 sleep 4
-snapshot > "$out/before.txt"
+cpu_snapshot > "$out/before.txt"
 sleep 10
-snapshot > "$out/after.txt"
+cpu_snapshot > "$out/after.txt"
 wait "$loadgen_pid" || true
 
-hz=$(getconf CLK_TCK)
 echo "$workload at $rate/s, server settings: ${overrides[*]:-defaults}"
 grep -E '^(status|201|503|accepted)|achieved|sent late' "$out/run.txt"
 echo "CPU per request (us), over 10 s:"
-join "$out/before.txt" "$out/after.txt" | awk -v r="$rate" -v hz="$hz" '
-  { us = ($3 - $2) / hz / 10 / r * 1e6; if (us >= 1) { printf "  %-16s %6.0f\n", $1, us; total += us } }
-  END { printf "  %-16s %6.0f\n", "total", total }' | sort -k2 -nr
+cpu_per_request "$out/before.txt" "$out/after.txt" 10 "$rate" | awk '
+  { printf "  %-16s %6.0f\n", $1, $2; total += $2 } END { printf "  %-16s %6.0f\n", "total", total }'

@@ -43,3 +43,23 @@ wait_until_ready() {
 
 # psql as the private instance's superuser, stopping at the first error.
 psql_admin() { psql -X -q -h 127.0.0.1 -p "$pg_port" -U postgres -v ON_ERROR_STOP=1 "$@"; }
+
+# CPU ticks (user + system) of every process on the machine, summed by command name, one
+# "name ticks" line each, sorted by name: two snapshots joined give each process's share of a span.
+cpu_snapshot() {
+  local p line fields
+  for p in /proc/[0-9]*; do
+    read -r line < "$p/stat" 2>/dev/null || continue
+    # The fields after the command name (which may hold spaces) in parentheses.
+    read -r -a fields <<< "${line##*) }"
+    echo "$(cat "$p/comm" 2>/dev/null) $((fields[11] + fields[12]))"
+  done | awk '{t[$1] += $2} END {for (k in t) print k, t[k]}' | sort
+}
+
+# CPU time per request, in µs, of each process between two snapshots taken SECONDS apart while
+# RATE requests a second were sent: "name µs" lines, largest first, those under 1 µs left out.
+#   cpu_per_request BEFORE AFTER SECONDS RATE
+cpu_per_request() {
+  join "$1" "$2" | awk -v s="$3" -v r="$4" -v hz="$(getconf CLK_TCK)" '
+    { us = ($3 - $2) / hz / s / r * 1e6; if (us >= 1) printf "%s %.1f\n", $1, us }' | sort -k2 -nr
+}

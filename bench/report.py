@@ -137,6 +137,50 @@ for label, base_name, server_name in pairs:
     lines.append(f"| {label} | {b_text} | {s_text} | {ratio} | {verdict} |")
 lines.append("")
 
+def load_cpu(workload):
+    """The CPU per transfer by process of bench/run.sh's fixed-rate run: (rate, {name: us})."""
+    path = os.path.join(out_dir, f"cpu-{workload}.txt")
+    if not os.path.exists(path):
+        return None
+    rate, per = 0, {}
+    with open(path) as f:
+        for line in f:
+            name, value = line.split()
+            if name == "rate":
+                rate = int(value)
+            else:
+                per[name] = float(value)
+    return rate, per
+
+
+cpu_rows = [(label, load_cpu(name), load_summary(f"cpu-run-{name}"))
+            for label, name in (("hot merchant", "hot-merchant"), ("payday", "payday"))]
+if any(c for _, c, _ in cpu_rows):
+    processes = ["wallet-server", "postgres", "wallet-loadgen", "redis-server"]
+    lines.append("## CPU per transfer by process")
+    lines.append("")
+    lines.append("After each workload's search, on the same server and accounts: an open-loop run at a fixed rate (6,000/s, or "
+                 "three quarters of the capacity found if that is less), with every process's CPU time (user + "
+                 "system, from /proc) read over 10 s of it and divided by the transfers sent. \"other\" is every "
+                 "other process on the machine (kernel threads included). The same figures for other rates and "
+                 "settings: `bench/cpu_per_request.sh --workload W --rate R [NAME=VALUE...]`.")
+    lines.append("")
+    lines.append("| workload | rate /s | achieved /s | non-201 | " + " | ".join(processes) + " | other | total (µs) |")
+    lines.append("| --- | ---: | ---: | ---: | " + " | ".join("---:" for _ in processes) + " | ---: | ---: |")
+    for label, cpu, run in cpu_rows:
+        if not cpu:
+            lines.append(f"| {label} | not run | | | " + " | ".join("" for _ in processes) + " | | |")
+            continue
+        rate, per = cpu
+        achieved = f"{run.get('achieved_rate', 0):.0f}" if run else "-"
+        statuses = (run or {}).get("statuses", {})
+        non_201 = sum(v.get("count", 0) for k, v in statuses.items() if k != "201") if statuses else "-"
+        other = sum(v for k, v in per.items() if k not in processes)
+        cells = [f"{per.get(p, 0):.0f}" for p in processes]
+        lines.append(f"| {label} | {rate} | {achieved} | {non_201} | " + " | ".join(cells) +
+                     f" | {other:.0f} | {sum(per.values()):.0f} |")
+    lines.append("")
+
 lines.append("## Spikes against capacity (server)")
 lines.append("")
 lines.append("C is the measured capacity: the best hot-merchant rate within p99 100 ms above. Each run holds "

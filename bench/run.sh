@@ -197,15 +197,40 @@ if [[ $run_server == yes ]]; then
   # hot employer, P2P among many accounts. Each finds the highest open-loop rate whose p99 stays
   # within 100 ms, stepping the rate up by half each step and refining between the last good and
   # the first bad rate.
+  #
+  # Then, on the same server and setup, the CPU each process spends per transfer (server,
+  # PostgreSQL, load generator, Redis) at a fixed open-loop rate: 6,000/s, or three quarters of the
+  # capacity found when that is less, so that runs on this machine compare at the same rate. The
+  # processes' /proc ticks are read over 10 s of a 15 s run.
+  rm -f "$out"/cpu-*.txt
   for workload in hot-merchant payday p2p; do
     echo "bench: server $workload" >&2
     start_server 1000000 fresh
-    rm -rf "$out/server-$workload"
+    rm -rf "$out/server-$workload" "$out/setup-$workload.json"
     loadgen --workload "$workload" --accounts "$payers" --hot-shards 16 --mode search \
       --search-start-rate 200 --search-step-factor 1.5 --search-refine 3 \
       --search-step-seconds "$step_seconds" --p99-target-ms 100 --connections 512 \
+      --setup-file "$out/setup-$workload.json" \
       --out-dir "$out/server-$workload" > "$out/server-$workload.txt" \
       || echo "bench: loadgen reported FAIL for $workload (see $out/server-$workload.txt)" >&2
+    [[ $workload == p2p ]] && continue
+    best=$(jq -r '.search.best_achieved // 0' "$out/server-$workload/summary.json" 2>/dev/null || echo 0)
+    cpu_rate=$(python3 -c "print(min(6000, int(float('$best') * 3 / 4)))")
+    if ((cpu_rate > 0)); then
+      echo "bench: CPU per transfer, $workload at $cpu_rate/s" >&2
+      rm -rf "$out/cpu-run-$workload"
+      loadgen --workload "$workload" --accounts "$payers" --hot-shards 16 --setup-file "$out/setup-$workload.json" \
+        --mode open --rate "$cpu_rate" --duration 15 --connections 512 --no-verify \
+        --out-dir "$out/cpu-run-$workload" > "$out/cpu-run-$workload.txt" &
+      cpu_loadgen=$!
+      sleep 3
+      cpu_snapshot > "$out/cpu-before.txt"
+      sleep 10
+      cpu_snapshot > "$out/cpu-after.txt"
+      wait "$cpu_loadgen" || true
+      { echo "rate $cpu_rate"; cpu_per_request "$out/cpu-before.txt" "$out/cpu-after.txt" 10 "$cpu_rate"; } \
+        > "$out/cpu-$workload.txt"
+    fi
   done
 
   # Spikes against the measured capacity C, the best hot-merchant rate within p99 100 ms above:
