@@ -3,8 +3,14 @@
 # redis-server) while wallet-loadgen drives the server at a fixed open-loop rate: the figures of
 # bench/PROFILE.md. Each run starts from an empty database, creates the workload's setup through
 # the API, warms up for 3 s, then reads /proc/<pid>/stat of every process over 10 s of an 18 s run.
+# The requests of that window are counted from the server's own counter (transfers answered).
 #
-#   bench/cpu_per_request.sh [--workload hot-merchant|payday] [--rate N] [NAME=VALUE ...]
+#   bench/cpu_per_request.sh [--workload hot-merchant|payday] [--rate N] [--client loadgen|wrk]
+#                            [--connections N] [NAME=VALUE ...]
+#
+# --client wrk sends the same transfers with wrk (bench/wrk/transfers.lua), closed loop over
+# --connections connections (default 64) and one thread, instead of wallet-loadgen's open loop:
+# a cross-check of what the load generator itself costs. --rate is then not used.
 #
 # NAME=VALUE pairs are passed to the server's environment, to compare settings side by side, e.g.
 #   bench/cpu_per_request.sh --rate 5300 WALLET_ACTORS_SCHEDULER_THREADS=2
@@ -16,16 +22,25 @@ source bench/lib.sh
 
 workload=hot-merchant
 rate=4500
+client=loadgen
+connections=
 overrides=()
 while (($#)); do
   case $1 in
     --workload) workload=$2; shift ;;
     --rate) rate=$2; shift ;;
+    --client) client=$2; shift ;;
+    --connections) connections=$2; shift ;;
     *=*) overrides+=("$1") ;;
     *) echo "cpu_per_request: unknown argument $1" >&2; exit 2 ;;
   esac
   shift
 done
+case $client in
+  loadgen) connections=${connections:-512} ;;
+  wrk) connections=${connections:-64} ;;
+  *) echo "cpu_per_request: --client is loadgen or wrk, not $client" >&2; exit 2 ;;
+esac
 
 var_dir=var/bench
 http_port=18480
@@ -60,22 +75,49 @@ wait_until_ready "$http_port" "$out/server.log"
 loadgen() {
   nice -n -10 build-bench/tools/loadgen/wallet-loadgen --host 127.0.0.1 --port "$http_port" \
     --operator-key "$operator_key" --quiet --workload "$workload" --accounts 10000 --hot-shards 16 \
-    --connections 512 --setup-file "$out/setup.json" --no-verify "$@"
+    --connections "$connections" --setup-file "$out/setup.json" --no-verify "$@"
 }
 rm -f "$out/setup.json"
 loadgen --setup-only >/dev/null
 loadgen --mode open --rate "$rate" --duration 3 >/dev/null
 
-loadgen --mode open --rate "$rate" --duration 18 > "$out/run.txt" &
-loadgen_pid=$!
+# Transfers answered 201 so far, by the server's own count.
+answered() {
+  curl -sf "http://127.0.0.1:$http_port/metrics" |
+    awk '/^wallet_http_requests_total\{route="\/v1\/transfers",status="201"\}/ { n += $2 } END { print n + 0 }'
+}
+
+if [[ $client == wrk ]]; then
+  # The setup's parties as "apiKey accountId" lines, the hub first, for the wrk script.
+  python3 -c '
+import json, sys
+setup = json.load(open(sys.argv[1]))
+for p in [setup["hub"]] + setup["parties"]:
+    print(p["apiKey"], p["accountId"])' "$out/setup.json" > "$out/parties.tsv"
+  WRK_PARTIES=$out/parties.tsv WRK_WORKLOAD=$workload WRK_RUN="run-$RANDOM$RANDOM" \
+    wrk -t1 -c"$connections" -d18s --latency -s bench/wrk/transfers.lua "http://127.0.0.1:$http_port" \
+    > "$out/run.txt" &
+else
+  loadgen --mode open --rate "$rate" --duration 18 > "$out/run.txt" &
+fi
+client_pid=$!
 sleep 4
 cpu_snapshot > "$out/before.txt"
+before=$(answered)
 sleep 10
+after=$(answered)
 cpu_snapshot > "$out/after.txt"
-wait "$loadgen_pid" || true
+wait "$client_pid" || true
+measured_rate=$(((after - before) / 10))
 
-echo "$workload at $rate/s, server settings: ${overrides[*]:-defaults}"
-grep -E '^(status|201|503|accepted)|achieved|sent late' "$out/run.txt"
+if [[ $client == wrk ]]; then
+  echo "$workload with wrk, closed loop over $connections connections, server settings: ${overrides[*]:-defaults}"
+  grep -E 'Latency|99%|Requests/sec|Non-2xx|Socket errors' "$out/run.txt"
+else
+  echo "$workload at $rate/s, server settings: ${overrides[*]:-defaults}"
+  grep -E '^(status|201|503|accepted)|achieved|sent late' "$out/run.txt"
+fi
+echo "transfers answered 201 during the window: $measured_rate/s"
 echo "CPU per request (us), over 10 s:"
-cpu_per_request "$out/before.txt" "$out/after.txt" 10 "$rate" | awk '
+cpu_per_request "$out/before.txt" "$out/after.txt" 10 "$measured_rate" | awk '
   { printf "  %-16s %6.0f\n", $1, $2; total += $2 } END { printf "  %-16s %6.0f\n", "total", total }'
