@@ -6,11 +6,15 @@
 # The requests of that window are counted from the server's own counter (transfers answered).
 #
 #   bench/cpu_per_request.sh [--workload hot-merchant|payday] [--rate N] [--client loadgen|wrk]
-#                            [--connections N] [NAME=VALUE ...]
+#                            [--connections N] [--count-mallocs] [NAME=VALUE ...]
 #
 # --client wrk sends the same transfers with wrk (bench/wrk/transfers.lua), closed loop over
 # --connections connections (default 64) and one thread, instead of wallet-loadgen's open loop:
 # a cross-check of what the load generator itself costs. --rate is then not used.
+#
+# --count-mallocs counts the server's calls to malloc over the window instead, per transfer and
+# per thread, with a perf uprobe on libc's malloc (root; the probe is added if missing). The probe
+# slows every allocation down, so no CPU figures are given in that mode.
 #
 # NAME=VALUE pairs are passed to the server's environment, to compare settings side by side, e.g.
 #   bench/cpu_per_request.sh --rate 5300 WALLET_ACTORS_SCHEDULER_THREADS=2
@@ -24,6 +28,7 @@ workload=hot-merchant
 rate=4500
 client=loadgen
 connections=
+count_mallocs=no
 overrides=()
 while (($#)); do
   case $1 in
@@ -31,6 +36,7 @@ while (($#)); do
     --rate) rate=$2; shift ;;
     --client) client=$2; shift ;;
     --connections) connections=$2; shift ;;
+    --count-mallocs) count_mallocs=yes ;;
     *=*) overrides+=("$1") ;;
     *) echo "cpu_per_request: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -48,6 +54,9 @@ out=bench/out/cpu
 mkdir -p "$out"
 
 bash scripts/install-deps.sh
+if [[ $count_mallocs == yes ]] && ! perf probe -l 2>/dev/null | grep -q 'probe_libc:malloc'; then
+  perf probe -q -x "$(ldconfig -p | awk '/libc\.so\.6 .*x86-64/ { print $NF; exit }')" -a malloc
+fi
 build_release build-bench "$out/build.log" wallet-server wallet-loadgen wallet-admin
 bash scripts/services.sh start "$var_dir" 55434 56381 >/dev/null
 bash scripts/services.sh reset-db "$var_dir" >/dev/null
@@ -104,7 +113,11 @@ client_pid=$!
 sleep 4
 cpu_snapshot > "$out/before.txt"
 before=$(answered)
-sleep 10
+if [[ $count_mallocs == yes ]]; then
+  perf stat -e probe_libc:malloc --per-thread -x, -o "$out/mallocs.csv" -p "$server_pid" -- sleep 10 2>/dev/null
+else
+  sleep 10
+fi
 after=$(answered)
 cpu_snapshot > "$out/after.txt"
 wait "$client_pid" || true
@@ -118,6 +131,15 @@ else
   grep -E '^(status|201|503|accepted)|achieved|sent late' "$out/run.txt"
 fi
 echo "transfers answered 201 during the window: $measured_rate/s"
+if [[ $count_mallocs == yes ]]; then
+  # Lines "comm-tid,count,,probe_libc:malloc,...": summed by thread name.
+  echo "malloc calls per transfer, by server thread, over 10 s:"
+  awk -F, -v n="$((after - before))" '$4 ~ /malloc/ && $2 ~ /^[0-9]+$/ {
+      name = $1; sub(/-[0-9]+$/, "", name); gsub(/^ +/, "", name); calls[name] += $2; total += $2 }
+    END { for (k in calls) if (calls[k] / n >= 0.05) printf "  %-16s %7.1f\n", k, calls[k] / n
+          printf "  %-16s %7.1f\n", "total", total / n }' "$out/mallocs.csv" | sort -k2 -nr
+  exit 0
+fi
 echo "CPU per request (us), over 10 s:"
 cpu_per_request "$out/before.txt" "$out/after.txt" 10 "$measured_rate" | awk '
   { printf "  %-16s %6.0f\n", $1, $2; total += $2 } END { printf "  %-16s %6.0f\n", "total", total }'
