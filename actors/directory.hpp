@@ -71,10 +71,12 @@ class account_directory {
       }
       if (!held.empty()) pool = &held;
     }
-    std::vector<ledger::account_id> mine;
-    for (std::size_t n = writer_index; n < pool->size(); n += writer_count) mine.push_back((*pool)[n]);
-    if (mine.empty()) return (*pool)[spread % pool->size()];
-    return mine[spread % mine.size()];
+    // The writer's own shards are every writer_count-th from writer_index: pick one of them by
+    // index (this runs for every payment to a hot account, so it allocates nothing).
+    const std::size_t size = pool->size();
+    const std::size_t mine = writer_index < size ? (size - writer_index + writer_count - 1) / writer_count : 0;
+    if (mine == 0) return (*pool)[spread % size];
+    return (*pool)[writer_index + (spread % mine) * writer_count];
   }
 
  private:

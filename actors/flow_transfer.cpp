@@ -29,8 +29,8 @@ void money_flows::transfer(transfer_command command, finish_fn done) {
     // account that exists, so naming one that does not leaves nothing behind (an account created
     // later under that id works at once).
     const auto from = command.from;
-    accounts_.facts(from, [this, command = std::move(command), finish](ledger::error_code code,
-                                                                       std::optional<account_facts> payer) mutable {
+    accounts_.facts(from, [this, command = std::move(command), finish = std::move(finish)](
+                              ledger::error_code code, std::optional<account_facts> payer) mutable {
       if (code != ledger::error_code::ok) return finish(database_unavailable(code));
       if (!payer || payer->kind != ledger::account_kind::user || payer->owner_id != command.principal) {
         return finish(refusal(ledger::error_code::not_found,
@@ -39,13 +39,14 @@ void money_flows::transfer(transfer_command command, finish_fn done) {
       auto missing = refusal(ledger::error_code::not_found,
                              "account " + std::to_string(command.to) + " (toAccountId) was not found");
       const auto to = command.to;
-      user_account(
-          to, std::move(missing), finish,
-          [this, command = std::move(command), payer = std::move(*payer), finish](account_facts payee) mutable {
-            const bool charges =
-                payee.fees && command.amount > 0 && ledger::payment_fee(*payee.fees, command.amount) > 0;
-            pay(std::move(command), std::move(payer), std::move(payee), charges, false, finish);
-          });
+      auto on_missing = finish;
+      user_account(to, std::move(missing), std::move(on_missing),
+                   [this, command = std::move(command), payer = std::move(*payer),
+                    finish = std::move(finish)](account_facts payee) mutable {
+                     const bool charges =
+                         payee.fees && command.amount > 0 && ledger::payment_fee(*payee.fees, command.amount) > 0;
+                     pay(std::move(command), std::move(payer), std::move(payee), charges, false, std::move(finish));
+                   });
     });
   });
 }
@@ -56,15 +57,15 @@ void money_flows::pay(transfer_command command, account_facts payer, account_fac
     const std::string currency = payer.currency;
     // fee_revenue is hot: the fee lands on its shard of the payer's writer.
     const auto writer = writer_for(command.from, core_.runtime->writers.size());
-    return fee_revenue_row(currency, writer,
-                           [this, command = std::move(command), payer = std::move(payer), payee = std::move(payee),
-                            rebuilt, finish](ledger::error_code code, ledger::account_id fee_row) mutable {
-                             if (code != ledger::error_code::ok) return finish(database_unavailable(code));
-                             send_payment(std::move(command), std::move(payer), std::move(payee), fee_row, rebuilt,
-                                          finish);
-                           });
+    return fee_revenue_row(
+        currency, writer,
+        [this, command = std::move(command), payer = std::move(payer), payee = std::move(payee), rebuilt,
+         finish = std::move(finish)](ledger::error_code code, ledger::account_id fee_row) mutable {
+          if (code != ledger::error_code::ok) return finish(database_unavailable(code));
+          send_payment(std::move(command), std::move(payer), std::move(payee), fee_row, rebuilt, std::move(finish));
+        });
   }
-  send_payment(std::move(command), std::move(payer), std::move(payee), 0, rebuilt, finish);
+  send_payment(std::move(command), std::move(payer), std::move(payee), 0, rebuilt, std::move(finish));
 }
 
 void money_flows::send_payment(transfer_command command, account_facts payer, account_facts payee,
@@ -87,19 +88,24 @@ void money_flows::send_payment(transfer_command command, account_facts payer, ac
   // A fee may take all of a payment, and then the payee has no entry to be found by: its refunds
   // find it here (persistence/payments.cpp).
   if (fee) posting.metadata_json = json_members({{"payeeId", std::to_string(payee.id)}});
-  if (rebuilt) return debit(command.principal, std::move(posting), std::move(payer), finish);
-  auto retry = [this, command, payer, payee_id = payee.id, finish](money_result r) mutable {
+  const auto principal = command.principal;
+  if (rebuilt) return debit(principal, std::move(posting), std::move(payer), std::move(finish));
+  // Kept for the rare rebuild below; the posting already has its own copies of the command's strings.
+  auto retry = [this, command = std::move(command), payer, payee_id = payee.id,
+                finish = std::move(finish)](money_result r) mutable {
     if (r.outcome != ledger::error_code::fees_changed) return finish(std::move(r));
     // The payee's schedule changed since its facts were cached: read them again, and build the
     // payment with a fee leg this time, whatever they say (the writer prices it).
-    accounts_.refresh(payee_id, [this, command = std::move(command), payer = std::move(payer), finish](
-                                    ledger::error_code code, std::optional<account_facts> payee) mutable {
-      if (code != ledger::error_code::ok) return finish(database_unavailable(code));
-      if (!payee) return finish(refusal(ledger::error_code::not_found, "the payee's account is gone"));
-      pay(std::move(command), std::move(payer), std::move(*payee), true, true, finish);
-    });
+    accounts_.refresh(payee_id,
+                      [this, command = std::move(command), payer = std::move(payer), finish = std::move(finish)](
+                          ledger::error_code code, std::optional<account_facts> payee) mutable {
+                        if (code != ledger::error_code::ok) return finish(database_unavailable(code));
+                        if (!payee)
+                          return finish(refusal(ledger::error_code::not_found, "the payee's account is gone"));
+                        pay(std::move(command), std::move(payer), std::move(*payee), true, true, std::move(finish));
+                      });
   };
-  debit(command.principal, std::move(posting), std::move(payer), std::move(retry));
+  debit(principal, std::move(posting), std::move(payer), std::move(retry));
 }
 
 }  // namespace actors

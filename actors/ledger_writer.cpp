@@ -77,12 +77,14 @@ bool ensure_connected(writer_actor* self, writer_gauges& gauges) {
   return gauges.connected.load();
 }
 
-void answer_all(std::vector<pending_posting>& batch, writer_gauges& gauges, ledger::error_code code) {
-  for (auto& p : batch) {
+// `requests` are the batch's requests, moved out of it in the same order.
+void answer_all(std::vector<pending_posting>& batch, const std::vector<persistence::posting_request>& requests,
+                writer_gauges& gauges, ledger::error_code code) {
+  for (std::size_t i = 0; i < batch.size(); ++i) {
     persistence::posting_outcome out;
     out.outcome = code;
-    out.transaction_id = p.request.transaction_id;
-    p.promise.deliver(std::move(out));
+    out.transaction_id = requests[i].transaction_id;
+    batch[i].promise.deliver(std::move(out));
     --gauges.queued;
   }
 }
@@ -105,14 +107,15 @@ void flush(writer_actor* self, const writer_config& config, writer_gauges& gauge
   batch.swap(st.pending);
   if (batch.empty()) return;
 
-  if (!ensure_connected(self, gauges)) {
-    answer_all(batch, gauges, ledger::error_code::database_unavailable);
-    return;
-  }
-
+  // Moved, not copied: from here on the batch holds the promises and `requests` the postings.
   std::vector<persistence::posting_request> requests;
   requests.reserve(batch.size());
-  for (auto& p : batch) requests.push_back(p.request);
+  for (auto& p : batch) requests.push_back(std::move(p.request));
+
+  if (!ensure_connected(self, gauges)) {
+    answer_all(batch, requests, gauges, ledger::error_code::database_unavailable);
+    return;
+  }
 
   const auto started = std::chrono::steady_clock::now();
   persistence::batch_result result;
@@ -121,13 +124,13 @@ void flush(writer_actor* self, const writer_config& config, writer_gauges& gauge
   } catch (const persistence::database_timeout& e) {
     spdlog::warn("ledger writer {}: batch of {} timed out in the database: {}", config.index, batch.size(), e.what());
     ++gauges.failures;
-    answer_all(batch, gauges, ledger::error_code::database_unavailable);
+    answer_all(batch, requests, gauges, ledger::error_code::database_unavailable);
     return;
   } catch (const pqxx::in_doubt_error& e) {
     spdlog::error("ledger writer {}: COMMIT outcome unknown for {} postings: {}", config.index, batch.size(), e.what());
     st.backend->disconnect();
     ++gauges.failures;
-    answer_all(batch, gauges, ledger::error_code::outcome_unknown);
+    answer_all(batch, requests, gauges, ledger::error_code::outcome_unknown);
     return;
   } catch (const pqxx::broken_connection& e) {
     // The connection broke somewhere in the batch; whether COMMIT got through cannot be known
@@ -135,13 +138,13 @@ void flush(writer_actor* self, const writer_config& config, writer_gauges& gauge
     spdlog::error("ledger writer {}: connection lost during a batch of {}: {}", config.index, batch.size(), e.what());
     st.backend->disconnect();
     ++gauges.failures;
-    answer_all(batch, gauges, ledger::error_code::outcome_unknown);
+    answer_all(batch, requests, gauges, ledger::error_code::outcome_unknown);
     return;
   } catch (const std::exception& e) {
     spdlog::error("ledger writer {}: batch of {} failed: {}", config.index, batch.size(), e.what());
     if (!st.backend->usable()) st.backend->disconnect();
     ++gauges.failures;
-    answer_all(batch, gauges, ledger::error_code::outcome_unknown);
+    answer_all(batch, requests, gauges, ledger::error_code::outcome_unknown);
     return;
   }
   if (result.connection_lost) {
@@ -162,10 +165,10 @@ void flush(writer_actor* self, const writer_config& config, writer_gauges& gauge
   for (const auto& row : result.rows) rows.emplace(row.id, &row);
   for (std::size_t i = 0; i < batch.size(); ++i) {
     auto& out = result.outcomes[i];
-    if (out.transaction_id.empty()) out.transaction_id = batch[i].request.transaction_id;
+    if (out.transaction_id.empty()) out.transaction_id = requests[i].transaction_id;
     // The debited account's rows (main and shards), whether or not this posting was accepted:
     // its actor is not sent a notice for them (see below), so its answer must carry them.
-    const auto& p = batch[i].request.posting;
+    const auto& p = requests[i].posting;
     auto add = [&](ledger::account_id id) {
       if (auto it = rows.find(id); it != rows.end()) out.rows_after.push_back(*it->second);
     };

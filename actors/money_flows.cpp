@@ -47,7 +47,7 @@ money_flows::money_flows(const config::settings& settings, service_core& core, a
 void money_flows::in_flight(ledger::principal_id principal, const std::string& key, const std::string& hash,
                             finish_fn done, std::function<void(finish_fn)> execute) {
   if (core_.stopped.load()) return done(shutting_down());
-  const auto fk = flight_key(principal, key);
+  auto fk = flight_key(principal, key);
   switch (flights_.join(fk, hash, done)) {
     case single_flight::join_result::leader: break;
     case single_flight::join_result::follower: return;
@@ -55,13 +55,22 @@ void money_flows::in_flight(ledger::principal_id principal, const std::string& k
       return done(
           refusal(ledger::error_code::idempotency_key_reused, "this Idempotency-Key is in use by a different request"));
   }
-  execute([this, fk, principal, key, hash](money_result result) {
-    settle(principal, key, hash, std::move(result), [this, fk](money_result settled) { flights_.finish(fk, settled); });
+  // The continuation is copied at every step of a flow (each callback keeps its own): its strings
+  // are shared, so a copy costs a reference count, not three allocations.
+  struct flight {
+    std::string key;
+    std::string idempotency_key;
+    std::string request_hash;
+  };
+  auto f = std::make_shared<const flight>(flight{std::move(fk), key, hash});
+  execute([this, f, principal](money_result result) {
+    settle(principal, f->idempotency_key, f->request_hash, std::move(result),
+           [this, f](money_result settled) { flights_.finish(f->key, std::move(settled)); });
   });
 }
 
-void money_flows::settle(ledger::principal_id principal, std::string key, std::string hash, money_result result,
-                         finish_fn done) {
+void money_flows::settle(ledger::principal_id principal, const std::string& key, const std::string& hash,
+                         money_result result, finish_fn done) {
   if (!result.decided_before_writer) return done(std::move(result));
   core_.readers->read<std::optional<persistence::stored_response>>(
       [principal, key](pqxx::connection& conn) { return persistence::find_committed(conn, principal, key); },

@@ -100,7 +100,8 @@ class money_flows {
   // decided before the writer is settled against the stored receipt before anyone is answered.
   void in_flight(ledger::principal_id principal, const std::string& key, const std::string& hash, finish_fn done,
                  std::function<void(finish_fn)> execute);
-  void settle(ledger::principal_id principal, std::string key, std::string hash, money_result result, finish_fn done);
+  void settle(ledger::principal_id principal, const std::string& key, const std::string& hash, money_result result,
+              finish_fn done);
   // A debit of a user account, through its actor; `owner` 0 when an operator or provider acts.
   void debit(ledger::principal_id owner, persistence::posting_request posting, std::optional<account_facts> payer,
              finish_fn finish);

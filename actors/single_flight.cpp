@@ -17,7 +17,7 @@ single_flight::join_result single_flight::join(const std::string& key, const std
   return join_result::follower;
 }
 
-void single_flight::finish(const std::string& key, const money_result& result) {
+void single_flight::finish(const std::string& key, money_result result) {
   std::vector<std::function<void(money_result)>> waiters;
   {
     std::lock_guard lock(mutex_);
@@ -27,10 +27,11 @@ void single_flight::finish(const std::string& key, const money_result& result) {
     flights_.erase(it);
   }
   for (std::size_t i = 0; i < waiters.size(); ++i) {
-    money_result copy = result;
+    // The last waiter (usually the only one) takes the result itself; the others a copy each.
+    money_result answer = i + 1 == waiters.size() ? std::move(result) : result;
     // The first caller made the transaction; the others receive it as a replay.
-    if (i > 0 && copy.outcome == ledger::error_code::ok) copy.replayed = true;
-    waiters[i](std::move(copy));
+    if (i > 0 && answer.outcome == ledger::error_code::ok) answer.replayed = true;
+    waiters[i](std::move(answer));
   }
 }
 

@@ -29,7 +29,7 @@ class single_flight {
 
   // Ends the flight of `key`: the leader gets `result`, the followers get it too, marked as a
   // replay when it is a success (they did not make the transaction).
-  void finish(const std::string& key, const money_result& result);
+  void finish(const std::string& key, money_result result);
 
   // Flights in progress (for tests and metrics).
   std::size_t size() const;

@@ -65,7 +65,9 @@ bool handler_support::within_lookup_allowance(const exchange_ptr& ex, const prin
   return false;
 }
 
-void handler_support::count_unknown_account(const principal& who) { unknown_accounts_.take(std::to_string(who.id)); }
+void handler_support::count_unknown_account(const principal& who) { count_unknown_account(who.id); }
+
+void handler_support::count_unknown_account(ledger::principal_id by) { unknown_accounts_.take(std::to_string(by)); }
 
 void handler_support::visible_account(const exchange_ptr& ex, const principal& who, ledger::account_id id,
                                       std::function<void(const actors::account_view&)> next) {
@@ -111,16 +113,16 @@ void handler_support::forward(const exchange_ptr& ex, const actors::money_result
   });
 }
 
-void handler_support::answer_money(const exchange_ptr& ex, const principal& who, const actors::money_result& r) {
+void handler_support::answer_money(const exchange_ptr& ex, ledger::principal_id by, actors::money_result r) {
   if (r.outcome == ledger::error_code::not_partition_owner && r.partition >= 0 && !ex->forwarded &&
       service.forwards()) {
     return forward(ex, r);
   }
-  if (r.outcome == ledger::error_code::not_found) count_unknown_account(who);
-  if (r.outcome != ledger::error_code::ok) return fail(ex, r.outcome, r.detail, r.retry_after_s);
+  if (r.outcome == ledger::error_code::not_found) count_unknown_account(by);
+  if (r.outcome != ledger::error_code::ok) return fail(ex, r.outcome, std::move(r.detail), r.retry_after_s);
   reply out;
   out.status = r.status;
-  out.body = r.body;
+  out.body = std::move(r.body);
   if (r.replayed) out.headers.emplace_back("Idempotent-Replayed", "true");
   ex->respond(std::move(out));
 }

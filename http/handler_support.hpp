@@ -42,13 +42,15 @@ class handler_support {
   // named too many accounts that do not exist (or are not its own) waits (429, answered here).
   bool within_lookup_allowance(const exchange_ptr& ex, const principal& who);
   void count_unknown_account(const principal& who);
+  void count_unknown_account(ledger::principal_id by);
 
   // Loads an account the principal may see: its own, or any for an operator; otherwise 404.
   void visible_account(const exchange_ptr& ex, const principal& who, ledger::account_id id,
                        std::function<void(const actors::account_view&)> next);
 
   // The answer to a money-moving request: its stored receipt, or its problem.
-  void answer_money(const exchange_ptr& ex, const principal& who, const actors::money_result& r);
+  // `by`: the principal who asked (for the unknown-account allowance).
+  void answer_money(const exchange_ptr& ex, ledger::principal_id by, actors::money_result r);
   // Cluster mode: answers `ex` with what the node holding the refused debit's partition answers.
   void forward(const exchange_ptr& ex, const actors::money_result& refusal);
 

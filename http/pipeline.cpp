@@ -19,8 +19,8 @@ void pipeline::run(const exchange_ptr& ex, const route& r, std::function<void(co
   }
   // A provider's event carries no API key: its handler verifies the signature.
   if (r.who == access::provider) return next(principal{});
-  authenticate(ex, [this, ex, &r, next = std::move(next)](const principal& who) {
-    rate_limit(ex, who, r.rate, [this, ex, &r, who, next] {
+  authenticate(ex, [this, ex, &r, next = std::move(next)](const principal& who) mutable {
+    rate_limit(ex, who, r.rate, [this, ex, &r, who, next = std::move(next)] {
       if (r.who == access::operator_ && who.role != ledger::role::operator_role) {
         return support_.fail(ex, ledger::error_code::forbidden, "this operation needs an operator key");
       }
@@ -85,8 +85,8 @@ void pipeline::rate_limit(const exchange_ptr& ex, const principal& who, rate_cla
   if (limiter_ == nullptr || rate == rate_class::none || ex->forwarded) return next();
   limiter_->check(who.id, rate == rate_class::write ? ratelimit::route_class::write : ratelimit::route_class::read,
                   [this, ex, next = std::move(next)](ratelimit::decision d) {
-                    ex->extra_headers.emplace_back("RateLimit-Policy", d.policy);
-                    ex->extra_headers.emplace_back("RateLimit", d.header);
+                    ex->extra_headers.emplace_back("RateLimit-Policy", std::move(d.policy));
+                    ex->extra_headers.emplace_back("RateLimit", std::move(d.header));
                     // A check still pending at shutdown must not start work nobody can answer.
                     if (stopped_) return shutting_down(ex);
                     if (d.allowed) return next();

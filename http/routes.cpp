@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <iterator>
+
 #include "http/crypto.hpp"
 #include "http/handler_support.hpp"
 #include "http/handlers/handlers.hpp"
@@ -102,7 +104,8 @@ void routes::serve_forwarded(actors::forwarded_request request, std::function<vo
   ex->respond = [weak_ex, done = std::move(done)](reply r) {
     auto ex = weak_ex.lock();
     if (!ex || ex->answered.exchange(true)) return;
-    r.headers.insert(r.headers.begin(), ex->extra_headers.begin(), ex->extra_headers.end());
+    r.headers.insert(r.headers.begin(), std::make_move_iterator(ex->extra_headers.begin()),
+                     std::make_move_iterator(ex->extra_headers.end()));
     actors::forwarded_reply out;
     out.delivered = true;
     out.status = r.status;

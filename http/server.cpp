@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <iterator>
 #include <memory>
 #include <thread>
 
@@ -195,7 +196,8 @@ class session : public std::enable_shared_from_this<session> {
       auto ex = weak_ex.lock();
       if (!self || !ex || ex->answered.exchange(true)) return;
       // On the answering thread, which is the one that added them (see exchange.hpp).
-      r.headers.insert(r.headers.begin(), ex->extra_headers.begin(), ex->extra_headers.end());
+      r.headers.insert(r.headers.begin(), std::make_move_iterator(ex->extra_headers.begin()),
+                       std::make_move_iterator(ex->extra_headers.end()));
       asio::post(self->stream_.get_executor(),
                  [self, r = std::move(r), ex]() mutable { self->write(std::move(r), ex); });
     };

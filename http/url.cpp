@@ -8,6 +8,7 @@ namespace api {
 
 std::vector<std::string_view> split_path(std::string_view path) {
   std::vector<std::string_view> parts;
+  parts.reserve(6);  // one allocation for every path the API has (it is split on every request)
   std::size_t start = 1;
   while (start <= path.size()) {
     auto end = path.find('/', start);

@@ -110,7 +110,8 @@ void reverse(handler_support& s, const exchange_ptr& ex, const principal& who, c
   cmd.idempotency_key = *key;
   cmd.request_id = ex->request_id;
   cmd.request_hash = sha256_hex("reversal\n" + cmd.transaction_id + "\n" + cmd.reason);
-  s.service.reverse(std::move(cmd), [&s, ex, who](actors::money_result r) { s.answer_money(ex, who, r); });
+  s.service.reverse(std::move(cmd),
+                    [&s, ex, by = who.id](actors::money_result r) { s.answer_money(ex, by, std::move(r)); });
 }
 
 void request_adjustment(handler_support& s, const exchange_ptr& ex, const principal& who) {
@@ -175,8 +176,8 @@ void decide_adjustment(handler_support& s, const exchange_ptr& ex, const princip
   cmd.request_id = ex->request_id;
   cmd.request_hash = sha256_hex(std::string(approve ? "approve\n" : "reject\n") + cmd.adjustment_id);
   if (approve) {
-    return s.service.approve_adjustment(std::move(cmd),
-                                        [&s, ex, who](actors::money_result r) { s.answer_money(ex, who, r); });
+    return s.service.approve_adjustment(
+        std::move(cmd), [&s, ex, by = who.id](actors::money_result r) { s.answer_money(ex, by, std::move(r)); });
   }
   s.service.reject_adjustment(std::move(cmd), [&s, ex](actors::query_result<std::optional<actors::adjustment_view>> r) {
     if (r.outcome != ledger::error_code::ok) return s.fail(ex, r.outcome, r.detail);
@@ -249,7 +250,8 @@ void exchange(handler_support& s, const exchange_ptr& ex, const principal& who) 
   cmd.idempotency_key = *key;
   cmd.request_id = ex->request_id;
   cmd.request_hash = sha256_hex("exchange\n" + cmd.quote_id);
-  s.service.exchange(std::move(cmd), [&s, ex, who](actors::money_result r) { s.answer_money(ex, who, r); });
+  s.service.exchange(std::move(cmd),
+                     [&s, ex, by = who.id](actors::money_result r) { s.answer_money(ex, by, std::move(r)); });
 }
 
 }  // namespace

@@ -37,7 +37,8 @@ void deposit(handler_support& s, const exchange_ptr& ex, const principal& who) {
   cmd.provider_payment_id = payment_id.value_or("");
   cmd.request_hash = sha256_hex("deposit\n" + std::to_string(cmd.account) + "\n" + std::to_string(cmd.amount) + "\n" +
                                 cmd.external_ref + "\n" + cmd.provider + "\n" + cmd.provider_payment_id);
-  s.service.deposit(std::move(cmd), [&s, ex, who](actors::money_result r) { s.answer_money(ex, who, r); });
+  s.service.deposit(std::move(cmd),
+                    [&s, ex, by = who.id](actors::money_result r) { s.answer_money(ex, by, std::move(r)); });
 }
 
 // A refund (or the chargeback) of deposit `id`: {"amount"?, "reason"?}; the amount defaults to
@@ -64,7 +65,8 @@ void claim(handler_support& s, const exchange_ptr& ex, const principal& who, con
   cmd.request_id = ex->request_id;
   cmd.request_hash = sha256_hex(std::string(chargeback ? "chargeback\n" : "deposit_refund\n") + id + "\n" +
                                 (cmd.amount ? std::to_string(*cmd.amount) : "rest") + "\n" + cmd.reason);
-  s.service.claim_deposit(std::move(cmd), [&s, ex, who](actors::money_result r) { s.answer_money(ex, who, r); });
+  s.service.claim_deposit(std::move(cmd),
+                          [&s, ex, by = who.id](actors::money_result r) { s.answer_money(ex, by, std::move(r)); });
 }
 
 }  // namespace

@@ -38,7 +38,8 @@ void place(handler_support& s, const exchange_ptr& ex, const principal& who) {
   cmd.request_id = ex->request_id;
   cmd.request_hash = sha256_hex("hold\n" + std::to_string(cmd.from) + "\n" + std::to_string(cmd.to) + "\n" +
                                 std::to_string(cmd.amount) + "\n" + std::to_string(cmd.expires_in_seconds));
-  s.service.place_hold(std::move(cmd), [&s, ex, who](actors::money_result r) { s.answer_money(ex, who, r); });
+  s.service.place_hold(std::move(cmd),
+                       [&s, ex, by = who.id](actors::money_result r) { s.answer_money(ex, by, std::move(r)); });
 }
 
 // {"amount"?}: all of the hold by default; an empty body is allowed.
@@ -48,7 +49,8 @@ void capture(handler_support& s, const exchange_ptr& ex, const principal& who, c
   const auto id = canonical_uuid(text);
   cmd.hold_id = id;
   cmd.request_hash = sha256_hex("hold_capture\n" + id + "\n" + (cmd.amount ? std::to_string(*cmd.amount) : "all"));
-  s.service.capture_hold(std::move(cmd), [&s, ex, who](actors::money_result r) { s.answer_money(ex, who, r); });
+  s.service.capture_hold(std::move(cmd),
+                         [&s, ex, by = who.id](actors::money_result r) { s.answer_money(ex, by, std::move(r)); });
 }
 
 // No body; voiding a voided hold answers it again.
@@ -58,7 +60,8 @@ void void_hold(handler_support& s, const exchange_ptr& ex, const principal& who,
   cmd.principal = who.id;
   cmd.hold_id = canonical_uuid(text);
   cmd.request_id = ex->request_id;
-  s.service.void_hold(std::move(cmd), [&s, ex, who](actors::money_result r) { s.answer_money(ex, who, r); });
+  s.service.void_hold(std::move(cmd),
+                      [&s, ex, by = who.id](actors::money_result r) { s.answer_money(ex, by, std::move(r)); });
 }
 
 void get_hold(handler_support& s, const exchange_ptr& ex, const principal& who, const std::string& text) {

@@ -44,7 +44,8 @@ void refund(handler_support& s, const exchange_ptr& ex, const principal& who, co
   if (!open_amount_command(s, ex, who, id, "transfer " + id + " was not found", cmd)) return;
   cmd.transfer_id = id;
   cmd.request_hash = sha256_hex("transfer_refund\n" + id + "\n" + (cmd.amount ? std::to_string(*cmd.amount) : "rest"));
-  s.service.refund_payment(std::move(cmd), [&s, ex, who](actors::money_result r) { s.answer_money(ex, who, r); });
+  s.service.refund_payment(std::move(cmd),
+                           [&s, ex, by = who.id](actors::money_result r) { s.answer_money(ex, by, std::move(r)); });
 }
 
 }  // namespace

@@ -27,11 +27,15 @@ void transfer(handler_support& s, const exchange_ptr& ex, const principal& who) 
   if (!f.ok()) return s.invalid(ex, f.error());
   if (cmd.from == cmd.to) return s.fail(ex, ledger::error_code::same_account, "an account cannot pay itself");
   cmd.principal = who.id;
-  cmd.idempotency_key = *key;
+  cmd.idempotency_key = std::move(*key);
   cmd.request_id = ex->request_id;
-  cmd.request_hash = sha256_hex("transfer\n" + std::to_string(cmd.from) + "\n" + std::to_string(cmd.to) + "\n" +
-                                std::to_string(cmd.amount));
-  s.service.transfer(std::move(cmd), [&s, ex, who](actors::money_result r) { s.answer_money(ex, who, r); });
+  std::string canonical = "transfer\n";
+  canonical.reserve(96);  // three numbers of at most 19 digits: one allocation
+  canonical.append(std::to_string(cmd.from)).append("\n").append(std::to_string(cmd.to)).append("\n");
+  canonical.append(std::to_string(cmd.amount));
+  cmd.request_hash = sha256_hex(canonical);
+  s.service.transfer(std::move(cmd),
+                     [&s, ex, by = who.id](actors::money_result r) { s.answer_money(ex, by, std::move(r)); });
 }
 
 // --- POST /v1/transfers/batch -------------------------------------------------------------------
@@ -72,7 +76,7 @@ std::int64_t batch_integer(const boost::json::value* v, const std::string& name,
 }
 
 void answer_batch(handler_support& s, const exchange_ptr& ex, const principal& who, const actors::money_result& r) {
-  if (r.outcome == ledger::error_code::ok || !r.item_index) return s.answer_money(ex, who, r);
+  if (r.outcome == ledger::error_code::ok || !r.item_index) return s.answer_money(ex, who.id, r);
   if (r.outcome == ledger::error_code::not_found) s.count_unknown_account(who);
   // The problem names the item that decided it: its `index`, besides the sentence.
   auto rep = problem_reply(problem_for(r.outcome, r.detail, r.retry_after_s), ex->request_id);

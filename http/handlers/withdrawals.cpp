@@ -31,7 +31,8 @@ void withdraw(handler_support& s, const exchange_ptr& ex, const principal& who) 
   cmd.request_id = ex->request_id;
   cmd.request_hash = sha256_hex("withdrawal\n" + std::to_string(cmd.account) + "\n" + std::to_string(cmd.amount) +
                                 "\n" + cmd.provider + "\n" + cmd.destination);
-  s.service.withdraw(std::move(cmd), [&s, ex, who](actors::money_result r) { s.answer_money(ex, who, r); });
+  s.service.withdraw(std::move(cmd),
+                     [&s, ex, by = who.id](actors::money_result r) { s.answer_money(ex, by, std::move(r)); });
 }
 
 void get_withdrawal(handler_support& s, const exchange_ptr& ex, const principal& who, const std::string& text) {
@@ -69,7 +70,8 @@ void settle(handler_support& s, const exchange_ptr& ex, const principal& who, co
   cmd.idempotency_key = *key;
   cmd.request_id = ex->request_id;
   cmd.request_hash = sha256_hex(std::string(paid ? "confirm\n" : "fail\n") + id + "\n" + cmd.provider_payment_id);
-  s.service.settle_withdrawal(std::move(cmd), [&s, ex, who](actors::money_result r) { s.answer_money(ex, who, r); });
+  s.service.settle_withdrawal(std::move(cmd),
+                              [&s, ex, by = who.id](actors::money_result r) { s.answer_money(ex, by, std::move(r)); });
 }
 
 }  // namespace
