@@ -484,16 +484,16 @@ batch_result commit_once(pqxx::connection& conn, const std::vector<posting_reque
   std::vector<bool> committed_before(requests.size(), false);
   {
     std::vector<std::int64_t> principals;
-    std::vector<std::string> keys;
+    pg_text_array keys;
     std::vector<std::size_t> key_owner;
     for (std::size_t i : indices) {
       if (!requests[i].principal) continue;
       principals.push_back(*requests[i].principal);
-      keys.push_back(requests[i].idempotency_key);
+      keys.add(requests[i].idempotency_key);
       key_owner.push_back(i);
     }
     if (!keys.empty()) {
-      auto rows = txn.exec_prepared(k_find_committed, pg_array(principals), pg_array(keys));
+      auto rows = txn.exec_prepared(k_find_committed, pg_array(principals), keys.take());
       for (const auto& row : rows) {
         const std::size_t i = key_owner.at(row[0].as<std::size_t>() - 1);
         auto& out = result.outcomes[i];
@@ -511,10 +511,11 @@ batch_result commit_once(pqxx::connection& conn, const std::vector<posting_reque
   }
 
   // 3. Plan, in request order, against the locked rows.
-  std::vector<std::string> j_ids, j_keys, j_hashes, j_types, j_bodies, j_meta;
+  // The text columns go straight into their array literals, without a copy of each string.
+  pg_text_array j_ids, j_keys, j_hashes, j_types, j_bodies, j_meta;
   std::vector<std::optional<std::int64_t>> j_principals;
   std::vector<std::int64_t> j_status;
-  std::vector<std::string> e_tx, e_currency, o_tx;
+  pg_text_array e_tx, e_currency, o_tx;
   std::string o_payload;
   std::vector<std::int64_t> e_account, e_amount, e_balance_after;
   std::string flow_writes;
@@ -602,23 +603,23 @@ batch_result commit_once(pqxx::connection& conn, const std::vector<posting_reque
     out.response_body = ledger::receipt_json(r.posting.type, r.transaction_id, plan.debit_balance_after, fields);
     if (r.rows) apply_flow_rows(txn, r, plan, flows, flow_writes, audit_writes);
     if (r.rows && r.rows->hold) apply_capture(txn, r, plan.amount, holds, flow_writes);
-    j_ids.push_back(r.transaction_id);
+    j_ids.add(r.transaction_id);
     j_principals.push_back(r.principal);
-    j_keys.push_back(r.idempotency_key);
-    j_hashes.push_back(r.request_hash);
-    j_types.emplace_back(ledger::to_string(r.posting.type));
+    j_keys.add(r.idempotency_key);
+    j_hashes.add(r.request_hash);
+    j_types.add(ledger::to_string(r.posting.type));
     j_status.push_back(out.response_status);
-    j_bodies.push_back(out.response_body);
-    j_meta.push_back(r.fence ? with_lease(r.metadata_json, *r.fence) : r.metadata_json);
+    j_bodies.add(out.response_body);
+    j_meta.add(r.fence ? with_lease(r.metadata_json, *r.fence) : r.metadata_json);
     for (const auto& e : plan.entries) {
-      e_tx.push_back(r.transaction_id);
+      e_tx.add(r.transaction_id);
       e_account.push_back(e.account);
       // A posting of legs may span currencies (an exchange): each entry is in its row's.
-      e_currency.push_back(r.posting.legs.empty() ? r.posting.currency : states.at(e.account).currency);
+      e_currency.add(r.posting.legs.empty() ? r.posting.currency : states.at(e.account).currency);
       e_amount.push_back(e.amount);
       e_balance_after.push_back(e.balance_after);
     }
-    o_tx.push_back(r.transaction_id);
+    o_tx.add(r.transaction_id);
     append_outbox_event(o_payload, r, plan);
     out.entries = std::move(plan.entries);
   }
@@ -635,15 +636,16 @@ batch_result commit_once(pqxx::connection& conn, const std::vector<posting_reque
       u_held_versions.push_back(state.held_version);
       result.rows.push_back({id, state.balance, state.version, state.parent_id, state.held, state.held_version});
     }
-    if (!o_tx.empty()) o_payload += "]}";
+    const bool outbox_row = !o_tx.empty();
+    if (outbox_row) o_payload += "]}";
     // 4-7. The writes (k_write_batch). A key committed by another server since step 2 is a unique
     // violation: the attempt is redone and step 2 then finds it. A batch of hold placements and
     // voids only has no journal rows, entries or outbox row.
-    txn.exec_prepared(k_write_batch, pg_array(j_ids), pg_array(j_principals), pg_array(j_keys), pg_array(j_hashes),
-                      pg_array(j_types), pg_array(j_status), pg_array(j_bodies), pg_array(j_meta), pg_array(e_tx),
-                      pg_array(e_account), pg_array(e_currency), pg_array(e_amount), pg_array(e_balance_after),
+    txn.exec_prepared(k_write_batch, j_ids.take(), pg_array(j_principals), j_keys.take(), j_hashes.take(),
+                      j_types.take(), pg_array(j_status), j_bodies.take(), j_meta.take(), e_tx.take(),
+                      pg_array(e_account), e_currency.take(), pg_array(e_amount), pg_array(e_balance_after),
                       pg_array(u_ids), pg_array(u_balances), pg_array(u_versions), pg_array(u_held),
-                      pg_array(u_held_versions), pg_array(o_tx), o_tx.empty() ? std::string("null") : o_payload);
+                      pg_array(u_held_versions), o_tx.take(), outbox_row ? o_payload : std::string("null"));
     std::string writes;
     // 8. The rows of the money flows, after the journal rows they name.
     if (!flow_writes.empty()) writes += (writes.empty() ? "" : ";\n") + flow_writes;

@@ -109,26 +109,33 @@ std::string pg_array(const std::vector<std::optional<std::int64_t>>& values) {
 std::string pg_array(const std::vector<std::string>& values) {
   std::size_t size = 2;
   for (const auto& v : values) size += v.size() + 3;
-  std::string out;
+  pg_text_array out;
   out.reserve(size + size / 8);
-  out += '{';
-  for (std::size_t i = 0; i < values.size(); ++i) {
-    if (i > 0) out += ',';
-    out += '"';
-    // Each element quoted, with its quotes and backslashes escaped: the runs between them are
-    // copied whole.
-    const std::string_view v = values[i];
-    std::size_t from = 0;
-    for (auto at = v.find_first_of("\"\\"); at != std::string_view::npos; at = v.find_first_of("\"\\", from)) {
-      out.append(v.substr(from, at - from));
-      out += '\\';
-      out += v[at];
-      from = at + 1;
-    }
-    out.append(v.substr(from));
-    out += '"';
+  for (const auto& v : values) out.add(v);
+  return out.take();
+}
+
+void pg_text_array::add(std::string_view value) {
+  if (count_++ > 0) text_ += ',';
+  text_ += '"';
+  // Each element quoted, with its quotes and backslashes escaped: the runs between them are
+  // copied whole.
+  std::size_t from = 0;
+  for (auto at = value.find_first_of("\"\\"); at != std::string_view::npos; at = value.find_first_of("\"\\", from)) {
+    text_.append(value.substr(from, at - from));
+    text_ += '\\';
+    text_ += value[at];
+    from = at + 1;
   }
-  out += '}';
+  text_.append(value.substr(from));
+  text_ += '"';
+}
+
+std::string pg_text_array::take() {
+  text_ += '}';
+  std::string out = std::move(text_);
+  text_ = "{";
+  count_ = 0;
   return out;
 }
 

@@ -52,6 +52,21 @@ std::string pg_array(const std::vector<std::int64_t>& values);
 std::string pg_array(const std::vector<std::optional<std::int64_t>>& values);
 std::string pg_array(const std::vector<std::string>& values);
 
+// The same text literal as pg_array(values), built one element at a time: for parameters filled
+// in a loop (the writer's batch), without a vector of copies in between.
+class pg_text_array {
+ public:
+  void reserve(std::size_t bytes) { text_.reserve(bytes); }
+  void add(std::string_view value);
+  bool empty() const { return count_ == 0; }
+  // The literal (e.g. {"a","b"}); the builder is left empty.
+  std::string take();
+
+ private:
+  std::string text_ = "{";
+  std::size_t count_ = 0;
+};
+
 // SQLSTATE classes the server reacts to.
 bool is_retryable_sqlstate(const std::string& sqlstate);  // deadlock, serialization failure
 bool is_timeout_sqlstate(const std::string& sqlstate);    // lock_timeout, statement_timeout

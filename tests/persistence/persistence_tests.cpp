@@ -249,6 +249,21 @@ TEST(arrays, array_literals_read_back_exactly_in_postgresql) {
   EXPECT_EQ(optional_back, optional);
 }
 
+// The writer builds its text arrays element by element: the same literal as from a vector, and a
+// builder that gave its literal away starts again from an empty array.
+TEST(arrays, a_text_array_built_element_by_element_is_the_vectors_literal) {
+  const std::vector<std::string> texts = {"a", "with \"quotes\"", "back\\slash", ""};
+  pg_text_array built;
+  EXPECT_TRUE(built.empty());
+  for (const auto& t : texts) built.add(t);
+  EXPECT_FALSE(built.empty());
+  EXPECT_EQ(built.take(), pg_array(texts));
+  EXPECT_TRUE(built.empty());
+  EXPECT_EQ(built.take(), "{}");
+  built.add("again");
+  EXPECT_EQ(built.take(), "{\"again\"}");
+}
+
 TEST(migrations, applying_twice_applies_nothing_the_second_time) {
   // apply_migrations records each version once: the second call finds them all and returns none,
   // and schema_migrations holds exactly one row per embedded migration.
