@@ -4,7 +4,8 @@
 // memory. They guard what must stay cheap before or beside the shared Redis limits: requests whose
 // API key needs a database read, and lookups of accounts that turn out not to exist.
 //
-// Thread-safe (one mutex: the callers are on the slow path already, never on the hot one).
+// Thread-safe (one mutex). has_token() is asked on every transfer, so it neither allocates nor
+// grows the table for a key that has no bucket.
 
 #include <chrono>
 #include <cstdint>
@@ -25,7 +26,9 @@ class token_buckets {
 
   // Takes one token for `key`; false when its bucket is empty.
   bool take(const std::string& key, clock::time_point now = clock::now());
-  // Whether `key` has a token left, without taking it.
+  // Whether `key` has a token left, without taking it. A key without a bucket has a full one, so
+  // while the table has room this adds nothing to it: only take() does. (Asked on every transfer
+  // of every principal, it would otherwise hold a full bucket for each of them.)
   bool has_token(const std::string& key, clock::time_point now = clock::now());
   // Whole seconds until `key` has a token again (at least 1).
   std::int64_t retry_after_s(const std::string& key, clock::time_point now = clock::now());
@@ -37,8 +40,11 @@ class token_buckets {
     double tokens = 0;
     clock::time_point at;
   };
-  // The key's bucket refilled up to `now`, or nullptr when the table is full of live buckets.
+  // The key's bucket refilled up to `now`, or nullptr when it has none.
+  bucket* found(const std::string& key, clock::time_point now);
+  // The same, with a full bucket made for a new key; nullptr when the table is full of live buckets.
   bucket* refreshed(const std::string& key, clock::time_point now);
+  void refill(bucket& b, clock::time_point now) const;
 
   double rate_per_second_;
   double burst_;
