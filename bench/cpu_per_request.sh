@@ -111,6 +111,7 @@ else
 fi
 client_pid=$!
 sleep 4
+redis-cli -p 56381 config resetstat >/dev/null
 cpu_snapshot > "$out/before.txt"
 before=$(answered)
 if [[ $count_mallocs == yes ]]; then
@@ -120,6 +121,7 @@ else
 fi
 after=$(answered)
 cpu_snapshot > "$out/after.txt"
+redis-cli -p 56381 info commandstats > "$out/redis-commandstats.txt"
 wait "$client_pid" || true
 measured_rate=$(((after - before) / 10))
 
@@ -131,6 +133,10 @@ else
   grep -E '^(status|201|503|accepted)|achieved|sent late' "$out/run.txt"
 fi
 echo "transfers answered 201 during the window: $measured_rate/s"
+# Redis's own time per command over the window (INFO commandstats): the rate-limit script
+# (evalsha, its inner calls included) and the relay's stream writes (xadd).
+awk -F'[:,=]' '/^cmdstat_(evalsha|xadd)/ { printf "redis %s: %s calls, %s us per call\n", substr($1, 9), $3, $7 }' \
+  "$out/redis-commandstats.txt" | sort
 if [[ $count_mallocs == yes ]]; then
   # Lines "comm-tid,count,,probe_libc:malloc,...": summed by thread name.
   echo "malloc calls per transfer, by server thread, over 10 s:"

@@ -9,6 +9,7 @@
 #include <future>
 #include <mutex>
 #include <set>
+#include <sstream>
 #include <thread>
 #include <vector>
 
@@ -213,6 +214,35 @@ TEST(limiter_redis, two_limiters_share_one_allowance) {
   EXPECT_EQ(allowed, burst);
   EXPECT_GT(first.snapshot().redis_decisions, 0u);
   EXPECT_GT(second.snapshot().redis_decisions, 0u);
+}
+
+TEST(limiter_redis, counters_expire_one_window_after_their_own_for_both_algorithms) {
+  // Every counter a check writes carries an expiry, set when the key is created, no later than one
+  // window after its own window ends (plus the scripts' second of slack; the fixed window needs no
+  // window after its own); later checks leave it in place. Checked against Redis's clock: the
+  // expiry read back as TIME + PTTL can only come out early, never late, so the bound holds
+  // however slow the machine, and so does the rest if the checks straddle a window boundary.
+  const std::string url = test_support::redis_url();
+  for (const std::string algo : {"sliding", "fixed"}) {
+    limiter l(redis_at(url), small_limits(algo));
+    const std::int64_t principal = unique_principal();
+    const std::int64_t slack_ms = (algo == "sliding" ? window_ms : 0) + 1000;
+    for (int check = 0; check < 3; ++check) {
+      ASSERT_TRUE(check_now(l, principal).allowed) << algo;
+      const std::string keys =
+          ratelimit_test::redis_command(url, "KEYS wallet:rl:{" + std::to_string(principal) + "}:*");
+      ASSERT_FALSE(keys.empty()) << algo << ": the check left no counter";
+      std::istringstream listed(keys);
+      for (std::string key; listed >> key;) {
+        const std::int64_t index = std::stoll(key.substr(key.rfind(':') + 1));
+        const std::int64_t now_ms = ratelimit_test::redis_time_ms(url);
+        const std::int64_t ttl_ms = std::stoll(ratelimit_test::redis_command(url, "PTTL " + key));
+        if (ttl_ms == -2) continue;  // expired between KEYS and PTTL
+        ASSERT_NE(ttl_ms, -1) << algo << ": " << key << " has no expiry";
+        EXPECT_LE(now_ms + ttl_ms, (index + 1) * window_ms + slack_ms) << algo << " check " << check << ": " << key;
+      }
+    }
+  }
 }
 
 TEST(limiter_redis, fixed_window_counts_exactly) {
