@@ -223,12 +223,17 @@ TEST(limiter_redis, counters_expire_one_window_after_their_own_for_both_algorith
   // expiry read back as TIME + PTTL can only come out early, never late, so the bound holds
   // however slow the machine, and so does the rest if the checks straddle a window boundary.
   const std::string url = test_support::redis_url();
+  // Every check must reach Redis, however busy the machine: a generous command timeout.
+  config::redis_settings redis = redis_at(url);
+  redis.command_timeout_ms = 5000;
   for (const std::string algo : {"sliding", "fixed"}) {
-    limiter l(redis_at(url), small_limits(algo));
+    limiter l(redis, small_limits(algo));
     const std::int64_t principal = unique_principal();
     const std::int64_t slack_ms = (algo == "sliding" ? window_ms : 0) + 1000;
     for (int check = 0; check < 3; ++check) {
-      ASSERT_TRUE(check_now(l, principal).allowed) << algo;
+      const decision d = check_now(l, principal);
+      ASSERT_FALSE(d.fallback) << algo << ": the check must be decided in Redis";
+      ASSERT_TRUE(d.allowed) << algo;
       const std::string keys =
           ratelimit_test::redis_command(url, "KEYS wallet:rl:{" + std::to_string(principal) + "}:*");
       ASSERT_FALSE(keys.empty()) << algo << ": the check left no counter";
