@@ -3,7 +3,9 @@
 # redis-server) while wallet-loadgen drives the server at a fixed open-loop rate: the figures of
 # bench/PROFILE.md. Each run starts from an empty database, creates the workload's setup through
 # the API, warms up for 3 s, then reads /proc/<pid>/stat of every process over 10 s of an 18 s run.
-# The requests of that window are counted from the server's own counter (transfers answered).
+# The requests of that window are counted from the server's own counter (transfers answered), and
+# Redis's own time per call of the rate-limit script and of the relay's XADD over the same window
+# is printed from INFO commandstats.
 #
 #   bench/cpu_per_request.sh [--workload hot-merchant|payday] [--rate N] [--client loadgen|wrk]
 #                            [--connections N] [--count-mallocs] [NAME=VALUE ...]
