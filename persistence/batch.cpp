@@ -712,7 +712,20 @@ void prepare_posting_statements(pqxx::connection& conn) {
   // arrays' lengths: a generic plan is as good as a custom one, and is planned once per connection
   // instead of once per batch (planning the lock and key lookups cost more than executing them at
   // small batches; bench/PROFILE.md).
-  pqxx::nontransaction(conn).exec("SET plan_cache_mode = force_generic_plan");
+  //
+  // A generic plan is made at a statement's first execution and kept until something invalidates
+  // it (an ANALYZE of one of its tables). On a new database that first execution meets empty
+  // tables, and the planner then prefers reading them whole: a hash join over a sequential scan of
+  // the journal for the key lookup, of `account` for the lock's parent rows and the balance
+  // caches' update. As the tables grow, every batch would scan them until autovacuum's next
+  // ANALYZE. No statement on this connection is meant to read a table whole, so sequential scans
+  // are priced out here: the plans probe the keys' indexes whatever the statistics say
+  // (tests/persistence/posting_plan_tests.cpp).
+  {
+    pqxx::nontransaction setup(conn);
+    setup.exec("SET plan_cache_mode = force_generic_plan");
+    setup.exec("SET enable_seqscan = off");
+  }
   prepare_hold_statements(conn);
 }
 

@@ -193,7 +193,8 @@ struct database_timeout : std::runtime_error {
 };
 
 // Prepares the statements of the posting path on a connection and makes the connection keep
-// generic plans for its prepared statements (plan_cache_mode); call once per connection.
+// generic plans for its prepared statements (plan_cache_mode) that find rows by their keys, never by
+// reading a table whole (enable_seqscan); call once per connection, which then serves postings only.
 void prepare_posting_statements(pqxx::connection& conn);
 
 // Commits the batch. While nothing of it can have committed, a connection loss throws

@@ -1,0 +1,102 @@
+// The plans the ledger writer's connection keeps. They are generic plans, made at each statement's
+// first execution and kept until an ANALYZE of one of their tables invalidates them. On a new
+// database that first execution meets empty tables, where reading a table whole looks cheapest; a
+// plan made then would keep scanning the journal and the accounts for every batch as they grow.
+// These tests make the plans on brand-new, never-analyzed tables (the scratch database's schema,
+// dropped and migrated again) and require every one of them to find its rows through an index.
+
+#include <gtest/gtest.h>
+#include <pqxx/pqxx>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "persistence/batch.hpp"
+#include "persistence/database.hpp"
+#include "persistence/migrations.hpp"
+#include "tests/support/connections.hpp"
+#include "tests/support/support.hpp"
+
+namespace persistence {
+namespace {
+
+using test_support::options_for;
+
+const std::string k_application_name = "posting-plan-tests";
+
+class posting_plans : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    try {
+      owner_ = connect(options_for(test_support::scratch_owner_database_url(), k_application_name));
+    } catch (const std::exception& e) {
+      FAIL() << "the scratch database is not reachable (scripts/services.sh reset-db makes it): " << e.what();
+    }
+    {
+      // New tables: never vacuumed or analyzed, as on a database the server has just migrated.
+      pqxx::work txn(*owner_);
+      txn.exec("DROP SCHEMA IF EXISTS public CASCADE");
+      txn.exec("CREATE SCHEMA public");
+      txn.commit();
+    }
+    apply_migrations(options_for(test_support::scratch_owner_database_url(), k_application_name));
+    writer_ = connect(options_for(test_support::scratch_database_url(), k_application_name));
+    prepare_posting_statements(*writer_);
+  }
+
+  // The generic plan of the prepared statement `name` for these arguments: EXPLAIN of EXECUTE
+  // shows the plan the connection keeps (plan_cache_mode = force_generic_plan), made now, on the
+  // new tables, as the writer's first batch would make it. libpqxx prepares on first use, so the
+  // statement is prepared here first.
+  std::string plan_of(const std::string& name, const std::string& args) {
+    writer_->prepare_now(name);
+    pqxx::work txn(*writer_);
+    std::string plan;
+    for (const auto& row : txn.exec("EXPLAIN EXECUTE " + name + "(" + args + ")")) {
+      plan += row[0].as<std::string>() + "\n";
+    }
+    return plan;
+  }
+
+  // `n` empty arrays as arguments.
+  static std::string empty_arrays(int n) {
+    std::string args;
+    for (int i = 0; i < n; ++i) args += (i == 0 ? "" : ", ") + std::string("'{}'");
+    return args;
+  }
+
+  std::unique_ptr<pqxx::connection> owner_;
+  std::unique_ptr<pqxx::connection> writer_;
+};
+
+TEST_F(posting_plans, the_key_lookup_probes_the_unique_key_on_new_tables) {
+  const auto plan = plan_of("posting_find_committed", empty_arrays(2));
+  EXPECT_NE(plan.find("Index Scan using journal_transaction_principal_id_idempotency_key_key"), std::string::npos)
+      << plan;
+  EXPECT_EQ(plan.find("Seq Scan"), std::string::npos) << plan;
+}
+
+TEST_F(posting_plans, the_account_lock_reads_rows_and_their_parents_by_primary_key_on_new_tables) {
+  const auto plan = plan_of("posting_lock_accounts", empty_arrays(1));
+  EXPECT_NE(plan.find("account_pkey"), std::string::npos) << plan;
+  EXPECT_EQ(plan.find("Seq Scan"), std::string::npos) << plan;
+}
+
+TEST_F(posting_plans, the_balance_caches_are_updated_by_primary_key_on_new_tables) {
+  // The batch's writes take 20 parameters: 19 arrays and the outbox payload (jsonb).
+  const auto plan = plan_of("posting_write_batch", empty_arrays(19) + ", 'null'");
+  EXPECT_NE(plan.find("Index Scan using account_pkey on account"), std::string::npos) << plan;
+  EXPECT_EQ(plan.find("Seq Scan"), std::string::npos) << plan;
+}
+
+TEST_F(posting_plans, the_provider_payment_and_hold_key_lookups_probe_their_keys_on_new_tables) {
+  for (const auto& name : std::vector<std::string>{"posting_find_payments", "posting_find_hold_keys"}) {
+    const auto plan = plan_of(name, empty_arrays(2));
+    EXPECT_NE(plan.find("Index Cond"), std::string::npos) << name << ":\n" << plan;
+    EXPECT_EQ(plan.find("Seq Scan"), std::string::npos) << name << ":\n" << plan;
+  }
+}
+
+}  // namespace
+}  // namespace persistence
