@@ -93,9 +93,11 @@ TEST(AccountActors, LiveActorsAreBounded) {
 // under its row lock), and its balance stays exact.
 TEST(AccountActors, RestartedServerServesReturningClientsWithoutReads) {
   ts::server_process::options o;
-  // No background reads (sweeps, reconciliation) during the measurement.
+  // No background reads (sweeps, reconciliation, hold expiry) during the measurement: on a busy
+  // machine the measurement can span one of their ticks.
   o.env["WALLET_LEDGER_SWEEP_INTERVAL_MS"] = "3600000";
   o.env["WALLET_LEDGER_RECONCILE_INTERVAL_S"] = "0";
+  o.env["WALLET_LEDGER_HOLD_EXPIRY_INTERVAL_MS"] = "600000";
   ts::principal alice, bob;
   std::int64_t from = 0, to = 0;
   {
