@@ -72,13 +72,7 @@ class scratch_ledger : public ::testing::Test {
     } catch (const std::exception& e) {
       FAIL() << "the scratch database is not reachable (scripts/services.sh reset-db makes it): " << e.what();
     }
-    {
-      // Dropping the schema empties every table at once, append-only ones included.
-      pqxx::work txn(*owner_);
-      txn.exec("DROP SCHEMA IF EXISTS public CASCADE");
-      txn.exec("CREATE SCHEMA public");
-      txn.commit();
-    }
+    test_support::drop_public_schema(*owner_);
     apply_migrations(options_for(test_support::scratch_owner_database_url()));
     app_ = connect(options_for(test_support::scratch_database_url()));
     prepare_posting_statements(*app_);

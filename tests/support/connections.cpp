@@ -21,4 +21,11 @@ std::string text_of(pqxx::connection& conn, const std::string& sql) {
   return txn.exec1(sql)[0].as<std::string>();
 }
 
+void drop_public_schema(pqxx::connection& owner) {
+  pqxx::work txn(owner);
+  txn.exec("DROP SCHEMA IF EXISTS public CASCADE");
+  txn.exec("CREATE SCHEMA public");
+  txn.commit();
+}
+
 }  // namespace test_support

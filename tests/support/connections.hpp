@@ -19,4 +19,9 @@ persistence::connection_options options_for(const std::string& url, const std::s
 std::int64_t int_of(pqxx::connection& conn, const std::string& sql);
 std::string text_of(pqxx::connection& conn, const std::string& sql);
 
+// Drops the scratch database's public schema and makes it again, empty, through `owner` (the
+// schema's owner): every table goes at once, append-only ones included. Migrations applied
+// afterwards make new tables, never vacuumed or analyzed, as on a database just migrated.
+void drop_public_schema(pqxx::connection& owner);
+
 }  // namespace test_support
