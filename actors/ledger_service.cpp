@@ -793,6 +793,7 @@ service_stats ledger_service::stats() const {
     s.postings += g->postings.load();
     s.writer_failures += g->failures.load();
     s.fenced_postings += g->fenced.load();
+    s.relocked_batches += g->relocked.load();
     s.writer_busy_us += g->busy_us.load();
     s.writers_connected = s.writers_connected && g->connected.load();
   }

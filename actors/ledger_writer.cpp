@@ -159,6 +159,7 @@ void flush(writer_actor* self, const writer_config& config, writer_gauges& gauge
   ++gauges.batches;
   gauges.postings += batch.size();
   gauges.fenced += static_cast<std::uint64_t>(result.fenced);
+  gauges.relocked += static_cast<std::uint64_t>(result.relocked);
 
   WALLET_ASSERT(result.outcomes.size() == batch.size(), "one outcome per posting");
   std::unordered_map<ledger::account_id, const persistence::row_state*> rows;

@@ -43,6 +43,8 @@ struct writer_gauges {
   std::atomic<std::uint64_t> failures{0};
   // Debits refused by the lease fence: their node lost the partition (docs/scaling.md).
   std::atomic<std::uint64_t> fenced{0};
+  // Batches first tried with their rows unlocked and redone with the locks (persistence/batch.hpp).
+  std::atomic<std::uint64_t> relocked{0};
   std::atomic<std::int64_t> last_batch_us{0};
   // Time spent committing (batches and runs, the database's answer included): divided by the time
   // it was measured over, how busy the writer is, the queue one hot payer's debits wait in.

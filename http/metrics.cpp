@@ -85,6 +85,10 @@ std::string metrics::render_page(const actors::service_stats& s,
   gauge("wallet_writer_fenced_postings_total",
         "Debits refused at commit because this node no longer held their partition's lease.", "counter",
         s.fenced_postings);
+  gauge("wallet_writer_relocked_batches_total",
+        "Batches first read without row locks that were redone under them (a row had moved, or a posting was "
+        "refused).",
+        "counter", s.relocked_batches);
   if (s.cluster_enabled) {
     gauge("wallet_cluster_partitions_held", "Partitions this node leases.", "gauge", s.partitions_held);
     gauge("wallet_cluster_nodes", "Nodes up, as this node's last lease round counted them.", "gauge", s.cluster_nodes);

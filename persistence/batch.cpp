@@ -25,17 +25,24 @@ constexpr const char* k_find_committed_sql =
     "  JOIN journal_transaction j"
     "    ON j.principal_id = k.principal_id AND j.idempotency_key = k.idempotency_key";
 
-constexpr const char* k_lock_accounts = "posting_lock_accounts";
-// With each row, the fee schedule of the payments it receives (migration 007): its own, read
-// under its lock, or for a hot account's shard its parent's, read in the same statement without
-// locking the parent (payments to a hot payee never lock its main row). A schedule changed after
-// this statement began is the next payment's.
-constexpr const char* k_lock_accounts_sql =
+// The rows of a batch's accounts, with the fee schedule of the payments each receives (migration
+// 007): its own, or for a hot account's shard its parent's, read in the same statement without
+// locking the parent (payments to a hot payee never lock its main row; a schedule changed after
+// this statement began is the next payment's). `xmin` names the row's version: any change to the
+// row (a posting, a freeze, a new fee schedule, a hold) makes a new one. Read two ways:
+//   locked: FOR UPDATE, in ascending id order, so two writers never deadlock;
+//   unlocked: the optimistic first attempt of a plain batch (commit_once): the write statement
+//   then changes or locks each row only at the version read here, and the batch is redone under
+//   the locks when one has moved.
+constexpr const char* k_account_rows_sql =
     "SELECT a.id, a.currency, a.status, a.allow_negative, a.balance, a.version, COALESCE(a.parent_id, 0),"
     "       CASE WHEN a.parent_id IS NULL THEN a.fee_bps ELSE p.fee_bps END,"
-    "       CASE WHEN a.parent_id IS NULL THEN a.fee_fixed ELSE p.fee_fixed END, a.held, a.held_version"
+    "       CASE WHEN a.parent_id IS NULL THEN a.fee_fixed ELSE p.fee_fixed END, a.held, a.held_version, a.xmin"
     "  FROM account a LEFT JOIN account p ON p.id = a.parent_id"
-    " WHERE a.id = ANY($1::bigint[]) ORDER BY a.id FOR UPDATE OF a";
+    " WHERE a.id = ANY($1::bigint[]) ORDER BY a.id";
+constexpr const char* k_lock_accounts = "posting_lock_accounts";
+const std::string k_lock_accounts_sql = std::string(k_account_rows_sql) + " FOR UPDATE OF a";
+constexpr const char* k_read_accounts = "posting_read_accounts";
 
 // The rows of the money flows (migration 005) that a posting checks under their lock.
 constexpr const char* k_lock_deposits = "posting_lock_deposits";
@@ -78,30 +85,48 @@ constexpr const char* k_find_payments_sql =
 // generic plans, prepare_posting_statements). Each array is one text parameter. Before, a small batch
 // sent them as one multi-statement query of quoted literals, parsed and planned anew every time,
 // and a large one as four prepared statements, four round trips (bench/PROFILE.md).
-//   journal rows with their receipts; the entries (the zero-sum trigger sees them all at the end
-//   of the statement); the balance caches, one row per account at the last balance the plan
-//   reached; the batch's outbox row, when it has transactions (migration 003).
+//   first the account rows: the balance caches, one row per account at the last balance the plan
+//   reached (with what the rows' holds keep, migration 011), each updated only at the version
+//   (`xmin`) the batch read it at; and the rows the batch read without changing them, locked FOR
+//   SHARE at the version read. An update or a lock that meets a newer version of its row
+//   (committed since the statement began) rechecks `xmin` against it. A row missing from either
+//   count had moved since the batch read it, which only a batch that read its rows unlocked can
+//   meet: nothing more is written, and the batch is rolled back and redone under the locks.
+//   Then, only once every row is held, so that a key is never inserted before the rows' locks
+//   are taken (as in a locked attempt): the journal rows with their receipts; the entries (the
+//   zero-sum trigger sees them all at the end of the statement); the batch's outbox row, when it
+//   has transactions (migration 003).
 // The CTEs all run on one snapshot and none reads what another writes.
 constexpr const char* k_write_batch = "posting_write_batch";
 constexpr const char* k_write_batch_sql =
-    "WITH journal AS ("
+    "WITH balances AS ("
+    "  UPDATE account AS a SET balance = u.balance, version = u.version, held = u.held, held_version = u.held_version"
+    "    FROM unnest($14::bigint[], $15::bigint[], $16::bigint[], $17::bigint[], $18::bigint[], $21::xid[])"
+    "      AS u(id, balance, version, held, held_version, xmin)"
+    "   WHERE a.id = u.id AND a.xmin = u.xmin"
+    "  RETURNING 1),"
+    " unchanged AS ("
+    "  SELECT 1 FROM account AS a JOIN unnest($22::bigint[], $23::xid[]) AS v(id, xmin) ON a.id = v.id"
+    "   WHERE a.xmin = v.xmin ORDER BY a.id FOR SHARE OF a),"
+    " held AS ("
+    "  SELECT (SELECT count(*) FROM balances) AS updated, (SELECT count(*) FROM unchanged) AS kept),"
+    " all_held AS ("
+    "  SELECT updated = cardinality($14::bigint[]) AND kept = cardinality($22::bigint[]) AS yes FROM held),"
+    " journal AS ("
     "  INSERT INTO journal_transaction"
     "    (id, principal_id, idempotency_key, request_hash, type, response_status, response_body, metadata)"
     "  SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::int[],"
-    "                       $7::text[], $8::jsonb[])),"
+    "                       $7::text[], $8::jsonb[])"
+    "   WHERE (SELECT yes FROM all_held)),"
     " entries AS ("
     "  INSERT INTO ledger_entry (transaction_id, account_id, currency, amount, balance_after)"
-    "  SELECT * FROM unnest($9::uuid[], $10::bigint[], $11::bpchar[], $12::bigint[], $13::bigint[])),"
-    // With what the rows' holds keep (migration 011), which placements, voids and captures change.
-    " balances AS ("
-    "  UPDATE account AS a SET balance = u.balance, version = u.version, held = u.held, held_version = u.held_version"
-    "    FROM unnest($14::bigint[], $15::bigint[], $16::bigint[], $17::bigint[], $18::bigint[])"
-    "      AS u(id, balance, version, held, held_version)"
-    "   WHERE a.id = u.id),"
+    "  SELECT * FROM unnest($9::uuid[], $10::bigint[], $11::bpchar[], $12::bigint[], $13::bigint[])"
+    "   WHERE (SELECT yes FROM all_held)),"
     " outbox AS ("
     "  INSERT INTO outbox_event (transaction_ids, topic, payload)"
-    "  SELECT $19::uuid[], 'ledger.batch', $20::jsonb WHERE cardinality($19::uuid[]) > 0)"
-    " SELECT 1";
+    "  SELECT $19::uuid[], 'ledger.batch', $20::jsonb WHERE cardinality($19::uuid[]) > 0 AND (SELECT yes FROM "
+    "all_held))"
+    " SELECT updated, kept FROM held";
 
 // Retries of a whole batch after a deadlock, a serialization failure or a lost idempotency race.
 constexpr int k_batch_attempts_max = 5;
@@ -423,23 +448,47 @@ void apply_flow_rows(pqxx::work& txn, const posting_request& r, const ledger::po
   }
 }
 
+// How an attempt reads the batch's account rows (k_account_rows_sql).
+enum class row_access : std::uint8_t { locked, unlocked };
+
+// An unlocked attempt found that it cannot decide the batch without the rows' locks: a row had
+// moved since it was read, or a posting would be refused. Nothing of it was committed.
+struct needs_locks : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Whether a batch may be tried first without locking its account rows: plain postings only (no
+// flow rows, no holds: their rows are checked under locks of their own), never an atomic batch.
+bool may_read_unlocked(const std::vector<posting_request>& requests, const std::vector<std::size_t>& indices) {
+  return std::none_of(indices.begin(), indices.end(), [&](std::size_t i) { return requests[i].rows != nullptr; });
+}
+
 // One attempt: one database transaction over the postings named by `indices`.
 // With `all_or_nothing` (an atomic batch), the first posting that cannot be planned ends the
 // attempt: the transaction is rolled back and `refused_at` names it.
+// An unlocked attempt (`row_access::unlocked`, plain batches only) throws needs_locks instead of
+// refusing a posting or writing over a row that moved; the caller then redoes it locked.
 batch_result commit_once(pqxx::connection& conn, const std::vector<posting_request>& requests,
-                         const std::vector<std::size_t>& indices, bool all_or_nothing = false) {
+                         const std::vector<std::size_t>& indices, bool all_or_nothing, row_access access) {
   batch_result result;
   result.outcomes.resize(requests.size());
   result.attempts = 1;
+  const bool unlocked = access == row_access::unlocked;
+  WALLET_ASSERT(!unlocked || (!all_or_nothing && may_read_unlocked(requests, indices)),
+                "only plain batches are read unlocked");
 
   pqxx::work txn(conn);
 
-  // 1. Lock every row the postings touch, in ascending id order. This comes before the key
+  // 1. Read every row the postings touch, locked in ascending id order. This comes before the key
   // lookup on purpose: a key committed by another server (or by an earlier COMMIT whose outcome
   // was unknown here) was committed under the same debit row's lock, so once we hold it, such a
   // commit is either visible to the lookup below or will queue behind us and meet the unique key.
   // Looking keys up first would let one commit in between, and the plan would then refuse a
   // committed transfer on funds its own commit spent.
+  // Read unlocked, the same holds by other means: a commit before the lookup is visible to it;
+  // one after it changed its debit row after the read, so the write below finds that row at a
+  // newer version (or meets the unique key) and the batch is redone under the locks; and no
+  // posting is refused on rows read unlocked.
   std::set<ledger::account_id> ids;
   for (std::size_t i : indices) {
     const auto& p = requests[i].posting;
@@ -456,8 +505,11 @@ batch_result commit_once(pqxx::connection& conn, const std::vector<posting_reque
   ledger::account_states states;
   // The fee schedules of the payees among the rows (migration 007), by row.
   std::unordered_map<ledger::account_id, ledger::fee_schedule> payee_fees;
+  // The version of each row as read (its xmin), which the write statement checks.
+  std::unordered_map<ledger::account_id, std::string> read_at;
   if (!ids.empty()) {
-    auto rows = txn.exec_prepared(k_lock_accounts, pg_array(std::vector<std::int64_t>(ids.begin(), ids.end())));
+    auto rows = txn.exec_prepared(unlocked ? k_read_accounts : k_lock_accounts,
+                                  pg_array(std::vector<std::int64_t>(ids.begin(), ids.end())));
     for (const auto& row : rows) {
       ledger::account_state s;
       s.id = row[0].as<std::int64_t>();
@@ -470,6 +522,7 @@ batch_result commit_once(pqxx::connection& conn, const std::vector<posting_reque
       if (!row[7].is_null()) payee_fees[s.id] = {row[7].as<std::int32_t>(), row[8].as<std::int64_t>()};
       s.held = row[9].as<std::int64_t>();
       s.held_version = row[10].as<std::int64_t>();
+      read_at.emplace(s.id, row[11].as<std::string>());
       states.emplace(s.id, std::move(s));
     }
   }
@@ -567,6 +620,7 @@ batch_result commit_once(pqxx::connection& conn, const std::vector<posting_reque
       if (fees != payee_fees.end() || !r.posting.extra_credits.empty()) {
         priced = r.posting;
         if (!ledger::flows::price_payee_fee(priced, fees == payee_fees.end() ? ledger::fee_schedule{} : fees->second)) {
+          if (unlocked) throw needs_locks("a payment's fee is refused only under its rows' locks");
           out.outcome = ledger::error_code::fees_changed;
           if (all_or_nothing) {
             result.refused_at = i;
@@ -578,6 +632,9 @@ batch_result commit_once(pqxx::connection& conn, const std::vector<posting_reque
       }
     }
     auto plan = ledger::plan_posting(*posting, states);
+    if (unlocked && plan.outcome != ledger::error_code::ok) {
+      throw needs_locks("a posting is refused only under its rows' locks");
+    }
     out.outcome = plan.outcome;
     out.amount = plan.amount;
     if (all_or_nothing && plan.outcome != ledger::error_code::ok) {
@@ -625,15 +682,30 @@ batch_result commit_once(pqxx::connection& conn, const std::vector<posting_reque
   }
 
   if (accepted > 0) {
-    std::vector<std::int64_t> u_ids, u_balances, u_versions, u_held, u_held_versions;
-    for (const auto& [id, state] : states) {
+    std::vector<std::int64_t> u_ids, u_balances, u_versions, u_held, u_held_versions, v_ids;
+    pg_text_array u_read_at, v_read_at;
+    // In ascending id order: a batch that read its rows unlocked takes their locks here, in this
+    // order, as a locked attempt takes them when it reads.
+    for (const ledger::account_id id : ids) {
+      const auto found = states.find(id);
+      if (found == states.end()) continue;  // no such account: its postings were refused
+      const auto& state = found->second;
       const auto& before = locked.at(id);
-      if (state.version == before.version && state.held_version == before.held_version) continue;
+      if (state.version == before.version && state.held_version == before.held_version) {
+        // Read and not changed: locked at the version read, so that what the plan read of it
+        // still holds when the batch commits (a locked attempt holds its locks already).
+        if (unlocked) {
+          v_ids.push_back(id);
+          v_read_at.add(read_at.at(id));
+        }
+        continue;
+      }
       u_ids.push_back(id);
       u_balances.push_back(state.balance);
       u_versions.push_back(state.version);
       u_held.push_back(state.held);
       u_held_versions.push_back(state.held_version);
+      u_read_at.add(read_at.at(id));
       result.rows.push_back({id, state.balance, state.version, state.parent_id, state.held, state.held_version});
     }
     const bool outbox_row = !o_tx.empty();
@@ -641,11 +713,20 @@ batch_result commit_once(pqxx::connection& conn, const std::vector<posting_reque
     // 4-7. The writes (k_write_batch). A key committed by another server since step 2 is a unique
     // violation: the attempt is redone and step 2 then finds it. A batch of hold placements and
     // voids only has no journal rows, entries or outbox row.
-    txn.exec_prepared(k_write_batch, j_ids.take(), pg_array(j_principals), j_keys.take(), j_hashes.take(),
-                      j_types.take(), pg_array(j_status), j_bodies.take(), j_meta.take(), e_tx.take(),
-                      pg_array(e_account), e_currency.take(), pg_array(e_amount), pg_array(e_balance_after),
-                      pg_array(u_ids), pg_array(u_balances), pg_array(u_versions), pg_array(u_held),
-                      pg_array(u_held_versions), o_tx.take(), outbox_row ? o_payload : std::string("null"));
+    const auto written = txn.exec_prepared1(
+        k_write_batch, j_ids.take(), pg_array(j_principals), j_keys.take(), j_hashes.take(), j_types.take(),
+        pg_array(j_status), j_bodies.take(), j_meta.take(), e_tx.take(), pg_array(e_account), e_currency.take(),
+        pg_array(e_amount), pg_array(e_balance_after), pg_array(u_ids), pg_array(u_balances), pg_array(u_versions),
+        pg_array(u_held), pg_array(u_held_versions), o_tx.take(), outbox_row ? o_payload : std::string("null"),
+        u_read_at.take(), pg_array(v_ids), v_read_at.take());
+    const auto updated = written[0].as<std::size_t>();
+    const auto kept = written[1].as<std::size_t>();
+    if (updated != u_ids.size() || kept != v_ids.size()) {
+      // Rows that moved since they were read. Under their locks none can: that would be a defect.
+      if (unlocked) throw needs_locks("an account row changed since the batch read it");
+      throw std::logic_error("account rows changed under the batch's locks: " + std::to_string(updated) + " of " +
+                             std::to_string(u_ids.size()) + " updated");
+    }
     std::string writes;
     // 8. The rows of the money flows, after the journal rows they name.
     if (!flow_writes.empty()) writes += (writes.empty() ? "" : ";\n") + flow_writes;
@@ -670,27 +751,38 @@ void merge(batch_result& into, batch_result&& part, const std::vector<std::size_
   }
   into.attempts += part.attempts;
   into.fenced += part.fenced;
+  into.relocked += part.relocked;
 }
 
-// Commits `indices` with retries for transient conflicts; rethrows anything else.
+// Commits `indices` with retries for transient conflicts; rethrows anything else. A plain batch is
+// tried first with its account rows read unlocked (commit_once); when that attempt needs the
+// locks, and for every later attempt, the rows are locked.
 batch_result commit_with_retries(pqxx::connection& conn, const std::vector<posting_request>& requests,
                                  const std::vector<std::size_t>& indices, bool all_or_nothing = false) {
   int attempts = 0;
+  int relocked = 0;
+  auto access = !all_or_nothing && may_read_unlocked(requests, indices) ? row_access::unlocked : row_access::locked;
   for (;;) {
     ++attempts;
     try {
-      auto result = commit_once(conn, requests, indices, all_or_nothing);
+      auto result = commit_once(conn, requests, indices, all_or_nothing, access);
       result.attempts = attempts;
+      result.relocked = relocked;
       return result;
+    } catch (const needs_locks&) {
+      // Not a failure: the unlocked attempt gave way, and does not count against the attempts a
+      // batch is allowed.
+      ++relocked;
     } catch (const pqxx::unique_violation& e) {
       // Another server committed one of these idempotency keys since step 1: redo the attempt.
-      if (attempts >= k_batch_attempts_max) throw;
+      if (attempts - relocked >= k_batch_attempts_max) throw;
       spdlog::warn("ledger batch of {} postings met a concurrently committed key, retrying", indices.size());
     } catch (const pqxx::transaction_rollback& e) {
       // Deadlock or serialization failure: nothing was committed, the batch is simply redone.
-      if (attempts >= k_batch_attempts_max) throw;
+      if (attempts - relocked >= k_batch_attempts_max) throw;
       spdlog::warn("ledger batch of {} postings rolled back ({}), retrying", indices.size(), e.what());
     }
+    access = row_access::locked;
   }
 }
 
@@ -699,6 +791,7 @@ batch_result commit_with_retries(pqxx::connection& conn, const std::vector<posti
 void prepare_posting_statements(pqxx::connection& conn) {
   conn.prepare(k_find_committed, k_find_committed_sql);
   conn.prepare(k_lock_accounts, k_lock_accounts_sql);
+  conn.prepare(k_read_accounts, k_account_rows_sql);
   conn.prepare(k_lock_deposits, k_lock_deposits_sql);
   conn.prepare(k_lock_withdrawals, k_lock_withdrawals_sql);
   conn.prepare(k_find_payments, k_find_payments_sql);

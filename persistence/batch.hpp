@@ -2,10 +2,15 @@
 
 // The one posting path: commit a batch of postings in ONE database transaction.
 //
-// In order: look up idempotency keys already committed; lock every account row of the batch in
-// ascending id order (so two writers never deadlock); plan the postings against the locked rows
-// (ledger::plan_postings); insert journal rows with their receipts, the entries with
+// In order: lock every account row of the batch in ascending id order (so two writers never
+// deadlock); look up idempotency keys already committed; plan the postings against the locked rows
+// (ledger::plan_posting); insert journal rows with their receipts, the entries with
 // balance_after, the balance caches aggregated per row, and the outbox rows; COMMIT.
+//
+// A batch of plain postings (no flow rows, no holds) is first tried without the row locks: its
+// rows are read as they are, and the writes update each row only at the version read and lock the
+// rows read but not changed at theirs. If a row moved in between, or a posting would be refused,
+// that attempt is rolled back and the batch redone with the locks (docs/design.md, §3).
 //
 // A posting the database refuses (a constraint) is isolated: the batch is retried posting by
 // posting, so only the offender fails. Connection failures propagate as pqxx exceptions; the
@@ -179,6 +184,9 @@ struct batch_result {
   std::vector<row_state> rows;            // every row written, after COMMIT
   int attempts = 0;                       // database transactions used
   int fenced = 0;                         // postings refused because their node lost the lease
+  // Attempts that read the account rows unlocked and gave way to a locked one (a row had moved, or
+  // a posting was to be refused): counted in `attempts` too.
+  int relocked = 0;
   // The connection broke while postings were isolated one by one: `outcomes` says what became
   // of each (committed, not committed, or unknown), and the caller must reconnect.
   bool connection_lost = false;

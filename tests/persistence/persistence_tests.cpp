@@ -705,6 +705,9 @@ TEST_F(ledger_db, a_refused_posting_leaves_no_trace_and_its_key_stays_free) {
   EXPECT_EQ(r.outcomes[0].outcome, ledger::error_code::insufficient_funds);
   EXPECT_EQ(r.outcomes[1].outcome, ledger::error_code::not_found);
   EXPECT_EQ(r.outcomes[2].outcome, ledger::error_code::ok);
+  // Refusals are decided under the rows' locks: the unlocked attempt gave way to a locked one.
+  EXPECT_EQ(r.relocked, 1);
+  EXPECT_EQ(r.attempts, 2);
   EXPECT_EQ(keys_committed(key), 0);
   EXPECT_EQ(balance(a_), 40);
   fund(a_, 110);
@@ -724,14 +727,26 @@ std::unique_ptr<pqxx::connection> app_connection_named(const std::string& applic
   return conn;
 }
 
-TEST_F(ledger_db, a_key_committed_while_the_batch_waits_for_its_rows_is_replayed_not_refused) {
+// A posting request with flow rows of its own, none of them set: planned and written as a plain
+// transfer, but never read unlocked (only plain postings are), so the batch takes its locks first.
+posting_request with_locked_rows(posting_request r) {
+  r.rows = std::make_shared<const flow_rows>();
+  return r;
+}
+
+class key_race : public ledger_db, public ::testing::WithParamInterface<bool> {};
+
+TEST_P(key_race, a_key_committed_while_the_batch_waits_for_its_rows_is_replayed_not_refused) {
   // Another server commits key K (spending all of a's funds) while holding a's row lock; a batch
   // carrying the same K and request waits for that lock. Once it has the lock it must find K
   // committed and replay its stored answer; looking keys up before locking would plan the
   // transfer against the spent balance and refuse a committed transfer with insufficient_funds.
+  // A plain batch reads its rows unlocked first and waits at its update of a's row instead; it
+  // must then find the row moved and redo the batch under the locks, with the same answer.
+  const bool plain = GetParam();
   fund(a_, 500);
   const std::string key = unique_key("raced");
-  const posting_request mine = transfer(a_, b_, 500, key);
+  const posting_request mine = plain ? transfer(a_, b_, 500, key) : with_locked_rows(transfer(a_, b_, 500, key));
   const std::string theirs = new_uuid();
   const std::string stored_body = ledger::receipt_json(ledger::transaction_type::transfer, theirs, 0);
 
@@ -761,9 +776,103 @@ TEST_F(ledger_db, a_key_committed_while_the_batch_waits_for_its_rows_is_replayed
   EXPECT_TRUE(r.outcomes[0].replayed);
   EXPECT_EQ(r.outcomes[0].transaction_id, theirs);
   EXPECT_EQ(r.outcomes[0].response_body, stored_body);
+  EXPECT_EQ(r.relocked, plain ? 1 : 0);
   EXPECT_EQ(keys_committed(key), 1);
   EXPECT_EQ(balance(a_), 0);
   EXPECT_EQ(balance(b_), 500);
+  expect_caches_match_entries();
+}
+
+INSTANTIATE_TEST_SUITE_P(unlocked_and_locked, key_race, ::testing::Values(true, false),
+                         [](const auto& info) { return info.param ? "plain_batch" : "batch_with_flow_rows"; });
+
+TEST_F(ledger_db, a_plain_batch_reads_its_rows_without_locking_them) {
+  // Another transaction holds FOR KEY SHARE on every row of the batch (as a foreign key check
+  // would). A row lock taken to read (FOR UPDATE) waits for it; the update of a balance does not.
+  // So the batch commits while that transaction is still open only if it read its rows unlocked.
+  fund(a_, 1'000);
+  fund(d_, 1'000);
+  const std::vector<posting_request> batch = {transfer(a_, b_, 100, unique_key("k")),
+                                              transfer(d_, b_, 200, unique_key("k"))};
+  connection_options o = options_for(test_support::database_url(), k_application_name);
+  o.lock_timeout_ms = 30'000;  // a regression fails here instead of hanging
+  auto conn = connect(o);
+  prepare_posting_statements(*conn);
+  pqxx::work other(*owner_);
+  other.exec("SELECT id FROM account WHERE id IN (" + std::to_string(a_) + ", " + std::to_string(b_) + ", " +
+             std::to_string(d_) + ") FOR KEY SHARE");
+  const batch_result r = commit_batch(*conn, batch);
+  other.abort();
+  ASSERT_EQ(r.outcomes.size(), 2u);
+  EXPECT_EQ(r.outcomes[0].outcome, ledger::error_code::ok);
+  EXPECT_EQ(r.outcomes[1].outcome, ledger::error_code::ok);
+  EXPECT_EQ(r.relocked, 0);
+  EXPECT_EQ(r.attempts, 1);
+  EXPECT_EQ(balance(a_), 900);
+  EXPECT_EQ(balance(b_), 300);
+  EXPECT_EQ(balance(d_), 800);
+  expect_caches_match_entries();
+}
+
+TEST_F(ledger_db, a_freeze_committed_while_a_plain_batch_writes_is_never_overtaken) {
+  // The batch reads a's row (active) unlocked and plans the debit; an operator's freeze of a,
+  // begun before, holds a's row until the batch's update waits for it, then commits. The batch
+  // must not debit the frozen account: its update finds a newer row than it read, and the batch
+  // redone under the locks refuses the transfer.
+  fund(a_, 1'000);
+  const posting_request debit = transfer(a_, b_, 300, unique_key("k"));
+  const posting_request neighbour = request(ledger::transaction_type::deposit, clearing_, d_, 50, unique_key("k"));
+  auto waiting = app_connection_named(unique_key("batch-meets-freeze"));
+  pqxx::work freeze(*owner_);
+  freeze.exec("UPDATE account SET status = 'frozen' WHERE id = " + std::to_string(a_));
+  batch_result r;
+  std::thread batch([&] { r = commit_batch(*waiting, {debit, neighbour}); });
+  ASSERT_TRUE(test_support::eventually([&] { return test_support::backends_blocked_by(owner_->backendpid()) > 0; }));
+  freeze.commit();
+  batch.join();
+
+  ASSERT_EQ(r.outcomes.size(), 2u);
+  EXPECT_EQ(r.outcomes[0].outcome, ledger::error_code::account_inactive);
+  EXPECT_EQ(r.outcomes[1].outcome, ledger::error_code::ok);
+  EXPECT_EQ(r.relocked, 1);
+  EXPECT_EQ(entries_of(debit.transaction_id), 0);
+  EXPECT_EQ(entries_of(neighbour.transaction_id), 2);
+  EXPECT_EQ(balance(a_), 1'000);
+  EXPECT_EQ(balance(b_), 0);
+  EXPECT_EQ(balance(d_), 50);
+  run(*owner_, "UPDATE account SET status = 'active' WHERE id = " + std::to_string(a_));
+  expect_caches_match_entries();
+}
+
+TEST_F(ledger_db, a_row_read_and_left_unchanged_is_held_at_the_version_read) {
+  // A hot payer's debit reads its shard (the shard counts towards its funds) but draws on the main
+  // row only. Another transaction moves that shard while the batch is being written: the batch
+  // locks the shard at the version it read, finds a newer one, and is redone under the locks.
+  const std::int64_t hot = new_account();
+  run(*owner_, "INSERT INTO account (owner_id, currency, kind, parent_id, shard_no) VALUES (" +
+                   std::to_string(principal_) + ", 'XTS', 'shard', " + std::to_string(hot) + ", 0)");
+  const std::int64_t shard = int_of(*owner_, "SELECT id FROM account WHERE parent_id = " + std::to_string(hot));
+  fund(hot, 1'000);
+  fund(shard, 40);
+  posting_request debit = transfer(hot, b_, 700, unique_key("k"));
+  debit.posting.debit_shards = {shard};
+  auto waiting = app_connection_named(unique_key("batch-meets-moved-shard"));
+  pqxx::work mover(*owner_);
+  // A new version of the shard's row with the same content: its xmin is all that moves.
+  mover.exec("UPDATE account SET status = status WHERE id = " + std::to_string(shard));
+  batch_result r;
+  std::thread batch([&] { r = commit_batch(*waiting, {debit}); });
+  ASSERT_TRUE(test_support::eventually([&] { return test_support::backends_blocked_by(owner_->backendpid()) > 0; }));
+  mover.commit();
+  batch.join();
+
+  ASSERT_EQ(r.outcomes.size(), 1u);
+  EXPECT_EQ(r.outcomes[0].outcome, ledger::error_code::ok);
+  EXPECT_EQ(r.relocked, 1);
+  EXPECT_EQ(r.outcomes[0].debit_balance_after, 1'040 - 700);
+  EXPECT_EQ(balance(hot), 300);
+  EXPECT_EQ(balance(shard), 40);
+  EXPECT_EQ(balance(b_), 700);
   expect_caches_match_entries();
 }
 
