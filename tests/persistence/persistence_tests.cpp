@@ -727,6 +727,24 @@ std::unique_ptr<pqxx::connection> app_connection_named(const std::string& applic
   return conn;
 }
 
+// Commits `batch` on a connection of its own while a transaction of `owner`'s holds the rows
+// `change` writes: the batch starts, runs until it waits for one of those rows, and only then does
+// `change` commit. The batch's answer once it is done.
+batch_result commit_batch_meeting(pqxx::connection& owner, const std::vector<posting_request>& batch,
+                                  const std::string& change) {
+  auto waiting = app_connection_named(unique_key("batch-meets-change"));
+  pqxx::work other(owner);
+  other.exec(change);
+  batch_result r;
+  std::thread committing([&] { r = commit_batch(*waiting, batch); });
+  const bool waited =
+      test_support::eventually([&] { return test_support::backends_blocked_by(owner.backendpid()) > 0; });
+  other.commit();
+  committing.join();
+  EXPECT_TRUE(waited) << "the batch never waited for the change: " << change;
+  return r;
+}
+
 // A posting request with flow rows of its own, none of them set: planned and written as a plain
 // transfer, but never read unlocked (only plain postings are), so the batch takes its locks first.
 posting_request with_locked_rows(posting_request r) {
@@ -822,14 +840,8 @@ TEST_F(ledger_db, a_freeze_committed_while_a_plain_batch_writes_is_never_overtak
   fund(a_, 1'000);
   const posting_request debit = transfer(a_, b_, 300, unique_key("k"));
   const posting_request neighbour = request(ledger::transaction_type::deposit, clearing_, d_, 50, unique_key("k"));
-  auto waiting = app_connection_named(unique_key("batch-meets-freeze"));
-  pqxx::work freeze(*owner_);
-  freeze.exec("UPDATE account SET status = 'frozen' WHERE id = " + std::to_string(a_));
-  batch_result r;
-  std::thread batch([&] { r = commit_batch(*waiting, {debit, neighbour}); });
-  ASSERT_TRUE(test_support::eventually([&] { return test_support::backends_blocked_by(owner_->backendpid()) > 0; }));
-  freeze.commit();
-  batch.join();
+  const batch_result r = commit_batch_meeting(*owner_, {debit, neighbour},
+                                              "UPDATE account SET status = 'frozen' WHERE id = " + std::to_string(a_));
 
   ASSERT_EQ(r.outcomes.size(), 2u);
   EXPECT_EQ(r.outcomes[0].outcome, ledger::error_code::account_inactive);
@@ -856,15 +868,9 @@ TEST_F(ledger_db, a_row_read_and_left_unchanged_is_held_at_the_version_read) {
   fund(shard, 40);
   posting_request debit = transfer(hot, b_, 700, unique_key("k"));
   debit.posting.debit_shards = {shard};
-  auto waiting = app_connection_named(unique_key("batch-meets-moved-shard"));
-  pqxx::work mover(*owner_);
   // A new version of the shard's row with the same content: its xmin is all that moves.
-  mover.exec("UPDATE account SET status = status WHERE id = " + std::to_string(shard));
-  batch_result r;
-  std::thread batch([&] { r = commit_batch(*waiting, {debit}); });
-  ASSERT_TRUE(test_support::eventually([&] { return test_support::backends_blocked_by(owner_->backendpid()) > 0; }));
-  mover.commit();
-  batch.join();
+  const batch_result r =
+      commit_batch_meeting(*owner_, {debit}, "UPDATE account SET status = status WHERE id = " + std::to_string(shard));
 
   ASSERT_EQ(r.outcomes.size(), 1u);
   EXPECT_EQ(r.outcomes[0].outcome, ledger::error_code::ok);
