@@ -174,7 +174,8 @@ std::vector<descriptor> describe(settings& s) {
       {"ratelimit", "read_burst", "Reads per principal allowed at once.",
        int_rule{&s.ratelimit.read_burst, 1, 10'000'000}},
       {"ratelimit", "lease_tokens",
-       "Tokens a server takes from Redis at once per principal and class, spent locally (1: every request asks Redis).",
+       "Tokens a server takes from Redis at once per principal and class, spent locally; fewer where expiring leases "
+       "could strand half the limit (1: every request asks Redis).",
        int_rule{&s.ratelimit.lease_tokens, 1, 10'000}},
       {"ratelimit", "lease_ms", "How long tokens taken ahead from Redis stay spendable here, in ms.",
        int_rule{&s.ratelimit.lease_ms, 1, 60'000}},

@@ -47,7 +47,9 @@ using std::chrono::milliseconds;
 // once passes exactly when `granted` checks one after the other would: each adds 1 to `current`.
 // The counter's expiry, one window after its own window ends (plus a second of slack), is an
 // instant fixed by the window, so it is set once, by the check that creates the key: a PEXPIRE on
-// every check set the same instant again and cost the script an eighth of its time.
+// every check set the same instant again and cost the script an eighth of its time. It is set as
+// that instant (PEXPIREAT), computed from the script's own TIME: a relative PEXPIRE counts from
+// Redis's clock at the command, which can round to a later millisecond than the TIME read.
 constexpr const char* sliding_script = R"lua(
 local limit = tonumber(ARGV[1])
 local window = tonumber(ARGV[2])
@@ -66,7 +68,7 @@ local estimate = current + previous * left / window
 if estimate + 1 <= limit then
   local granted = math.min(want, math.floor(limit - estimate))
   redis.call('INCRBY', current_key, granted)
-  if current == 0 then redis.call('PEXPIRE', current_key, left + window + 1000) end
+  if current == 0 then redis.call('PEXPIREAT', current_key, (index + 2) * window + 1000) end
   return {granted, math.floor(limit - estimate - granted), left, 0}
 end
 local wait
@@ -93,7 +95,7 @@ local elapsed = now - index * window
 local key = KEYS[1] .. ':' .. string.format('%d', index)
 local count = redis.call('INCRBY', key, want)
 local left = window - elapsed
-if count == want then redis.call('PEXPIRE', key, left + 1000) end
+if count == want then redis.call('PEXPIREAT', key, (index + 1) * window + 1000) end
 local before = count - want
 if before < limit then
   local granted = math.min(want, limit - before)
@@ -260,11 +262,13 @@ class limiter::impl {
         algorithm_(parse_algorithm(limits.algorithm)),
         policies_{policy_for(limits, route_class::write), policy_for(limits, route_class::read)},
         bounds_(bounds),
-        lease_tokens_(limits.lease_tokens),
+        lease_tokens_{lease_size(policies_[0], limits.lease_tokens, limits.lease_ms),
+                      lease_size(policies_[1], limits.lease_tokens, limits.lease_ms)},
         lease_ms_(limits.lease_ms),
         local_(algorithm_, bounds.fallback_entries_max),
         allowances_(bounds.lease_entries_max) {
-    WALLET_ASSERT(lease_tokens_ >= 1 && lease_ms_ >= 1, "lease settings are validated positive");
+    WALLET_ASSERT(lease_tokens_[0] >= 1 && lease_tokens_[1] >= 1 && lease_ms_ >= 1,
+                  "lease settings are validated positive");
     WALLET_ASSERT(redis.connections >= 1, "redis.connections is validated to be positive");
     WALLET_ASSERT(redis.command_timeout_ms >= 1, "command timeout is validated positive");
     WALLET_ASSERT(bounds.queue_checks_max >= 1 && bounds.batch_checks_max >= 1 && bounds.completions_max >= 1 &&
@@ -302,13 +306,14 @@ class limiter::impl {
       return;
     }
     bool lease = false;
-    if (lease_tokens_ > 1) {
+    const std::int64_t lease_tokens = lease_tokens_[class_index(cls)];
+    if (lease_tokens > 1) {
       // A token leased earlier is spent here, on the caller's thread: no queue, no round trip,
       // no hand-off. Tokens leased before a switch to fallback were counted in Redis, so they
       // are spent in fallback too.
       // A check that finds a lease in flight waits for it instead of asking Redis itself.
       const auto ticket = allowances_.take(principal_id, cls, steady_now_ms(),
-                                           !using_fallback_.load(std::memory_order_acquire), &done, lease_tokens_ - 1);
+                                           !using_fallback_.load(std::memory_order_acquire), &done, lease_tokens - 1);
       switch (ticket.kind) {
         case allowance_table::verdict::spent:
           local_spends_.fetch_add(1, std::memory_order_relaxed);
@@ -601,7 +606,7 @@ class limiter::impl {
 
   void append_check(redis_session& session, const pending_check& item) {
     const window_policy& policy = policies_[class_index(item.cls)];
-    const std::int64_t want = item.lease ? lease_tokens_ : 1;
+    const std::int64_t want = item.lease ? lease_tokens_[class_index(item.cls)] : 1;
     redisAppendCommand(session.get(), "EVALSHA %s 1 %s %lld %lld %lld", session.script_sha().c_str(),
                        key_prefix(item.principal_id, item.cls).c_str(), static_cast<long long>(policy.limit),
                        static_cast<long long>(policy.window_ms), static_cast<long long>(want));
@@ -691,7 +696,7 @@ class limiter::impl {
         answer_waiters(item, waiters, result);
         continue;
       }
-      if (!result.allowed && lease_tokens_ > 1) {
+      if (!result.allowed && lease_tokens_[class_index(item.cls)] > 1) {
         // A lease that arrived in this batch (or on another connection) for the same principal
         // would otherwise sit unspent while this request is refused.
         const auto ticket = allowances_.take(item.principal_id, item.cls, steady_now_ms(), false);
@@ -777,7 +782,8 @@ class limiter::impl {
   const algorithm algorithm_;
   const std::array<window_policy, 2> policies_;  // indexed by class_index()
   const limiter_bounds bounds_;
-  const std::int64_t lease_tokens_;  // 1: no leases, every check asks Redis
+  // Tokens per lease, by class_index() (lease_size): 1, no leases, every check asks Redis.
+  const std::array<std::int64_t, 2> lease_tokens_;
   const std::int64_t lease_ms_;
   local_limiter local_;
   allowance_table allowances_;

@@ -1,5 +1,6 @@
 #include "ratelimit/window.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -19,6 +20,14 @@ window_policy policy_for(const config::ratelimit_settings& settings, route_class
   WALLET_ASSERT(burst >= 1 && rate >= 1, "burst and rate are validated to be positive");
   // config bounds both at 10^7, so burst * 1000 cannot overflow.
   return window_policy{burst, (burst * 1000 + rate - 1) / rate};
+}
+
+std::int64_t lease_size(const window_policy& policy, std::int64_t lease_tokens, std::int64_t lease_ms) {
+  WALLET_ASSERT(lease_tokens >= 1 && lease_ms >= 1, "lease settings are validated positive");
+  // A lease strands at most its size - 1 when it expires.
+  const std::int64_t expiring_per_window = policy.window_ms / lease_ms + 1;
+  const std::int64_t stranded_max = policy.limit / (2 * expiring_per_window);
+  return std::min(lease_tokens, 1 + stranded_max);
 }
 
 outcome evaluate_sliding(std::int64_t current, std::int64_t previous, std::int64_t elapsed_ms,

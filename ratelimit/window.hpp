@@ -28,6 +28,12 @@ struct window_policy {
 
 window_policy policy_for(const config::ratelimit_settings& settings, route_class cls);
 
+// How many tokens one lease of this class takes from Redis (ratelimit/README.md, "Leased
+// allowances"): `lease_tokens`, but never so many that the leases one process can let expire in a
+// window (one per `lease_ms`, and one more cut at the window's end) could strand more than half of
+// the limit. A limit too small for that is not leased: every check asks Redis.
+std::int64_t lease_size(const window_policy& policy, std::int64_t lease_tokens, std::int64_t lease_ms);
+
 // One answer in milliseconds; converted to whole seconds only at the edge (`to_decision`).
 struct outcome {
   bool allowed = false;

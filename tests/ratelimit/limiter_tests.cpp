@@ -585,13 +585,14 @@ TEST(limiter_leases, leftovers_expire_and_the_next_check_asks_redis) {
   // check asks Redis again, and the unspent tokens are counted as expired.
   const std::string url = test_support::redis_url();
   constexpr std::int64_t lease_ms = 1000;
-  limiter l(redis_at(url), leasing_limits(100, 50, lease_ms));
+  // 2,000 per 10 s: leases of 50 (lease_size) strand at most 11 x 49 of it.
+  limiter l(redis_at(url), leasing_limits(2000, 50, lease_ms));
   ratelimit_test::wait_for_window_room(url, leasing_window_ms, 5s);
   const std::int64_t principal = unique_principal();
   const auto leased_at = std::chrono::steady_clock::now();
   const decision first = check_now(l, principal);
   ASSERT_TRUE(first.allowed);
-  EXPECT_EQ(first.remaining, 99);
+  EXPECT_EQ(first.remaining, 1999);
   const decision second = check_now(l, principal);
   const bool within_lease = std::chrono::steady_clock::now() - leased_at < std::chrono::milliseconds(lease_ms);
   EXPECT_TRUE(second.allowed);
@@ -599,7 +600,7 @@ TEST(limiter_leases, leftovers_expire_and_the_next_check_asks_redis) {
   EXPECT_EQ(stats.redis_decisions, within_lease ? 1u : 2u);
   EXPECT_EQ(stats.local_spends, within_lease ? 1u : 0u);
   if (within_lease) {
-    EXPECT_EQ(second.remaining, 98);
+    EXPECT_EQ(second.remaining, 1998);
   }
   ASSERT_TRUE(within_lease) << "the machine is too slow to observe a local spend within " << lease_ms << " ms";
 
@@ -613,7 +614,7 @@ TEST(limiter_leases, leftovers_expire_and_the_next_check_asks_redis) {
   EXPECT_EQ(stats.leases, 2u);
   EXPECT_EQ(stats.lease_tokens_expired, 48u);
   // The expired tokens stay counted in Redis: 50 + 50 taken, so the new lease is what is left.
-  EXPECT_EQ(after.remaining, 49);
+  EXPECT_EQ(after.remaining, 1949);
 }
 
 }  // namespace

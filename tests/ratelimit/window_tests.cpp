@@ -40,6 +40,24 @@ TEST(window_policy, burst_over_rate_is_the_window) {
   EXPECT_EQ(policy_header(fast), "1;w=1");
 }
 
+TEST(window_policy, a_lease_never_strands_more_than_half_the_limit_in_a_window) {
+  // The defaults keep their leases of 8: 200 per 2 s, at most 9 leases expire per window, each
+  // stranding at most 7 (63 of 200).
+  const config::ratelimit_settings defaults;
+  EXPECT_EQ(lease_size(policy_for(defaults, route_class::write), defaults.lease_tokens, defaults.lease_ms), 8);
+  EXPECT_EQ(lease_size(policy_for(defaults, route_class::read), defaults.lease_tokens, defaults.lease_ms), 8);
+  // 5 per 5 s: a lease of the whole burst expiring after 250 ms would refuse a client's second
+  // request. 21 leases can expire in that window, so none is taken: every check asks Redis.
+  EXPECT_EQ(lease_size(policy_for(limits(1, 5), route_class::write), 8, 250), 1);
+  // 100 per 10 s with leases living 1 s: 11 expiring leases may strand 4 each, 44 in all.
+  const window_policy hundred = policy_for(limits(10, 100), route_class::write);
+  EXPECT_EQ(lease_size(hundred, 50, 1000), 5);
+  EXPECT_LE((hundred.window_ms / 1000 + 1) * (lease_size(hundred, 50, 1000) - 1), hundred.limit / 2);
+  // Never more than configured, and 1 stays 1 (leases off).
+  EXPECT_EQ(lease_size(hundred, 3, 1000), 3);
+  EXPECT_EQ(lease_size(policy_for(defaults, route_class::write), 1, 250), 1);
+}
+
 TEST(sliding, counts_exactly_up_to_the_limit_in_a_fresh_window) {
   // Feeding each allowed request back as the current count allows exactly `limit`, with
   // remaining counting down to zero, then denies with a wait that the arithmetic confirms.
