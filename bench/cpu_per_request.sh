@@ -8,7 +8,7 @@
 # is printed from INFO commandstats.
 #
 #   bench/cpu_per_request.sh [--workload hot-merchant|payday] [--rate N] [--client loadgen|wrk]
-#                            [--connections N] [--count-mallocs] [NAME=VALUE ...]
+#                            [--connections N] [--count-mallocs] [--threads] [NAME=VALUE ...]
 #
 # --client wrk sends the same transfers with wrk (bench/wrk/transfers.lua), closed loop over
 # --connections connections (default 64) and one thread, instead of wallet-loadgen's open loop:
@@ -17,6 +17,9 @@
 # --count-mallocs counts the server's calls to malloc over the window instead, per transfer and
 # per thread, with a perf uprobe on libc's malloc (root; the probe is added if missing). The probe
 # slows every allocation down, so no CPU figures are given in that mode.
+#
+# --threads also prints the server's CPU per request by thread name (/proc/<pid>/task/*/stat over
+# the same window): which of the HTTP, rate-limit, actor, writer and relay threads spends it.
 #
 # NAME=VALUE pairs are passed to the server's environment, to compare settings side by side, e.g.
 #   bench/cpu_per_request.sh --rate 5300 WALLET_ACTORS_SCHEDULER_THREADS=2
@@ -31,6 +34,7 @@ rate=4500
 client=loadgen
 connections=
 count_mallocs=no
+threads=no
 overrides=()
 while (($#)); do
   case $1 in
@@ -39,6 +43,7 @@ while (($#)); do
     --client) client=$2; shift ;;
     --connections) connections=$2; shift ;;
     --count-mallocs) count_mallocs=yes ;;
+    --threads) threads=yes ;;
     *=*) overrides+=("$1") ;;
     *) echo "cpu_per_request: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -115,6 +120,7 @@ client_pid=$!
 sleep 4
 redis-cli -p 56381 config resetstat >/dev/null
 cpu_snapshot > "$out/before.txt"
+[[ $threads == yes ]] && thread_snapshot "$server_pid" > "$out/threads-before.txt"
 before=$(answered)
 if [[ $count_mallocs == yes ]]; then
   perf stat -e probe_libc:malloc --per-thread -x, -o "$out/mallocs.csv" -p "$server_pid" -- sleep 10 2>/dev/null
@@ -123,6 +129,7 @@ else
 fi
 after=$(answered)
 cpu_snapshot > "$out/after.txt"
+[[ $threads == yes ]] && thread_snapshot "$server_pid" > "$out/threads-after.txt"
 redis-cli -p 56381 info commandstats > "$out/redis-commandstats.txt"
 wait "$client_pid" || true
 measured_rate=$(((after - before) / 10))
@@ -151,3 +158,8 @@ fi
 echo "CPU per request (us), over 10 s:"
 cpu_per_request "$out/before.txt" "$out/after.txt" 10 "$measured_rate" | awk '
   { printf "  %-16s %6.0f\n", $1, $2; total += $2 } END { printf "  %-16s %6.0f\n", "total", total }'
+if [[ $threads == yes ]]; then
+  echo "wallet-server's CPU per request by thread (us), over 10 s:"
+  cpu_per_request "$out/threads-before.txt" "$out/threads-after.txt" 10 "$measured_rate" |
+    awk '{ printf "  %-16s %6.1f\n", $1, $2 }'
+fi

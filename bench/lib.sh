@@ -49,10 +49,21 @@ psql_admin() { psql -X -q -h 127.0.0.1 -p "$pg_port" -U postgres -v ON_ERROR_STO
 # One python process reads every /proc/<pid>/stat in a few milliseconds, so the span between two
 # snapshots is the sleep between them (a shell loop took a third of a second under load).
 cpu_snapshot() {
-  python3 -c '
-import glob
+  proc_ticks '/proc/[0-9]*/stat'
+}
+
+# The same for one process's threads, summed by thread name.
+#   thread_snapshot PID
+thread_snapshot() {
+  proc_ticks "/proc/$1/task/[0-9]*/stat"
+}
+
+# Ticks of every /proc stat file matching GLOB, summed by the command name in it.
+proc_ticks() {
+  python3 - "$1" <<'PY' | sort
+import glob, sys
 ticks = {}
-for path in glob.glob("/proc/[0-9]*/stat"):
+for path in glob.glob(sys.argv[1]):
     try:
         with open(path) as f:
             line = f.read()
@@ -62,8 +73,9 @@ for path in glob.glob("/proc/[0-9]*/stat"):
     name = line[line.index("(") + 1:line.rindex(")")].replace(" ", "_")
     fields = line[line.rindex(")") + 2:].split()
     ticks[name] = ticks.get(name, 0) + int(fields[11]) + int(fields[12])
-for name in sorted(ticks):
-    print(name, ticks[name])' | sort
+for name in ticks:
+    print(name, ticks[name])
+PY
 }
 
 # CPU time per request, in µs, of each process between two snapshots taken SECONDS apart while
