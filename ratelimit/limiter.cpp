@@ -206,16 +206,21 @@ class redis_session {
     return {};
   }
 
-  // Reads the next reply, giving up at `deadline`. hiredis only knows a per-read socket timeout,
-  // so the remaining budget is set before each read; most replies of a pipeline are already
-  // buffered and cost no system call to read.
+  // Reads the next reply, giving up at `deadline`. Most replies of a pipeline arrive together
+  // with the first, so a reply already in hiredis' buffer is taken from there: no system call.
+  // Only a read that may block sets the socket's timeout (hiredis knows no other) to what is left
+  // of the budget: two setsockopt calls, which before were made for every reply.
   std::string read_reply(steady::time_point deadline, reply_ptr& out) {
     WALLET_ASSERT(is_open(), "read on a closed session");
-    const auto budget = std::chrono::duration_cast<milliseconds>(deadline - steady::now());
-    if (budget < milliseconds(1)) return "timed out";
-    if (redisSetTimeout(get(), to_timeval(budget)) != REDIS_OK) return context_error(*get());
     void* raw = nullptr;
-    if (redisGetReply(get(), &raw) != REDIS_OK || raw == nullptr) return context_error(*get());
+    if (redisGetReplyFromReader(get(), &raw) != REDIS_OK) return context_error(*get());
+    if (raw == nullptr) {
+      const auto budget = std::chrono::duration_cast<milliseconds>(deadline - steady::now());
+      if (budget < milliseconds(1)) return "timed out";
+      if (redisSetTimeout(get(), to_timeval(budget)) != REDIS_OK) return context_error(*get());
+      // Sends what is still buffered of the pipeline, then reads until a reply is whole.
+      if (redisGetReply(get(), &raw) != REDIS_OK || raw == nullptr) return context_error(*get());
+    }
     out.reset(static_cast<redisReply*>(raw));
     return {};
   }
