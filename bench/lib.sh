@@ -46,10 +46,10 @@ psql_admin() { psql -X -q -h 127.0.0.1 -p "$pg_port" -U postgres -v ON_ERROR_STO
 
 # CPU ticks (user + system) of every process on the machine, summed by command name, one
 # "name ticks" line each, sorted by name: two snapshots joined give each process's share of a span.
-# One cat and one awk read every /proc/<pid>/stat in about 10 ms even on a saturated machine, so
-# the span between two snapshots is the sleep between them. (A python3 process took 0.4-1.7 s
-# there, most of it its own start: each snapshot's readings came late by as much, and a process
-# about to exit, such as the load generator at the end of its run, could be missed.)
+# One cat and one awk read every /proc/<pid>/stat in about a tenth of a second even on a saturated
+# machine, so the span between two snapshots is the sleep between them. (A python3 process took
+# 0.4-1.7 s there, most of it its own start: each snapshot's readings came late by as much, and a
+# process about to exit, such as the load generator at the end of its run, could be missed.)
 cpu_snapshot() {
   proc_ticks '/proc/[0-9]*/stat'
 }
