@@ -127,6 +127,18 @@ void reader_pool::run_thread() {
         spdlog::error("database read failed: {} ({})", e.what(), e.sqlstate());
         next.j.fail(ledger::error_code::internal, "the database refused the query");
       }
+    } catch (const pqxx::transaction_rollback& e) {
+      // In libpqxx 6 not an sql_error. A deadlock or a serialization failure: PostgreSQL rolled
+      // the job's transaction back to let another go on, worth a retry by the client (503).
+      // A statement whose completion is unknown may have taken effect: the client must look.
+      if (dynamic_cast<const pqxx::statement_completion_unknown*>(&e) != nullptr) {
+        spdlog::error("database read ended in doubt: {}", e.what());
+        next.j.fail(ledger::error_code::outcome_unknown, "the database could not tell whether the request took effect");
+      } else {
+        spdlog::warn("database read rolled back: {}", e.what());
+        next.j.fail(ledger::error_code::database_unavailable,
+                    "the database rolled the request back to resolve a lock conflict; retry");
+      }
     } catch (const std::exception& e) {
       spdlog::error("database read failed: {}", e.what());
       if (conn && !conn->is_open()) conn.reset();

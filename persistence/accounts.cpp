@@ -58,7 +58,14 @@ constexpr const char* k_insert_shards_sql =
 constexpr const char* k_set_shard_count = "account_set_shard_count";
 constexpr const char* k_set_shard_count_sql = "UPDATE account SET shard_count = $2 WHERE id = $1";
 
-// An account and its shards change status together; system accounts never do.
+// An account and its shards change status together; system accounts never do. The rows are
+// locked first, in ascending id order like every writer and sweep locks them: the UPDATE alone
+// locks them in the order it finds them on disk (a shard before its main row, once the main row
+// has been rewritten), and a sweep holding the main row while it waits for that shard would be a
+// deadlock that PostgreSQL breaks by aborting one side.
+constexpr const char* k_lock_for_status = "account_lock_for_status";
+constexpr const char* k_lock_for_status_sql =
+    "SELECT id FROM account WHERE (id = $1 OR parent_id = $1) AND kind <> 'system' ORDER BY id FOR UPDATE";
 constexpr const char* k_set_status = "account_set_status";
 constexpr const char* k_set_status_sql =
     "UPDATE account SET status = $2 WHERE (id = $1 OR parent_id = $1) AND kind <> 'system'";
@@ -136,6 +143,7 @@ void prepare_account_statements(pqxx::connection& conn) {
   conn.prepare(k_insert, k_insert_sql);
   conn.prepare(k_insert_shards, k_insert_shards_sql);
   conn.prepare(k_set_shard_count, k_set_shard_count_sql);
+  conn.prepare(k_lock_for_status, k_lock_for_status_sql);
   conn.prepare(k_set_status, k_set_status_sql);
   conn.prepare(k_insert_system, k_insert_system_sql);
   conn.prepare(k_find_system, k_find_system_sql);
@@ -200,6 +208,7 @@ std::optional<account_record> make_system_hot(pqxx::connection& conn, ledger::ac
 std::optional<account_record> set_status(pqxx::connection& conn, ledger::account_id id, ledger::account_status status,
                                          const audit_entry* audit) {
   pqxx::work txn(conn);
+  if (txn.exec_prepared(k_lock_for_status, id).empty()) return std::nullopt;
   auto updated = txn.exec_prepared(k_set_status, id, std::string(ledger::to_string(status)));
   if (updated.affected_rows() == 0) return std::nullopt;
   auto loaded = load_account(txn, id, false);

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <stdexcept>
+#include <string>
 #include <thread>
 
 #include "actors/reader_pool.hpp"
@@ -66,6 +67,38 @@ TEST(reader_pool, a_failed_query_is_answered_once_through_fail) {
   pool.stop();
   EXPECT_EQ(delivered.load(), 0);
   EXPECT_EQ(failed.load(), 1);
+}
+
+// The outcome a job ends with when the database raises `sqlstate` in it.
+ledger::error_code outcome_of_a_job_raising(const std::string& sqlstate) {
+  reader_pool pool(options(), 1, 10, 5'000, 100);
+  std::atomic<int> failed{0};
+  ledger::error_code outcome = ledger::error_code::ok;
+  pool.submit({
+      [&](pqxx::connection& conn) -> std::function<void()> {
+        pqxx::work txn(conn);
+        txn.exec("DO $$ BEGIN RAISE EXCEPTION 'raised by the test' USING ERRCODE = '" + sqlstate + "'; END $$");
+        txn.commit();
+        return [] {};
+      },
+      [&](ledger::error_code code, std::string) {
+        outcome = code;
+        ++failed;
+      },
+  });
+  EXPECT_TRUE(test_support::eventually([&] { return failed.load() == 1; }));
+  pool.stop();
+  return outcome;
+}
+
+// A transaction PostgreSQL rolled back to break a deadlock or a serialization conflict changed
+// nothing: the client is told to retry (503), not that the server failed (500). One whose
+// completion is unknown is neither.
+TEST(reader_pool, a_rolled_back_transaction_is_a_retryable_refusal) {
+  EXPECT_EQ(outcome_of_a_job_raising("40P01"), ledger::error_code::database_unavailable);
+  EXPECT_EQ(outcome_of_a_job_raising("40001"), ledger::error_code::database_unavailable);
+  EXPECT_EQ(outcome_of_a_job_raising("40003"), ledger::error_code::outcome_unknown);
+  EXPECT_EQ(outcome_of_a_job_raising("22012"), ledger::error_code::internal);  // division_by_zero
 }
 
 }  // namespace

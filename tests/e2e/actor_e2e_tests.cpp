@@ -206,6 +206,47 @@ TEST(AccountActors, FreezeAndUnfreezeReachALiveActorUnderLoad) {
   EXPECT_EQ(ts::balance(c, alice.key, a), 10'000'000 - paid);
 }
 
+// A freeze takes the rows of a hot account in the order every writer and sweep takes them
+// (ascending id: the main row, then its shards), so it queues behind a sweep instead of
+// deadlocking with it. The test holds the main row as a sweep does, waits until the freeze is
+// queued behind it, then takes a shard as the sweep would next. A freeze that had locked the
+// rows in the order it found them on disk would hold that shard by then (the main row, rewritten
+// here, lies after its shards), and PostgreSQL would break the deadlock by failing the freeze.
+TEST(AccountActors, AFreezeQueuesBehindASweepWithoutDeadlock) {
+  ts::server_process server;
+  ts::http_client c(server.port());
+  const auto& op = server.operator_key();
+  auto alice = ts::create_principal(c, op);
+  const auto a = ts::create_account(c, op, alice.id, "EUR", 2);
+  const auto main_row = std::to_string(a);
+  const auto shard = std::stoll(ts::query_value("SELECT min(id) FROM account WHERE parent_id = " + main_row));
+  // Rewrite the main row until its version lies after every shard on disk (one rewrite does it
+  // unless the page had a free slot before them).
+  const auto main_after_shards = [&] {
+    return ts::query_value("SELECT (SELECT ctid FROM account WHERE id = " + main_row +
+                           ") > ALL (SELECT ctid FROM account WHERE parent_id = " + main_row + ")") == "t";
+  };
+  for (int i = 0; i < 20 && !main_after_shards(); ++i) {
+    ts::execute_sql("UPDATE account SET status = status WHERE id = " + main_row);
+  }
+  ASSERT_TRUE(main_after_shards());
+
+  ts::account_lock sweep({a});
+  ts::response frozen;
+  std::thread freezer([&] {
+    ts::http_client client(server.port());
+    frozen = client.post("/v1/accounts/" + main_row + "/freeze", op, "{}");
+  });
+  ASSERT_TRUE(ts::eventually([&] { return sweep.waiters() >= 1; })) << "the freeze never waited for the main row";
+  EXPECT_NO_THROW(sweep.also_lock({shard}));
+  sweep.release();
+  freezer.join();
+  EXPECT_EQ(frozen.status, 200) << frozen.body;
+  EXPECT_EQ(ts::query_value("SELECT string_agg(DISTINCT status, ',') FROM account WHERE id = " + main_row +
+                            " OR parent_id = " + main_row),
+            "frozen");
+}
+
 // The sweeper never piles sweeps up in front of payments. With the hot account's writer stalled
 // (a row lock held here on its main row) the sweeper keeps ticking every 20 ms, yet at most one
 // sweep of the account (one posting per shard) is queued; the other ticks defer it. Two writers:

@@ -59,6 +59,12 @@ account_lock::account_lock(const std::vector<std::int64_t>& accounts) : impl_(st
   impl_->transaction.exec("SELECT id FROM account WHERE id IN (" + ids + ") FOR UPDATE");
 }
 
+void account_lock::also_lock(const std::vector<std::int64_t>& accounts) {
+  for (const auto account : accounts) {
+    impl_->transaction.exec("SELECT id FROM account WHERE id = " + std::to_string(account) + " FOR UPDATE");
+  }
+}
+
 account_lock::~account_lock() = default;
 
 int account_lock::waiters() const { return backends_blocked_by(impl_->backend_pid); }

@@ -36,6 +36,9 @@ class account_lock {
 
   // Backends waiting on these locks, directly or behind other waiters (backends_blocked_by).
   int waiters() const;
+  // Locks more accounts in the same transaction, in the order given; blocks while another
+  // transaction holds one of them (a deadlock PostgreSQL breaks shows here as an exception).
+  void also_lock(const std::vector<std::int64_t>& accounts);
   // Rolls the locking transaction back: whatever waited goes on. Releasing again does nothing;
   // the destructor releases a lock still held.
   void release();
