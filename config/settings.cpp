@@ -177,7 +177,9 @@ std::vector<descriptor> describe(settings& s) {
        "Tokens a server takes from Redis at once per principal and class, spent locally; fewer where expiring leases "
        "could strand half the limit (1: every request asks Redis).",
        int_rule{&s.ratelimit.lease_tokens, 1, 10'000}},
-      {"ratelimit", "lease_ms", "How long tokens taken ahead from Redis stay spendable here, in ms.",
+      {"ratelimit", "lease_ms",
+       "How long tokens taken ahead from Redis stay spendable here, in ms; never past the end of the window they were "
+       "counted in.",
        int_rule{&s.ratelimit.lease_ms, 1, 60'000}},
 
       {"events", "enabled", "Run the outbox relay: publish committed transactions to the Redis Stream wallet:events.",

@@ -115,7 +115,7 @@ struct ratelimit_settings {
   std::int64_t read_rate_per_second = 500;
   std::int64_t read_burst = 1'000;
   std::int64_t lease_tokens = 8;
-  std::int64_t lease_ms = 250;
+  std::int64_t lease_ms = 2'000;
 };
 
 // The outbox relay and the event feed (docs/events.md).

@@ -34,8 +34,8 @@ void generous_limits(ts::server_process::options& o) {
 // since creating principals and accounts counts as reads.
 // With the default leases (ratelimit.lease_tokens = 8), which a limit this small does not take
 // (ratelimit::lease_size): every decision is Redis's, so these tests count exactly, however slow
-// the client. A lease of the whole burst of 5, expiring after 250 ms with one token spent, would
-// refuse the next write of any client slower than that.
+// the client. A lease of the whole burst of 5, expiring with one token spent, would refuse the
+// next write of a client that came back after the lease.
 void small_write_limits(ts::server_process::options& o) {
   generous_limits(o);
   o.env["WALLET_RATELIMIT_RATE_PER_SECOND"] = "1";

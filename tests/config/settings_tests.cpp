@@ -199,7 +199,7 @@ const field_list& documented_defaults() {
       {"ratelimit.read_rate_per_second", "500"},
       {"ratelimit.read_burst", "1000"},
       {"ratelimit.lease_tokens", "8"},
-      {"ratelimit.lease_ms", "250"},
+      {"ratelimit.lease_ms", "2000"},
       {"events.enabled", "true"},
       {"events.batch_rows_max", "50"},
       {"events.stream_maxlen", "1000000"},

@@ -41,8 +41,8 @@ TEST(window_policy, burst_over_rate_is_the_window) {
 }
 
 TEST(window_policy, a_lease_never_strands_more_than_half_the_limit_in_a_window) {
-  // The defaults keep their leases of 8: 200 per 2 s, at most 9 leases expire per window, each
-  // stranding at most 7 (63 of 200).
+  // The defaults keep their leases of 8: 200 per 2 s, leases living 2 s, at most 2 expire per
+  // window, each stranding at most 7 (14 of 200).
   const config::ratelimit_settings defaults;
   EXPECT_EQ(lease_size(policy_for(defaults, route_class::write), defaults.lease_tokens, defaults.lease_ms), 8);
   EXPECT_EQ(lease_size(policy_for(defaults, route_class::read), defaults.lease_tokens, defaults.lease_ms), 8);
