@@ -208,42 +208,69 @@ TEST(AccountActors, FreezeAndUnfreezeReachALiveActorUnderLoad) {
 
 // A freeze takes the rows of a hot account in the order every writer and sweep takes them
 // (ascending id: the main row, then its shards), so it queues behind a sweep instead of
-// deadlocking with it. The test holds the main row as a sweep does, waits until the freeze is
-// queued behind it, then takes a shard as the sweep would next. A freeze that had locked the
-// rows in the order it found them on disk would hold that shard by then (the main row, rewritten
-// here, lies after its shards), and PostgreSQL would break the deadlock by failing the freeze.
+// deadlocking with it. A sweep holding a row Y and waiting for a row X of higher id deadlocks
+// with any locker that took X first: a freeze that locked the rows in the order it found them on
+// disk did, wherever X lay before Y (a rewritten row moves). The test makes such a pair, holds Y
+// as the sweep does, waits until the freeze is queued behind it, then takes X; PostgreSQL would
+// break that deadlock by failing the freeze.
 TEST(AccountActors, AFreezeQueuesBehindASweepWithoutDeadlock) {
   ts::server_process server;
   ts::http_client c(server.port());
   const auto& op = server.operator_key();
   auto alice = ts::create_principal(c, op);
+  auto bob = ts::create_principal(c, op);
   const auto a = ts::create_account(c, op, alice.id, "EUR", 2);
-  const auto main_row = std::to_string(a);
-  const auto shard = std::stoll(ts::query_value("SELECT min(id) FROM account WHERE parent_id = " + main_row));
-  // Rewrite the main row until its version lies after every shard on disk (one rewrite does it
-  // unless the page had a free slot before them).
-  const auto main_after_shards = [&] {
-    return ts::query_value("SELECT (SELECT ctid FROM account WHERE id = " + main_row +
-                           ") > ALL (SELECT ctid FROM account WHERE parent_id = " + main_row + ")") == "t";
+  const auto m = std::to_string(a);
+  // The account's rows, as a condition on the table alias `t`.
+  const auto rows_of_a = [&](const std::string& t) {
+    return "(" + t + ".id = " + m + " OR " + t + ".parent_id = " + m + ")";
   };
-  for (int i = 0; i < 20 && !main_after_shards(); ++i) {
-    ts::execute_sql("UPDATE account SET status = status WHERE id = " + main_row);
+  // Lay the rows out against their id order: rewrite them highest id first, each as a new row
+  // version that the indexes point to (an indexed column changed and changed back: no HOT
+  // update, whose version a scan through an index would still find at the row's old place). Each
+  // new version takes its page's lowest free slot or a new one at the page's end: a later slot
+  // than the rewrite before took, unless a full page sends it to another page (then a later round
+  // does it).
+  std::vector<std::string> rows;
+  for (const char* n : {"0", "1"}) {
+    rows.push_back(ts::query_value("SELECT id FROM account WHERE parent_id = " + m + " ORDER BY id DESC OFFSET " + n));
   }
-  ASSERT_TRUE(main_after_shards());
+  rows.push_back(m);
+  // "Y,X": a row Y and a row X of higher id that lies before Y on disk.
+  const auto inverted_pair = [&] {
+    return ts::query_value(
+        "SELECT y.id || ',' || x.id FROM account x JOIN account y ON y.id < x.id AND x.ctid < y.ctid"
+        " WHERE " +
+        rows_of_a("x") + " AND " + rows_of_a("y") + " LIMIT 1");
+  };
+  std::string pair;
+  for (int round = 0; round < 10 && pair.empty(); ++round) {
+    for (const auto& row : rows) {
+      ts::execute_sql("UPDATE account SET owner_id = " + std::to_string(bob.id) + " WHERE id = " + row +
+                      "; UPDATE account SET owner_id = " + std::to_string(alice.id) + " WHERE id = " + row);
+    }
+    pair = inverted_pair();
+  }
+  ASSERT_FALSE(pair.empty()) << "the rows of the account never lay out of id order";
+  const auto comma = pair.find(',');
+  const auto y = std::stoll(pair.substr(0, comma));
+  const auto x = std::stoll(pair.substr(comma + 1));
 
-  ts::account_lock sweep({a});
+  ts::account_lock sweep({y});
   ts::response frozen;
   std::thread freezer([&] {
     ts::http_client client(server.port());
-    frozen = client.post("/v1/accounts/" + main_row + "/freeze", op, "{}");
+    frozen = client.post("/v1/accounts/" + m + "/freeze", op, "{}");
   });
-  ASSERT_TRUE(ts::eventually([&] { return sweep.waiters() >= 1; })) << "the freeze never waited for the main row";
-  EXPECT_NO_THROW(sweep.also_lock({shard}));
+  const bool queued = ts::eventually([&] { return sweep.waiters() >= 1; });
+  EXPECT_TRUE(queued) << "the freeze never waited for row " << y;
+  if (queued) {
+    EXPECT_NO_THROW(sweep.also_lock({x}));
+  }
   sweep.release();
   freezer.join();
   EXPECT_EQ(frozen.status, 200) << frozen.body;
-  EXPECT_EQ(ts::query_value("SELECT string_agg(DISTINCT status, ',') FROM account WHERE id = " + main_row +
-                            " OR parent_id = " + main_row),
+  EXPECT_EQ(ts::query_value("SELECT string_agg(DISTINCT status, ',') FROM account a WHERE " + rows_of_a("a")),
             "frozen");
 }
 
