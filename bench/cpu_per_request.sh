@@ -19,7 +19,9 @@
 # slows every allocation down, so no CPU figures are given in that mode.
 #
 # --threads also prints the server's CPU per request by thread name (/proc/<pid>/task/*/stat over
-# the same window): which of the HTTP, rate-limit, actor, writer and relay threads spends it.
+# the same window): which of the HTTP, rate-limit, actor, writer and relay threads spends it,
+# and PostgreSQL's by backend (the server's connections by application_name, PostgreSQL's own
+# processes by type).
 #
 # NAME=VALUE pairs are passed to the server's environment, to compare settings side by side, e.g.
 #   bench/cpu_per_request.sh --rate 5300 WALLET_ACTORS_SCHEDULER_THREADS=2
@@ -65,7 +67,7 @@ if [[ $count_mallocs == yes ]] && ! perf probe -l 2>/dev/null | grep -q 'probe_l
   perf probe -q -x "$(ldconfig -p | awk '/libc\.so\.6 .*x86-64/ { print $NF; exit }')" -a malloc
 fi
 build_release build-bench "$out/build.log" wallet-server wallet-loadgen wallet-admin
-bash scripts/services.sh start "$var_dir" 55434 56381 >/dev/null
+bash scripts/services.sh start "$var_dir" 55434 56381 --huge-pages >/dev/null
 bash scripts/services.sh reset-db "$var_dir" >/dev/null
 redis-cli -p 56381 flushall >/dev/null
 server_pid=
@@ -121,6 +123,7 @@ sleep 4
 redis-cli -p 56381 config resetstat >/dev/null
 cpu_snapshot > "$out/before.txt"
 [[ $threads == yes ]] && thread_snapshot "$server_pid" > "$out/threads-before.txt"
+[[ $threads == yes ]] && pg_backend_snapshot 55434 > "$out/pg-before.txt"
 before=$(answered)
 if [[ $count_mallocs == yes ]]; then
   perf stat -e probe_libc:malloc --per-thread -x, -o "$out/mallocs.csv" -p "$server_pid" -- sleep 10 2>/dev/null
@@ -130,6 +133,7 @@ fi
 after=$(answered)
 cpu_snapshot > "$out/after.txt"
 [[ $threads == yes ]] && thread_snapshot "$server_pid" > "$out/threads-after.txt"
+[[ $threads == yes ]] && pg_backend_snapshot 55434 > "$out/pg-after.txt"
 redis-cli -p 56381 info commandstats > "$out/redis-commandstats.txt"
 wait "$client_pid" || true
 measured_rate=$(((after - before) / 10))
@@ -162,4 +166,7 @@ if [[ $threads == yes ]]; then
   echo "wallet-server's CPU per request by thread (us), over 10 s:"
   cpu_per_request "$out/threads-before.txt" "$out/threads-after.txt" 10 "$measured_rate" |
     awk '{ printf "  %-16s %6.1f\n", $1, $2 }'
+  echo "PostgreSQL's CPU per request by backend (us), over 10 s (processes that ran throughout):"
+  cpu_per_request "$out/pg-before.txt" "$out/pg-after.txt" 10 "$measured_rate" |
+    awk '{ printf "  %-24s %6.1f\n", $1, $2 }'
 fi

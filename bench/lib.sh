@@ -60,6 +60,21 @@ thread_snapshot() {
   proc_ticks "/proc/$1/task/[0-9]*/stat"
 }
 
+# The same for PostgreSQL's processes on PORT, summed by what each one is: the client's
+# application_name (wallet-writer-0, wallet-reader, wallet-relay, ...) or the backend type
+# (walwriter, checkpointer, autovacuum worker, ...). A process that exits between two snapshots
+# (a parallel worker, an autovacuum worker) is only in the one taken while it ran.
+#   pg_backend_snapshot PORT
+pg_backend_snapshot() {
+  local pid name
+  psql -X -At -F' ' -h 127.0.0.1 -p "$1" -U postgres -d postgres -c \
+    "SELECT pid, replace(coalesce(nullif(application_name, ''), backend_type), ' ', '_')
+       FROM pg_stat_activity WHERE pid <> pg_backend_pid()" |
+    while read -r pid name; do
+      awk -v name="$name" '{ sub(/^.*\) /, ""); print name, $12 + $13 }' "/proc/$pid/stat" 2>/dev/null || true
+    done | awk '{ ticks[$1] += $2 } END { for (name in ticks) print name, ticks[name] }' | sort
+}
+
 # Ticks of every /proc stat file matching the glob PATTERN, summed by the command name in it.
 # A process that exits between the glob and the read is left out (cat's complaint discarded).
 proc_ticks() {
