@@ -518,6 +518,11 @@ TEST_F(ledger_db, small_and_large_batches_write_the_same_rows) {
                       " WHERE " +
                           sql_literal(std::as_const(batch[0].transaction_id)) + "::uuid = ANY(transaction_ids)"),
               expected_elements);
+    // Payloads of this size are compressed in place, with the column's method (migration 017).
+    EXPECT_EQ(text_of(*owner_,
+                      "SELECT pg_column_compression(payload) FROM outbox_event WHERE " +
+                          sql_literal(std::as_const(batch[0].transaction_id)) + "::uuid = ANY(transaction_ids)"),
+              "lz4");
     EXPECT_EQ(balance(payer), before - paid);
     EXPECT_EQ(balance(payee), paid);
     EXPECT_EQ(version(payee), static_cast<std::int64_t>(size) - 1);
