@@ -48,7 +48,7 @@ else
 fi
 build_type=$(sed -n 's/^CMAKE_BUILD_TYPE:STRING=//p' "$build/CMakeCache.txt")
 
-bash scripts/services.sh start "$var_dir" "$pg_port" "$redis_port"
+bash scripts/services.sh start "$var_dir" "$pg_port" "$redis_port" --huge-pages
 bash scripts/services.sh reset-db "$var_dir"
 set -a
 # shellcheck disable=SC1091

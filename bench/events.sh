@@ -39,7 +39,7 @@ rm -f "$out/setup.json"
 : > "$out/server.log"
 cp /proc/loadavg "$out/load-start.txt"
 
-bash scripts/services.sh start "$var_dir" "$pg_port" "$redis_port"
+bash scripts/services.sh start "$var_dir" "$pg_port" "$redis_port" --huge-pages
 bash scripts/services.sh reset-db "$var_dir"
 redis-cli -p "$redis_port" flushall >/dev/null
 set -a

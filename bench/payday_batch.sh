@@ -39,7 +39,7 @@ cp /proc/loadavg "$out/load-start.txt"
 
 build_release build-bench "$out/build.log" wallet-server wallet-loadgen wallet-admin
 
-bash scripts/services.sh start "$var_dir" "$pg_port" "$redis_port"
+bash scripts/services.sh start "$var_dir" "$pg_port" "$redis_port" --huge-pages
 trap 'stop_server; bash scripts/services.sh stop "$var_dir"' EXIT
 
 # Every measured part on the wallet database starts from the same state: the outbox published,

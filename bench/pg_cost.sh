@@ -53,7 +53,7 @@ if [[ -z ${PGCOST_SKIP_BUILD:-} ]]; then
   build_release "$build_dir" "$out/build.log" wallet-server wallet-loadgen wallet-admin
 fi
 
-bash scripts/services.sh start "$var_dir" "$pg_port" "$redis_port"
+bash scripts/services.sh start "$var_dir" "$pg_port" "$redis_port" --huge-pages
 trap 'stop_server; bash scripts/services.sh stop "$var_dir"' EXIT
 
 # pg_stat_statements must be preloaded: set in this instance's own postgresql.auto.conf, then
@@ -61,7 +61,7 @@ trap 'stop_server; bash scripts/services.sh stop "$var_dir"' EXIT
 if ! psql_admin -d postgres -Atc "SHOW shared_preload_libraries" | grep -q pg_stat_statements; then
   psql_admin -d postgres -c "ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'"
   bash scripts/services.sh stop "$var_dir"
-  bash scripts/services.sh start "$var_dir" "$pg_port" "$redis_port"
+  bash scripts/services.sh start "$var_dir" "$pg_port" "$redis_port" --huge-pages
 fi
 # Planning counts too: the writer's four writes go as one unprepared query, planned every batch.
 psql_admin -d postgres -c "ALTER SYSTEM SET pg_stat_statements.track_planning = on" -c "SELECT pg_reload_conf()" \

@@ -56,7 +56,7 @@ fi
 cp /proc/loadavg "$out/load-start.txt"
 
 bash scripts/install-deps.sh
-bash scripts/services.sh start "$var_dir" "$pg_port" "$redis_port"
+bash scripts/services.sh start "$var_dir" "$pg_port" "$redis_port" --huge-pages
 if [[ $keep_services == no ]]; then
   trap 'bash scripts/services.sh stop "$var_dir"' EXIT
 fi

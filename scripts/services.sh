@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # Starts and stops the private PostgreSQL and Redis that the run and test commands use.
 #
-#   scripts/services.sh start VAR_DIR PG_PORT REDIS_PORT [--fast]
+#   scripts/services.sh start VAR_DIR PG_PORT REDIS_PORT [--fast] [--huge-pages]
 #   scripts/services.sh stop  VAR_DIR
 #   scripts/services.sh env   VAR_DIR        # prints the WALLET_* URLs for these services
 #
 # Everything lives under VAR_DIR, so several sets (run, test) coexist. PostgreSQL refuses to
 # run as root, so it runs as the `postgres` system user. Starting twice, or after a killed run
 # (stale pid files and sockets), is safe. `--fast` turns off fsync: for tests only.
+# `--huge-pages` (benchmarks; root only) reserves 2 MiB pages for PostgreSQL's shared memory, as
+# a production host should (README, "Configuration"): without them every backend takes a page fault
+# the first time it touches each 4 KiB page of the shared buffers. What was reserved is released
+# by `stop`. Without root, or when the kernel cannot reserve them, PostgreSQL uses normal pages.
 set -euo pipefail
 
 pg_bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
@@ -48,8 +52,39 @@ WALLET_SERVICES_REDIS_PORT=${redis_port}
 ENV
 }
 
+# Huge pages for shared_buffers (512 MB) and PostgreSQL's other shared memory (about 30 MB here).
+k_huge_pages_needed=288
+
+# Reserves the huge pages PostgreSQL needs beyond those free, recording how many in ROOT so that
+# stop_huge_pages gives them back; prints "on" when enough are free, "try" otherwise.
+#   reserve_huge_pages ROOT
+reserve_huge_pages() {
+  local root=$1 free total want
+  free=$(awk '/^HugePages_Free:/ { print $2 }' /proc/meminfo)
+  total=$(cat /proc/sys/vm/nr_hugepages 2>/dev/null || echo 0)
+  if ((free < k_huge_pages_needed)) && [[ -w /proc/sys/vm/nr_hugepages ]]; then
+    want=$((total + k_huge_pages_needed - free))
+    echo "$want" > /proc/sys/vm/nr_hugepages 2>/dev/null || true
+    echo $(($(cat /proc/sys/vm/nr_hugepages) - total)) > "$root/huge-pages-reserved"
+    free=$(awk '/^HugePages_Free:/ { print $2 }' /proc/meminfo)
+  fi
+  if ((free >= k_huge_pages_needed)); then echo on; else echo try; fi
+}
+
+# Gives back the huge pages reserve_huge_pages took for the instance under ROOT.
+#   release_huge_pages ROOT
+release_huge_pages() {
+  local root=$1 reserved
+  [[ -f $root/huge-pages-reserved ]] || return 0
+  reserved=$(cat "$root/huge-pages-reserved")
+  rm -f "$root/huge-pages-reserved"
+  if ((reserved > 0)); then
+    echo $(($(cat /proc/sys/vm/nr_hugepages) - reserved)) > /proc/sys/vm/nr_hugepages 2>/dev/null || true
+  fi
+}
+
 start_postgres() {
-  local port=$1 fast=$2 root data
+  local port=$1 fast=$2 huge=$3 root data huge_pages=try
   root=$(pg_root)
   data="$root/data"
   chown postgres:postgres "$root" 2>/dev/null || true
@@ -60,6 +95,9 @@ start_postgres() {
   fi
   mkdir -p "$root/run"
   chown postgres:postgres "$root/run"
+  if [[ $huge == yes ]] && ! as_postgres "$pg_bin/pg_isready" -q -h 127.0.0.1 -p "$port"; then
+    huge_pages=$(reserve_huge_pages "$root")
+  fi
   local fsync=on
   [[ $fast == yes ]] && fsync=off
   cat > "$data/wallet.conf" <<CONF
@@ -76,6 +114,7 @@ max_wal_size = 4GB
 checkpoint_timeout = 15min
 wal_buffers = 16MB
 log_min_messages = warning
+huge_pages = $huge_pages
 CONF
   grep -q "include_if_exists = 'wallet.conf'" "$data/postgresql.conf" ||
     echo "include_if_exists = 'wallet.conf'" >> "$data/postgresql.conf"
@@ -125,10 +164,16 @@ case $command in
   start)
     pg_port=${3:?PG_PORT missing}
     redis_port=${4:?REDIS_PORT missing}
-    fast=no
-    [[ ${5:-} == --fast ]] && fast=yes
+    fast=no huge=no
+    for option in "${@:5}"; do
+      case $option in
+        --fast) fast=yes ;;
+        --huge-pages) huge=yes ;;
+        *) echo "services: unknown option $option" >&2; exit 2 ;;
+      esac
+    done
     # WALLET_SERVICES_SKIP_PG / WALLET_SERVICES_SKIP_REDIS: that service is provided elsewhere.
-    [[ -n ${WALLET_SERVICES_SKIP_PG:-} ]] || start_postgres "$pg_port" "$fast"
+    [[ -n ${WALLET_SERVICES_SKIP_PG:-} ]] || start_postgres "$pg_port" "$fast" "$huge"
     [[ -n ${WALLET_SERVICES_SKIP_REDIS:-} ]] || start_redis "$redis_port"
     write_env "$pg_port" "$redis_port"
     ;;
@@ -143,6 +188,7 @@ case $command in
       if [[ -f $data/postmaster.pid ]]; then
         as_postgres "$pg_bin/pg_ctl" -D "$data" -m fast -w -t 60 stop >/dev/null 2>&1 || true
       fi
+      release_huge_pages "$(readlink -f "$var_dir/postgres")"
     fi
     ;;
   env)
