@@ -55,7 +55,7 @@ struct database_settings {
 struct writer_settings {
   std::int64_t count = 1;
   std::int64_t batch_postings_max = 500;
-  std::int64_t batch_wait_us = 1'000;
+  std::int64_t batch_wait_us = 3'000;
   std::int64_t queue_postings_max = 1'000;
 };
 

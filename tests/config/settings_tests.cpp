@@ -164,7 +164,7 @@ const field_list& documented_defaults() {
       {"database.reconnect_backoff_ms", "500"},
       {"writer.count", "1"},
       {"writer.batch_postings_max", "500"},
-      {"writer.batch_wait_us", "1000"},
+      {"writer.batch_wait_us", "3000"},
       {"writer.queue_postings_max", "1000"},
       {"actors.scheduler_threads", "1"},
       {"actors.scheduler_policy", "sharing"},
