@@ -76,12 +76,13 @@ pg_backend_snapshot() {
 }
 
 # Ticks of every /proc stat file matching the glob PATTERN, summed by the command name in it.
-# A process that exits between the glob and the read is left out (cat's complaint discarded).
+# A process that exits between the glob and the read is left out: cat's complaint is discarded,
+# and so is its failing status, which would otherwise end a caller running with pipefail.
 proc_ticks() {
   local files
   # shellcheck disable=SC2206  # the pattern is meant to expand here
   files=($1)
-  cat "${files[@]}" 2>/dev/null | awk '
+  { cat "${files[@]}" 2>/dev/null || true; } | awk '
     {
       # The command name is in parentheses and may hold spaces and parentheses; the fields after
       # the last ")" are split: the 12th and 13th are utime and stime.
