@@ -12,6 +12,7 @@
 #include "base/assert.hpp"
 #include "ledger/flows.hpp"
 #include "ledger/receipt.hpp"
+#include "persistence/binary_array.hpp"
 #include "persistence/database.hpp"
 #include "persistence/hold_rows.hpp"
 
@@ -82,9 +83,10 @@ constexpr const char* k_find_payments_sql =
 
 // The four writes of a batch, as ONE prepared statement of data-modifying CTEs: one round trip,
 // and PostgreSQL neither parses nor plans anything per batch (the writer's connection keeps
-// generic plans, prepare_posting_statements). Each array is one text parameter. Before, a small batch
-// sent them as one multi-statement query of quoted literals, parsed and planned anew every time,
-// and a large one as four prepared statements, four round trips (bench/PROFILE.md).
+// generic plans, prepare_posting_statements). Each array is one parameter in PostgreSQL's binary
+// format (pg_binary_array), read without parsing. Before, a small batch sent them as one
+// multi-statement query of quoted literals, parsed and planned anew every time, and a large one
+// as four prepared statements, four round trips (bench/PROFILE.md).
 //   first the account rows: the balance caches, one row per account at the last balance the plan
 //   reached (with what the rows' holds keep, migration 011), each updated only at the version
 //   (`xmin`) the batch read it at; and the rows the batch read without changing them, locked FOR
@@ -506,7 +508,7 @@ batch_result commit_once(pqxx::connection& conn, const std::vector<posting_reque
   // The fee schedules of the payees among the rows (migration 007), by row.
   std::unordered_map<ledger::account_id, ledger::fee_schedule> payee_fees;
   // The version of each row as read (its xmin), which the write statement checks.
-  std::unordered_map<ledger::account_id, std::string> read_at;
+  std::unordered_map<ledger::account_id, std::int64_t> read_at;  // the row's xmin
   if (!ids.empty()) {
     auto rows = txn.exec_prepared(unlocked ? k_read_accounts : k_lock_accounts,
                                   pg_array(std::vector<std::int64_t>(ids.begin(), ids.end())));
@@ -522,7 +524,7 @@ batch_result commit_once(pqxx::connection& conn, const std::vector<posting_reque
       if (!row[7].is_null()) payee_fees[s.id] = {row[7].as<std::int32_t>(), row[8].as<std::int64_t>()};
       s.held = row[9].as<std::int64_t>();
       s.held_version = row[10].as<std::int64_t>();
-      read_at.emplace(s.id, row[11].as<std::string>());
+      read_at.emplace(s.id, row[11].as<std::int64_t>());
       states.emplace(s.id, std::move(s));
     }
   }
@@ -564,13 +566,14 @@ batch_result commit_once(pqxx::connection& conn, const std::vector<posting_reque
   }
 
   // 3. Plan, in request order, against the locked rows.
-  // The text columns go straight into their array literals, without a copy of each string.
-  pg_text_array j_ids, j_keys, j_hashes, j_types, j_bodies, j_meta;
-  std::vector<std::optional<std::int64_t>> j_principals;
-  std::vector<std::int64_t> j_status;
-  pg_text_array e_tx, e_currency, o_tx;
+  // The columns go straight into the write statement's arrays, in PostgreSQL's binary format.
+  using element = pg_binary_array::element;
+  pg_binary_array j_ids(element::uuid), j_principals(element::int8), j_keys(element::text), j_hashes(element::text),
+      j_types(element::text), j_status(element::int4), j_bodies(element::text), j_meta(element::jsonb);
+  pg_binary_array e_tx(element::uuid), e_account(element::int8), e_currency(element::bpchar), e_amount(element::int8),
+      e_balance_after(element::int8);
+  pg_binary_array o_tx(element::uuid);
   std::string o_payload;
-  std::vector<std::int64_t> e_account, e_amount, e_balance_after;
   std::string flow_writes;
   std::string audit_writes;
   std::size_t accepted = 0;
@@ -661,20 +664,24 @@ batch_result commit_once(pqxx::connection& conn, const std::vector<posting_reque
     if (r.rows) apply_flow_rows(txn, r, plan, flows, flow_writes, audit_writes);
     if (r.rows && r.rows->hold) apply_capture(txn, r, plan.amount, holds, flow_writes);
     j_ids.add(r.transaction_id);
-    j_principals.push_back(r.principal);
+    if (r.principal) {
+      j_principals.add(*r.principal);
+    } else {
+      j_principals.add_null();
+    }
     j_keys.add(r.idempotency_key);
     j_hashes.add(r.request_hash);
     j_types.add(ledger::to_string(r.posting.type));
-    j_status.push_back(out.response_status);
+    j_status.add(out.response_status);
     j_bodies.add(out.response_body);
     j_meta.add(r.fence ? with_lease(r.metadata_json, *r.fence) : r.metadata_json);
     for (const auto& e : plan.entries) {
       e_tx.add(r.transaction_id);
-      e_account.push_back(e.account);
+      e_account.add(e.account);
       // A posting of legs may span currencies (an exchange): each entry is in its row's.
       e_currency.add(r.posting.legs.empty() ? r.posting.currency : states.at(e.account).currency);
-      e_amount.push_back(e.amount);
-      e_balance_after.push_back(e.balance_after);
+      e_amount.add(e.amount);
+      e_balance_after.add(e.balance_after);
     }
     o_tx.add(r.transaction_id);
     append_outbox_event(o_payload, r, plan);
@@ -682,8 +689,9 @@ batch_result commit_once(pqxx::connection& conn, const std::vector<posting_reque
   }
 
   if (accepted > 0) {
-    std::vector<std::int64_t> u_ids, u_balances, u_versions, u_held, u_held_versions, v_ids;
-    pg_text_array u_read_at, v_read_at;
+    pg_binary_array u_ids(element::int8), u_balances(element::int8), u_versions(element::int8), u_held(element::int8),
+        u_held_versions(element::int8), u_read_at(element::xid);
+    pg_binary_array v_ids(element::int8), v_read_at(element::xid);
     // In ascending id order: a batch that read its rows unlocked takes their locks here, in this
     // order, as a locked attempt takes them when it reads.
     for (const ledger::account_id id : ids) {
@@ -695,37 +703,39 @@ batch_result commit_once(pqxx::connection& conn, const std::vector<posting_reque
         // Read and not changed: locked at the version read, so that what the plan read of it
         // still holds when the batch commits (a locked attempt holds its locks already).
         if (unlocked) {
-          v_ids.push_back(id);
+          v_ids.add(id);
           v_read_at.add(read_at.at(id));
         }
         continue;
       }
-      u_ids.push_back(id);
-      u_balances.push_back(state.balance);
-      u_versions.push_back(state.version);
-      u_held.push_back(state.held);
-      u_held_versions.push_back(state.held_version);
+      u_ids.add(id);
+      u_balances.add(state.balance);
+      u_versions.add(state.version);
+      u_held.add(state.held);
+      u_held_versions.add(state.held_version);
       u_read_at.add(read_at.at(id));
       result.rows.push_back({id, state.balance, state.version, state.parent_id, state.held, state.held_version});
     }
-    const bool outbox_row = !o_tx.empty();
+    const bool outbox_row = o_tx.size() > 0;
     if (outbox_row) o_payload += "]}";
     // 4-7. The writes (k_write_batch). A key committed by another server since step 2 is a unique
     // violation: the attempt is redone and step 2 then finds it. A batch of hold placements and
     // voids only has no journal rows, entries or outbox row.
+    const std::size_t u_count = u_ids.size();
+    const std::size_t v_count = v_ids.size();
+    const auto bin = [](pg_binary_array& a) { return pqxx::binarystring(a.take()); };
     const auto written = txn.exec_prepared1(
-        k_write_batch, j_ids.take(), pg_array(j_principals), j_keys.take(), j_hashes.take(), j_types.take(),
-        pg_array(j_status), j_bodies.take(), j_meta.take(), e_tx.take(), pg_array(e_account), e_currency.take(),
-        pg_array(e_amount), pg_array(e_balance_after), pg_array(u_ids), pg_array(u_balances), pg_array(u_versions),
-        pg_array(u_held), pg_array(u_held_versions), o_tx.take(), outbox_row ? o_payload : std::string("null"),
-        u_read_at.take(), pg_array(v_ids), v_read_at.take());
+        k_write_batch, bin(j_ids), bin(j_principals), bin(j_keys), bin(j_hashes), bin(j_types), bin(j_status),
+        bin(j_bodies), bin(j_meta), bin(e_tx), bin(e_account), bin(e_currency), bin(e_amount), bin(e_balance_after),
+        bin(u_ids), bin(u_balances), bin(u_versions), bin(u_held), bin(u_held_versions), bin(o_tx),
+        outbox_row ? o_payload : std::string("null"), bin(u_read_at), bin(v_ids), bin(v_read_at));
     const auto updated = written[0].as<std::size_t>();
     const auto kept = written[1].as<std::size_t>();
-    if (updated != u_ids.size() || kept != v_ids.size()) {
+    if (updated != u_count || kept != v_count) {
       // Rows that moved since they were read. Under their locks none can: that would be a defect.
       if (unlocked) throw needs_locks("an account row changed since the batch read it");
       throw std::logic_error("account rows changed under the batch's locks: " + std::to_string(updated) + " of " +
-                             std::to_string(u_ids.size()) + " updated");
+                             std::to_string(u_count) + " updated");
     }
     std::string writes;
     // 8. The rows of the money flows, after the journal rows they name.

@@ -25,6 +25,7 @@
 #include "ledger/receipt.hpp"
 #include "persistence/accounts.hpp"
 #include "persistence/batch.hpp"
+#include "persistence/binary_array.hpp"
 #include "persistence/database.hpp"
 #include "persistence/migrations.hpp"
 #include "tests/support/connections.hpp"
@@ -264,6 +265,75 @@ TEST(arrays, a_text_array_built_element_by_element_is_the_vectors_literal) {
   EXPECT_EQ(built.take(), "{\"again\"}");
 }
 
+// The binary arrays of the write statement read back exactly in PostgreSQL, parameter by
+// parameter with the casts the statement uses: every element type, NULLs, the int64 edges, text
+// with bytes a text literal would escape, a jsonb element, and an empty array of each.
+TEST(arrays, binary_arrays_read_back_exactly_in_postgresql) {
+  auto conn = connect(options_for(test_support::database_url(), k_application_name));
+  using element = pg_binary_array::element;
+  const std::vector<std::string> texts = {"plain", "with \"quotes\"",      "back\\slash\\",   "{braces},comma", "NULL",
+                                          "",      std::string(5000, 'x'), "caf\u00e9 \u20ac"};
+  pg_binary_array text(element::text), int8(element::int8), int4(element::int4), xid(element::xid), uuid(element::uuid),
+      bpchar(element::bpchar), jsonb(element::jsonb), empty(element::int8);
+  for (const auto& t : texts) text.add(t);
+  int8.add(std::numeric_limits<std::int64_t>::min());
+  int8.add_null();
+  int8.add(std::numeric_limits<std::int64_t>::max());
+  int8.add(-1);
+  int4.add(201);
+  int4.add(-2'147'483'648);
+  xid.add(4'294'967'295);
+  xid.add(731);
+  uuid.add("0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b");
+  uuid.add("FFFFFFFF-0000-4000-8000-000000000001");
+  bpchar.add("EUR");
+  jsonb.add(R"({"note":"salary 'n' \\ \"q\"","n":[1,2]})");
+  jsonb.add("{}");
+  EXPECT_EQ(text.size(), texts.size());
+
+  pqxx::read_transaction txn(*conn);
+  const auto as_text = [&](const char* cast, pg_binary_array& a) {
+    return txn.exec_params1(std::string("SELECT ($1::") + cast + ")::text", pqxx::binarystring(a.take()))[0]
+        .as<std::string>();
+  };
+  std::vector<std::string> texts_back;
+  for (const auto& row : txn.exec_params("SELECT t FROM unnest($1::text[]) WITH ORDINALITY AS a(t, n) ORDER BY n",
+                                         pqxx::binarystring(text.take()))) {
+    texts_back.push_back(row[0].as<std::string>());
+  }
+  EXPECT_EQ(texts_back, texts);
+  EXPECT_EQ(as_text("bigint[]", int8), "{-9223372036854775808,NULL,9223372036854775807,-1}");
+  EXPECT_EQ(as_text("int[]", int4), "{201,-2147483648}");
+  EXPECT_EQ(as_text("xid[]", xid), "{4294967295,731}");
+  EXPECT_EQ(as_text("uuid[]", uuid), "{0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b,ffffffff-0000-4000-8000-000000000001}");
+  EXPECT_EQ(as_text("bpchar[]", bpchar), "{EUR}");
+  EXPECT_EQ(as_text("jsonb[]", jsonb), R"({"{\"n\": [1, 2], \"note\": \"salary 'n' \\\\ \\\"q\\\"\"}","{}"})");
+  EXPECT_EQ(as_text("bigint[]", empty), "{}");
+  EXPECT_EQ(
+      txn.exec_params1("SELECT cardinality($1::uuid[])", pqxx::binarystring(pg_binary_array(element::uuid).take()))[0]
+          .as<int>(),
+      0);
+  // A builder that gave its bytes away starts again from an empty array.
+  empty.add(5);
+  EXPECT_EQ(as_text("bigint[]", empty), "{5}");
+  EXPECT_EQ(as_text("bigint[]", empty), "{}");
+}
+
+// What does not fit its element type is refused before anything is sent.
+TEST(arrays, a_binary_array_refuses_what_its_type_cannot_hold) {
+  using element = pg_binary_array::element;
+  pg_binary_array int4(element::int4), xid(element::xid), uuid(element::uuid), int8(element::int8);
+  EXPECT_THROW(int4.add(std::int64_t{2'147'483'648}), std::invalid_argument);
+  EXPECT_THROW(xid.add(-1), std::invalid_argument);
+  EXPECT_THROW(xid.add(std::int64_t{4'294'967'296}), std::invalid_argument);
+  EXPECT_THROW(uuid.add("0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5"), std::invalid_argument);    // a digit short
+  EXPECT_THROW(uuid.add("0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5g"), std::invalid_argument);   // not hex
+  EXPECT_THROW(uuid.add("0190a1b2c3d4-7e5f-8a9b-0c1d2e3f4a5b00"), std::invalid_argument);  // dashes misplaced
+  EXPECT_THROW(int8.add("12"), std::invalid_argument);
+  EXPECT_THROW(uuid.add(12), std::invalid_argument);
+  EXPECT_EQ(int4.size() + xid.size() + uuid.size() + int8.size(), 0u);
+}
+
 TEST(migrations, applying_twice_applies_nothing_the_second_time) {
   // apply_migrations records each version once: the second call finds them all and returns none,
   // and schema_migrations holds exactly one row per embedded migration.
@@ -460,7 +530,7 @@ TEST_F(ledger_db, commit_batch_writes_journal_entries_caches_and_outbox) {
   expect_caches_match_entries();
 }
 
-// A batch's four writes are one prepared statement with its arrays as text parameters, planned
+// A batch's four writes are one prepared statement with its arrays as binary parameters, planned
 // once per connection (generic plans): batches of any size write the same rows as the postings
 // say, whatever a first batch's size made the plan. Each size has a refused posting in the middle, metadata and
 // keys with quotes and backslashes, and every receipt, metadata object, entry and outbox element
@@ -519,10 +589,10 @@ TEST_F(ledger_db, small_and_large_batches_write_the_same_rows) {
                           sql_literal(std::as_const(batch[0].transaction_id)) + "::uuid = ANY(transaction_ids)"),
               expected_elements);
     // Payloads of this size are compressed in place, with the column's method (migration 017).
-    EXPECT_EQ(text_of(*owner_,
-                      "SELECT pg_column_compression(payload) FROM outbox_event WHERE " +
-                          sql_literal(std::as_const(batch[0].transaction_id)) + "::uuid = ANY(transaction_ids)"),
-              "lz4");
+    EXPECT_EQ(
+        text_of(*owner_, "SELECT pg_column_compression(payload) FROM outbox_event WHERE " +
+                             sql_literal(std::as_const(batch[0].transaction_id)) + "::uuid = ANY(transaction_ids)"),
+        "lz4");
     EXPECT_EQ(balance(payer), before - paid);
     EXPECT_EQ(balance(payee), paid);
     EXPECT_EQ(version(payee), static_cast<std::int64_t>(size) - 1);
