@@ -3,6 +3,8 @@
 #include <limits>
 #include <stdexcept>
 
+#include "base/hex.hpp"
+
 namespace persistence {
 namespace {
 
@@ -16,13 +18,6 @@ void append_be32(std::string& out, std::uint32_t v) {
 void append_be64(std::string& out, std::uint64_t v) {
   append_be32(out, static_cast<std::uint32_t>(v >> 32));
   append_be32(out, static_cast<std::uint32_t>(v));
-}
-
-int hex_value(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
 }
 
 }  // namespace
@@ -71,7 +66,7 @@ void pg_binary_array::add(std::string_view value) {
       int high = -1;
       for (std::size_t i = 0; i < value.size(); ++i) {
         if (value[i] == '-' && (i == 8 || i == 13 || i == 18 || i == 23)) continue;
-        const int v = hex_value(value[i]);
+        const int v = base::hex_digit_value(value[i]);
         if (v < 0) throw std::invalid_argument("not a uuid: " + std::string(value));
         if (high < 0) {
           high = v;
