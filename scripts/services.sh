@@ -56,7 +56,7 @@ ENV
 k_huge_pages_needed=288
 
 # Reserves the huge pages PostgreSQL needs beyond those free, recording how many in ROOT so that
-# stop_huge_pages gives them back; prints "on" when enough are free, "try" otherwise.
+# release_huge_pages gives them back; prints "on" when enough are free, "try" otherwise.
 #   reserve_huge_pages ROOT
 reserve_huge_pages() {
   local root=$1 free total want
