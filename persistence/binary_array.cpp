@@ -75,7 +75,8 @@ void pg_binary_array::add(std::string_view value) {
           high = -1;
         }
       }
-      if (value.size() != 36 || bytes.size() != 16) throw std::invalid_argument("not a uuid: " + std::string(value));
+      if (value.size() != 36 || bytes.size() != 16 || high >= 0)
+        throw std::invalid_argument("not a uuid: " + std::string(value));
       append_be32(body_, 16);
       body_ += bytes;
       break;

@@ -329,6 +329,7 @@ TEST(arrays, a_binary_array_refuses_what_its_type_cannot_hold) {
   EXPECT_THROW(uuid.add("0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5"), std::invalid_argument);    // a digit short
   EXPECT_THROW(uuid.add("0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5g"), std::invalid_argument);   // not hex
   EXPECT_THROW(uuid.add("0190a1b2c3d4-7e5f-8a9b-0c1d2e3f4a5b00"), std::invalid_argument);  // dashes misplaced
+  EXPECT_THROW(uuid.add("0190a1b2-c3d4-7e5f-8a9b0c1d2e3f4a5b0"), std::invalid_argument);   // a dash short
   EXPECT_THROW(int8.add("12"), std::invalid_argument);
   EXPECT_THROW(uuid.add(12), std::invalid_argument);
   EXPECT_EQ(int4.size() + xid.size() + uuid.size() + int8.size(), 0u);
