@@ -90,14 +90,19 @@ void concurrently(int count, int threads, Fn fn) {
 }
 
 // Waits until `condition()` holds, checking it every `poll`, at most `bound` in all (a bound on
-// a condition, never a measure of speed); returns whether it holds. A condition that costs the
-// server a request (a scrape, a read) deserves a longer `poll`.
+// a condition, never a measure of speed); returns whether it held. It is not asked again once it
+// held: a condition that holds only for moments (a queue that empties between two sweeps) would
+// otherwise be reported false when a second look came a moment too late. A condition that costs
+// the server a request (a scrape, a read) deserves a longer `poll`.
 template <typename Condition>
 bool eventually(Condition condition, std::chrono::milliseconds bound = std::chrono::seconds(30),
                 std::chrono::milliseconds poll = std::chrono::milliseconds(5)) {
   const auto deadline = std::chrono::steady_clock::now() + bound;
-  while (!condition() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(poll);
-  return condition();
+  for (;;) {
+    if (condition()) return true;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(poll);
+  }
 }
 
 // Milliseconds since `start`.
