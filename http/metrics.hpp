@@ -23,6 +23,7 @@ class metrics {
   std::atomic<std::int64_t> open_connections{0};
   std::atomic<std::int64_t> inflight_requests{0};
   std::atomic<std::uint64_t> connections_refused{0};
+  std::atomic<std::uint64_t> accept_failures{0};          // accept() errors (e.g. out of file descriptors)
   std::atomic<std::uint64_t> forwarded_requests{0};       // cluster mode: sent to the partition's holder
   std::atomic<std::uint64_t> forward_failures{0};         // ... that did not reach it or got no answer
   std::atomic<std::uint64_t> unauthenticated_refused{0};  // 429 before a key lookup, per address

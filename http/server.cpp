@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <iterator>
 #include <memory>
 #include <thread>
@@ -57,6 +58,8 @@ struct server::impl {
   std::vector<std::thread> threads;
   std::atomic<bool> draining{false};
   log_throttle shed_log{1'000'000};
+  log_throttle accept_log{1'000'000};
+  asio::steady_timer accept_retry{ioc};
   asio::signal_set signals{ioc, SIGINT, SIGTERM};
   std::uint16_t bound_port = 0;
 
@@ -345,6 +348,16 @@ class session : public std::enable_shared_from_this<session> {
   }
 };
 
+// An accept that fails for want of a file descriptor or of kernel memory leaves the connection
+// in the listen backlog, so accepting again at once fails again at once: the acceptor's thread
+// would spin and log without end. It waits this long instead, and the backlog waits with it.
+constexpr std::chrono::milliseconds k_accept_retry{100};
+
+bool out_of_resources(const beast::error_code& ec) {
+  return ec == asio::error::no_descriptors || ec == asio::error::no_buffer_space || ec == asio::error::no_memory ||
+         ec == beast::error_code(ENFILE, boost::system::system_category());
+}
+
 }  // namespace
 
 void server::impl::do_accept() {
@@ -352,7 +365,21 @@ void server::impl::do_accept() {
   acceptor.async_accept(target, [this](beast::error_code ec, tcp::socket socket) {
     if (ec) {
       if (ec == asio::error::operation_aborted || !acceptor.is_open()) return;
-      spdlog::warn("accept failed: {}", ec.message());
+      ++stats.accept_failures;
+      std::int64_t held_back = 0;
+      const auto now_us =
+          std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now().time_since_epoch())
+              .count();
+      if (accept_log.admit(now_us, held_back)) {
+        spdlog::warn("accept failed: {} ({} more since the last line)", ec.message(), held_back);
+      }
+      if (out_of_resources(ec)) {
+        accept_retry.expires_after(k_accept_retry);
+        accept_retry.async_wait([this](beast::error_code wait_ec) {
+          if (!wait_ec && acceptor.is_open()) do_accept();
+        });
+        return;
+      }
     } else if (stats.open_connections.load() >= settings.connections_max) {
       // Over the connection bound: close at once rather than queue work we cannot carry.
       ++stats.connections_refused;

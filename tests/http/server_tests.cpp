@@ -378,6 +378,74 @@ TEST(HttpConnections, ConnectionsOverTheBoundAreClosedAtAccept) {
   EXPECT_GE(ts::metric(page.body, "wallet_http_connections_refused_total").value_or(0), 1) << page.body;
 }
 
+// Out of file descriptors, accept fails and the connection stays in the listen backlog, so an
+// immediate retry fails again at once. The server waits 100 ms between attempts instead of
+// spinning (and logs a line a second, not one per attempt); once descriptors are freed, the
+// connections that waited in the backlog are served.
+TEST(HttpConnections, AcceptWaitsWhileFileDescriptorsRunOut) {
+  ts::server_process::options o;
+  o.open_files_max = 160;  // the server starts with well under this; the connections below exceed it
+  const auto started = std::chrono::steady_clock::now();
+  ts::server_process server(o);
+  std::vector<std::unique_ptr<ts::raw_connection>> connections;
+  for (int i = 0; i < 200; ++i) {
+    connections.push_back(std::make_unique<ts::raw_connection>(server.port()));
+    ASSERT_TRUE(connections.back()->send("GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n"));
+  }
+  // Two throttled lines are at least a second of failing accepts.
+  const auto count_lines = [&] {
+    const std::string log = server.log();
+    std::size_t n = 0;
+    for (auto at = log.find("accept failed"); at != std::string::npos; at = log.find("accept failed", at + 1)) ++n;
+    return n;
+  };
+  for (auto deadline = std::chrono::steady_clock::now() + 60s;
+       count_lines() < 2 && std::chrono::steady_clock::now() < deadline;) {
+    std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_GE(count_lines(), 2u) << server.log();
+
+  // The connections answered so far were accepted; closing them frees their descriptors. The
+  // rest waited in the backlog (or were accepted just before the descriptors ran out), and each
+  // is served and then closed, which frees a descriptor for the next.
+  std::vector<std::unique_ptr<ts::raw_connection>> waiting;
+  for (auto& c : connections) {
+    c->peer_closed();  // reads what has arrived
+    if (c->received().empty()) waiting.push_back(std::move(c));
+  }
+  connections.clear();
+  ASSERT_FALSE(waiting.empty()) << "every connection was served: the descriptors never ran out";
+  for (auto& c : waiting) {
+    const auto deadline = std::chrono::steady_clock::now() + 30s;
+    while (c->received().find("\r\n\r\n") == std::string::npos && !c->peer_closed() &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(10ms);
+    }
+    EXPECT_EQ(c->received().rfind("HTTP/1.1 200", 0), 0u) << "a connection from the backlog was not served";
+    c.reset();
+  }
+  connections.clear();
+
+  ts::response page;
+  for (auto deadline = std::chrono::steady_clock::now() + 30s; std::chrono::steady_clock::now() < deadline;) {
+    try {
+      page = ts::http_client(server.port(), 2s).request("GET", "/metrics");
+      if (page.status == 200) break;
+    } catch (const std::exception&) {
+      // descriptors not all released yet
+    }
+    std::this_thread::sleep_for(50ms);
+  }
+  ASSERT_EQ(page.status, 200);
+  // One attempt per 100 ms at most, from the server's start until now: an upper bound that
+  // holds however slow the machine is. Retrying at once would fail thousands of times a second.
+  const auto elapsed_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started).count();
+  const auto failures = ts::metric(page.body, "wallet_http_accept_failures_total").value_or(-1);
+  EXPECT_GE(failures, 2) << page.body;
+  EXPECT_LE(failures, elapsed_ms / 100 + 1) << "over " << elapsed_ms << " ms";
+}
+
 // /readyz follows Redis: 200 while a private redis-server answers, 503 problem+json naming
 // Redis (code redis_unavailable, with Retry-After) once it is killed, and 200 again after it
 // is started on the same port, without restarting the wallet server.

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -76,6 +77,10 @@ void server_process::spawn(bool truncate_log) {
     if (fd >= 0) {
       ::dup2(fd, 1);
       ::dup2(fd, 2);
+    }
+    if (options_.open_files_max > 0) {
+      const rlimit limit{options_.open_files_max, options_.open_files_max};
+      if (::setrlimit(RLIMIT_NOFILE, &limit) != 0) ::_exit(126);
     }
     ::execve(binary.c_str(), argv.data(), envp.data());
     ::_exit(127);

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -34,6 +35,8 @@ class server_process {
     // so that a server slow to drain costs it seconds rather than a failure it cannot explain.
     std::chrono::milliseconds stop_timeout = std::chrono::seconds(30);
     bool stop_timeout_fails = true;
+    // > 0: the server's open files limit, soft and hard (so the server cannot raise it).
+    std::uint64_t open_files_max = 0;
   };
   server_process();
   explicit server_process(options opts);

@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <sys/resource.h>
+
 #include <atomic>
 #include <chrono>
 #include <iostream>
@@ -38,6 +40,28 @@ void with_retries(const char* what, int attempts_max, Step step) {
   }
 }
 
+// Every connection holds a file descriptor, and so does every database and Redis connection.
+// The usual soft limit (1,024) is far below http.connections_max, so it would be the bound that
+// really stops connections, at accept, without an answer. The soft limit is raised to the hard
+// one (which only the administrator can raise); if even that is too low, the log says so.
+void raise_open_files_limit(std::int64_t connections_max) {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
+  if (limit.rlim_cur < limit.rlim_max) {
+    const rlim_t before = limit.rlim_cur;
+    limit.rlim_cur = limit.rlim_max;
+    if (::setrlimit(RLIMIT_NOFILE, &limit) != 0) limit.rlim_cur = before;
+  }
+  // Descriptors beyond the connections: database and Redis connections, the actors' sockets, logs.
+  constexpr std::int64_t k_reserved = 256;
+  if (limit.rlim_cur != RLIM_INFINITY && static_cast<std::int64_t>(limit.rlim_cur) < connections_max + k_reserved) {
+    spdlog::warn(
+        "open files limit is {}, below http.connections_max ({}) + {}: connections beyond it wait in the listen "
+        "backlog; raise the hard limit (ulimit -Hn, LimitNOFILE=) or lower http.connections_max",
+        static_cast<std::int64_t>(limit.rlim_cur), connections_max, k_reserved);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -54,6 +78,7 @@ int main(int argc, char** argv) {
   }
   const config::settings& settings = loaded.values;
   config::setup_logging(settings.log, "wallet-server");
+  raise_open_files_limit(settings.http.connections_max);
 
   try {
     if (settings.database.migrate_on_start && !settings.database.owner_url.empty()) {
