@@ -59,6 +59,12 @@ struct server::impl {
   std::atomic<bool> draining{false};
   log_throttle shed_log{1'000'000};
   log_throttle accept_log{1'000'000};
+  // Bodies over http.body_bytes_max (a settlement report, a large batch) are held whole, and read
+  // before the request is authenticated. Together they may take at most four of the largest the
+  // routes allow (256 MiB by default); a request that would go past that is answered 503 before
+  // its body is read.
+  const std::int64_t large_bodies_max = 4 * std::max(settings.settlement_body_bytes_max, settings.body_bytes_max);
+  std::atomic<std::int64_t> large_body_bytes{0};
   asio::steady_timer accept_retry{ioc};
   asio::signal_set signals{ioc, SIGINT, SIGTERM};
   std::uint16_t bound_port = 0;
@@ -100,7 +106,10 @@ class session : public std::enable_shared_from_this<session> {
         srv_(srv) {
     ++srv_.stats.open_connections;
   }
-  ~session() { --srv_.stats.open_connections; }
+  ~session() {
+    release_body();
+    --srv_.stats.open_connections;
+  }
 
   void start() {
     asio::dispatch(stream_.get_executor(), beast::bind_front_handler(&session::wait_for_request, shared_from_this()));
@@ -140,6 +149,11 @@ class session : public std::enable_shared_from_this<session> {
       limits_ = srv_.limits_of(req.method_string(), target.substr(0, target.find('?')));
     }
     if (!apply_body_limit(*parser_, limits_.body_bytes_max)) return on_read(bhttp::error::body_limit, 0);
+    if (!parser_->is_done() && !reserve_body()) {
+      return refuse(problem_for(ledger::error_code::server_busy,
+                                "too many large request bodies are being received at once; retry later",
+                                ledger::k_retry_after_default_s));
+    }
     // A client that asks before it sends its body (Expect: 100-continue; curl does for bodies over
     // 1 MiB, and waits a second for the answer) is told to go on, now that its header passed.
     if (!parser_->is_done() && req.version() == 11 && beast::iequals(req[bhttp::field::expect], "100-continue")) {
@@ -286,10 +300,32 @@ class session : public std::enable_shared_from_this<session> {
     });
   }
 
+  // A body over http.body_bytes_max takes its declared length (or, chunked, the route's limit)
+  // from the server's budget for large bodies until its answer is written.
+  bool reserve_body() {
+    const auto declared = parser_->content_length();
+    const std::int64_t need = declared ? static_cast<std::int64_t>(*declared) : limits_.body_bytes_max;
+    if (need <= srv_.settings.body_bytes_max) return true;
+    if (srv_.large_body_bytes.fetch_add(need) + need > srv_.large_bodies_max) {
+      srv_.large_body_bytes.fetch_sub(need);
+      return false;
+    }
+    reserved_body_bytes_ = need;
+    return true;
+  }
+
+  void release_body() {
+    if (reserved_body_bytes_ == 0) return;
+    srv_.large_body_bytes.fetch_sub(reserved_body_bytes_);
+    reserved_body_bytes_ = 0;
+  }
+
   void on_write(beast::error_code ec, bool keep_alive) {
     --srv_.stats.inflight_requests;
     deadline_.cancel();
     current_.reset();
+    parser_.reset();  // the body, if still here, goes with its reservation
+    release_body();
     if (!ec && linger_) return linger();
     if (ec || !keep_alive) return close();
     wait_for_request();
@@ -334,6 +370,7 @@ class session : public std::enable_shared_from_this<session> {
   bool keep_alive_ = true;
   bool linger_ = false;
   std::int64_t lingered_bytes_ = 0;
+  std::int64_t reserved_body_bytes_ = 0;
   std::unique_ptr<char[]> discard_chunk_;  // only while lingering
   unsigned version_ = 11;
   exchange_ptr current_;

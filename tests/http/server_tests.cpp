@@ -446,6 +446,65 @@ TEST(HttpConnections, AcceptWaitsWhileFileDescriptorsRunOut) {
   EXPECT_LE(failures, elapsed_ms / 100 + 1) << "over " << elapsed_ms << " ms";
 }
 
+// Bodies over http.body_bytes_max are read whole before the request is authenticated, so together
+// they are bounded: four of the largest a route allows. With settlement reports of at most 256 KiB,
+// four such requests waiting for their bodies fill the budget, a fifth is answered 503 before its
+// body is read, and once the four are answered a large body is read again.
+TEST(HttpConnections, LargeBodiesInFlightAreBounded) {
+  ts::server_process::options o;
+  o.env["WALLET_HTTP_SETTLEMENT_BODY_BYTES_MAX"] = "262144";
+  o.env["WALLET_HTTP_READ_TIMEOUT_MS"] = "120000";  // the held requests wait for their bodies
+  ts::server_process server(o);
+  const std::string body(262144, ' ');
+  const std::string head =
+      "POST /v1/admin/settlements HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+      "Content-Length: 262144\r\n\r\n";
+  const auto answer_of = [](ts::raw_connection& c) {
+    for (auto deadline = std::chrono::steady_clock::now() + 30s; c.received().find("\r\n\r\n") == std::string::npos &&
+                                                                 !c.peer_closed() &&
+                                                                 std::chrono::steady_clock::now() < deadline;) {
+      std::this_thread::sleep_for(10ms);
+    }
+    return c.received().substr(0, c.received().find("\r\n"));
+  };
+
+  std::vector<std::unique_ptr<ts::raw_connection>> requests;
+  for (int i = 0; i < 5; ++i) {
+    requests.push_back(std::make_unique<ts::raw_connection>(server.port()));
+    ASSERT_TRUE(requests.back()->send(head));
+  }
+  // Exactly one of the five is refused, whichever header the server read last.
+  std::size_t refused = requests.size();
+  for (auto deadline = std::chrono::steady_clock::now() + 30s;
+       refused == requests.size() && std::chrono::steady_clock::now() < deadline;) {
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+      requests[i]->peer_closed();  // reads what has arrived
+      if (requests[i]->received().rfind("HTTP/1.1 503", 0) == 0) refused = i;
+    }
+    std::this_thread::sleep_for(10ms);
+  }
+  ASSERT_LT(refused, requests.size()) << "no request was refused with four large bodies in flight";
+  EXPECT_NE(requests[refused]->received().find("server_busy"), std::string::npos) << requests[refused]->received();
+  requests.erase(requests.begin() + static_cast<std::ptrdiff_t>(refused));
+  // The other four were waiting for their bodies: sent now, each is read and then refused for
+  // want of a key (401), not for want of room.
+  for (auto& c : requests) {
+    ASSERT_TRUE(c->send(body));
+    EXPECT_EQ(answer_of(*c), "HTTP/1.1 401 Unauthorized");
+  }
+  requests.clear();
+
+  std::string status;
+  for (auto deadline = std::chrono::steady_clock::now() + 30s; std::chrono::steady_clock::now() < deadline;) {
+    ts::raw_connection again(server.port());
+    ASSERT_TRUE(again.send(head + body));
+    status = answer_of(again);
+    if (status.rfind("HTTP/1.1 503", 0) != 0) break;
+    std::this_thread::sleep_for(50ms);  // a reservation given back only just after its answer was sent
+  }
+  EXPECT_EQ(status, "HTTP/1.1 401 Unauthorized");
+}
+
 // /readyz follows Redis: 200 while a private redis-server answers, 503 problem+json naming
 // Redis (code redis_unavailable, with Retry-After) once it is killed, and 200 again after it
 // is started on the same port, without restarting the wallet server.
