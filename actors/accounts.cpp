@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <limits>
 #include <unordered_map>
 
 #include "actors/messages.hpp"
@@ -91,6 +92,24 @@ ledger::amount_minor committed_total(const account_actor_state& st) {
     total = *next;
   }
   return total;
+}
+
+// Money reserved by debits in flight is bounded here, not only by the balance: an actor that
+// started from the account's facts knows no balance yet and lets the writer check funds, so
+// nothing else would stop its reservations from overflowing (a batch run counts as one debit in
+// flight, yet may carry a thousand items of the largest amount). Half of int64 keeps
+// `committed - reserved - held` in range; a debit past it is answered 503, like any other debit
+// over the account's in-flight bound.
+constexpr ledger::amount_minor k_reserved_max = std::numeric_limits<ledger::amount_minor>::max() / 2;
+
+bool reservation_fits(const account_actor_state& st, ledger::amount_minor amount) {
+  const auto next = ledger::checked_add(st.reserved, amount);
+  return next.has_value() && *next <= k_reserved_max;
+}
+
+money_result too_much_in_flight(const writer_gauges& gauges, std::int64_t inflight) {
+  return unavailable(ledger::error_code::account_busy, "too much money from this account is in flight",
+                     gauges.drain_seconds(inflight));
 }
 
 // What the account's holds keep, when `row` (its main row) tells a newer value than known.
@@ -212,6 +231,10 @@ void process(account_actor* self, debit_request& req, const reply_sink& sink) {
   std::sort(posting.posting.debit_shards.begin(), posting.posting.debit_shards.end());
   if (posting.posting.currency.empty()) posting.posting.currency.assign(st.currency.begin(), st.currency.end());
 
+  if (!reservation_fits(st, reserve)) {
+    sink.deliver(too_much_in_flight(gauges, st.inflight));
+    return;
+  }
   st.reserved += reserve;
   ++st.inflight;
   ++gauges.queued;
@@ -270,6 +293,13 @@ void decide_run(account_actor* self, debit_run& run) {
   if (st.inflight >= rt->inflight_max) {
     return refuse_all(unavailable(ledger::error_code::account_busy, "too many payments from this account are in flight",
                                   gauges.drain_seconds(st.inflight)));
+  }
+  // The run's whole amount, before any item is decided: what it may reserve at most.
+  ledger::amount_minor run_total = 0;
+  for (const auto& item : run.postings) {
+    const auto next = ledger::checked_add(run_total, item.posting.amount);
+    if (!next || !reservation_fits(st, *next)) return refuse_all(too_much_in_flight(gauges, st.inflight));
+    run_total = *next;
   }
   if (const auto queued = gauges.queued.load(); queued >= rt->writer_queue_max) {
     return refuse_all(

@@ -356,6 +356,36 @@ CAF_TEST(an_atomic_run_with_a_refused_item_reserves_nothing) {
   CAF_CHECK_EQUAL(script.held.size(), 3u);
 }
 
+// An actor that started from the account's facts knows no balance (the writer checks funds), so
+// only the bound on money in flight limits what it reserves. A run of a thousand items counts as
+// one debit in flight, so without that bound a few large runs overflowed the reservations. A run
+// or debit past it is answered 503 and reserves nothing; the reservations within it stand, and a
+// release makes room again.
+CAF_TEST(money_in_flight_from_an_account_of_unknown_balance_is_bounded) {
+  constexpr ledger::amount_minor big = 2'000'000'000'000'000'000;
+  debit_run_of({big, big}, false);
+  CAF_REQUIRE_EQUAL(decisions.size(), 1u);
+  CAF_CHECK(!decisions[0].refused_at);
+  CAF_CHECK(decisions[0].decided[0].outcome == error_code::ok);
+  CAF_CHECK(decisions[0].decided[1].outcome == error_code::ok);
+  debit_run_of({big}, false);  // 6e18 in flight: past the bound
+  CAF_REQUIRE_EQUAL(decisions.size(), 2u);
+  CAF_REQUIRE(decisions[1].refused_at.has_value());
+  CAF_CHECK(decisions[1].decided[0].outcome == error_code::account_busy);
+  CAF_CHECK(!decisions[1].release);
+  debit_run_of({big, big, big, big, big}, false);  // its own total is past int64
+  CAF_REQUIRE_EQUAL(decisions.size(), 3u);
+  CAF_CHECK(decisions[2].decided[4].outcome == error_code::account_busy);
+  debit(big, payer_facts());
+  CAF_REQUIRE_EQUAL(answers.size(), 1u);
+  CAF_CHECK(answers[0].outcome == error_code::account_busy);
+  CAF_CHECK(script.held.empty());
+  decisions[0].release.release({}, false);
+  consume_messages();
+  debit(big, payer_facts());
+  CAF_CHECK_EQUAL(script.held.size(), 1u);
+}
+
 CAF_TEST_FIXTURE_SCOPE_END()
 
 // Holds (docs/money-flows.md, "Holds"): what the account's active holds keep, as its actor counts it.
