@@ -7,6 +7,7 @@
 #include <array>
 #include <chrono>
 #include <limits>
+#include <optional>
 #include <unordered_map>
 
 #include "actors/messages.hpp"
@@ -289,6 +290,27 @@ void decide_run(account_actor* self, debit_run& run) {
   if (st.status != ledger::account_status::active) {
     return refuse_all(refusal(ledger::error_code::account_inactive, "the debited account is not active"));
   }
+  // Cluster mode: the same lease and fence as a single debit's (process(), above).
+  std::optional<persistence::lease_fence> fence;
+  if (rt->ownership) {
+    const auto lease = rt->ownership->lease_for(st.id);
+    if (!lease) {
+      auto r = unavailable(
+          ledger::error_code::not_partition_owner,
+          "account " + std::to_string(st.id) + " is debited by another node now; retry with the same Idempotency-Key");
+      r.partition = rt->ownership->partition_of(st.id);
+      return refuse_all(r);
+    }
+    if (st.lease_epoch != 0 && st.lease_epoch != lease->epoch) {
+      // Another node may have debited the account since this state was learnt: read it again.
+      st.lease_epoch = lease->epoch;
+      st.loaded = false;
+      start_load(self);
+      return refuse_all(unavailable(ledger::error_code::account_busy, "the account is being reloaded; retry shortly"));
+    }
+    st.lease_epoch = lease->epoch;
+    fence = persistence::lease_fence{lease->partition, lease->epoch, rt->ownership->node_id()};
+  }
   auto& gauges = *rt->writer_gauges[writer_for(st.id, rt->writers.size())];
   if (st.inflight >= rt->inflight_max) {
     return refuse_all(unavailable(ledger::error_code::account_busy, "too many payments from this account are in flight",
@@ -330,6 +352,7 @@ void decide_run(account_actor* self, debit_run& run) {
     reserved += posting.amount;
     posting.debit_shards = shards;
     if (posting.currency.empty()) posting.currency.assign(st.currency.begin(), st.currency.end());
+    run.postings[i].fence = fence;
   }
   if (!d.refused_at && reserved > 0) {
     st.reserved += reserved;

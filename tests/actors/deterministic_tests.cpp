@@ -14,6 +14,7 @@
 
 #include <pqxx/except>
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -384,6 +385,34 @@ CAF_TEST(money_in_flight_from_an_account_of_unknown_balance_is_bounded) {
   consume_messages();
   debit(big, payer_facts());
   CAF_CHECK_EQUAL(script.held.size(), 1u);
+}
+
+// Cluster mode: a batch's items are decided only under the lease of the payer's partition and go
+// to the writer fenced by it, as a single debit does. Without the lease the run is refused (503
+// not_partition_owner) and reserves nothing; after the partition changed hands the actor reads
+// the account again before it decides more.
+CAF_TEST(a_run_is_decided_under_the_partitions_lease_and_fenced_by_it) {
+  auto owned = std::make_shared<cluster::ownership>("node-a", 4);
+  rt->ownership = owned;
+  const int partition = owned->partition_of(k_payer);
+  debit_run_of({10}, false);
+  CAF_REQUIRE_EQUAL(decisions.size(), 1u);
+  CAF_CHECK(decisions[0].decided[0].outcome == error_code::not_partition_owner);
+  CAF_CHECK(!decisions[0].release);
+  owned->hold(partition, 7, cluster::ownership::clock::now() + std::chrono::hours(1));
+  debit_run_of({10}, false);
+  CAF_REQUIRE_EQUAL(decisions.size(), 2u);
+  CAF_CHECK(decisions[1].decided[0].outcome == error_code::ok);
+  CAF_REQUIRE(decisions[1].postings[0].fence.has_value());
+  CAF_CHECK_EQUAL(decisions[1].postings[0].fence->partition, partition);
+  CAF_CHECK_EQUAL(decisions[1].postings[0].fence->epoch, 7);
+  CAF_CHECK_EQUAL(decisions[1].postings[0].fence->node_id, "node-a");
+  owned->hold(partition, 8, cluster::ownership::clock::now() + std::chrono::hours(1));
+  debit_run_of({10}, false);
+  CAF_REQUIRE_EQUAL(decisions.size(), 3u);
+  CAF_CHECK(decisions[2].decided[0].outcome == error_code::account_busy);
+  CAF_CHECK_EQUAL(loads.size(), 1u);
+  rt->ownership = nullptr;
 }
 
 CAF_TEST_FIXTURE_SCOPE_END()
