@@ -33,6 +33,8 @@ struct account_actor_state {
   bool loaded = false;
   bool loading = false;
   bool missing = false;
+  // A reload was asked for while a load ran, which may have read the rows too early for it.
+  bool reload_again = false;
   ledger::principal_id owner = 0;  // 0: a system account, owned by nobody
   ledger::account_kind kind = ledger::account_kind::user;
   ledger::account_status status = ledger::account_status::active;
@@ -141,6 +143,19 @@ void start_load(account_actor* self) {
   st.rt->load(st.id, caf::actor_cast<caf::actor>(self));
 }
 
+// What the actor believed may be stale (a commit of unknown outcome, another node's lease):
+// debits wait until the account is read again. A load already running may have read it before
+// that, so it is followed by one more.
+void reload(account_actor* self) {
+  auto& st = self->state;
+  st.loaded = false;
+  if (st.loading) {
+    st.reload_again = true;
+    return;
+  }
+  start_load(self);
+}
+
 // Decides one debit. Its answer goes straight to the caller's sink, not back through the
 // registry: one message hop in, one writer round trip, and the answer leaves from here.
 void process(account_actor* self, debit_request& req, const reply_sink& sink) {
@@ -177,9 +192,8 @@ void process(account_actor* self, debit_request& req, const reply_sink& sink) {
       // The partition changed hands since this state was learnt: another node may have debited
       // the account meanwhile. Read it again before deciding.
       st.lease_epoch = lease->epoch;
-      st.loaded = false;
       st.waiting.push_back({std::move(req), sink});
-      start_load(self);
+      reload(self);
       return;
     }
     st.lease_epoch = lease->epoch;
@@ -250,8 +264,7 @@ void process(account_actor* self, debit_request& req, const reply_sink& sink) {
             if (outcome.outcome == ledger::error_code::outcome_unknown ||
                 outcome.outcome == ledger::error_code::database_unavailable) {
               // What the database holds is uncertain: reload before deciding more debits.
-              s.loaded = false;
-              start_load(self);
+              reload(self);
             }
             sink.deliver(to_money_result(outcome));
           },
@@ -259,8 +272,7 @@ void process(account_actor* self, debit_request& req, const reply_sink& sink) {
             auto& s = self->state;
             s.reserved -= reserve;
             --s.inflight;
-            s.loaded = false;
-            start_load(self);
+            reload(self);
             spdlog::error("account {}: ledger writer failed: {}", s.id, caf::to_string(err));
             sink.deliver(unavailable(ledger::error_code::outcome_unknown,
                                      "the outcome of this request is unknown; retry with the same Idempotency-Key"));
@@ -304,8 +316,7 @@ void decide_run(account_actor* self, debit_run& run) {
     if (st.lease_epoch != 0 && st.lease_epoch != lease->epoch) {
       // Another node may have debited the account since this state was learnt: read it again.
       st.lease_epoch = lease->epoch;
-      st.loaded = false;
-      start_load(self);
+      reload(self);
       return refuse_all(unavailable(ledger::error_code::account_busy, "the account is being reloaded; retry shortly"));
     }
     st.lease_epoch = lease->epoch;
@@ -416,7 +427,12 @@ caf::behavior account_actor_behavior(account_actor* self, ledger::account_id id,
         st.waiting.push_back({std::move(req), std::move(sink)});
         start_load(self);
       },
-      [self](notice_atom, balance_notice& notice) { apply_rows(self->state, notice.rows); },
+      [self](notice_atom, balance_notice& notice) {
+        if (!notice.uncertain) return apply_rows(self->state, notice.rows);
+        // A batch of unknown outcome may have credited this account: read it again.
+        auto& st = self->state;
+        if (!st.missing) reload(self);
+      },
       // A batch's items of this account (actors/runs.hpp). The flow sends the account's facts, so
       // an actor that starts here serves at once; one reloading after an unknown outcome answers
       // 503 rather than holding a whole batch in its bounded queue.
@@ -446,13 +462,20 @@ caf::behavior account_actor_behavior(account_actor* self, ledger::account_id id,
         --st.inflight;
         WALLET_ASSERT(st.reserved >= 0 && st.inflight >= 0, "reservations balance");
         if (uncertain) {
-          st.loaded = false;
-          start_load(self);
+          reload(self);
         }
       },
       [self](loaded_atom, account_loaded& result) {
         auto& st = self->state;
         st.loading = false;
+        if (st.reload_again && !result.failed) {
+          // This load may have read the rows before what made the later reload necessary (a
+          // commit of unknown outcome): read them once more; waiting debits wait for that.
+          st.reload_again = false;
+          start_load(self);
+          return;
+        }
+        st.reload_again = false;
         if (result.failed) {
           std::vector<waiting_debit> failed;
           failed.swap(st.waiting);
@@ -578,7 +601,10 @@ caf::behavior account_registry(registry_actor* self, std::shared_ptr<account_run
         std::unordered_map<ledger::account_id, balance_notice> by_account;
         for (const auto& row : notice.rows) {
           const ledger::account_id owner = row.parent_id != 0 ? row.parent_id : row.id;
-          if (live.count(owner) != 0) by_account[owner].rows.push_back(row);
+          if (live.count(owner) == 0) continue;
+          auto& n = by_account[owner];
+          n.rows.push_back(row);
+          n.uncertain = notice.uncertain;
         }
         for (auto& [owner, n] : by_account) self->send(live[owner].actor, notice_atom::value, std::move(n));
       },

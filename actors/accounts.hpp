@@ -10,7 +10,8 @@
 //
 // account_actor (one per active account; it owns the account's balance in memory):
 //
-//   loading ──loaded──► serving ──(commit outcome unknown)──► reloading ──loaded──► serving
+//   loading ──loaded──► serving ──(commit outcome unknown, or an uncertain notice)──► reloading
+//                                                                       ──loaded──► serving
 //      │                   │
 //      └──not found──► missing      serving ──(idle, nothing in flight)──► passivated
 //
@@ -18,7 +19,9 @@
 //                                    funds (committed balance minus its own debits in flight),
 //                                    reserves, and hands the posting to its ledger writer; the
 //                                    answer goes to the sink (once the writer has committed)
-//   (notice_atom, balance_notice) -> void: committed (balance, version); the highest wins
+//   (notice_atom, balance_notice) -> void: committed (balance, version); the highest wins. An
+//                                    uncertain notice (a batch of unknown outcome may have
+//                                    credited the account) reloads it instead
 //   (loaded_atom, account_loaded) -> void
 
 #include <atomic>

@@ -101,6 +101,35 @@ void publish(writer_actor* self, const std::vector<persistence::row_state>& rows
   for (auto& [shard, notice] : by_shard) self->send(registry[shard], notice_atom::value, std::move(notice));
 }
 
+// A batch whose COMMIT may or may not have happened: each posting's debited account reloads when
+// its answer says so, but the accounts it credits get no answer. Their actors are told to read
+// them again, since a credit they missed would make them refuse debits the account can pay.
+void publish_uncertain(writer_actor* self, const std::vector<persistence::posting_request>& requests) {
+  auto& registry = self->state.registry;
+  if (registry.empty()) return;
+  std::map<std::size_t, balance_notice> by_shard;
+  auto add = [&](ledger::account_id id, ledger::account_id parent) {
+    if (id == 0) return;
+    persistence::row_state row;
+    row.id = id;
+    row.parent_id = parent == id ? 0 : parent;
+    row.version = -1;
+    const ledger::account_id owner = row.parent_id != 0 ? row.parent_id : row.id;
+    auto& notice = by_shard[static_cast<std::size_t>(owner) % registry.size()];
+    notice.uncertain = true;
+    notice.rows.push_back(row);
+  };
+  for (const auto& r : requests) {
+    const auto& p = r.posting;
+    add(p.credit_account, p.credit_parent);
+    for (const auto& leg : p.extra_credits) add(leg.account, 0);
+    for (const auto& leg : p.legs) {
+      if (leg.amount > 0) add(leg.account, 0);
+    }
+  }
+  for (auto& [shard, notice] : by_shard) self->send(registry[shard], notice_atom::value, std::move(notice));
+}
+
 void flush(writer_actor* self, const writer_config& config, writer_gauges& gauges) {
   auto& st = self->state;
   std::vector<pending_posting> batch;
@@ -131,6 +160,7 @@ void flush(writer_actor* self, const writer_config& config, writer_gauges& gauge
     st.backend->disconnect();
     ++gauges.failures;
     answer_all(batch, requests, gauges, ledger::error_code::outcome_unknown);
+    publish_uncertain(self, requests);
     return;
   } catch (const pqxx::broken_connection& e) {
     // The connection broke somewhere in the batch; whether COMMIT got through cannot be known
@@ -139,12 +169,14 @@ void flush(writer_actor* self, const writer_config& config, writer_gauges& gauge
     st.backend->disconnect();
     ++gauges.failures;
     answer_all(batch, requests, gauges, ledger::error_code::outcome_unknown);
+    publish_uncertain(self, requests);
     return;
   } catch (const std::exception& e) {
     spdlog::error("ledger writer {}: batch of {} failed: {}", config.index, batch.size(), e.what());
     if (!st.backend->usable()) st.backend->disconnect();
     ++gauges.failures;
     answer_all(batch, requests, gauges, ledger::error_code::outcome_unknown);
+    publish_uncertain(self, requests);
     return;
   }
   if (result.connection_lost) {

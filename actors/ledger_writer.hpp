@@ -11,7 +11,9 @@
 //
 // One database transaction per batch (persistence::commit_batch); every posting of the batch
 // gets its answer only after COMMIT returned. The committed row states then go to the account
-// registry, which passes them to the live account actors.
+// registry, which passes them to the live account actors. When a batch's outcome is unknown, the
+// accounts it may have credited go to the registry in an uncertain notice instead: their actors
+// read them again.
 //
 // Interface:
 //   (posting_atom, persistence::posting_request) -> persistence::posting_outcome

@@ -51,9 +51,12 @@ struct debit_request {
   ledger::account_id account() const { return posting.posting.debit_account; }
 };
 
-// The committed state of account rows, from a ledger writer after COMMIT.
+// The committed state of account rows, from a ledger writer after COMMIT. An `uncertain` notice
+// names rows (by id and parent only) that a batch of unknown outcome may have credited: their
+// actors read the account again rather than refuse debits from a balance that may be too low.
 struct balance_notice {
   std::vector<persistence::row_state> rows;
+  bool uncertain = false;
 };
 
 // An account actor's load (or reload) result.

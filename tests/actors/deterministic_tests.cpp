@@ -357,6 +357,45 @@ CAF_TEST(an_atomic_run_with_a_refused_item_reserves_nothing) {
   CAF_CHECK_EQUAL(script.held.size(), 3u);
 }
 
+// A batch of unknown outcome may have credited an account whose actor knows its balance. The
+// writer's uncertain notice makes the actor read the account again, and a debit that only the
+// missed credit pays waits for that read instead of being refused.
+CAF_TEST(an_uncertain_notice_reloads_an_account_a_lost_batch_may_have_credited) {
+  debit(1, payer_facts());
+  commit(0, 40, 1);
+  balance_notice notice;
+  notice.uncertain = true;
+  notice.rows.push_back({k_payer, 0, -1, 0});
+  caf::anon_send(registry, notice_atom::value, notice);
+  consume_messages();
+  CAF_REQUIRE_EQUAL(loads.size(), 1u);
+  debit(100, payer_facts());
+  CAF_CHECK_EQUAL(answers.size(), 1u);
+  CAF_CHECK_EQUAL(script.held.size(), 1u);
+  loaded(0, 140, 2);  // the credit had committed
+  CAF_CHECK_EQUAL(script.held.size(), 2u);
+}
+
+// A reload asked for while a load runs cannot trust that load: it may have read the rows before
+// the commit that made the reload necessary. The actor reads once more, and debits wait for it.
+CAF_TEST(a_reload_asked_for_during_a_load_reads_the_account_again) {
+  debit(60, payer_facts());
+  fail(0, error_code::outcome_unknown);
+  CAF_REQUIRE_EQUAL(loads.size(), 1u);
+  balance_notice notice;
+  notice.uncertain = true;
+  notice.rows.push_back({k_payer, 0, -1, 0});
+  caf::anon_send(registry, notice_atom::value, notice);
+  consume_messages();
+  CAF_CHECK_EQUAL(loads.size(), 1u);
+  loaded(0, 100, 1);
+  CAF_REQUIRE_EQUAL(loads.size(), 2u);
+  debit(120, payer_facts());
+  CAF_CHECK_EQUAL(script.held.size(), 1u);
+  loaded(1, 150, 2);
+  CAF_CHECK_EQUAL(script.held.size(), 2u);
+}
+
 // An actor that started from the account's facts knows no balance (the writer checks funds), so
 // only the bound on money in flight limits what it reserves. A run of a thousand items counts as
 // one debit in flight, so without that bound a few large runs overflowed the reservations. A run
@@ -640,6 +679,45 @@ CAF_TEST(a_lost_connection_answers_outcome_unknown_and_reconnects) {
   CAF_CHECK_EQUAL(backend->commits, (std::vector<std::size_t>{2, 1}));
   CAF_REQUIRE_EQUAL(outcomes.size(), 3u);
   CAF_CHECK(outcomes[2].outcome == error_code::ok);
+}
+
+// The accounts a lost batch may have credited get no answer of their own: the writer names them
+// to the registry in an uncertain notice (a shard under its parent), so their actors read them again.
+CAF_TEST(a_lost_batch_names_the_accounts_it_may_have_credited) {
+  start(500);
+  std::vector<balance_notice> notices;
+  auto registry = sys.spawn([&notices](caf::event_based_actor*) -> caf::behavior {
+    return {[&notices](notice_atom, balance_notice& n) { notices.push_back(std::move(n)); }};
+  });
+  caf::anon_send(writer, registry_handles{{registry}});
+  consume_messages();
+  backend->throw_broken_once = true;
+  persistence::posting_request plain;
+  plain.transaction_id = "tx-plain";
+  plain.posting.debit_account = 1;
+  plain.posting.credit_account = 2;
+  plain.posting.credit_parent = 2;
+  persistence::posting_request to_shard = plain;
+  to_shard.transaction_id = "tx-shard";
+  to_shard.posting.credit_account = 31;
+  to_shard.posting.credit_parent = 3;
+  gauges->queued += 2;
+  auto first = self->request(writer, caf::infinite, posting_atom::value, std::move(plain));
+  auto second = self->request(writer, caf::infinite, posting_atom::value, std::move(to_shard));
+  consume_messages();
+  for (auto* h : {&first, &second}) {
+    h->receive([](persistence::posting_outcome& out) { CAF_CHECK(out.outcome == error_code::outcome_unknown); },
+               [](caf::error&) { CAF_FAIL("the writer failed"); });
+  }
+  CAF_REQUIRE_EQUAL(notices.size(), 1u);
+  CAF_CHECK(notices[0].uncertain);
+  CAF_REQUIRE_EQUAL(notices[0].rows.size(), 2u);
+  CAF_CHECK_EQUAL(notices[0].rows[0].id, 2);
+  CAF_CHECK_EQUAL(notices[0].rows[0].parent_id, 0);
+  CAF_CHECK_EQUAL(notices[0].rows[1].id, 31);
+  CAF_CHECK_EQUAL(notices[0].rows[1].parent_id, 3);
+  caf::anon_send_exit(registry, caf::exit_reason::user_shutdown);
+  consume_messages();
 }
 
 CAF_TEST_FIXTURE_SCOPE_END()
