@@ -156,6 +156,29 @@ void reload(account_actor* self) {
   start_load(self);
 }
 
+// Cluster mode: only the node that leases the account's partition decides its debits, single or
+// in a batch's run, and its writer commits them only while that lease still stands (the fence,
+// persistence/batch.cpp). Returns the refusal when this node does not hold the lease; otherwise
+// sets the fence the postings carry. `changed_hands`: the partition changed hands since this
+// state was learnt, so another node may have debited the account meanwhile; it is read again
+// before anything is decided.
+std::optional<money_result> check_lease(account_actor_state& st, std::optional<persistence::lease_fence>& fence,
+                                        bool& changed_hands) {
+  const auto& owned = *st.rt->ownership;
+  const auto lease = owned.lease_for(st.id);
+  if (!lease) {
+    auto r = unavailable(
+        ledger::error_code::not_partition_owner,
+        "account " + std::to_string(st.id) + " is debited by another node now; retry with the same Idempotency-Key");
+    r.partition = owned.partition_of(st.id);
+    return r;
+  }
+  changed_hands = st.lease_epoch != 0 && st.lease_epoch != lease->epoch;
+  st.lease_epoch = lease->epoch;
+  fence = persistence::lease_fence{lease->partition, lease->epoch, owned.node_id()};
+  return std::nullopt;
+}
+
 // Decides one debit. Its answer goes straight to the caller's sink, not back through the
 // registry: one message hop in, one writer round trip, and the answer leaves from here.
 void process(account_actor* self, debit_request& req, const reply_sink& sink) {
@@ -177,27 +200,16 @@ void process(account_actor* self, debit_request& req, const reply_sink& sink) {
     return;
   }
   if (rt->ownership) {
-    // Cluster mode: only the node that leases the account's partition decides its debits, and its
-    // writer commits them only while that lease still stands (the fence, persistence/batch.cpp).
-    const auto lease = rt->ownership->lease_for(st.id);
-    if (!lease) {
-      auto r = unavailable(
-          ledger::error_code::not_partition_owner,
-          "account " + std::to_string(st.id) + " is debited by another node now; retry with the same Idempotency-Key");
-      r.partition = rt->ownership->partition_of(st.id);
-      sink.deliver(std::move(r));
+    bool changed_hands = false;
+    if (auto refused = check_lease(st, posting.fence, changed_hands)) {
+      sink.deliver(std::move(*refused));
       return;
     }
-    if (st.lease_epoch != 0 && st.lease_epoch != lease->epoch) {
-      // The partition changed hands since this state was learnt: another node may have debited
-      // the account meanwhile. Read it again before deciding.
-      st.lease_epoch = lease->epoch;
+    if (changed_hands) {
       st.waiting.push_back({std::move(req), sink});
       reload(self);
       return;
     }
-    st.lease_epoch = lease->epoch;
-    posting.fence = persistence::lease_fence{lease->partition, lease->epoch, rt->ownership->node_id()};
   }
   const std::size_t writer_index = writer_for(st.id, rt->writers.size());
   auto& gauges = *rt->writer_gauges[writer_index];
@@ -302,25 +314,14 @@ void decide_run(account_actor* self, debit_run& run) {
   if (st.status != ledger::account_status::active) {
     return refuse_all(refusal(ledger::error_code::account_inactive, "the debited account is not active"));
   }
-  // Cluster mode: the same lease and fence as a single debit's (process(), above).
   std::optional<persistence::lease_fence> fence;
   if (rt->ownership) {
-    const auto lease = rt->ownership->lease_for(st.id);
-    if (!lease) {
-      auto r = unavailable(
-          ledger::error_code::not_partition_owner,
-          "account " + std::to_string(st.id) + " is debited by another node now; retry with the same Idempotency-Key");
-      r.partition = rt->ownership->partition_of(st.id);
-      return refuse_all(r);
-    }
-    if (st.lease_epoch != 0 && st.lease_epoch != lease->epoch) {
-      // Another node may have debited the account since this state was learnt: read it again.
-      st.lease_epoch = lease->epoch;
+    bool changed_hands = false;
+    if (auto refused = check_lease(st, fence, changed_hands)) return refuse_all(*refused);
+    if (changed_hands) {
       reload(self);
       return refuse_all(unavailable(ledger::error_code::account_busy, "the account is being reloaded; retry shortly"));
     }
-    st.lease_epoch = lease->epoch;
-    fence = persistence::lease_fence{lease->partition, lease->epoch, rt->ownership->node_id()};
   }
   auto& gauges = *rt->writer_gauges[writer_for(st.id, rt->writers.size())];
   if (st.inflight >= rt->inflight_max) {

@@ -158,6 +158,15 @@ struct account_fixture : test_coordinator_fixture<> {
     consume_messages();
   }
 
+  // What the writer sends after a batch of unknown outcome that may have credited the payer.
+  void uncertain_notice() {
+    balance_notice notice;
+    notice.uncertain = true;
+    notice.rows.push_back({k_payer, 0, -1, 0});
+    caf::anon_send(registry, notice_atom::value, std::move(notice));
+    consume_messages();
+  }
+
   std::int64_t live() const { return rt->live_actors.load(); }
 
   // Sends a batch's items of the payer (actors/runs.hpp) to the registry as one run and lets every
@@ -363,11 +372,7 @@ CAF_TEST(an_atomic_run_with_a_refused_item_reserves_nothing) {
 CAF_TEST(an_uncertain_notice_reloads_an_account_a_lost_batch_may_have_credited) {
   debit(1, payer_facts());
   commit(0, 40, 1);
-  balance_notice notice;
-  notice.uncertain = true;
-  notice.rows.push_back({k_payer, 0, -1, 0});
-  caf::anon_send(registry, notice_atom::value, notice);
-  consume_messages();
+  uncertain_notice();
   CAF_REQUIRE_EQUAL(loads.size(), 1u);
   debit(100, payer_facts());
   CAF_CHECK_EQUAL(answers.size(), 1u);
@@ -382,11 +387,7 @@ CAF_TEST(a_reload_asked_for_during_a_load_reads_the_account_again) {
   debit(60, payer_facts());
   fail(0, error_code::outcome_unknown);
   CAF_REQUIRE_EQUAL(loads.size(), 1u);
-  balance_notice notice;
-  notice.uncertain = true;
-  notice.rows.push_back({k_payer, 0, -1, 0});
-  caf::anon_send(registry, notice_atom::value, notice);
-  consume_messages();
+  uncertain_notice();
   CAF_CHECK_EQUAL(loads.size(), 1u);
   loaded(0, 100, 1);
   CAF_REQUIRE_EQUAL(loads.size(), 2u);
