@@ -245,7 +245,7 @@ struct pending_check {
 //
 //   check() --(bounded queue_)--> worker x N --(hiredis pipeline)--> Redis
 //      |                              |  (failure: decide in process)
-//      +-- disabled / fallback / queue full: decide in process --(bounded completions_)--> completer
+//      +-- disabled / fallback / queue full / a leased token: decided on the caller's thread
 //   ping() --(bounded pings_)--> pinger (own short-lived connection)
 //
 // Mode switches:
@@ -276,14 +276,9 @@ class limiter::impl {
                   "lease settings are validated positive");
     WALLET_ASSERT(redis.connections >= 1, "redis.connections is validated to be positive");
     WALLET_ASSERT(redis.command_timeout_ms >= 1, "command timeout is validated positive");
-    WALLET_ASSERT(bounds.queue_checks_max >= 1 && bounds.batch_checks_max >= 1 && bounds.completions_max >= 1 &&
-                      bounds.pings_max >= 1,
+    WALLET_ASSERT(bounds.queue_checks_max >= 1 && bounds.batch_checks_max >= 1 && bounds.pings_max >= 1,
                   "limiter bounds must be positive");
     try {
-      completer_ = std::thread([this] {
-        pthread_setname_np(pthread_self(), "wallet-rl-done");
-        completer_main();
-      });
       pinger_ = std::thread([this] {
         pthread_setname_np(pthread_self(), "wallet-rl-ping");
         pinger_main();
@@ -307,7 +302,7 @@ class limiter::impl {
   void check(std::int64_t principal_id, route_class cls, std::function<void(decision)> done) {
     const window_policy& policy = policies_[class_index(cls)];
     if (!enabled_) {
-      deliver([done = std::move(done), d = unlimited_decision(policy)]() mutable { invoke(done, std::move(d)); });
+      invoke(done, unlimited_decision(policy));
       return;
     }
     bool lease = false;
@@ -339,10 +334,11 @@ class limiter::impl {
         return;
       }
     }
-    if (lease) abandon_lease(principal_id, cls, true);
-    // Fallback, a full queue (Redis too slow for the load) or shutdown: decide here, now, and
-    // hand the callback to the completer so it still runs on a limiter thread.
-    deliver([done = std::move(done), d = decide_locally(principal_id, cls)]() mutable { invoke(done, std::move(d)); });
+    if (lease) abandon_lease(principal_id, cls);
+    // Fallback, a full queue (Redis too slow for the load) or shutdown: decided here and now, on
+    // the caller's thread, like a leased token: a hand-off to one limiter thread would make that
+    // thread every request's next step while Redis is down.
+    invoke(done, decide_locally(principal_id, cls));
   }
 
   void ping(std::function<void(bool, std::string)> done) {
@@ -359,9 +355,7 @@ class limiter::impl {
         return;
       }
     }
-    deliver([done = std::move(done), refusal = std::move(refusal)]() mutable {
-      invoke_ping(done, false, std::move(refusal));
-    });
+    invoke_ping(done, false, std::move(refusal));
   }
 
   stats snapshot() const {
@@ -404,19 +398,12 @@ class limiter::impl {
   }
 
   // A lease take() started that will never reach Redis (fallback, a full queue, shutdown, a
-  // failed batch): the checks waiting for it are decided in process like the one that asked.
-  // From check() (`on_caller` true) their callbacks go to the completer, as for any decision
-  // made in process there.
-  void abandon_lease(std::int64_t principal_id, route_class cls, bool on_caller) {
+  // failed batch): the checks waiting for it are decided in process like the one that asked, on
+  // the thread that gives the lease up.
+  void abandon_lease(std::int64_t principal_id, route_class cls) {
     const std::int64_t now = steady_now_ms();
     for (auto& w : allowances_.settle(principal_id, cls, 0, 0, now, now, now)) {
-      if (on_caller) {
-        deliver([this, principal_id, cls, done = std::move(w.done)]() mutable {
-          invoke(done, decide_locally(principal_id, cls));
-        });
-      } else {
-        invoke(w.done, decide_locally(principal_id, cls));
-      }
+      invoke(w.done, decide_locally(principal_id, cls));
     }
   }
 
@@ -456,40 +443,6 @@ class limiter::impl {
     const outcome result = local_.take(principal_id, cls, policy, unix_now_ms());
     fallback_decisions_.fetch_add(1, std::memory_order_relaxed);
     return to_decision(policy, result, true);
-  }
-
-  // Hands a callback to the completer thread. Inline only when the completer has already stopped
-  // (a check racing the destructor) or when `completions_max` decided callbacks are waiting,
-  // which means the process is far past every admission bound; blocking the caller instead would
-  // be worse.
-  void deliver(std::function<void()> job) {
-    {
-      std::lock_guard lock(completions_mutex_);
-      if (!completions_closed_ && static_cast<std::int64_t>(completions_.size()) < bounds_.completions_max) {
-        completions_.push_back(std::move(job));
-        completions_cv_.notify_one();
-        return;
-      }
-    }
-    job();
-  }
-
-  void completer_main() {
-    std::deque<std::function<void()>> jobs;
-    for (;;) {
-      {
-        std::unique_lock lock(completions_mutex_);
-        completions_cv_.wait(lock, [this] { return completions_stopping_ || !completions_.empty(); });
-        if (completions_.empty()) {
-          // Stopping and drained: later deliveries run inline (see deliver()).
-          completions_closed_ = true;
-          return;
-        }
-        jobs.swap(completions_);
-      }
-      for (auto& job : jobs) job();
-      jobs.clear();
-    }
   }
 
   void enter_fallback(const std::string& reason) {
@@ -600,7 +553,7 @@ class limiter::impl {
       } else {
         // Shutting down, or queued just before the switch to fallback: decide here.
         for (auto& item : batch) {
-          if (item.lease) abandon_lease(item.principal_id, item.cls, false);
+          if (item.lease) abandon_lease(item.principal_id, item.cls);
           invoke(item.done, decide_locally(item.principal_id, item.cls));
         }
       }
@@ -683,7 +636,7 @@ class limiter::impl {
       pending_check& item = batch[i];
       const window_policy& policy = policies_[class_index(item.cls)];
       if (!results[i]) {
-        if (item.lease) abandon_lease(item.principal_id, item.cls, false);
+        if (item.lease) abandon_lease(item.principal_id, item.cls);
         invoke(item.done, decide_locally(item.principal_id, item.cls));
         continue;
       }
@@ -770,13 +723,6 @@ class limiter::impl {
       if (worker.joinable()) worker.join();
     }
     if (pinger_.joinable()) pinger_.join();
-    // The completer goes last: workers and the pinger deliver through it until they end.
-    {
-      std::lock_guard lock(completions_mutex_);
-      completions_stopping_ = true;
-    }
-    completions_cv_.notify_all();
-    if (completer_.joinable()) completer_.join();
   }
 
   const redis_endpoint endpoint_;
@@ -804,12 +750,6 @@ class limiter::impl {
   std::atomic<bool> using_fallback_{false};
   std::atomic<std::uint64_t> epoch_{0};
 
-  std::mutex completions_mutex_;
-  std::condition_variable completions_cv_;
-  std::deque<std::function<void()>> completions_;
-  bool completions_stopping_ = false;
-  bool completions_closed_ = false;
-
   std::mutex ping_mutex_;
   std::condition_variable ping_cv_;
   std::vector<std::function<void(bool, std::string)>> pings_;
@@ -823,7 +763,6 @@ class limiter::impl {
   std::atomic<std::uint64_t> leases_{0};
 
   std::vector<std::thread> workers_;
-  std::thread completer_;
   std::thread pinger_;
 };
 

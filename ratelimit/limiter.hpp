@@ -39,7 +39,6 @@ struct decision {
 struct limiter_bounds {
   std::int64_t queue_checks_max = 4'096;        // checks waiting for a Redis worker
   std::int64_t batch_checks_max = 64;           // checks one worker pipelines in one round trip
-  std::int64_t completions_max = 65'536;        // decided checks waiting for their callback
   std::int64_t pings_max = 256;                 // readiness pings waiting for one probe
   std::int64_t fallback_entries_max = 100'000;  // principal x class counters kept in process
   std::int64_t lease_entries_max = 100'000;     // principal x class leased allowances kept
@@ -47,7 +46,7 @@ struct limiter_bounds {
 
 class limiter {
  public:
-  // Starts `redis.connections` worker threads, one delivery thread and one ping thread; connects
+  // Starts `redis.connections` worker threads and one ping thread; connects
   // in the background, so construction never waits for Redis. Throws std::invalid_argument for a
   // Redis URL it cannot use.
   limiter(const config::redis_settings& redis, const config::ratelimit_settings& limits,
@@ -58,14 +57,17 @@ class limiter {
   limiter(const limiter&) = delete;
   limiter& operator=(const limiter&) = delete;
 
-  // Never blocks the caller: `done` runs exactly once, either later on a limiter thread or, when
-  // a token leased earlier from Redis is spent (ratelimit.lease_tokens > 1), at once on the
-  // caller's thread before check() returns. Either way it must be cheap (e.g. post to a strand)
-  // and must not call check() of the same limiter while holding a lock check() needs.
+  // Never blocks the caller: `done` runs exactly once, either later on a Redis worker thread or,
+  // when the check is decided without Redis (a token leased earlier is spent, rate limiting is
+  // disabled, Redis is unusable or its queue is full, the limiter is stopping), at once on the
+  // caller's thread before check() returns. `done` may also run on the caller's thread for other
+  // checks that waited for a lease this one gives up. Either way it must be cheap (e.g. post to
+  // a strand) and must not call check() of the same limiter while holding a lock check() needs.
   void check(std::int64_t principal_id, route_class cls, std::function<void(decision)> done);
 
   // Asynchronous PING for readiness: `done(ok, detail)` runs on a limiter thread within about the
-  // command timeout. Uses its own short-lived connection, so it reports whether Redis answers now.
+  // command timeout, or at once on the caller's thread when the ping is refused (too many pending,
+  // stopping). Uses its own short-lived connection, so it reports whether Redis answers now.
   void ping(std::function<void(bool ok, std::string detail)> done);
 
   // Every decided check is counted once: in Redis (its own answer, or the refusal of a lease it

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <future>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <sstream>
@@ -447,6 +448,56 @@ TEST(limiter_redis, disabled_allows_everything_with_headers) {
     EXPECT_EQ(d.header, "limit=10, remaining=10, reset=2");
   }
   EXPECT_EQ(results.size(), 40u);
+}
+
+// Runs one check and reports whether its callback ran on this thread before check() returned.
+// The state is shared with the callback, so a callback that runs later elsewhere stays safe.
+struct inline_outcome {
+  bool on_caller = false;
+  decision d;
+};
+inline_outcome check_inline(limiter& l, std::int64_t principal) {
+  struct probe {
+    std::atomic<bool> ran{false};
+    std::thread::id thread;
+    decision d;
+  };
+  auto shared = std::make_shared<probe>();
+  l.check(principal, route_class::write, [shared](decision d) {
+    shared->thread = std::this_thread::get_id();
+    shared->d = std::move(d);
+    shared->ran.store(true, std::memory_order_release);
+  });
+  if (!shared->ran.load(std::memory_order_acquire) || shared->thread != std::this_thread::get_id()) return {};
+  return {true, shared->d};
+}
+
+TEST(limiter_redis, decisions_without_redis_run_on_the_callers_thread) {
+  // Disabled, or with Redis unusable, nothing stands between a check and its answer: the callback
+  // runs on the caller's thread before check() returns (no delivery thread every request would
+  // queue behind), and the in-process limit still holds.
+  config::ratelimit_settings off = small_limits();
+  off.enabled = false;
+  limiter disabled(redis_at(test_support::redis_url()), off);
+  for (int i = 0; i < 3 * burst; ++i) {
+    const inline_outcome r = check_inline(disabled, unique_principal());
+    ASSERT_TRUE(r.on_caller) << "check " << i;
+    EXPECT_TRUE(r.d.allowed);
+  }
+
+  limiter dead(redis_at("redis://127.0.0.1:" + std::to_string(test_support::free_port())), small_limits());
+  // The first checks go to a worker, which finds nobody listening and switches to fallback.
+  for (int i = 0; i < 100 && !dead.snapshot().using_fallback; ++i) check_now(dead, unique_principal());
+  ASSERT_TRUE(dead.snapshot().using_fallback);
+  const std::int64_t principal = unique_principal();
+  std::int64_t allowed = 0;
+  for (int i = 0; i < 2 * burst; ++i) {
+    const inline_outcome r = check_inline(dead, principal);
+    ASSERT_TRUE(r.on_caller) << "check " << i;
+    EXPECT_TRUE(r.d.fallback);
+    allowed += r.d.allowed;
+  }
+  EXPECT_EQ(allowed, burst);
 }
 
 TEST(limiter_redis, every_callback_runs_once_on_shutdown) {
