@@ -101,10 +101,14 @@ void publish(writer_actor* self, const std::vector<persistence::row_state>& rows
   for (auto& [shard, notice] : by_shard) self->send(registry[shard], notice_atom::value, std::move(notice));
 }
 
-// A batch whose COMMIT may or may not have happened: each posting's debited account reloads when
+// Postings whose COMMIT may or may not have happened: each posting's debited account reloads when
 // its answer says so, but the accounts it credits get no answer. Their actors are told to read
 // them again, since a credit they missed would make them refuse debits the account can pay.
-void publish_uncertain(writer_actor* self, const std::vector<persistence::posting_request>& requests) {
+// With `outcomes`, only the postings answered outcome_unknown (a batch lost while its postings
+// were isolated one by one: the others' fates are known).
+void publish_uncertain(writer_actor* self, const std::vector<persistence::posting_request>& requests,
+                       const std::vector<persistence::posting_outcome>* outcomes = nullptr) {
+  WALLET_ASSERT(outcomes == nullptr || outcomes->size() == requests.size(), "one outcome per posting");
   auto& registry = self->state.registry;
   if (registry.empty()) return;
   std::map<std::size_t, balance_notice> by_shard;
@@ -119,12 +123,13 @@ void publish_uncertain(writer_actor* self, const std::vector<persistence::postin
     notice.uncertain = true;
     notice.rows.push_back(row);
   };
-  for (const auto& r : requests) {
-    const auto& p = r.posting;
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    if (outcomes != nullptr && (*outcomes)[i].outcome != ledger::error_code::outcome_unknown) continue;
+    const auto& p = requests[i].posting;
     add(p.credit_account, p.credit_parent);
     for (const auto& leg : p.extra_credits) add(leg.account, 0);
     for (const auto& leg : p.legs) {
-      if (leg.amount > 0) add(leg.account, 0);
+      if (leg.amount > 0) add(leg.account, leg.parent);
     }
   }
   for (auto& [shard, notice] : by_shard) self->send(registry[shard], notice_atom::value, std::move(notice));
@@ -183,6 +188,7 @@ void flush(writer_actor* self, const writer_config& config, writer_gauges& gauge
     // Lost while postings were isolated one by one: each is answered by what became of it below.
     st.backend->disconnect();
     ++gauges.failures;
+    publish_uncertain(self, requests, &result.outcomes);
   }
   const auto elapsed = std::chrono::steady_clock::now() - started;
   gauges.last_batch_us = std::chrono::duration_cast<std::chrono::microseconds>(elapsed).count();
@@ -259,11 +265,13 @@ posting_run_outcome commit_run(writer_actor* self, const writer_config& config, 
     spdlog::error("ledger writer {}: run of {} failed: {}", config.index, run.postings.size(), e.what());
     if (!st.backend->usable()) st.backend->disconnect();
     ++gauges.failures;
+    publish_uncertain(self, run.postings);
     return fail_all(ledger::error_code::outcome_unknown);
   }
   if (result.connection_lost) {
     st.backend->disconnect();
     ++gauges.failures;
+    publish_uncertain(self, run.postings, &result.outcomes);
   }
   const auto elapsed = std::chrono::steady_clock::now() - started;
   gauges.last_batch_us = std::chrono::duration_cast<std::chrono::microseconds>(elapsed).count();

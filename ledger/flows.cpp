@@ -116,7 +116,11 @@ std::optional<posting> reversal(const std::vector<reversed_entry>& entries) {
         return true;
       }
     }
-    p.legs.push_back({target, amount, e.currency, amount < 0 ? e.shards : std::vector<account_id>{}});
+    if (amount < 0) {
+      p.legs.push_back({target, amount, e.currency, e.shards, 0});
+    } else {
+      p.legs.push_back({target, amount, e.currency, {}, e.account});
+    }
     return true;
   };
   const reversed_entry* user_debit = nullptr;
@@ -144,7 +148,7 @@ std::optional<posting> reversal(const std::vector<reversed_entry>& entries) {
   p.amount = -debit->amount;
   p.currency = debit->currency;
   p.credit_account = credit->account;
-  p.credit_parent = credit->account;
+  p.credit_parent = credit->parent != 0 ? credit->parent : credit->account;
   // The actor of a user account fills debit_shards with the shards it knows; a system account's
   // are named by its leg.
   if (user_debit == nullptr) p.debit_shards = debit->shards;
@@ -174,7 +178,7 @@ posting exchange(account_id wallet_from, account_id fx_from, amount_minor from_a
   p.legs = {{wallet_from, -from_amount, from_currency, {}},
             {fx_from, from_amount, from_currency, {}},
             {fx_to, -to_amount, to_currency, {}},
-            {credit_row, to_amount, std::move(to_currency), {}}};
+            {credit_row, to_amount, std::move(to_currency), {}, wallet_to}};
   return p;
 }
 

@@ -32,6 +32,9 @@ struct posting_leg {
   amount_minor amount = 0;  // negative: a debit; positive: a credit; never 0
   std::string currency;
   std::vector<account_id> shards;
+  // A credit on a hot account's shard: that account, whose actor keeps the shard's balance
+  // (0 or `account`: the row is an account of its own).
+  account_id parent = 0;
 };
 
 struct posting {

@@ -578,6 +578,9 @@ struct scripted_backend final : writer_backend {
   int connects = 0;
   int disconnects = 0;
   bool throw_broken_once = false;
+  // The next commit loses its connection while isolating postings one by one: the first posting
+  // committed, the second's COMMIT is in doubt, the rest were never sent.
+  bool lose_while_isolating_once = false;
   bool connected = false;
 
   bool connect() override {
@@ -597,6 +600,14 @@ struct scripted_backend final : writer_backend {
       out.transaction_id = q.transaction_id;
       out.response_status = 201;
       r.outcomes.push_back(std::move(out));
+    }
+    if (lose_while_isolating_once) {
+      lose_while_isolating_once = false;
+      r.connection_lost = true;
+      for (std::size_t i = 1; i < r.outcomes.size(); ++i) {
+        r.outcomes[i].outcome = i == 1 ? error_code::outcome_unknown : error_code::database_unavailable;
+        r.outcomes[i].response_status = 0;
+      }
     }
     return r;
   }
@@ -619,6 +630,42 @@ struct writer_fixture : test_coordinator_fixture<> {
     config.batch_wait_us = 0;
     writer = spawn_ledger_writer(sys, config, gauges, backend, false);
     consume_messages();
+  }
+
+  // A registry stand-in that keeps every notice the writer sends it.
+  std::vector<balance_notice> notices;
+  caf::actor notice_sink;
+  void record_notices() {
+    notice_sink = sys.spawn([this](caf::event_based_actor*) -> caf::behavior {
+      return {[this](notice_atom, balance_notice& n) { notices.push_back(std::move(n)); }};
+    });
+    caf::anon_send(writer, registry_handles{{notice_sink}});
+    consume_messages();
+  }
+  ~writer_fixture() {
+    if (notice_sink) {
+      caf::anon_send_exit(notice_sink, caf::exit_reason::user_shutdown);
+      consume_messages();
+    }
+  }
+
+  static persistence::posting_request paying(std::string id, ledger::account_id credit, ledger::account_id parent) {
+    persistence::posting_request r;
+    r.transaction_id = std::move(id);
+    r.posting.debit_account = 1;
+    r.posting.credit_account = credit;
+    r.posting.credit_parent = parent;
+    return r;
+  }
+
+  // The rows of the one uncertain notice sent, as (id, parent_id).
+  std::vector<std::pair<ledger::account_id, ledger::account_id>> uncertain_rows() const {
+    std::vector<std::pair<ledger::account_id, ledger::account_id>> out;
+    for (const auto& n : notices) {
+      CAF_CHECK(n.uncertain);
+      for (const auto& row : n.rows) out.emplace_back(row.id, row.parent_id);
+    }
+    return out;
   }
 
   // Sends `n` postings before the writer runs, as a burst that is already in its mailbox, lets
@@ -686,39 +733,72 @@ CAF_TEST(a_lost_connection_answers_outcome_unknown_and_reconnects) {
 // to the registry in an uncertain notice (a shard under its parent), so their actors read them again.
 CAF_TEST(a_lost_batch_names_the_accounts_it_may_have_credited) {
   start(500);
-  std::vector<balance_notice> notices;
-  auto registry = sys.spawn([&notices](caf::event_based_actor*) -> caf::behavior {
-    return {[&notices](notice_atom, balance_notice& n) { notices.push_back(std::move(n)); }};
-  });
-  caf::anon_send(writer, registry_handles{{registry}});
-  consume_messages();
+  record_notices();
   backend->throw_broken_once = true;
-  persistence::posting_request plain;
-  plain.transaction_id = "tx-plain";
-  plain.posting.debit_account = 1;
-  plain.posting.credit_account = 2;
-  plain.posting.credit_parent = 2;
-  persistence::posting_request to_shard = plain;
-  to_shard.transaction_id = "tx-shard";
-  to_shard.posting.credit_account = 31;
-  to_shard.posting.credit_parent = 3;
-  gauges->queued += 2;
+  persistence::posting_request plain = paying("tx-plain", 2, 2);
+  persistence::posting_request to_shard = paying("tx-shard", 31, 3);
+  // A reversal's credit back onto a hot account's shard names the shard's account in its leg.
+  persistence::posting_request legs = paying("tx-legs", 5, 5);
+  legs.posting.legs = {{1, -7, "EUR", {}, 0}, {5, 2, "EUR", {}, 5}, {41, 5, "EUR", {}, 4}};
+  gauges->queued += 3;
   auto first = self->request(writer, caf::infinite, posting_atom::value, std::move(plain));
   auto second = self->request(writer, caf::infinite, posting_atom::value, std::move(to_shard));
+  auto third = self->request(writer, caf::infinite, posting_atom::value, std::move(legs));
   consume_messages();
-  for (auto* h : {&first, &second}) {
+  for (auto* h : {&first, &second, &third}) {
     h->receive([](persistence::posting_outcome& out) { CAF_CHECK(out.outcome == error_code::outcome_unknown); },
                [](caf::error&) { CAF_FAIL("the writer failed"); });
   }
   CAF_REQUIRE_EQUAL(notices.size(), 1u);
-  CAF_CHECK(notices[0].uncertain);
-  CAF_REQUIRE_EQUAL(notices[0].rows.size(), 2u);
-  CAF_CHECK_EQUAL(notices[0].rows[0].id, 2);
-  CAF_CHECK_EQUAL(notices[0].rows[0].parent_id, 0);
-  CAF_CHECK_EQUAL(notices[0].rows[1].id, 31);
-  CAF_CHECK_EQUAL(notices[0].rows[1].parent_id, 3);
-  caf::anon_send_exit(registry, caf::exit_reason::user_shutdown);
+  using rows = std::vector<std::pair<ledger::account_id, ledger::account_id>>;
+  // 5 twice (the routing credit and its leg): its actor reloads once either way.
+  CAF_CHECK_EQUAL(uncertain_rows(), (rows{{2, 0}, {31, 3}, {5, 0}, {5, 0}, {41, 4}}));
+}
+
+// A connection lost while a refused batch's postings were isolated one by one: the posting that
+// committed is answered ok, the one in doubt outcome_unknown, the unsent one unavailable, and only
+// the one in doubt has its credits named in an uncertain notice.
+CAF_TEST(a_batch_lost_while_isolating_names_only_the_postings_in_doubt) {
+  start(500);
+  record_notices();
+  backend->lose_while_isolating_once = true;
+  gauges->queued += 3;
+  auto first = self->request(writer, caf::infinite, posting_atom::value, paying("tx-1", 2, 2));
+  auto second = self->request(writer, caf::infinite, posting_atom::value, paying("tx-2", 31, 3));
+  auto third = self->request(writer, caf::infinite, posting_atom::value, paying("tx-3", 4, 4));
   consume_messages();
+  std::vector<error_code> codes;
+  for (auto* h : {&first, &second, &third}) {
+    h->receive([&codes](persistence::posting_outcome& out) { codes.push_back(out.outcome); },
+               [](caf::error&) { CAF_FAIL("the writer failed"); });
+  }
+  CAF_CHECK(codes ==
+            (std::vector<error_code>{error_code::ok, error_code::outcome_unknown, error_code::database_unavailable}));
+  CAF_CHECK_EQUAL(backend->disconnects, 1);
+  CAF_REQUIRE_EQUAL(notices.size(), 1u);
+  using rows = std::vector<std::pair<ledger::account_id, ledger::account_id>>;
+  CAF_CHECK_EQUAL(uncertain_rows(), (rows{{31, 3}}));
+}
+
+// A batch of transfers (a run) whose commit is lost: every item is answered outcome_unknown, and
+// the accounts its items credit are named, as for a lost batch of single postings.
+CAF_TEST(a_lost_run_names_the_accounts_it_may_have_credited) {
+  start(500);
+  record_notices();
+  backend->throw_broken_once = true;
+  posting_run run;
+  run.postings = {paying("tx-a", 2, 2), paying("tx-b", 31, 3)};
+  auto handle = self->request(writer, caf::infinite, run_atom::value, std::move(run));
+  consume_messages();
+  handle.receive(
+      [](posting_run_outcome& out) {
+        CAF_REQUIRE_EQUAL(out.outcomes.size(), 2u);
+        for (const auto& o : out.outcomes) CAF_CHECK(o.outcome == error_code::outcome_unknown);
+      },
+      [](caf::error&) { CAF_FAIL("the writer failed"); });
+  CAF_REQUIRE_EQUAL(notices.size(), 1u);
+  using rows = std::vector<std::pair<ledger::account_id, ledger::account_id>>;
+  CAF_CHECK_EQUAL(uncertain_rows(), (rows{{2, 0}, {31, 3}}));
 }
 
 CAF_TEST_FIXTURE_SCOPE_END()

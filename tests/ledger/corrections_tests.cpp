@@ -192,6 +192,42 @@ TEST(ReversalRule, MirrorsAPaymentToAHotPayee) {
   EXPECT_EQ(plan.debit_balance_after, 30);
 }
 
+// The reversal of a payment a hot payer made partly from a shard gives each debit back to the row it
+// left, and names the shard's account with the shard: the account whose actor keeps its balance.
+TEST(ReversalRule, GivesAHotPayersDebitBackToItsShard) {
+  // hot payer 10 with shards 11, 12 paid 900 from its main row (600) and shard 11 (300) to payee 1.
+  const std::vector<flows::reversed_entry> original{
+      {10, 10, -600, "EUR", true, {11, 12}},
+      {11, 10, -300, "EUR", true, {11, 12}},
+      {1, 1, 900, "EUR", true, {}},
+  };
+  auto p = flows::reversal(original);
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->debit_account, 1);
+  EXPECT_EQ(p->credit_account, 10);
+  EXPECT_EQ(p->credit_parent, 10);
+  ASSERT_EQ(p->legs.size(), 3u);
+  EXPECT_EQ(p->legs[0].parent, 10);
+  EXPECT_EQ(p->legs[1].account, 11);
+  EXPECT_EQ(p->legs[1].parent, 10);
+  EXPECT_EQ(p->legs[2].parent, 0);  // the debit
+  account_states s{{1, row(1, 900, "EUR")},
+                   {10, row(10, 0, "EUR")},
+                   {11, row(11, 0, "EUR", false, 10)},
+                   {12, row(12, 0, "EUR", false, 10)}};
+  const auto plan = plan_posting(*p, s);
+  ASSERT_EQ(plan.outcome, error_code::ok);
+  EXPECT_EQ(tuples(plan), (std::vector<entry_tuple>{{10, 600, 600}, {11, 300, 300}, {1, -900, 0}}));
+
+  // Reversed the other way round, the credit onto the shard comes first: the posting's payee is
+  // still the shard's account.
+  const std::vector<flows::reversed_entry> shard_first{original[1], original[0], original[2]};
+  auto q = flows::reversal(shard_first);
+  ASSERT_TRUE(q);
+  EXPECT_EQ(q->credit_account, 11);
+  EXPECT_EQ(q->credit_parent, 10);
+}
+
 // A reversal that would overdraw the account it takes a credit back from is refused.
 TEST(ReversalRule, RefusedWhenItWouldOverdraw) {
   const std::vector<flows::reversed_entry> deposit{{7, 7, -500, "EUR", false, {}}, {1, 1, 500, "EUR", true, {}}};
