@@ -39,6 +39,10 @@ reply problem_reply(const problem& p, std::string_view request_id) {
   return r;
 }
 
+namespace {
+class session;
+}  // namespace
+
 // One io_context per I/O thread: a connection lives on one thread for its whole life, so its
 // handlers need no strand, and no thread hands work to another through the scheduler's lock and
 // condition variable (on a small machine those hand-offs cost more than the HTTP work itself).
@@ -50,6 +54,17 @@ struct server::impl {
   metrics& stats;
   server::handler handle;
   server::limits_of limits_of;
+  // Members that sessions' destructors use come before the contexts, so that they outlive them:
+  // destroying a context destroys the handlers it still holds, and with them their sessions.
+  // Bodies over http.body_bytes_max (a settlement report, a large batch) are held whole, and read
+  // before the request is authenticated. Together they may take at most four of the largest the
+  // routes allow (256 MiB by default); a request that would go past that is answered 503 before
+  // its body is read.
+  const std::int64_t large_bodies_max = 4 * std::max(settings.settlement_body_bytes_max, settings.body_bytes_max);
+  std::atomic<std::int64_t> large_body_bytes{0};
+  // Per context, touched only on its thread: the sessions whose request is in flight (an
+  // intrusive list, so joining and leaving it allocate nothing), for the end of the grace period.
+  std::vector<session*> inflight_heads;
   std::vector<std::unique_ptr<asio::io_context>> contexts;
   std::vector<work_guard> guards;  // keep an idle context's thread running until shutdown
   std::size_t next_context = 0;
@@ -59,12 +74,6 @@ struct server::impl {
   std::atomic<bool> draining{false};
   log_throttle shed_log{1'000'000};
   log_throttle accept_log{1'000'000};
-  // Bodies over http.body_bytes_max (a settlement report, a large batch) are held whole, and read
-  // before the request is authenticated. Together they may take at most four of the largest the
-  // routes allow (256 MiB by default); a request that would go past that is answered 503 before
-  // its body is read.
-  const std::int64_t large_bodies_max = 4 * std::max(settings.settlement_body_bytes_max, settings.body_bytes_max);
-  std::atomic<std::int64_t> large_body_bytes{0};
   asio::steady_timer accept_retry{ioc};
   asio::signal_set signals{ioc, SIGINT, SIGTERM};
   std::uint16_t bound_port = 0;
@@ -84,6 +93,7 @@ struct server::impl {
         contexts(make_contexts(s.io_threads)),
         ioc(*contexts.front()) {
     for (auto& c : contexts) guards.push_back(asio::make_work_guard(*c));
+    inflight_heads.assign(contexts.size(), nullptr);
   }
 
   void stop_all() {
@@ -93,23 +103,46 @@ struct server::impl {
 
   void do_accept();
   void begin_shutdown();
+  void answer_what_is_left();
 };
 
 namespace {
 
 class session : public std::enable_shared_from_this<session> {
  public:
-  session(tcp::socket&& socket, server::impl& srv)
+  session(tcp::socket&& socket, server::impl& srv, std::size_t context)
       : stream_(std::move(socket)),
         deadline_(stream_.get_executor()),
         buffer_(read_buffer_bytes_max(srv.settings)),
-        srv_(srv) {
+        srv_(srv),
+        context_(context) {
     ++srv_.stats.open_connections;
   }
   ~session() {
+    unlist();
     release_body();
     --srv_.stats.open_connections;
   }
+
+  // The grace period of a shutdown is over and this session's request is still in flight: it is
+  // answered now, before the I/O threads stop, rather than left to a closed connection. What
+  // the work behind it does is unknown here (a posting may still commit), so a request that may
+  // move money is told to retry with the same Idempotency-Key, which returns the true outcome.
+  // On the session's own thread.
+  void answer_before_stopping() {
+    const exchange_ptr ex = current_;
+    if (!ex || ex->answered.exchange(true)) return;
+    const bool reads = ex->method == "GET" || ex->method == "HEAD";
+    const auto p = reads ? problem_for(ledger::error_code::server_busy,
+                                       "the server is shutting down before this request finished; retry later",
+                                       ledger::k_retry_after_default_s)
+                         : problem_for(ledger::error_code::outcome_unknown,
+                                       "the server is shutting down before this request finished; its outcome is "
+                                       "unknown: retry with the same Idempotency-Key to learn it",
+                                       ledger::k_retry_after_default_s);
+    write(problem_reply(p, ex->request_id), ex);
+  }
+  session* next_inflight() const { return next_; }
 
   void start() {
     asio::dispatch(stream_.get_executor(), beast::bind_front_handler(&session::wait_for_request, shared_from_this()));
@@ -221,6 +254,7 @@ class session : public std::enable_shared_from_this<session> {
     ++srv_.stats.inflight_requests;
     current_ = ex;
     arm_deadline(ex);
+    list();
     srv_.handle(ex);
   }
 
@@ -322,6 +356,7 @@ class session : public std::enable_shared_from_this<session> {
 
   void on_write(beast::error_code ec, bool keep_alive) {
     --srv_.stats.inflight_requests;
+    unlist();
     deadline_.cancel();
     current_.reset();
     parser_.reset();  // the body, if still here, goes with its reservation
@@ -361,12 +396,38 @@ class session : public std::enable_shared_from_this<session> {
     stream_.socket().close(ignored);
   }
 
+  // Joins or leaves the list of sessions with a request in flight on this context.
+  void list() {
+    if (listed_) return;
+    session*& head = srv_.inflight_heads[context_];
+    prev_ = nullptr;
+    next_ = head;
+    if (head != nullptr) head->prev_ = this;
+    head = this;
+    listed_ = true;
+  }
+  void unlist() {
+    if (!listed_) return;
+    if (prev_ != nullptr) {
+      prev_->next_ = next_;
+    } else {
+      srv_.inflight_heads[context_] = next_;
+    }
+    if (next_ != nullptr) next_->prev_ = prev_;
+    prev_ = next_ = nullptr;
+    listed_ = false;
+  }
+
   beast::tcp_stream stream_;
   asio::steady_timer deadline_;
   beast::flat_buffer buffer_;
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
   request_limits limits_;  // the current request's, once its header is read
   server::impl& srv_;
+  const std::size_t context_;  // the index of the io_context this session lives on
+  session* prev_ = nullptr;    // the in-flight list (list(), unlist())
+  session* next_ = nullptr;
+  bool listed_ = false;
   bool keep_alive_ = true;
   bool linger_ = false;
   std::int64_t lingered_bytes_ = 0;
@@ -390,6 +451,10 @@ class session : public std::enable_shared_from_this<session> {
 // would spin and log without end. It waits this long instead, and the backlog waits with it.
 constexpr std::chrono::milliseconds k_accept_retry{100};
 
+// After the grace period, how long the answers to the requests still in flight may take to be
+// written before the I/O threads stop.
+constexpr std::chrono::milliseconds k_last_answers_wait{1'000};
+
 bool out_of_resources(const beast::error_code& ec) {
   return ec == asio::error::no_descriptors || ec == asio::error::no_buffer_space || ec == asio::error::no_memory ||
          ec == beast::error_code(ENFILE, boost::system::system_category());
@@ -398,8 +463,9 @@ bool out_of_resources(const beast::error_code& ec) {
 }  // namespace
 
 void server::impl::do_accept() {
-  auto& target = *contexts[next_context++ % contexts.size()];
-  acceptor.async_accept(target, [this](beast::error_code ec, tcp::socket socket) {
+  const std::size_t index = next_context++ % contexts.size();
+  auto& target = *contexts[index];
+  acceptor.async_accept(target, [this, index](beast::error_code ec, tcp::socket socket) {
     if (ec) {
       if (ec == asio::error::operation_aborted || !acceptor.is_open()) return;
       ++stats.accept_failures;
@@ -423,10 +489,25 @@ void server::impl::do_accept() {
       beast::error_code ignored;
       socket.close(ignored);
     } else {
-      std::make_shared<session>(std::move(socket), *this)->start();
+      std::make_shared<session>(std::move(socket), *this, index)->start();
     }
     if (acceptor.is_open()) do_accept();
   });
+}
+
+// Every session still waiting for its request's answer is answered, each on its own context.
+void server::impl::answer_what_is_left() {
+  for (std::size_t i = 0; i < contexts.size(); ++i) {
+    asio::post(*contexts[i], [this, i] {
+      // Answering may write at once but never unlists before the write completes; take the next
+      // link first all the same.
+      for (session* s = inflight_heads[i]; s != nullptr;) {
+        session* next = s->next_inflight();
+        s->answer_before_stopping();
+        s = next;
+      }
+    });
+  }
 }
 
 void server::impl::begin_shutdown() {
@@ -436,13 +517,20 @@ void server::impl::begin_shutdown() {
   beast::error_code ignored;
   acceptor.close(ignored);
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(settings.shutdown_grace_ms);
+  auto answered = std::make_shared<bool>(false);
   auto timer = std::make_shared<asio::steady_timer>(ioc);
   auto poll = std::make_shared<std::function<void()>>();
-  *poll = [this, timer, deadline, poll] {
-    if (stats.inflight_requests.load() <= 0 || std::chrono::steady_clock::now() >= deadline) {
-      if (stats.inflight_requests.load() > 0) {
-        spdlog::warn("shutting down with {} requests still in flight", stats.inflight_requests.load());
-      }
+  *poll = [this, timer, deadline, answered, poll]() mutable {
+    const auto left = stats.inflight_requests.load();
+    if (left > 0 && !*answered && std::chrono::steady_clock::now() >= deadline) {
+      // The grace is over: what is still in flight is answered now (503, outcome unknown), and
+      // the answers get a little longer to reach their clients.
+      spdlog::warn("shutting down: answering the requests still in flight ({})", left);
+      *answered = true;
+      answer_what_is_left();
+      deadline = std::chrono::steady_clock::now() + k_last_answers_wait;
+    } else if (left <= 0 || std::chrono::steady_clock::now() >= deadline) {
+      if (left > 0) spdlog::warn("shutting down with {} answers not yet written", left);
       stop_all();
       *poll = nullptr;  // break the self-reference
       return;

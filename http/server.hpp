@@ -5,7 +5,9 @@
 // written with Content-Length. Requests are handed to a handler that answers asynchronously.
 //
 // Shutdown (SIGTERM/SIGINT): stop accepting, let requests in flight finish within
-// `shutdown_grace_ms`, then stop the I/O threads.
+// `shutdown_grace_ms`, answer those still in flight then with 503 (`outcome_unknown`: retry with
+// the same Idempotency-Key; `server_busy` for reads), and stop the I/O threads once those answers
+// are written (at most a second more).
 
 #include <cstdint>
 #include <functional>

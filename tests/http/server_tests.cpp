@@ -626,6 +626,61 @@ TEST(HttpShutdown, RequestInFlightAtSigtermCompletes) {
   EXPECT_EQ(exit_code.get(), 0) << server->log();
 }
 
+// A transfer still in flight when the shutdown's grace period ends is answered before the server
+// stops: 503 outcome_unknown with Retry-After, not a closed connection. Whatever became of it, a
+// retry with the same Idempotency-Key on the next server finds the one true outcome.
+TEST(HttpShutdown, RequestStillInFlightWhenTheGraceEndsIsAnswered) {
+  ts::server_process::options o;
+  o.env["WALLET_DATABASE_LOCK_TIMEOUT_MS"] = "30000";
+  o.env["WALLET_DATABASE_STATEMENT_TIMEOUT_MS"] = "30000";
+  o.env["WALLET_HTTP_REQUEST_DEADLINE_MS"] = "30000";
+  o.env["WALLET_HTTP_SHUTDOWN_GRACE_MS"] = "300";
+  auto server = std::make_unique<ts::server_process>(o);
+  ts::http_client c(server->port());
+  auto alice = ts::create_principal(c, server->operator_key());
+  auto bob = ts::create_principal(c, server->operator_key());
+  const auto a = ts::create_account(c, server->operator_key(), alice.id);
+  const auto b = ts::create_account(c, server->operator_key(), bob.id);
+  ts::deposit(c, server->operator_key(), a, 5000);
+
+  ts::account_lock lock({a});
+  const std::string key = ts::unique_key("grace");
+  auto transfer = std::async(std::launch::async, [&] {
+    ts::http_client client(server->port(), 60s);
+    return client.post("/v1/transfers", alice.key, transfer_body(a, b, 1200), key);
+  });
+  ASSERT_TRUE(ts::eventually([&] { return lock.waiters() >= 1; }, 15s, 20ms))
+      << "the transfer never reached the database";
+
+  auto exit_code = std::async(std::launch::async, [&] { return server->terminate(60s); });
+  // The lock is held until the answer is in: the transfer cannot have finished by itself.
+  auto r = transfer.get();
+  EXPECT_EQ(r.status, 503) << r.body;
+  EXPECT_EQ(problem_code(r), "outcome_unknown") << r.body;
+  EXPECT_FALSE(r.header("Retry-After").empty());
+  EXPECT_EQ(lower(r.header("Connection")), "close");
+
+  lock.release();
+  if (exit_code.wait_for(30s) != std::future_status::ready) {
+    server->send_signal(SIGKILL);
+    exit_code.get();
+    FAIL() << "the server did not exit once its last request was answered:\n" << server->log();
+  }
+  EXPECT_EQ(exit_code.get(), 0) << server->log();
+  EXPECT_NE(server->log().find("answering the requests still in flight (1)"), std::string::npos) << server->log();
+
+  // The next server: the retry answers 201 (the posting committed after the answer, or commits
+  // now), and the payment exists once.
+  server = std::make_unique<ts::server_process>();
+  ts::http_client again(server->port());
+  auto retried = again.post("/v1/transfers", alice.key, transfer_body(a, b, 1200), key);
+  EXPECT_EQ(retried.status, 201) << retried.body;
+  EXPECT_EQ(ts::query_value("SELECT count(*) FROM journal_transaction WHERE principal_id = " +
+                            std::to_string(alice.id) + " AND idempotency_key = '" + key + "'"),
+            "1");
+  EXPECT_EQ(ts::query_value("SELECT balance FROM account WHERE id = " + std::to_string(a)), "3800");
+}
+
 // SIGTERM on an idle server exits 0 promptly.
 TEST(HttpShutdown, IdleServerExitsZero) {
   ts::server_process server;
@@ -792,5 +847,6 @@ TEST_F(HttpFloods, ReadyzIsAnsweredFromAHealthStateNotAProbePerCall) {
   for (int i = 0; i < 100; ++i) ASSERT_EQ(c.request("GET", "/readyz").status, 200);
   EXPECT_EQ(reads(c) - before, 0);
 }
+
 
 }  // namespace
