@@ -11,6 +11,8 @@
 #include <sstream>
 #include <variant>
 
+#include "base/networks.hpp"
+
 extern char** environ;
 
 namespace config {
@@ -76,6 +78,10 @@ std::vector<descriptor> describe(settings& s) {
        int_rule{&s.http.linger_timeout_ms, 0, 600'000}},
       {"http", "readyz_refresh_ms", "/readyz answers from a health state at most this old.",
        int_rule{&s.http.readyz_refresh_ms, 10, 60'000}},
+      {"http", "trusted_proxies",
+       "Proxies (IP networks, comma-separated, e.g. \"10.0.0.0/8, 127.0.0.1\") whose X-Forwarded-For names the "
+       "client; empty: none.",
+       string_rule{&s.http.trusted_proxies, {}, true}},
 
       {"database", "url", "PostgreSQL URL of the application role.", string_rule{&s.database.url, {}, false}},
       {"database", "owner_url", "PostgreSQL URL of the owner role that runs migrations (empty: none).",
@@ -447,6 +453,10 @@ void validate(const settings& s) {
           }
         },
         d.rule);
+  }
+  if (!base::parse_networks(s.http.trusted_proxies)) {
+    throw config_error("invalid setting http.trusted_proxies = \"" + s.http.trusted_proxies +
+                       "\": write IP addresses or networks separated by commas, e.g. \"10.0.0.0/8, 127.0.0.1\"");
   }
   if (!parse_fee_table(s.ledger.withdrawal_fees)) {
     throw config_error("invalid setting ledger.withdrawal_fees = \"" + s.ledger.withdrawal_fees +

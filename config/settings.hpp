@@ -37,6 +37,10 @@ struct http_settings {
   std::int64_t linger_bytes_max = 64 * 1024 * 1024;
   std::int64_t linger_timeout_ms = 2'000;
   std::int64_t readyz_refresh_ms = 250;
+  // Peers whose X-Forwarded-For is believed (IP networks, comma-separated; base/networks.hpp):
+  // behind them the client's address, for the per-address allowances, is the last address of
+  // that header, the one the proxy added. Empty: every peer is the client.
+  std::string trusted_proxies;
 };
 
 struct database_settings {

@@ -2,6 +2,7 @@
 
 #include <boost/beast/http/field.hpp>
 
+#include "base/networks.hpp"
 #include "http/crypto.hpp"
 
 namespace api {
@@ -65,6 +66,22 @@ void fill_exchange(exchange& ex, bhttp::request<bhttp::string_body>& req) {
   }
   if (auto it = req.find(bhttp::field::content_type); it != req.end()) ex.content_type = std::string(it->value());
   if (auto it = req.find("Wallet-Signature"); it != req.end()) ex.wallet_signature = std::string(it->value());
+}
+
+std::string forwarded_client(const bhttp::request<bhttp::string_body>& req, const std::string& peer) {
+  std::string_view last;
+  bool found = false;
+  for (auto [it, end] = req.equal_range("X-Forwarded-For"); it != end; ++it) {
+    last = it->value();
+    found = true;
+  }
+  if (!found) return peer;
+  const auto comma = last.rfind(',');
+  if (comma != std::string_view::npos) last.remove_prefix(comma + 1);
+  while (!last.empty() && (last.front() == ' ' || last.front() == '\t')) last.remove_prefix(1);
+  while (!last.empty() && (last.back() == ' ' || last.back() == '\t')) last.remove_suffix(1);
+  auto address = base::canonical_address(last);
+  return address ? *address : peer;
 }
 
 }  // namespace api

@@ -40,4 +40,11 @@ std::size_t read_buffer_bytes_max(const config::http_settings& settings);
 // out of `req` rather than copied: it may be as large as the body limit, and is read only here.
 void fill_exchange(exchange& ex, boost::beast::http::request<boost::beast::http::string_body>& req);
 
+// The client's address behind a trusted proxy (http.trusted_proxies): the last address of the
+// request's last X-Forwarded-For header, the one that proxy added (those before it came with the
+// request and prove nothing), in its canonical form. `peer` when there is no such header or its
+// last entry is not an IP address.
+std::string forwarded_client(const boost::beast::http::request<boost::beast::http::string_body>& req,
+                             const std::string& peer);
+
 }  // namespace api

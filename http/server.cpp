@@ -19,6 +19,7 @@
 #include <memory>
 #include <thread>
 
+#include "base/networks.hpp"
 #include "http/crypto.hpp"
 #include "http/log_throttle.hpp"
 #include "http/request.hpp"
@@ -61,6 +62,9 @@ struct server::impl {
   // routes allow (256 MiB by default); a request that would go past that is answered 503 before
   // its body is read.
   const std::int64_t large_bodies_max = 4 * std::max(settings.settlement_body_bytes_max, settings.body_bytes_max);
+  // Peers whose X-Forwarded-For names the client (validated with the settings).
+  const std::vector<base::ip_network> trusted_proxies =
+      base::parse_networks(settings.trusted_proxies).value_or(std::vector<base::ip_network>{});
   std::atomic<std::int64_t> large_body_bytes{0};
   // Per context, touched only on its thread: the sessions whose request is in flight (an
   // intrusive list, so joining and leaving it allocate nothing), for the end of the grace period.
@@ -233,7 +237,7 @@ class session : public std::enable_shared_from_this<session> {
     fill_exchange(*ex, req);
     keep_alive_ = req.keep_alive();
     version_ = req.version();
-    ex->client_address = client_address_;
+    ex->client_address = peer_is_proxy_ ? forwarded_client(req, client_address_) : client_address_;
 
     // The answer holds the session weakly: the session holds the exchange (`current_`) until the
     // answer is written, so a strong reference here would make a cycle that nothing breaks when
@@ -436,6 +440,7 @@ class session : public std::enable_shared_from_this<session> {
   unsigned version_ = 11;
   exchange_ptr current_;
   std::string client_address_ = peer_address(stream_.socket());
+  const bool peer_is_proxy_ = base::contains(srv_.trusted_proxies, client_address_);
 
   static constexpr std::size_t k_linger_chunk_bytes = 64 * 1024;
 

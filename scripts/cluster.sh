@@ -70,6 +70,7 @@ start_node() {
   WALLET_HTTP_HOST=127.0.0.1 WALLET_HTTP_PORT=$((base_port + i)) \
     WALLET_CLUSTER_ENABLED=true WALLET_CLUSTER_NODE_ID=node$i \
     WALLET_CLUSTER_ADVERTISE_ADDRESS=127.0.0.1:$((base_port + 100 + i)) \
+    WALLET_HTTP_TRUSTED_PROXIES=${WALLET_HTTP_TRUSTED_PROXIES-127.0.0.1} \
     setsid "$build_dir/tools/server/wallet-server" >>"$var_dir/node$i.log" 2>&1 </dev/null &
   echo $! > "$var_dir/node$i.pid"
   wait_for "node$i /readyz" 120 node_ready "$i"

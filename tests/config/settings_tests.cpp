@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/networks.hpp"
 #include "config/settings.hpp"
 
 namespace config {
@@ -44,6 +45,7 @@ field_list fields(const settings& s) {
       {"http.linger_bytes_max", i(s.http.linger_bytes_max)},
       {"http.linger_timeout_ms", i(s.http.linger_timeout_ms)},
       {"http.readyz_refresh_ms", i(s.http.readyz_refresh_ms)},
+      {"http.trusted_proxies", s.http.trusted_proxies},
       {"database.url", s.database.url},
       {"database.owner_url", s.database.owner_url},
       {"database.migrate_on_start", b(s.database.migrate_on_start)},
@@ -152,6 +154,7 @@ const field_list& documented_defaults() {
       {"http.linger_bytes_max", "67108864"},
       {"http.linger_timeout_ms", "2000"},
       {"http.readyz_refresh_ms", "250"},
+      {"http.trusted_proxies", ""},
       {"database.url", "postgresql://wallet_app@127.0.0.1:5432/wallet"},
       {"database.owner_url", ""},
       {"database.migrate_on_start", "true"},
@@ -595,6 +598,9 @@ TEST(invalid, cross_field_bound) {
             "database.statement_timeout_ms (10000)");
   EXPECT_EQ(env_error("WALLET_CLUSTER_NODE_ID", "node \"one\""),
             "invalid setting cluster.node_id = \"node \"one\"\": use at most 64 letters, digits, '.', '_' or '-'");
+  EXPECT_EQ(env_error("WALLET_HTTP_TRUSTED_PROXIES", "10.0.0.0/8, haproxy"),
+            "invalid setting http.trusted_proxies = \"10.0.0.0/8, haproxy\": write IP addresses or networks "
+            "separated by commas, e.g. \"10.0.0.0/8, 127.0.0.1\"");
   // A lease is renewed at least three times per TTL.
   EXPECT_EQ(
       env_error("WALLET_CLUSTER_LEASE_RENEW_MS", "2000"),
@@ -629,3 +635,48 @@ TEST(example_file, print_flag_asks_the_caller_to_print_and_exit) {
 
 }  // namespace
 }  // namespace config
+
+namespace base {
+namespace {
+
+TEST(networks, parse_addresses_and_prefixes) {
+  const auto list = parse_networks(" 10.0.0.0/8,127.0.0.1 , ::1, fd00::/8,192.168.1.7/32 ");
+  ASSERT_TRUE(list);
+  ASSERT_EQ(list->size(), 5u);
+  EXPECT_EQ((*list)[0].prefix, 8);
+  EXPECT_EQ((*list)[1].prefix, 32);
+  EXPECT_TRUE((*list)[2].v6);
+  EXPECT_EQ((*list)[2].prefix, 128);
+  EXPECT_EQ((*list)[3].prefix, 8);
+  ASSERT_TRUE(parse_networks(""));
+  EXPECT_TRUE(parse_networks("  ")->empty());
+  for (const char* bad : {"haproxy", "10.0.0.0/33", "::1/129", "10.0.0.1/", "10.0.0.1/-1", "10.0.0.1/8x", "10.0.0.1,",
+                          ",10.0.0.1", "10.0.0.256", "1.2.3", "10.0.0.0/8,,127.0.0.1"}) {
+    EXPECT_FALSE(parse_networks(bad)) << bad;
+  }
+}
+
+TEST(networks, contains_matches_by_prefix) {
+  const auto list = *parse_networks("10.0.0.0/8, 192.168.1.0/25, 127.0.0.1, fd00::/8");
+  EXPECT_TRUE(contains(list, "10.255.1.2"));
+  EXPECT_FALSE(contains(list, "11.0.0.1"));
+  EXPECT_TRUE(contains(list, "192.168.1.127"));
+  EXPECT_FALSE(contains(list, "192.168.1.128"));
+  EXPECT_TRUE(contains(list, "127.0.0.1"));
+  EXPECT_FALSE(contains(list, "127.0.0.2"));
+  EXPECT_TRUE(contains(list, "fd12:3456::1"));
+  EXPECT_FALSE(contains(list, "fe80::1"));
+  // An IPv4 peer seen through an IPv6 socket is the IPv4 address.
+  EXPECT_TRUE(contains(list, "::ffff:10.1.2.3"));
+  EXPECT_FALSE(contains(list, "not an address"));
+  EXPECT_FALSE(contains(list, ""));
+  EXPECT_FALSE(contains({}, "127.0.0.1"));
+  EXPECT_EQ(canonical_address("::FFFF:10.1.2.3"), "10.1.2.3");
+  EXPECT_EQ(canonical_address("2001:DB8:0:0::1"), "2001:db8::1");
+  EXPECT_EQ(canonical_address(" 10.1.2.3"), std::nullopt);
+  EXPECT_TRUE(contains(*parse_networks("0.0.0.0/0"), "203.0.113.9"));
+  EXPECT_FALSE(contains(*parse_networks("0.0.0.0/0"), "2001:db8::1"));
+}
+
+}  // namespace
+}  // namespace base

@@ -103,6 +103,27 @@ bool is_generated(const std::string& id) {
          std::all_of(id.begin(), id.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
 }
 
+// Behind a trusted proxy the client is the last address of the last X-Forwarded-For header: the
+// one the proxy added. What a client wrote before it, or a header that is not an address, never
+// replaces the peer with an address of the client's choosing.
+TEST(forwarded_client, is_the_address_the_proxy_added) {
+  const std::string peer = "127.0.0.1";
+  auto req = request_with("/v1/accounts");
+  EXPECT_EQ(forwarded_client(req, peer), peer);
+  req.set("X-Forwarded-For", "203.0.113.7");
+  EXPECT_EQ(forwarded_client(req, peer), "203.0.113.7");
+  req.set("X-Forwarded-For", "10.9.9.9, 198.51.100.2 ");
+  EXPECT_EQ(forwarded_client(req, peer), "198.51.100.2");
+  req.insert("X-Forwarded-For", "2001:DB8::0:1");
+  EXPECT_EQ(forwarded_client(req, peer), "2001:db8::1");
+  req.insert("X-Forwarded-For", "198.51.100.2, unknown");
+  EXPECT_EQ(forwarded_client(req, peer), peer);
+  req.set("X-Forwarded-For", "");
+  EXPECT_EQ(forwarded_client(req, peer), peer);
+  req.set("X-Forwarded-For", "::ffff:192.0.2.1");
+  EXPECT_EQ(forwarded_client(req, peer), "192.0.2.1");
+}
+
 TEST(read_limits, bound_the_body_the_header_and_what_beast_leaves_unbounded) {
   // Beast waits for the end of a trailer or a chunk extension without a bound of its own; the
   // read buffer stops both at header_bytes_max + 4 KiB, while requests within the limits read.

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <csignal>
+#include <functional>
 #include <future>
 #include <sstream>
 #include <thread>
@@ -848,5 +849,60 @@ TEST_F(HttpFloods, ReadyzIsAnsweredFromAHealthStateNotAProbePerCall) {
   EXPECT_EQ(reads(c) - before, 0);
 }
 
+// Behind a proxy named in http.trusted_proxies, the allowance for requests whose key needs a read
+// is per forwarded client (the last X-Forwarded-For address, which the proxy adds), not shared by
+// everybody behind the proxy; from any other peer the header is ignored.
+ts::server_process::options proxy_options(const std::string& trusted) {
+  ts::server_process::options o;
+  o.env = ts::unlimited_rates();
+  o.env["WALLET_AUTH_UNKNOWN_KEY_CACHE_MS"] = "600000";
+  o.env["WALLET_AUTH_UNAUTHENTICATED_PER_SECOND"] = "1";
+  o.env["WALLET_AUTH_UNAUTHENTICATED_BURST"] = "3";
+  o.env["WALLET_HTTP_TRUSTED_PROXIES"] = trusted;
+  return o;
+}
+
+// Sends `count` requests with new keys, each with `forwarded_for(i)` as its X-Forwarded-For, and
+// counts the 401s (a read was allowed); anything but 401 or 429 fails.
+int allowed_reads(ts::http_client& c, int count, const std::function<std::string(int)>& forwarded_for) {
+  int unauthorized = 0;
+  for (int i = 0; i < count; ++i) {
+    auto r =
+        c.request("GET", "/v1/accounts/1", {},
+                  {{"Authorization", "Bearer " + ts::unique_key("forged")}, {"X-Forwarded-For", forwarded_for(i)}});
+    EXPECT_TRUE(r.status == 401 || r.status == 429) << r.body;
+    unauthorized += r.status == 401;
+  }
+  return unauthorized;
+}
+
+TEST(HttpProxies, BehindATrustedProxyEachClientHasItsOwnAllowance) {
+  ts::server_process server(proxy_options("10.0.0.0/8, 127.0.0.0/8"));
+  ts::http_client c(server.port());
+  const auto started = std::chrono::steady_clock::now();
+  // One client, whatever it wrote before the address the proxy added.
+  const int first = allowed_reads(
+      c, 20, [](int i) { return i % 2 == 0 ? std::string("198.51.100.1") : std::string("203.0.113.9, 198.51.100.1"); });
+  const auto elapsed_s =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started).count();
+  EXPECT_GE(first, 3);
+  EXPECT_LE(first, 3 + elapsed_s + 1);
+  // Another client behind the same proxy has an allowance of its own, and so has the proxy.
+  EXPECT_EQ(allowed_reads(c, 3, [](int) { return std::string("198.51.100.2"); }), 3);
+  auto own = c.request("GET", "/v1/accounts/1", {}, {{"Authorization", "Bearer " + ts::unique_key("forged")}});
+  EXPECT_EQ(own.status, 401) << own.body;
+}
+
+TEST(HttpProxies, FromAnUntrustedPeerTheHeaderIsIgnored) {
+  ts::server_process server(proxy_options("10.0.0.0/8"));
+  ts::http_client c(server.port());
+  const auto started = std::chrono::steady_clock::now();
+  // Thirty "clients" that are all this one peer: one allowance.
+  const int allowed = allowed_reads(c, 30, [](int i) { return "198.51.100." + std::to_string(i + 1); });
+  const auto elapsed_s =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started).count();
+  EXPECT_GE(allowed, 3);
+  EXPECT_LE(allowed, 3 + elapsed_s + 1);
+}
 
 }  // namespace
