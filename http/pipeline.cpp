@@ -43,8 +43,10 @@ void pipeline::authenticate(const exchange_ptr& ex, std::function<void(const pri
   // Not a key this server knows: it costs a database read at most, and only within the
   // client address's allowance. A key it knew but must confirm again (its time to live passed
   // while revoked keys could not be checked) is a returning client, not a guess: it is read
-  // without spending the allowance.
-  const bool known_before = has_key && support_.service.knows_key(key_hash);
+  // without spending the allowance. Nor is a request another node forwarded: that node checked its
+  // key (and its address's allowance) before forwarding it, and every forwarded request would
+  // otherwise share one allowance, the "cluster" address's, on a node whose key cache is cold.
+  const bool known_before = has_key && (ex->forwarded || support_.service.knows_key(key_hash));
   if (!known_before && !unauthenticated_.take(ex->client_address)) {
     ++support_.stats.unauthenticated_refused;
     const auto retry = unauthenticated_.retry_after_s(ex->client_address);

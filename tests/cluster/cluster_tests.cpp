@@ -48,7 +48,7 @@ server_process::options node_options(const std::string& node_id) {
 // Starts `count` nodes and waits until they have split the partitions among them.
 class cluster_test : public ::testing::Test {
  protected:
-  void start_nodes(int count) {
+  void start_nodes(int count, const std::map<std::string, std::string>& env = {}) {
     {
       // Nobody holds anything: leases another suite left (a killed node's) are cleared first.
       persistence::connection_options o;
@@ -61,7 +61,9 @@ class cluster_test : public ::testing::Test {
     }
     for (int i = 0; i < count; ++i) {
       names_.push_back(unique_key(std::string(1, static_cast<char>('a' + i))));
-      nodes_.push_back(std::make_unique<server_process>(node_options(names_.back())));
+      auto o = node_options(names_.back());
+      for (const auto& [name, value] : env) o.env[name] = value;
+      nodes_.push_back(std::make_unique<server_process>(std::move(o)));
     }
     // Every node ends with its share (ceil(P / count) at most): wait for that, not for time.
     ASSERT_TRUE(eventually([&] { return settled(); }, 30s, 50ms)) << held_text();
@@ -119,6 +121,14 @@ class two_nodes : public cluster_test {
   server_process& b() { return node(1); }
 };
 
+// Two nodes that allow requests whose key they must read at 1 a second (burst 2) per client address.
+class two_nodes_with_a_small_allowance : public cluster_test {
+ protected:
+  void SetUp() override {
+    start_nodes(2, {{"WALLET_AUTH_UNAUTHENTICATED_PER_SECOND", "1"}, {"WALLET_AUTH_UNAUTHENTICATED_BURST", "2"}});
+  }
+};
+
 class three_nodes : public cluster_test {
  protected:
   void SetUp() override { start_nodes(3); }
@@ -147,6 +157,24 @@ TEST_F(two_nodes, a_debit_reaches_the_holder_of_its_partition_from_either_node) 
   EXPECT_EQ(direct.body, first.body);
   EXPECT_EQ(balance(ca, user.key, payer), 700);
   EXPECT_EQ(balance(cb, user.key, payee), 300);
+}
+
+// A node forwards a debit only after it checked the key. The holder, whose key cache is cold (the
+// principals were made through the other node), must not count those keys against one allowance
+// for all forwarded requests (their address is "cluster"): ten new payers' debits all pass.
+TEST_F(two_nodes_with_a_small_allowance, forwarded_requests_do_not_share_one_allowance_for_new_keys) {
+  http_client ca(node(0).port());
+  const auto op = node(0).operator_key();
+  for (int i = 0; i < 10; ++i) {
+    const auto user = create_principal(ca, op);
+    const auto payee = create_account(ca, op, user.id);
+    const auto payer = account_held_by(ca, user.id, 1);
+    ASSERT_NE(payer, 0);
+    deposit(ca, op, payer, 10);
+    auto r = ca.post("/v1/transfers", user.key, transfer_body(payer, payee, 10), unique_key("cold"));
+    EXPECT_EQ(r.status, 201) << "payer " << i << ": " << r.body;
+  }
+  EXPECT_GE(metric_value(node(0).port(), "wallet_cluster_forwarded_requests_total"), 10);
 }
 
 TEST_F(two_nodes, concurrent_debits_through_both_nodes_spend_exactly_what_the_account_holds) {
