@@ -87,6 +87,13 @@ void start_from_facts(account_actor_state& st, const account_facts& facts) {
   st.loaded = true;
 }
 
+// Whether this actor may refuse a debit for funds or status before the writer sees it. Not in
+// cluster mode: other nodes' writers credit the account (a payment to it, a deposit, a hold that
+// expires) and change its status, and their notices reach only their own node's actors, so what
+// this actor knows of the balance is a lower bound and its status may be stale. The writer then
+// decides both under the account's row lock, as it does for an actor that knows no balance yet.
+bool may_refuse_before_writer(const account_actor_state& st) { return st.rt->ownership == nullptr; }
+
 ledger::amount_minor committed_total(const account_actor_state& st) {
   ledger::amount_minor total = 0;
   for (const auto& row : st.rows) {
@@ -193,7 +200,7 @@ void process(account_actor* self, debit_request& req, const reply_sink& sink) {
   // A posting with a shortfall account (a chargeback) takes what the account holds, whatever its
   // status, and is never refused for funds.
   const bool takes_what_is_there = posting.posting.shortfall_account != 0;
-  if (st.status != ledger::account_status::active && !takes_what_is_there) {
+  if (st.status != ledger::account_status::active && !takes_what_is_there && may_refuse_before_writer(st)) {
     money_result r = refusal(ledger::error_code::account_inactive, "the debited account is not active");
     r.decided_before_writer = true;
     sink.deliver(std::move(r));
@@ -230,12 +237,7 @@ void process(account_actor* self, debit_request& req, const reply_sink& sink) {
   const ledger::amount_minor amount = posting.posting.amount;
   const bool places_hold = posting.rows && posting.rows->hold &&
                            posting.rows->hold->what == persistence::flow_rows::hold_change::kind::place;
-  // Cluster mode: a hold may have been released (expired, voided) by another node, whose notice
-  // reaches only its own actors; a debit that only held money stands in the way of is therefore
-  // decided by the writer, which reads the account's held money under its row lock.
-  const bool held_may_be_stale = rt->ownership != nullptr && st.held > 0 &&
-                                 available + std::max<ledger::amount_minor>(st.held, 0) + releases >= amount;
-  if (balances_known(st) && available + releases < amount && !takes_what_is_there && !held_may_be_stale) {
+  if (balances_known(st) && may_refuse_before_writer(st) && available + releases < amount && !takes_what_is_there) {
     money_result r = places_hold ? refusal(ledger::error_code::hold_exceeds_available,
                                            "the account's available money is less than this hold")
                                  : refusal(ledger::error_code::insufficient_funds,
@@ -311,7 +313,7 @@ void decide_run(account_actor* self, debit_run& run) {
       st.kind != ledger::account_kind::user) {
     return refuse_all(refusal(ledger::error_code::not_found, "account " + std::to_string(st.id) + " was not found"));
   }
-  if (st.status != ledger::account_status::active) {
+  if (st.status != ledger::account_status::active && may_refuse_before_writer(st)) {
     return refuse_all(refusal(ledger::error_code::account_inactive, "the debited account is not active"));
   }
   std::optional<persistence::lease_fence> fence;
@@ -344,7 +346,7 @@ void decide_run(account_actor* self, debit_run& run) {
     if (row.id != st.id) shards.push_back(row.id);
   }
   std::sort(shards.begin(), shards.end());
-  const bool known = balances_known(st);
+  const bool known = balances_known(st) && may_refuse_before_writer(st);
   ledger::amount_minor available = committed_total(st) - st.reserved;
   ledger::amount_minor reserved = 0;
   d.decided.resize(n);

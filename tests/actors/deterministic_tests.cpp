@@ -455,6 +455,42 @@ CAF_TEST(a_run_is_decided_under_the_partitions_lease_and_fenced_by_it) {
   rt->ownership = nullptr;
 }
 
+// Cluster mode: other nodes credit the account and change its status, and their writers' notices
+// reach only their own actors. A debit this actor believes unfunded, or of an account it believes
+// frozen, single or in a run, is decided by the writer under the row lock instead of refused here.
+CAF_TEST(in_cluster_mode_the_writer_decides_funds_and_status) {
+  auto owned = std::make_shared<cluster::ownership>("node-a", 4);
+  rt->ownership = owned;
+  owned->hold(owned->partition_of(k_payer), 7, cluster::ownership::clock::now() + std::chrono::hours(1));
+  debit(60, payer_facts());
+  CAF_REQUIRE_EQUAL(script.held.size(), 1u);
+  commit(0, 0, 1);  // the actor now knows a balance of 0
+  debit(500, payer_facts());
+  CAF_REQUIRE_EQUAL(script.held.size(), 2u);
+  CAF_CHECK_EQUAL(answers.size(), 1u);
+  // Another node's deposit of 1,000 committed meanwhile: the writer pays it.
+  commit(1, 500, 3);
+  CAF_REQUIRE_EQUAL(answers.size(), 2u);
+  CAF_CHECK(answers[1].outcome == error_code::ok);
+  caf::anon_send(registry, status_atom::value, k_payer, ledger::account_status::frozen);
+  consume_messages();
+  debit(10, payer_facts());
+  CAF_CHECK_EQUAL(script.held.size(), 3u);
+  CAF_CHECK_EQUAL(answers.size(), 2u);
+  debit_run_of({10'000}, false);
+  CAF_REQUIRE_EQUAL(decisions.size(), 1u);
+  CAF_CHECK(decisions[0].decided[0].outcome == error_code::ok);
+  CAF_CHECK(decisions[0].release);
+  decisions[0].release.release({}, false);
+  consume_messages();
+  // Without ownership (one node), the same actor refuses both before the writer.
+  rt->ownership = nullptr;
+  debit(10, payer_facts());
+  CAF_REQUIRE_EQUAL(answers.size(), 3u);
+  CAF_CHECK(answers[2].outcome == error_code::account_inactive);
+  CAF_CHECK(answers[2].decided_before_writer);
+}
+
 CAF_TEST_FIXTURE_SCOPE_END()
 
 // Holds (docs/money-flows.md, "Holds"): what the account's active holds keep, as its actor counts it.

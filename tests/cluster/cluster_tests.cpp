@@ -159,6 +159,28 @@ TEST_F(two_nodes, a_debit_reaches_the_holder_of_its_partition_from_either_node) 
   EXPECT_EQ(balance(cb, user.key, payee), 300);
 }
 
+// Credits are committed by whichever node receives them, and that node's writer tells only its own
+// actors. The holder's actor, which learnt a balance of 0, must not refuse a debit that a deposit
+// made through the other node pays for: its writer decides funds under the row lock.
+TEST_F(two_nodes, credits_made_through_another_node_are_spent_by_the_holder) {
+  http_client ca(a().port()), cb(b().port());
+  const auto op = a().operator_key();
+  const auto user = create_principal(ca, op);
+  const auto payee = create_account(ca, op, user.id);
+  const auto payer = account_held_by(ca, user.id, 1);
+  ASSERT_NE(payer, 0);
+  deposit(ca, op, payer, 100);
+  auto first = cb.post("/v1/transfers", user.key, transfer_body(payer, payee, 100), unique_key("all"));
+  ASSERT_EQ(first.status, 201) << first.body;  // b's actor now knows the payer holds 0
+  deposit(ca, op, payer, 500);
+  auto second = cb.post("/v1/transfers", user.key, transfer_body(payer, payee, 300), unique_key("after"));
+  EXPECT_EQ(second.status, 201) << second.body;
+  auto third = cb.post("/v1/transfers", user.key, transfer_body(payer, payee, 300), unique_key("beyond"));
+  EXPECT_EQ(third.status, 422) << third.body;
+  EXPECT_EQ(balance(cb, user.key, payer), 200);
+  EXPECT_EQ(balance(ca, user.key, payee), 400);
+}
+
 // A node forwards a debit only after it checked the key. The holder, whose key cache is cold (the
 // principals were made through the other node), must not count those keys against one allowance
 // for all forwarded requests (their address is "cluster"): ten new payers' debits all pass.
