@@ -177,7 +177,12 @@ posting_plan plan_posting(const posting& p, account_states& accounts) {
     const account_id payee = p.credit_parent != 0 ? p.credit_parent : p.credit_account;
     if (payee == p.debit_account || p.credit_account == p.debit_account) return rejected(error_code::same_account);
     const bool debit_may_act = shortfall != nullptr || debit->status == account_status::active;
-    if (!debit_may_act || credit->status != account_status::active) return rejected(error_code::account_inactive);
+    // A failed payout gives the wallet back its own money and settles its withdrawal: like a
+    // chargeback it is not the owner's choice, and refusing it would leave the money in
+    // pending_withdrawal with the withdrawal PENDING for good. So it reaches a frozen wallet too.
+    const bool credit_may_receive =
+        p.type == transaction_type::payout_failed || credit->status == account_status::active;
+    if (!debit_may_act || !credit_may_receive) return rejected(error_code::account_inactive);
   }
   if (debit->currency != p.currency || credit->currency != p.currency) {
     return rejected(error_code::currency_mismatch);

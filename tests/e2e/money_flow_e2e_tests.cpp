@@ -435,6 +435,36 @@ TEST_F(MoneyFlowE2E, TheDatabaseHoldsTheLimitsOfADeposit) {
 
 // A second settlement of a settled withdrawal is 409 even when it comes from the database side:
 // the trigger refuses to change a settled withdrawal for any role.
+// A wallet frozen while its withdrawal is pending still gets its money back when the payout
+// fails: the withdrawal settles FAILED and pending_withdrawal gives the amount back, while a
+// payment to the frozen wallet is refused as before.
+TEST_F(MoneyFlowE2E, AFailedPayoutReachesAFrozenWallet) {
+  ts::http_client c(port());
+  const auto [alice, a] = wallet(c);
+  const auto [bob, b] = wallet(c);
+  ts::deposit(c, op(), a, 5'000);
+  ts::deposit(c, op(), b, 5'000);
+  auto r = post_money(c, "/v1/withdrawals", alice.key, R"({"accountId":)" + std::to_string(a) + R"(,"amount":1000})");
+  ASSERT_EQ(r.status, 201) << r.body;
+  const auto id = str(r.json().as_object().at("id"));
+  EXPECT_EQ(ts::balance(c, alice.key, a), 5'000 - 1'000 - k_fee);
+  const auto pending_before = system_balance("pending_withdrawal");
+  ASSERT_EQ(c.post("/v1/accounts/" + std::to_string(a) + "/freeze", op(), "{}").status, 200);
+
+  auto paid = c.post("/v1/transfers", bob.key, ts::transfer_body(b, a, 10), ts::unique_key("to-frozen"));
+  EXPECT_EQ(paid.status, 422) << paid.body;
+  EXPECT_EQ(paid.json().as_object().at("code").as_string(), "account_inactive");
+
+  r = post_money(c, "/v1/withdrawals/" + id + "/fail", op(), "");
+  ASSERT_EQ(r.status, 201) << r.body;
+  auto w = c.get("/v1/withdrawals/" + id, op());
+  ASSERT_EQ(w.status, 200) << w.body;
+  EXPECT_EQ(str(w.json().as_object().at("status")), "FAILED");
+  EXPECT_EQ(system_balance("pending_withdrawal"), pending_before - 1'000);
+  ASSERT_EQ(c.post("/v1/accounts/" + std::to_string(a) + "/unfreeze", op(), "{}").status, 200);
+  EXPECT_EQ(ts::balance(c, alice.key, a), 5'000 - k_fee);
+}
+
 TEST_F(MoneyFlowE2E, ASettledWithdrawalNeverChangesAgain) {
   ts::http_client c(port());
   const auto [alice, a] = wallet(c);

@@ -188,6 +188,21 @@ TEST(flow_rules, a_chargeback_proceeds_against_a_frozen_wallet_but_a_refund_does
   EXPECT_EQ(states.at(k_wallet).balance, 0);
 }
 
+TEST(flow_rules, a_failed_payout_reaches_a_frozen_wallet_but_a_deposit_does_not) {
+  // A failed payout gives the wallet its own money back and settles the withdrawal; every other
+  // credit of a frozen wallet is refused and changes nothing.
+  auto states = accounts(100);
+  states.at(k_wallet).status = account_status::frozen;
+  EXPECT_EQ(plan_posting(flows::deposit(k_clearing, k_wallet, k_wallet, 100, "EUR"), states).outcome,
+            error_code::account_inactive);
+  EXPECT_EQ(plan_posting(flows::transfer(k_other, k_wallet, k_wallet, 1, "EUR"), states).outcome,
+            error_code::account_inactive);
+  EXPECT_EQ(states.at(k_wallet).balance, 100);
+  const auto plan = plan_posting(flows::payout_failed(k_pending, k_wallet, k_wallet, 500, "EUR"), states);
+  ASSERT_EQ(plan.outcome, error_code::ok);
+  EXPECT_EQ(entries_of(plan), (std::vector<entry>{{k_pending, -500, 0}, {k_wallet, 500, 600}}));
+}
+
 TEST(flow_rules, a_shortfall_account_must_be_allowed_to_go_negative) {
   // Booking a loss to an account that may not go negative would break its own invariant.
   auto states = accounts(0);
