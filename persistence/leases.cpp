@@ -16,6 +16,16 @@ std::vector<lease> leases_of(const pqxx::result& rows) {
 
 std::string interval_ms(std::int64_t ms) { return std::to_string(ms) + " milliseconds"; }
 
+// A node's own lease rows (those `where` selects, with $1 its node id), locked in ascending
+// partition order before they are updated. Writers lock the rows of their postings' partitions
+// FOR SHARE in that order (persistence/batch.cpp); an UPDATE by node id alone takes its rows in
+// the order it scans them, so it could hold a high partition while waiting for a low one a writer
+// holds, while that writer waits for the high one: a deadlock, broken only after PostgreSQL's
+// deadlock_timeout by failing one of them.
+std::string own_rows(const std::string& where) {
+  return "(SELECT partition FROM partition_lease WHERE " + where + " ORDER BY partition FOR UPDATE) AS mine";
+}
+
 }  // namespace
 
 int ensure_partitions(pqxx::connection& conn, int partitions) {
@@ -44,10 +54,11 @@ int heartbeat(pqxx::connection& conn, const std::string& node_id, const std::str
 
 std::vector<lease> renew_leases(pqxx::connection& conn, const std::string& node_id, std::int64_t ttl_ms) {
   pqxx::work txn(conn);
-  auto rows = txn.exec_params(
-      "UPDATE partition_lease SET expires_at = now() + $2::interval WHERE node_id = $1"
-      " RETURNING partition, epoch",
-      node_id, interval_ms(ttl_ms));
+  auto rows = txn.exec_params("UPDATE partition_lease AS l SET expires_at = now() + $2::interval FROM " +
+                                  own_rows("node_id = $1") +
+                                  " WHERE l.partition = mine.partition AND l.node_id = $1"
+                                  " RETURNING l.partition, l.epoch",
+                              node_id, interval_ms(ttl_ms));
   txn.commit();
   return leases_of(rows);
 }
@@ -74,16 +85,18 @@ void release_leases(pqxx::connection& conn, const std::string& node_id, const st
   if (partitions.empty()) return;
   std::vector<std::int64_t> ids(partitions.begin(), partitions.end());
   pqxx::work txn(conn);
-  txn.exec_params(
-      "UPDATE partition_lease SET node_id = NULL, expires_at = '-infinity'"
-      " WHERE node_id = $1 AND partition = ANY($2::int[])",
-      node_id, pg_array(ids));
+  txn.exec_params("UPDATE partition_lease AS l SET node_id = NULL, expires_at = '-infinity' FROM " +
+                      own_rows("node_id = $1 AND partition = ANY($2::int[])") +
+                      " WHERE l.partition = mine.partition AND l.node_id = $1",
+                  node_id, pg_array(ids));
   txn.commit();
 }
 
 void leave_cluster(pqxx::connection& conn, const std::string& node_id) {
   pqxx::work txn(conn);
-  txn.exec_params("UPDATE partition_lease SET node_id = NULL, expires_at = '-infinity' WHERE node_id = $1", node_id);
+  txn.exec_params("UPDATE partition_lease AS l SET node_id = NULL, expires_at = '-infinity' FROM " +
+                      own_rows("node_id = $1") + " WHERE l.partition = mine.partition AND l.node_id = $1",
+                  node_id);
   txn.exec_params("DELETE FROM cluster_node WHERE node_id = $1", node_id);
   txn.commit();
 }

@@ -8,6 +8,7 @@
 #include <pqxx/pqxx>
 
 #include <chrono>
+#include <future>
 #include <map>
 #include <memory>
 #include <set>
@@ -187,6 +188,37 @@ TEST_F(leases, a_takeover_skips_a_partition_whose_row_a_writer_holds) {
   a.keeper->round();
   EXPECT_EQ(partitions_of(a).count(3), 1u);
   a.keeper->stop();
+}
+
+TEST_F(leases, a_renewal_takes_its_rows_in_the_order_writers_do) {
+  // Writers lock lease rows FOR SHARE in ascending partition order. A renewal that waits for a low
+  // partition a writer holds must hold no higher one meanwhile, or the writer's next lock would
+  // wait for it: a deadlock. The node holds 9 and 2, 2's row written last (a scan meets 9 first).
+  const std::string name = unique_key("r");
+  for (const int p : {9, 2}) {
+    exec_owner("UPDATE partition_lease SET node_id = " + sql_literal(name) +
+               ", epoch = epoch + 1, expires_at = now() + interval '1 minute' WHERE partition = " + std::to_string(p));
+  }
+  auto conn = persistence::connect(options_for(test_support::database_url(), k_application_name));
+  auto writer = std::make_unique<pqxx::work>(*conn);
+  writer->exec("SET LOCAL lock_timeout = '20s'");
+  writer->exec("SELECT 1 FROM partition_lease WHERE partition = 2 FOR SHARE");
+  auto keeper = persistence::connect(options_for(test_support::database_url(), k_application_name));
+  const int keeper_pid = keeper->backendpid();
+  auto renewed = std::async(std::launch::async, [&] { return persistence::renew_leases(*keeper, name, 60'000); });
+  ASSERT_TRUE(test_support::eventually(
+      [&] {
+        return int_of("SELECT count(*) FROM pg_locks WHERE NOT granted AND pid = " + std::to_string(keeper_pid)) > 0;
+      },
+      20s, 10ms))
+      << "the renewal never waited for the writer's row";
+  // Granted at once: the renewal holds nothing above the row it waits for.
+  EXPECT_NO_THROW(writer->exec("SELECT 1 FROM partition_lease WHERE partition = 9 FOR SHARE"));
+  writer->commit();
+  const auto leases = renewed.get();
+  std::set<int> partitions;
+  for (const auto& l : leases) partitions.insert(l.partition);
+  EXPECT_EQ(partitions, (std::set<int>{2, 9}));
 }
 
 TEST_F(leases, the_writer_commits_a_fenced_debit_only_under_the_current_lease) {
