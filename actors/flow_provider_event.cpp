@@ -78,6 +78,13 @@ void money_flows::provider_event(provider_event_command command, finish_fn done)
                   if (r.outcome != ledger::error_code::ok) return finish(database_unavailable(r.outcome));
                   if (!r.value)
                     return finish(unknown(ledger::error_code::unknown_payment, "payment " + command.payment_id));
+                  // The amount is taken in the deposit's currency: one named otherwise is not this
+                  // payment's, and would move another sum.
+                  if (!command.currency.empty() && command.currency != r.value->currency) {
+                    return finish(refusal(ledger::error_code::currency_mismatch,
+                                          "payment " + command.payment_id + " was deposited in " + r.value->currency +
+                                              ", not " + command.currency));
+                  }
                   deposit_claim_command claim_command;
                   claim_command.principal = p.principal_id;
                   claim_command.deposit_transaction_id = r.value->transaction_id;
@@ -99,6 +106,11 @@ void money_flows::provider_event(provider_event_command command, finish_fn done)
                 if (r.outcome != ledger::error_code::ok) return finish(database_unavailable(r.outcome));
                 if (!r.value || r.value->provider_id != p.id) {
                   return finish(unknown(ledger::error_code::unknown_withdrawal, "withdrawal " + command.withdrawal_id));
+                }
+                if (!command.currency.empty() && command.currency != r.value->currency) {
+                  return finish(refusal(ledger::error_code::currency_mismatch, "withdrawal " + command.withdrawal_id +
+                                                                                   " is in " + r.value->currency +
+                                                                                   ", not " + command.currency));
                 }
                 if (r.value->status != "PENDING") {
                   return finish(

@@ -301,6 +301,41 @@ TEST_F(MoneyFlowE2E, EventsNamingUnknownThingsAre422) {
             "0");
 }
 
+// An event that names a currency other than that of the deposit or withdrawal it settles is
+// refused and changes nothing: its amount would be taken in the wrong currency.
+TEST_F(MoneyFlowE2E, EventsInAnotherCurrencyThanWhatTheySettleAre422) {
+  ts::http_client c(port());
+  const auto p = new_provider(c);
+  const auto [alice, a] = wallet(c);
+  auto r = signed_event(c, p,
+                        event(p, "cur-pay", "payment.succeeded",
+                              {{"paymentId", "cur-1"}, {"accountId", a}, {"amount", 5'000}, {"currency", "EUR"}}));
+  ASSERT_EQ(r.status, 200) << r.body;
+  r = post_money(c, "/v1/withdrawals", alice.key,
+                 R"({"accountId":)" + std::to_string(a) + R"(,"amount":1000,"provider":")" + p.name + R"("})");
+  ASSERT_EQ(r.status, 201) << r.body;
+  const auto withdrawal = str(r.json().as_object().at("id"));
+  const auto balance_before = ts::balance(c, alice.key, a);
+  for (const auto& body :
+       {event(p, "cur-refund", "payment.refunded", {{"paymentId", "cur-1"}, {"amount", 100}, {"currency", "USD"}}),
+        event(p, "cur-cb", "chargeback.created", {{"paymentId", "cur-1"}, {"currency", "JPY"}}),
+        event(p, "cur-failed", "payout.failed", {{"withdrawalId", withdrawal}, {"currency", "USD"}})}) {
+    auto refused = signed_event(c, p, body);
+    EXPECT_EQ(refused.status, 422) << refused.body;
+    EXPECT_EQ(str(refused.json().as_object().at("code")), "currency_mismatch") << refused.body;
+  }
+  EXPECT_EQ(ts::balance(c, alice.key, a), balance_before);
+  auto w = c.get("/v1/withdrawals/" + withdrawal, alice.key);
+  ASSERT_EQ(w.status, 200) << w.body;
+  EXPECT_EQ(str(w.json().as_object().at("status")), "PENDING");
+  // In the right currency the same events go through.
+  r = signed_event(
+      c, p,
+      event(p, "cur-refund-eur", "payment.refunded", {{"paymentId", "cur-1"}, {"amount", 100}, {"currency", "EUR"}}));
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(ts::balance(c, alice.key, a), balance_before - 100);
+}
+
 // A withdrawal and a payment racing for a wallet that holds enough for only one of them: exactly
 // one succeeds, every time (the wallet's actor serializes its debits; the writer checks funds).
 TEST_F(MoneyFlowE2E, AWithdrawalRacingAPaymentFromTheSameWalletWinsOrLosesWhole) {
