@@ -33,8 +33,13 @@ using plain_stream = beast::tcp_stream;
 using tls_stream = beast::ssl_stream<beast::tcp_stream>;
 
 // One attempt: resolve → check the addresses → connect → (TLS handshake) → write → read the
-// answer's head. A timer ends it at the deadline by cancelling whatever is pending. Everything
-// runs on the sender's single I/O thread, so the steps and the timer never race.
+// answer's head. A timer ends it at the deadline: the attempt is answered "timed out" then and
+// there and its socket closed, and every step that completes later finds it finished and does
+// nothing. (Cancelling the pending operation alone was not enough: a name lookup already running
+// in the resolver's thread cannot be cancelled and would complete with success, and a connect over
+// several addresses would go on to the next one; the steps after them then ran without a
+// deadline.) Everything runs on the sender's single I/O thread, so the steps and the timer never
+// race.
 template <typename Stream>
 class attempt : public std::enable_shared_from_this<attempt<Stream>> {
  public:
@@ -54,11 +59,11 @@ class attempt : public std::enable_shared_from_this<attempt<Stream>> {
     timer_.async_wait([self = this->shared_from_this()](beast::error_code ec) {
       if (ec || self->finished_) return;
       self->timed_out_ = true;
-      self->resolver_.cancel();
-      beast::get_lowest_layer(self->stream_).cancel();
+      self->fail({});
     });
     resolver_.async_resolve(url_.host, std::to_string(url_.port),
                             [self = this->shared_from_this()](beast::error_code ec, tcp::resolver::results_type r) {
+                              if (self->finished_) return;
                               self->on_resolve(ec, std::move(r));
                             });
   }
@@ -91,9 +96,14 @@ class attempt : public std::enable_shared_from_this<attempt<Stream>> {
       return fail("refused: " + url_.host + " resolves to " + (refused.empty() ? "no address" : refused) +
                   ", not a public address");
     }
+    // The condition stops the walk over the addresses once the attempt has ended.
     beast::get_lowest_layer(stream_).async_connect(
         allowed,
-        [self = this->shared_from_this()](beast::error_code ec, const tcp::endpoint&) { self->on_connect(ec); });
+        [self = this->shared_from_this()](const beast::error_code&, const tcp::endpoint&) { return !self->finished_; },
+        [self = this->shared_from_this()](beast::error_code ec, const tcp::endpoint&) {
+          if (self->finished_) return;
+          self->on_connect(ec);
+        });
   }
 
   void on_connect(beast::error_code ec) {
@@ -108,6 +118,7 @@ class attempt : public std::enable_shared_from_this<attempt<Stream>> {
       stream_.set_verify_mode(asio::ssl::verify_peer);
       stream_.set_verify_callback(asio::ssl::host_name_verification(url_.host));
       stream_.async_handshake(asio::ssl::stream_base::client, [self = this->shared_from_this()](beast::error_code e) {
+        if (self->finished_) return;
         if (e) return self->fail("TLS handshake with " + self->url_.host + ": " + e.message());
         self->write();
       });
@@ -134,6 +145,7 @@ class attempt : public std::enable_shared_from_this<attempt<Stream>> {
     request_message_.body() = request_.body;
     request_message_.prepare_payload();
     http::async_write(stream_, request_message_, [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
+      if (self->finished_) return;
       if (ec) return self->fail("sending to " + self->url_.host + ": " + ec.message());
       self->read();
     });
@@ -142,6 +154,7 @@ class attempt : public std::enable_shared_from_this<attempt<Stream>> {
   void read() {
     http::async_read_header(stream_, buffer_, parser_,
                             [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
+                              if (self->finished_) return;
                               if (ec)
                                 return self->fail("reading the answer of " + self->url_.host + ": " + ec.message());
                               const int status = static_cast<int>(self->parser_.get().result_int());
@@ -168,6 +181,7 @@ class attempt : public std::enable_shared_from_this<attempt<Stream>> {
     if (finished_) return;
     finished_ = true;
     timer_.cancel();
+    resolver_.cancel();
     beast::error_code ignored;
     beast::get_lowest_layer(stream_).socket().close(ignored);
     r.elapsed_ms =
