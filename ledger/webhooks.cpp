@@ -50,6 +50,19 @@ address_class classify_v6(const std::array<std::uint8_t, 16>& a) {
   if (std::equal(k_mapped_prefix.begin(), k_mapped_prefix.end(), a.begin())) {
     return classify_v4({a[12], a[13], a[14], a[15]});
   }
+  // Addresses that carry an IPv4 address a gateway reaches for them are what that address is:
+  // NAT64's well-known prefix 64:ff9b::/96 (RFC 6052) holds it in its last four bytes, 6to4's
+  // 2002::/16 (RFC 3056) in the four after the prefix. NAT64's local-use 64:ff9b:1::/48 (RFC 8215)
+  // may hold it anywhere, and Teredo's 2001::/32 (RFC 4380) obscured: neither is public.
+  static constexpr std::array<std::uint8_t, 12> k_nat64_prefix{0, 0x64, 0xff, 0x9b, 0, 0, 0, 0, 0, 0, 0, 0};
+  if (std::equal(k_nat64_prefix.begin(), k_nat64_prefix.end(), a.begin())) {
+    return classify_v4({a[12], a[13], a[14], a[15]});
+  }
+  if (a[0] == 0x20 && a[1] == 0x02) return classify_v4({a[2], a[3], a[4], a[5]});
+  if (a[0] == 0 && a[1] == 0x64 && a[2] == 0xff && a[3] == 0x9b && a[4] == 0 && a[5] == 1) {
+    return address_class::private_use;
+  }
+  if (a[0] == 0x20 && a[1] == 0x01 && a[2] == 0 && a[3] == 0) return address_class::private_use;
   const bool first_15_zero = std::all_of(a.begin(), a.begin() + 15, [](std::uint8_t b) { return b == 0; });
   if (first_15_zero && a[15] == 0) return address_class::unspecified;
   if (first_15_zero && a[15] == 1) return address_class::loopback;

@@ -100,6 +100,16 @@ TEST(webhook_addresses, private_loopback_link_local_unspecified_and_multicast_ar
       {"::ffff:10.1.2.3", address_class::private_use},
       {"::ffff:127.0.0.1", address_class::loopback},
       {"::ffff:8.8.8.8", address_class::global},
+      // Through a gateway, the IPv4 address carried: NAT64 and 6to4; local NAT64 and Teredo never.
+      {"64:ff9b::a9fe:a9fe", address_class::link_local},
+      {"64:ff9b::10.0.0.1", address_class::private_use},
+      {"64:ff9b::808:808", address_class::global},
+      {"64:ff9b:1::8.8.8.8", address_class::private_use},
+      {"2002:7f00:1::1", address_class::loopback},
+      {"2002:c0a8:101::1", address_class::private_use},
+      {"2002:808:808::1", address_class::global},
+      {"2001:0:4136:e378:8000:63bf:3fff:fdd2", address_class::private_use},
+      {"2001:4860:4860::8888", address_class::global},
   };
   for (const auto& [ip, expected] : cases) {
     const auto got = ledger::classify_address(ip);
