@@ -132,9 +132,12 @@ payload_transaction parse_transaction(const boost::json::value& v) {
   if (o == nullptr) throw unknown_value("outbox_event.payload: a transaction is not an object");
   payload_transaction t;
   t.id = std::string(payload_member(*o, "transactionId").get_string());
-  t.type = ledger::to_string(parse_column(ledger::parse_transaction_type,
-                                          std::string(payload_member(*o, "type").get_string()),
-                                          "outbox_event.payload type"));
+  // A type this build does not know was written by a newer server (a rolling upgrade): it is
+  // passed on as written. Refusing it would stop the relay, the feed and the webhooks at that row
+  // until every server runs the newer build.
+  const std::string type(payload_member(*o, "type").get_string());
+  const auto known = ledger::parse_transaction_type(type);
+  t.type = known ? ledger::to_string(*known) : type;
   t.currency = std::string(payload_member(*o, "currency").get_string());
   if (const auto* entries = o->if_contains("entries"); entries != nullptr && !entries->is_null()) {
     const auto* list = entries->if_array();
