@@ -589,10 +589,17 @@ batch_result commit_once(pqxx::connection& conn, const std::vector<posting_reque
       // The node lost the partition since its actor decided this debit: another node may be
       // debiting the account now, so this one must not. Nothing of it commits; the client retries
       // with the same key, and the retry reaches the partition's new holder.
+      // An atomic batch commits all of its items or none: nothing of it commits then, and the
+      // whole batch is answered as not this node's.
       auto it = lease_holders.find(r.fence->partition);
       if (it == lease_holders.end() || it->second.first != r.fence->node_id || it->second.second != r.fence->epoch) {
-        out.outcome = ledger::error_code::outcome_unknown;
         ++result.fenced;
+        if (all_or_nothing) {
+          out.outcome = ledger::error_code::not_partition_owner;
+          result.refused_at = i;
+          return result;
+        }
+        out.outcome = ledger::error_code::outcome_unknown;
         continue;
       }
     }

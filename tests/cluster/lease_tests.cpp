@@ -279,6 +279,19 @@ TEST_F(leases, the_writer_commits_a_fenced_debit_only_under_the_current_lease) {
   EXPECT_EQ(int_of("SELECT count(*) FROM journal_transaction WHERE id = " + sql_literal(stale.transaction_id)), 0);
   EXPECT_EQ(int_of("SELECT balance FROM account WHERE id = " + std::to_string(payer)), 900);
 
+  // In an atomic batch (POST /v1/transfers/batch with atomic) the stale debit refuses the whole
+  // batch: nothing of it commits, not even the items decided under a lease that still stands.
+  const auto stale_again = fenced(lease->epoch);
+  const auto other = request(ledger::flows::deposit(clearing, payee, payee, 7, "XTS"));
+  auto atomic = persistence::commit_atomic(*app_, {other, stale_again});
+  ASSERT_TRUE(atomic.refused_at.has_value());
+  EXPECT_EQ(*atomic.refused_at, 1u);
+  EXPECT_EQ(atomic.outcomes.at(1).outcome, ledger::error_code::not_partition_owner);
+  EXPECT_EQ(int_of("SELECT count(*) FROM journal_transaction WHERE id IN (" + sql_literal(other.transaction_id) + ", " +
+                   sql_literal(stale_again.transaction_id) + ")"),
+            0);
+  EXPECT_EQ(int_of("SELECT balance FROM account WHERE id = " + std::to_string(payee)), 105);
+
   // The same debit under b's name and epoch commits: the fence names node and epoch both.
   auto by_b = fenced(lease->epoch + 1);
   by_b.fence->node_id = b;
