@@ -108,6 +108,23 @@ class cluster_test : public ::testing::Test {
     return 0;
   }
 
+  // A new principal with a payee account and a payer account (holding `deposited`) whose partition
+  // node `i` holds, made through `c`.
+  struct payer_and_payee {
+    principal user;
+    std::int64_t payee = 0;
+    std::int64_t payer = 0;
+  };
+  payer_and_payee payer_held_by(http_client& c, std::size_t i, std::int64_t deposited) {
+    const auto op = nodes_[0]->operator_key();
+    payer_and_payee out;
+    out.user = create_principal(c, op);
+    out.payee = create_account(c, op, out.user.id);
+    out.payer = account_held_by(c, out.user.id, i);
+    if (out.payer != 0) deposit(c, op, out.payer, deposited);
+    return out;
+  }
+
   server_process& node(std::size_t i) { return *nodes_.at(i); }
 
   std::vector<std::string> names_;
@@ -136,13 +153,9 @@ class three_nodes : public cluster_test {
 
 TEST_F(two_nodes, a_debit_reaches_the_holder_of_its_partition_from_either_node) {
   http_client ca(a().port()), cb(b().port());
-  const auto op = a().operator_key();
-  const auto user = create_principal(ca, op);
-  const auto payee = create_account(ca, op, user.id);
   // A payer whose partition b holds, so that a must forward its debits.
-  const auto payer = account_held_by(ca, user.id, 1);
+  const auto [user, payee, payer] = payer_held_by(ca, 1, 1'000);
   ASSERT_NE(payer, 0);
-  deposit(ca, op, payer, 1'000);
 
   const auto key = unique_key("fwd");
   auto first = ca.post("/v1/transfers", user.key, transfer_body(payer, payee, 300), key);
@@ -165,11 +178,8 @@ TEST_F(two_nodes, a_debit_reaches_the_holder_of_its_partition_from_either_node) 
 TEST_F(two_nodes, credits_made_through_another_node_are_spent_by_the_holder) {
   http_client ca(a().port()), cb(b().port());
   const auto op = a().operator_key();
-  const auto user = create_principal(ca, op);
-  const auto payee = create_account(ca, op, user.id);
-  const auto payer = account_held_by(ca, user.id, 1);
+  const auto [user, payee, payer] = payer_held_by(ca, 1, 100);
   ASSERT_NE(payer, 0);
-  deposit(ca, op, payer, 100);
   auto first = cb.post("/v1/transfers", user.key, transfer_body(payer, payee, 100), unique_key("all"));
   ASSERT_EQ(first.status, 201) << first.body;  // b's actor now knows the payer holds 0
   deposit(ca, op, payer, 500);
@@ -186,13 +196,9 @@ TEST_F(two_nodes, credits_made_through_another_node_are_spent_by_the_holder) {
 // for all forwarded requests (their address is "cluster"): ten new payers' debits all pass.
 TEST_F(two_nodes_with_a_small_allowance, forwarded_requests_do_not_share_one_allowance_for_new_keys) {
   http_client ca(node(0).port());
-  const auto op = node(0).operator_key();
   for (int i = 0; i < 10; ++i) {
-    const auto user = create_principal(ca, op);
-    const auto payee = create_account(ca, op, user.id);
-    const auto payer = account_held_by(ca, user.id, 1);
+    const auto [user, payee, payer] = payer_held_by(ca, 1, 10);
     ASSERT_NE(payer, 0);
-    deposit(ca, op, payer, 10);
     auto r = ca.post("/v1/transfers", user.key, transfer_body(payer, payee, 10), unique_key("cold"));
     EXPECT_EQ(r.status, 201) << "payer " << i << ": " << r.body;
   }

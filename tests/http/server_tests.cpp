@@ -549,23 +549,47 @@ TEST(HttpReadiness, ReadyzFollowsRedis) {
   EXPECT_EQ(again.status, 200) << again.body;
 }
 
+// A server whose database statements and requests may wait 30 s (so that a test's row lock, not a
+// timeout, decides when a transfer finishes), with `grace_ms` of shutdown grace, and two
+// principals' accounts: a (5,000) and b.
+struct shutdown_setup {
+  std::unique_ptr<ts::server_process> server;
+  ts::principal alice;
+  std::int64_t a = 0, b = 0;
+
+  // A transfer of 1,200 from a to b with `key`, on a connection of its own, as it runs.
+  std::future<ts::response> transfer(const std::string& key) const {
+    return std::async(std::launch::async, [port = server->port(), key = alice.key, a = a, b = b, idempotency = key] {
+      ts::http_client client(port, 60s);
+      return client.post("/v1/transfers", key, transfer_body(a, b, 1200), idempotency);
+    });
+  }
+};
+shutdown_setup shutdown_scene(const std::string& grace_ms) {
+  ts::server_process::options o;
+  o.env["WALLET_DATABASE_LOCK_TIMEOUT_MS"] = "30000";
+  o.env["WALLET_DATABASE_STATEMENT_TIMEOUT_MS"] = "30000";
+  o.env["WALLET_HTTP_REQUEST_DEADLINE_MS"] = "30000";
+  o.env["WALLET_HTTP_SHUTDOWN_GRACE_MS"] = grace_ms;
+  shutdown_setup out;
+  out.server = std::make_unique<ts::server_process>(o);
+  ts::http_client c(out.server->port());
+  const auto& op = out.server->operator_key();
+  out.alice = ts::create_principal(c, op);
+  const auto bob = ts::create_principal(c, op);
+  out.a = ts::create_account(c, op, out.alice.id);
+  out.b = ts::create_account(c, op, bob.id);
+  ts::deposit(c, op, out.a, 5000);
+  return out;
+}
+
 // A transfer in flight when SIGTERM arrives still completes: an owner transaction holds the
 // payer's row lock so the ledger writer waits; SIGTERM is sent; the server stops accepting
 // connections but keeps running; the lock is released; the transfer answers 201 and commits;
 // then the process exits 0.
 TEST(HttpShutdown, RequestInFlightAtSigtermCompletes) {
-  ts::server_process::options o;
-  o.env["WALLET_DATABASE_LOCK_TIMEOUT_MS"] = "30000";
-  o.env["WALLET_DATABASE_STATEMENT_TIMEOUT_MS"] = "30000";
-  o.env["WALLET_HTTP_REQUEST_DEADLINE_MS"] = "30000";
-  o.env["WALLET_HTTP_SHUTDOWN_GRACE_MS"] = "30000";
-  auto server = std::make_unique<ts::server_process>(o);
-  ts::http_client c(server->port());
-  auto alice = ts::create_principal(c, server->operator_key());
-  auto bob = ts::create_principal(c, server->operator_key());
-  const auto a = ts::create_account(c, server->operator_key(), alice.id);
-  const auto b = ts::create_account(c, server->operator_key(), bob.id);
-  ts::deposit(c, server->operator_key(), a, 5000);
+  auto scene = shutdown_scene("30000");
+  auto& [server, alice, a, b] = scene;
 
   ts::account_lock lock({a});
 
@@ -573,10 +597,7 @@ TEST(HttpShutdown, RequestInFlightAtSigtermCompletes) {
   // A client with a kept-alive connection, opened before SIGTERM.
   ts::http_client kept(server->port(), 60s);
   ASSERT_EQ(kept.request("GET", "/healthz").status, 200);
-  auto transfer = std::async(std::launch::async, [&] {
-    ts::http_client client(server->port(), 60s);
-    return client.post("/v1/transfers", alice.key, transfer_body(a, b, 1200), key);
-  });
+  auto transfer = scene.transfer(key);
   // The transfer is in flight once the ledger writer waits on our lock.
   ASSERT_TRUE(ts::eventually([&] { return lock.waiters() >= 1; }, 15s, 20ms))
       << "the transfer never reached the database";
@@ -631,25 +652,12 @@ TEST(HttpShutdown, RequestInFlightAtSigtermCompletes) {
 // stops: 503 outcome_unknown with Retry-After, not a closed connection. Whatever became of it, a
 // retry with the same Idempotency-Key on the next server finds the one true outcome.
 TEST(HttpShutdown, RequestStillInFlightWhenTheGraceEndsIsAnswered) {
-  ts::server_process::options o;
-  o.env["WALLET_DATABASE_LOCK_TIMEOUT_MS"] = "30000";
-  o.env["WALLET_DATABASE_STATEMENT_TIMEOUT_MS"] = "30000";
-  o.env["WALLET_HTTP_REQUEST_DEADLINE_MS"] = "30000";
-  o.env["WALLET_HTTP_SHUTDOWN_GRACE_MS"] = "300";
-  auto server = std::make_unique<ts::server_process>(o);
-  ts::http_client c(server->port());
-  auto alice = ts::create_principal(c, server->operator_key());
-  auto bob = ts::create_principal(c, server->operator_key());
-  const auto a = ts::create_account(c, server->operator_key(), alice.id);
-  const auto b = ts::create_account(c, server->operator_key(), bob.id);
-  ts::deposit(c, server->operator_key(), a, 5000);
+  auto scene = shutdown_scene("300");
+  auto& [server, alice, a, b] = scene;
 
   ts::account_lock lock({a});
   const std::string key = ts::unique_key("grace");
-  auto transfer = std::async(std::launch::async, [&] {
-    ts::http_client client(server->port(), 60s);
-    return client.post("/v1/transfers", alice.key, transfer_body(a, b, 1200), key);
-  });
+  auto transfer = scene.transfer(key);
   ASSERT_TRUE(ts::eventually([&] { return lock.waiters() >= 1; }, 15s, 20ms))
       << "the transfer never reached the database";
 
