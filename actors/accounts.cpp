@@ -282,7 +282,10 @@ void process(account_actor* self, debit_request& req, const reply_sink& sink) {
             }
             sink.deliver(to_money_result(outcome));
           },
-          [self, sink, reserve](caf::error& err) {
+          [self, sink, reserve, &gauges](caf::error& err) {
+            // The writer never answered (it stopped with the posting in its mailbox or its batch),
+            // so it never took the posting off its queue count either.
+            --gauges.queued;
             auto& s = self->state;
             s.reserved -= reserve;
             --s.inflight;

@@ -21,10 +21,18 @@ namespace {
 // actor function without arguments through a null argument tuple it then dereferences (UBSan:
 // reference binding to null pointer, caf/detail/init_fun_factory.hpp), so every actor we spawn
 // takes at least one.
-caf::behavior bridge(caf::event_based_actor* self, std::chrono::milliseconds reserved_wait) {
+caf::behavior bridge(caf::event_based_actor* self, std::chrono::milliseconds reserved_wait,
+                     std::shared_ptr<account_runtime> runtime) {
   auto failed = [](caf::error&) {
     return unavailable(ledger::error_code::outcome_unknown,
                        "the server stopped before this request finished; retry with the same Idempotency-Key");
+  };
+  // A writer that answers with an error never answered the posting or run, so it never took it off
+  // its queue count (service_core::post and post_run put it there): that is done here instead.
+  auto unqueue = [runtime](const caf::actor& writer) {
+    for (std::size_t i = 0; i < runtime->writers.size(); ++i) {
+      if (runtime->writers[i] == writer) --runtime->writer_gauges[i]->queued;
+    }
   };
   return {
       [=](call_atom, caf::actor& registry, ledger::account_id id, amount_sink& sink) {
@@ -36,14 +44,18 @@ caf::behavior bridge(caf::event_based_actor* self, std::chrono::milliseconds res
       [=](call_atom, caf::actor& writer, persistence::posting_request& request, reply_sink& sink) {
         self->request(writer, caf::infinite, posting_atom::value, std::move(request))
             .then([sink](persistence::posting_outcome& outcome) { sink.deliver(to_money_result(outcome)); },
-                  [sink, failed](caf::error& e) { sink.deliver(failed(e)); });
+                  [sink, failed, unqueue, writer](caf::error& e) {
+                    unqueue(writer);
+                    sink.deliver(failed(e));
+                  });
       },
       // A batch of transfers (actors/runs.hpp): no timeout, for the reason above.
       [=](call_atom, caf::actor& writer, posting_run& run, run_sink& sink) {
         const auto count = run.postings.size();
         self->request(writer, caf::infinite, run_atom::value, std::move(run))
             .then([sink](posting_run_outcome& outcome) { sink.deliver(std::move(outcome)); },
-                  [sink, count](caf::error&) {
+                  [sink, count, unqueue, writer](caf::error&) {
+                    unqueue(writer);
                     posting_run_outcome unknown;
                     unknown.outcomes.resize(count);
                     for (auto& o : unknown.outcomes) o.outcome = ledger::error_code::outcome_unknown;
@@ -61,7 +73,7 @@ void service_core::post_run(std::size_t writer, posting_run run, run_sink sink) 
 }
 
 void service_core::spawn_bridges(std::size_t count, std::chrono::milliseconds reserved_wait) {
-  for (std::size_t i = 0; i < count; ++i) bridges.push_back(system->spawn(bridge, reserved_wait));
+  for (std::size_t i = 0; i < count; ++i) bridges.push_back(system->spawn(bridge, reserved_wait, runtime));
 }
 
 void service_core::post(std::size_t writer, persistence::posting_request request, reply_sink sink) {

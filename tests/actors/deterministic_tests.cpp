@@ -455,6 +455,19 @@ CAF_TEST(a_run_is_decided_under_the_partitions_lease_and_fenced_by_it) {
   rt->ownership = nullptr;
 }
 
+// A writer that stopped answers nothing: a debit sent to it is answered outcome_unknown, its
+// reservation ends, and the writer's queue count does not keep it (which would refuse every later
+// debit with writer_busy once it reached the bound).
+CAF_TEST(a_debit_sent_to_a_stopped_writer_leaves_no_count_behind) {
+  caf::anon_send_exit(writer, caf::exit_reason::user_shutdown);
+  consume_messages();
+  debit(10, payer_facts());
+  CAF_REQUIRE_EQUAL(answers.size(), 1u);
+  CAF_CHECK(answers[0].outcome == error_code::outcome_unknown);
+  CAF_CHECK_EQUAL(rt->writer_gauges[0]->queued.load(), 0);
+  CAF_CHECK(script.held.empty());
+}
+
 // Cluster mode: other nodes credit the account and change its status, and their writers' notices
 // reach only their own actors. A debit this actor believes unfunded, or of an account it believes
 // frozen, single or in a run, is decided by the writer under the row lock instead of refused here.
