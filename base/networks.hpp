@@ -23,15 +23,8 @@ struct ip_network {
   int prefix = 0;                        // leading bits that must match
 };
 
-namespace detail {
-
-inline std::string_view trim(std::string_view s) {
-  while (!s.empty() && s.front() == ' ') s.remove_prefix(1);
-  while (!s.empty() && s.back() == ' ') s.remove_suffix(1);
-  return s;
-}
-
-// An address in text as a network of full length; IPv4-mapped IPv6 addresses become IPv4.
+// An IP address in text as a network of its full length (32 or 128 bits); an IPv4-mapped IPv6
+// address (::ffff:a.b.c.d) becomes the IPv4 address it maps. nullopt for anything else.
 inline std::optional<ip_network> parse_address(std::string_view text) {
   if (text.empty() || text.size() >= INET6_ADDRSTRLEN) return std::nullopt;
   const std::string z(text);  // inet_pton reads a C string
@@ -51,6 +44,14 @@ inline std::optional<ip_network> parse_address(std::string_view text) {
   n.v6 = true;
   n.prefix = 128;
   return n;
+}
+
+namespace detail {
+
+inline std::string_view trim(std::string_view s) {
+  while (!s.empty() && s.front() == ' ') s.remove_prefix(1);
+  while (!s.empty() && s.back() == ' ') s.remove_suffix(1);
+  return s;
 }
 
 inline bool matches(const ip_network& network, const ip_network& address) {
@@ -76,7 +77,7 @@ inline std::optional<std::vector<ip_network>> parse_networks(std::string_view te
     const auto comma = text.find(',');
     const std::string_view entry = detail::trim(text.substr(0, comma));
     const auto slash = entry.find('/');
-    auto network = detail::parse_address(entry.substr(0, slash));
+    auto network = parse_address(entry.substr(0, slash));
     if (!network) return std::nullopt;
     if (slash != std::string_view::npos) {
       const std::string_view digits = entry.substr(slash + 1);
@@ -97,7 +98,7 @@ inline std::optional<std::vector<ip_network>> parse_networks(std::string_view te
 // `address` written the one way inet_ntop writes it (an IPv4-mapped IPv6 address as IPv4), so
 // that one address is one string; nullopt when it is not an IP address.
 inline std::optional<std::string> canonical_address(std::string_view address) {
-  const auto parsed = detail::parse_address(address);
+  const auto parsed = parse_address(address);
   if (!parsed) return std::nullopt;
   char text[INET6_ADDRSTRLEN];
   if (inet_ntop(parsed->v6 ? AF_INET6 : AF_INET, parsed->bytes.data(), text, sizeof text) == nullptr) {
@@ -110,7 +111,7 @@ inline std::optional<std::string> canonical_address(std::string_view address) {
 // address (::ffff:a.b.c.d) is matched as the IPv4 address it maps. False for text that is not
 // an address.
 inline bool contains(const std::vector<ip_network>& networks, std::string_view address) {
-  const auto parsed = detail::parse_address(address);
+  const auto parsed = parse_address(address);
   if (!parsed) return false;
   for (const auto& n : networks) {
     if (detail::matches(n, *parsed)) return true;

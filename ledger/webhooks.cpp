@@ -8,6 +8,7 @@
 #include <cstring>
 #include <set>
 
+#include "base/networks.hpp"
 #include "ledger/types.hpp"
 
 namespace ledger {
@@ -45,11 +46,8 @@ address_class classify_v4(const std::array<std::uint8_t, 4>& a) {
   return address_class::global;
 }
 
+// Not IPv4-mapped: base::parse_address has turned those into IPv4 already.
 address_class classify_v6(const std::array<std::uint8_t, 16>& a) {
-  static constexpr std::array<std::uint8_t, 12> k_mapped_prefix{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-  if (std::equal(k_mapped_prefix.begin(), k_mapped_prefix.end(), a.begin())) {
-    return classify_v4({a[12], a[13], a[14], a[15]});
-  }
   // Addresses that carry an IPv4 address a gateway reaches for them are what that address is:
   // NAT64's well-known prefix 64:ff9b::/96 (RFC 6052) holds it in its last four bytes, 6to4's
   // 2002::/16 (RFC 3056) in the four after the prefix. NAT64's local-use 64:ff9b:1::/48 (RFC 8215)
@@ -156,12 +154,10 @@ std::string_view to_string(address_class c) {
 }
 
 std::optional<address_class> classify_address(std::string_view ip) {
-  const std::string text(ip);
-  std::array<std::uint8_t, 4> v4{};
-  if (inet_pton(AF_INET, text.c_str(), v4.data()) == 1) return classify_v4(v4);
-  std::array<std::uint8_t, 16> v6{};
-  if (inet_pton(AF_INET6, text.c_str(), v6.data()) == 1) return classify_v6(v6);
-  return std::nullopt;
+  const auto address = base::parse_address(ip);  // an IPv4-mapped address comes back as IPv4
+  if (!address) return std::nullopt;
+  if (!address->v6) return classify_v4({address->bytes[0], address->bytes[1], address->bytes[2], address->bytes[3]});
+  return classify_v6(address->bytes);
 }
 
 bool destination_allowed(address_class c, bool allow_loopback) {
