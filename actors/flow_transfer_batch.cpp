@@ -21,12 +21,18 @@
 // row and might not be repeated (the payer may have money now). An item whose outcome is unknown,
 // or a bound that was hit, makes the answer 503: the items that did commit replay when the batch is
 // retried with the same key.
+//
+// An item its payer's actor refuses for the account's state (too little money, not active) is looked
+// up once more before it is answered: an earlier attempt of the batch may have committed it after
+// the first lookup, and that commit is what left the account short. A single payment's refusal is
+// settled the same way (money_flows::settle).
 
 #include <boost/json/object.hpp>
 #include <boost/json/serialize.hpp>
 #include <caf/send.hpp>
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <random>
@@ -61,6 +67,12 @@ bool is_item_refusal(ledger::error_code code) {
   }
 }
 
+// Refusals an actor makes from what it knows of its account, which an earlier attempt's commit of
+// the same item can explain.
+bool may_hide_a_commit(ledger::error_code code) {
+  return code == ledger::error_code::insufficient_funds || code == ledger::error_code::account_inactive;
+}
+
 std::string item_field(std::size_t i, const char* field) { return "transfers[" + std::to_string(i) + "]." + field; }
 
 money_result whole_batch(money_result r, std::size_t index) {
@@ -82,6 +94,7 @@ class transfer_batch_flow : public std::enable_shared_from_this<transfer_batch_f
     for (std::size_t i = 0; i < n; ++i) keys_.push_back("batch/" + std::to_string(i) + "/" + command_.item_key_base);
     results_.resize(n);
     settled_.assign(n, 0);
+    recheck_.assign(n, 0);
   }
 
   // 1. The stored answer, or the items that committed already.
@@ -294,6 +307,7 @@ class transfer_batch_flow : public std::enable_shared_from_this<transfer_batch_f
         if (d.decided[k].outcome != ledger::error_code::ok) {
           results_[run.indices[k]] = d.decided[k];
           settled_[run.indices[k]] = true;
+          recheck_[run.indices[k]] = may_hide_a_commit(d.decided[k].outcome);
           continue;
         }
         run.committed.push_back(k);
@@ -361,7 +375,15 @@ class transfer_batch_flow : public std::enable_shared_from_this<transfer_batch_f
     }
     if (first) {
       release_all({}, false);
-      return finish_(whole_batch(std::move(why), *first));
+      if (!may_hide_a_commit(why.outcome)) return finish_(whole_batch(std::move(why), *first));
+      // All of an atomic batch commits together: if an earlier attempt committed it, every item
+      // shows now, and the batch is answered with them.
+      for (std::size_t i = 0; i < recheck_.size(); ++i) recheck_[i] = settled_[i] == 0;
+      auto self = shared_from_this();
+      return recheck([self, why = std::move(why), at = *first](bool all_found) mutable {
+        if (all_found) return self->answer();
+        self->finish_(whole_batch(std::move(why), at));
+      });
     }
     // All items in batch order, so that the one the writer names is the first failing one.
     std::vector<std::pair<std::size_t, persistence::posting_request>> ordered;
@@ -417,8 +439,53 @@ class transfer_batch_flow : public std::enable_shared_from_this<transfer_batch_f
     return out;
   }
 
+  // An actor's refusals looked up again (recheck_): an item found committed is answered with its
+  // receipt. `then` learns whether every item looked up was found.
+  void recheck(std::function<void(bool)> then) {
+    std::vector<std::string> keys(keys_.size());
+    for (std::size_t i = 0; i < keys_.size(); ++i) {
+      if (recheck_[i] != 0) keys[i] = keys_[i];
+    }
+    auto self = shared_from_this();
+    core_.readers->read<persistence::batch_lookup>(
+        [self, keys = std::move(keys)](pqxx::connection& conn) {
+          return persistence::find_transfer_batch(conn, self->command_.principal, self->command_.idempotency_key, keys);
+        },
+        [self, then = std::move(then)](query_result<persistence::batch_lookup> r) {
+          if (r.outcome != ledger::error_code::ok) {
+            // A refusal that may hide a committed item is not final without the lookup.
+            return self->finish_(unavailable(ledger::error_code::outcome_unknown,
+                                             "the outcome of this batch could not be confirmed; retry with the same "
+                                             "Idempotency-Key: the transfers that committed are not repeated",
+                                             ledger::k_retry_after_default_s));
+          }
+          if (r.value.batch) return self->replay(*r.value.batch);
+          bool all_found = true;
+          for (std::size_t i = 0; i < self->recheck_.size(); ++i) {
+            if (self->recheck_[i] == 0) continue;
+            self->recheck_[i] = 0;
+            const auto& found = r.value.items[i];
+            if (!found) {
+              all_found = false;
+              continue;
+            }
+            if (found->request_hash != self->item_hash(i)) return self->finish_(key_reused());
+            auto& item = self->results_[i];
+            item = money_result{};
+            item.status = found->status;
+            item.body = found->body;
+            self->settled_[i] = true;
+          }
+          then(all_found);
+        });
+  }
+
   // 8. Every item answered: the batch's answer, stored before it is given when it refuses an item.
   void answer() {
+    if (std::any_of(recheck_.begin(), recheck_.end(), [](char c) { return c != 0; })) {
+      auto self = shared_from_this();
+      return recheck([self](bool) { self->answer(); });
+    }
     for (const auto& r : results_) {
       if (r.outcome == ledger::error_code::ok || is_item_refusal(r.outcome)) continue;
       auto out = r;
@@ -495,6 +562,7 @@ class transfer_batch_flow : public std::enable_shared_from_this<transfer_batch_f
   std::vector<std::string> keys_;
   std::vector<money_result> results_;
   std::vector<char> settled_;  // items answered already (not vector<bool>: written from several threads)
+  std::vector<char> recheck_;  // items an actor refused that are looked up once more before the answer
   std::mutex mutex_;           // the countdowns and what they collect
   std::size_t pending_ = 0;
   ledger::error_code failure_ = ledger::error_code::ok;

@@ -11,7 +11,10 @@
 #include <boost/json/object.hpp>
 #include <boost/json/serialize.hpp>
 
+#include <pqxx/pqxx>
+
 #include <atomic>
+#include <future>
 #include <memory>
 #include <string>
 #include <vector>
@@ -63,6 +66,78 @@ class BatchE2E : public ts::shared_server_test<BatchE2E> {
                      const std::string& idempotency_key = {}) const {
     return c.post("/v1/transfers/batch", key, batch_body(atomic, items),
                   idempotency_key.empty() ? ts::unique_key("batch") : idempotency_key);
+  }
+
+  // An item committed by an earlier attempt of its batch, visible only after the retry first looked
+  // for it, is answered with its receipt, not refused for the money or the status it changed. The
+  // earlier attempt's commit is played by a transaction of the test's: it posts the item (payroll
+  // pays 100 under the item's key and request hash) while it holds the account table, and commits
+  // once the retry, past its first lookup, waits to read the payee it has not seen. The payroll is
+  // frozen, and its live actor refuses the item; the batch must look the item up again before
+  // answering.
+  void answered_with_the_earlier_commit(bool atomic) const {
+    ts::http_client c(port());
+    const auto [boss, payroll] = account_of(c);
+    ts::deposit(c, op(), payroll, 200);
+    // A payment first, so that the payroll's actor is alive and learns of the freeze.
+    const auto [other, other_account] = account_of(c);
+    ASSERT_EQ(batch(c, boss.key, false, {{payroll, other_account, 100}}).status, 201);
+    // The payee is made behind the server's back, so the batch has to read it.
+    const auto [owner, unused] = account_of(c);
+    const auto payee = std::stoll(ts::query_value("INSERT INTO account (owner_id, currency, kind) VALUES (" +
+                                                  std::to_string(owner.id) + ", 'EUR', 'user') RETURNING id"));
+    ASSERT_EQ(c.post("/v1/accounts/" + std::to_string(payroll) + "/freeze", op(), "{}").status, 200);
+
+    const std::vector<item> items = {{payroll, payee, 100}};
+    const auto key = ts::unique_key("earlier-attempt");
+    // The item's request hash, as the server makes it (http/handlers/transfers.cpp).
+    const std::string canonical = "transfer-batch\n" + std::string(atomic ? "atomic" : "each") + "\n" +
+                                  std::to_string(payroll) + "\n" + std::to_string(payee) + "\n100\n" +
+                                  ts::query_value("SELECT encode(sha256('salary 0'), 'hex')") + "\n";
+    const auto hash =
+        ts::query_value("SELECT encode(sha256(convert_to(" + ts::sql_literal(canonical) + ", 'UTF8')), 'hex')");
+    const auto id = ts::query_value("SELECT gen_random_uuid()");
+
+    pqxx::connection conn(ts::owner_database_url());
+    pqxx::work earlier(conn);
+    earlier.exec("LOCK TABLE account IN ACCESS EXCLUSIVE MODE");
+    earlier.exec(
+        "INSERT INTO journal_transaction (id, principal_id, idempotency_key, request_hash, type, response_status,"
+        " response_body) VALUES ('" +
+        id + "', " + std::to_string(boss.id) + ", " + ts::sql_literal("batch/0/" + key) + ", " +
+        ts::sql_literal(hash + "/0") + ", 'TRANSFER', 201, " +
+        ts::sql_literal("{\"transactionId\":\"" + id +
+                        "\",\"status\":\"COMPLETED\",\"fromBalanceAfter\":\"0\",\"fee\":\"0\",\"netAmount\":\"100\"}") +
+        ")");
+    earlier.exec("INSERT INTO ledger_entry (transaction_id, account_id, currency, amount, balance_after) VALUES ('" +
+                 id + "', " + std::to_string(payroll) + ", 'EUR', -100, 0), ('" + id + "', " + std::to_string(payee) +
+                 ", 'EUR', 100, 100)");
+    earlier.exec("UPDATE account SET balance = balance - 100, version = version + 1 WHERE id = " +
+                 std::to_string(payroll));
+    earlier.exec("UPDATE account SET balance = balance + 100, version = version + 1 WHERE id = " +
+                 std::to_string(payee));
+
+    auto retry = std::async(std::launch::async, [&] {
+      ts::http_client client(port());
+      return batch(client, boss.key, atomic, items, key);
+    });
+    const auto blocker = std::to_string(conn.backendpid());
+    // A reader of the server's waiting on the table (the owner may not see its query's text).
+    ASSERT_TRUE(ts::eventually([&] {
+      return ts::query_value("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'wallet-reader' AND " +
+                             blocker + " = ANY(pg_blocking_pids(pid))") != "0";
+    })) << "the retry never read the payee";
+    earlier.commit();
+
+    const auto answer = retry.get();
+    ASSERT_EQ(answer.status, 201) << answer.body;
+    const auto body = answer.json();
+    const auto& result = body.as_object().at("results").as_array().at(0).as_object();
+    ASSERT_EQ(result.at("status").as_int64(), 201) << answer.body;
+    EXPECT_EQ(str(result.at("receipt").as_object().at("transactionId")), id);
+    EXPECT_EQ(held(payroll), 0);
+    EXPECT_EQ(held(payee), 100);
+    EXPECT_TRUE(ts::reconciliation_ok(c, op()));
   }
 
   // The balance of an account as the database holds it: main row and shards.
@@ -257,6 +332,14 @@ TEST_F(BatchE2E, AFullyCommittedBatchReplaysFromItsItems) {
   EXPECT_EQ(held(pa), 400);
   EXPECT_EQ(held(pb), 200);
   EXPECT_TRUE(ts::reconciliation_ok(c, op()));
+}
+
+// (answered_with_the_earlier_commit, in the fixture: the scene and what it must answer.)
+TEST_F(BatchE2E, AnItemCommittedByAnEarlierAttemptIsAnsweredWithItsReceipt) { answered_with_the_earlier_commit(false); }
+
+// The same for an atomic batch, whose actor's refusal would refuse the whole batch.
+TEST_F(BatchE2E, AnAtomicBatchCommittedByAnEarlierAttemptIsAnsweredWithItsReceipts) {
+  answered_with_the_earlier_commit(true);
 }
 
 // More transfers than ledger.batch_transfers_max (1,000 by default) is 400 batch_too_large, and
