@@ -5,6 +5,8 @@
 #include <spdlog/spdlog.h>
 
 #include <map>
+#include <memory>
+#include <vector>
 
 #include "actors/service_core.hpp"
 #include "persistence/holds.hpp"
@@ -39,13 +41,23 @@ void hold_expirer::stop() {
 void hold_expirer::tick() {
   if (const auto& owned = core_.runtime->ownership; owned && !owned->holds(0)) return;
   if (core_.stopped.load() || running_.exchange(true)) return;
+  auto committing = std::make_shared<std::vector<std::int64_t>>();
   core_.readers->read<persistence::expiry_result>(
-      [](pqxx::connection& conn) { return persistence::expire_due_holds(conn, k_payers_per_tick_max); },
-      [this](query_result<persistence::expiry_result> r) {
+      [committing](pqxx::connection& conn) {
+        return persistence::expire_due_holds(conn, k_payers_per_tick_max, committing.get());
+      },
+      [this, committing](query_result<persistence::expiry_result> r) {
         running_ = false;
         if (r.outcome != ledger::error_code::ok) {
           spdlog::warn("hold expiry failed ({}); retrying at the next tick", r.detail);
+          // A COMMIT whose outcome is unknown may have expired these payers' holds: their live
+          // actors read what their holds keep again.
+          if (!committing->empty() && !core_.stopped.load()) notify_uncertain(*committing);
           return;
+        }
+        if (!r.value.failed.empty()) {
+          spdlog::error("the due holds of {} payer(s) could not expire (account {} first); the others' did",
+                        r.value.failed.size(), r.value.failed.front());
         }
         if (r.value.expired == 0) return;
         expired_ += static_cast<std::uint64_t>(r.value.expired);
@@ -59,6 +71,19 @@ void hold_expirer::tick() {
         for (auto& [shard, notice] : by_shard)
           caf::anon_send(core_.registry[shard], notice_atom::value, std::move(notice));
       });
+}
+
+void hold_expirer::notify_uncertain(const std::vector<std::int64_t>& payers) {
+  std::map<std::size_t, balance_notice> by_shard;
+  for (const auto payer : payers) {
+    persistence::row_state row;
+    row.id = payer;
+    row.version = -1;
+    auto& notice = by_shard[static_cast<std::size_t>(payer) % core_.registry.size()];
+    notice.uncertain = true;
+    notice.rows.push_back(row);
+  }
+  for (auto& [shard, notice] : by_shard) caf::anon_send(core_.registry[shard], notice_atom::value, std::move(notice));
 }
 
 }  // namespace actors

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 namespace actors {
 
@@ -36,6 +37,8 @@ class hold_expirer {
 
  private:
   void tick();
+  // Tells the payers' live actors to read their rows again (a COMMIT of unknown outcome).
+  void notify_uncertain(const std::vector<std::int64_t>& payers);
 
   service_core& core_;
   std::atomic<std::uint64_t> expired_{0};

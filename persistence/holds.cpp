@@ -36,14 +36,13 @@ constexpr const char* k_find_answer = "hold_find_answer";
 constexpr const char* k_find_answer_sql =
     "SELECT request_hash, response_body FROM hold WHERE principal_id = $1 AND idempotency_key = $2";
 
-// The payers with due holds, a bounded number a tick.
-constexpr const char* k_due_payers = "hold_due_payers";
-constexpr const char* k_due_payers_sql =
-    "SELECT DISTINCT payer_id FROM hold WHERE status = 'ACTIVE' AND expires_at <= clock_timestamp()"
-    " ORDER BY payer_id LIMIT $1";
-
-constexpr const char* k_lock_payers = "hold_lock_payers";
-constexpr const char* k_lock_payers_sql = "SELECT id FROM account WHERE id = ANY($1::bigint[]) ORDER BY id FOR UPDATE";
+// The payers with due holds, a bounded number a tick, locked in id order. A payer whose row is
+// locked already (a writer's batch) is skipped, not waited for: its holds expire at a later tick.
+constexpr const char* k_lock_due_payers = "hold_lock_due_payers";
+constexpr const char* k_lock_due_payers_sql =
+    "SELECT a.id FROM account a"
+    " WHERE a.id IN (SELECT payer_id FROM hold WHERE status = 'ACTIVE' AND expires_at <= clock_timestamp())"
+    " ORDER BY a.id LIMIT $1 FOR UPDATE SKIP LOCKED";
 
 // Under the payers' locks: their due holds expire, and their held money shrinks by as much.
 constexpr const char* k_expire = "hold_expire";
@@ -114,27 +113,56 @@ std::optional<stored_hold_answer> find_hold_answer(pqxx::connection& conn, ledge
   return stored_hold_answer{rows[0][0].as<std::string>(), rows[0][1].as<std::string>()};
 }
 
-expiry_result expire_due_holds(pqxx::connection& conn, int limit) {
-  conn.prepare(k_due_payers, k_due_payers_sql);
-  conn.prepare(k_lock_payers, k_lock_payers_sql);
+expiry_result expire_due_holds(pqxx::connection& conn, int limit, std::vector<std::int64_t>* committing) {
+  conn.prepare(k_lock_due_payers, k_lock_due_payers_sql);
   conn.prepare(k_expire, k_expire_sql);
   expiry_result result;
   pqxx::work txn(conn);
   std::vector<std::int64_t> payers;
-  for (const auto& row : txn.exec_prepared(k_due_payers, limit)) payers.push_back(row[0].as<std::int64_t>());
+  for (const auto& row : txn.exec_prepared(k_lock_due_payers, limit)) payers.push_back(row[0].as<std::int64_t>());
   if (payers.empty()) return result;
-  const auto ids = pg_array(payers);
-  txn.exec_prepared(k_lock_payers, ids);
-  for (const auto& row : txn.exec_prepared(k_expire, ids)) {
-    row_state s;
-    s.id = row[0].as<std::int64_t>();
-    s.balance = row[1].as<std::int64_t>();
-    s.version = row[2].as<std::int64_t>();
-    s.held = row[3].as<std::int64_t>();
-    s.held_version = row[4].as<std::int64_t>();
-    result.rows.push_back(s);
-    result.expired += row[5].as<int>();
+  // The payers' expiry, in a savepoint: a refusal undoes it alone, and the payers' locks stay.
+  // (Written out: libpqxx 6's subtransaction leaves its parent aborted when a prepared statement
+  // fails in it.)
+  auto expire = [&](const std::vector<std::int64_t>& ids) {
+    txn.exec0("SAVEPOINT hold_expiry");
+    pqxx::result rows;
+    try {
+      rows = txn.exec_prepared(k_expire, pg_array(ids));
+    } catch (const pqxx::sql_error&) {
+      txn.exec0("ROLLBACK TO SAVEPOINT hold_expiry");
+      throw;
+    }
+    txn.exec0("RELEASE SAVEPOINT hold_expiry");
+    for (const auto& row : rows) {
+      row_state s;
+      s.id = row[0].as<std::int64_t>();
+      s.balance = row[1].as<std::int64_t>();
+      s.version = row[2].as<std::int64_t>();
+      s.held = row[3].as<std::int64_t>();
+      s.held_version = row[4].as<std::int64_t>();
+      result.rows.push_back(s);
+      result.expired += row[5].as<int>();
+    }
+  };
+  // A statement cancelled for time says nothing about one payer: the whole expiry waits for a
+  // later call rather than try each payer at that cost.
+  auto cancelled = [](const pqxx::sql_error& e) { return e.sqlstate() == "57014"; };
+  try {
+    expire(payers);
+  } catch (const pqxx::sql_error& e) {
+    if (cancelled(e)) throw;
+    // Some payer's holds cannot expire: each payer on its own, so that one keeps only its own.
+    for (const auto payer : payers) {
+      try {
+        expire({payer});
+      } catch (const pqxx::sql_error& each) {
+        if (cancelled(each)) throw;
+        result.failed.push_back(payer);
+      }
+    }
   }
+  if (committing != nullptr) *committing = payers;
   txn.commit();
   return result;
 }

@@ -38,10 +38,17 @@ std::optional<stored_hold_answer> find_hold_answer(pqxx::connection& conn, ledge
 // ACTIVE holds EXPIRED and gives their amounts back. A capture or a void of the same hold is
 // decided under the same locks, so exactly one of them happens. `rows` are the payers' main rows
 // after COMMIT (for their live actors).
+//
+// One payer never holds back the others: a payer whose row another transaction has locked (a
+// writer's batch) is skipped until a later call, and a payer whose holds cannot expire (the
+// database refuses the change, e.g. its `held` no longer covers them) is named in `failed` while
+// the others' holds expire. `committing`, when given, receives the payers locked just before the
+// COMMIT is sent: if the COMMIT's outcome is unknown, those payers' holds may have expired.
 struct expiry_result {
   int expired = 0;
   std::vector<row_state> rows;
+  std::vector<std::int64_t> failed;
 };
-expiry_result expire_due_holds(pqxx::connection& conn, int limit);
+expiry_result expire_due_holds(pqxx::connection& conn, int limit, std::vector<std::int64_t>* committing = nullptr);
 
 }  // namespace persistence

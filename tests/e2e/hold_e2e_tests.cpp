@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -491,6 +492,65 @@ TEST_F(HoldE2E, HoldsExpireDuringLoadAndEveryHoldEndsOnce) {
                  ts::query_value("SELECT COALESCE(round(max(extract(epoch FROM settled_at - expires_at)) * 1000), 0)"
                                  " FROM hold WHERE status = 'EXPIRED' AND payer_id = " +
                                  std::to_string(a)));
+}
+
+// One payer whose holds cannot expire, and one whose row another transaction keeps locked, hold
+// back no other payer's expiry: the others' holds expire, the locked payer's once its row is free,
+// and the refused payer's once the database lets its `held` fall again. The refusal is a trigger
+// of the test's that refuses any fall of that payer's `held` (as a `held` that no longer covers
+// the holds would be refused), installed before its hold is placed.
+TEST_F(HoldE2E, APayerWhoseHoldsCannotExpireHoldsBackNoOther) {
+  ts::http_client c(port());
+  hold_api api{c};
+  const auto [bad, b] = wallet(c, 1'000);
+  const auto [locked, l] = wallet(c, 1'000);
+  const auto [good, g] = wallet(c, 1'000);
+  const auto [shop, m] = wallet(c, 0);
+  const auto refuse = "hold_expiry_test_refuses_" + std::to_string(b);
+  ts::execute_sql("CREATE FUNCTION " + refuse +
+                  "() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'refused by the test'"
+                  " USING ERRCODE = 'check_violation'; END $$");
+  ts::execute_sql("CREATE TRIGGER " + refuse + " BEFORE UPDATE ON account FOR EACH ROW WHEN (OLD.id = " +
+                  std::to_string(b) + " AND NEW.held < OLD.held) EXECUTE FUNCTION " + refuse + "()");
+  struct drop_trigger {
+    std::string name;
+    ~drop_trigger() {
+      ts::execute_sql("DROP TRIGGER IF EXISTS " + name + " ON account");
+      ts::execute_sql("DROP FUNCTION IF EXISTS " + name + "()");
+    }
+  } dropped_at_the_end{refuse};
+  const auto bad_hold = api.place_ok(bad.key, b, m, 700, 1);
+  ASSERT_FALSE(bad_hold.empty());
+
+  // The locked payer's row is locked while its hold is still active: a hold that expired before
+  // the lock was taken (a slow moment between the two) is followed by another, given longer.
+  std::unique_ptr<ts::account_lock> lock;
+  std::string locked_hold;
+  for (std::int64_t seconds = 1; seconds <= 64 && !lock; seconds *= 2) {
+    locked_hold = api.place_ok(locked.key, l, m, 100, seconds);
+    ASSERT_FALSE(locked_hold.empty());
+    lock = std::make_unique<ts::account_lock>(std::vector<std::int64_t>{l});
+    if (hold_status(locked_hold) != "ACTIVE") lock.reset();
+  }
+  ASSERT_TRUE(lock) << "every hold of the locked payer expired before its row could be locked";
+  const auto good_hold = api.place_ok(good.key, g, m, 700, 1);
+  ASSERT_FALSE(good_hold.empty());
+
+  ASSERT_TRUE(ts::eventually([&] { return hold_status(good_hold) == "EXPIRED"; }, std::chrono::seconds(30),
+                             std::chrono::milliseconds(50)));
+  EXPECT_EQ(hold_status(bad_hold), "ACTIVE");
+  EXPECT_EQ(hold_status(locked_hold), "ACTIVE");
+  EXPECT_EQ(account_money(c, good.key, g).available, 1'000);
+
+  lock->release();
+  EXPECT_TRUE(no_active_holds(l));
+  EXPECT_EQ(hold_status(bad_hold), "ACTIVE");
+  ts::execute_sql("DROP TRIGGER " + refuse + " ON account");
+  EXPECT_TRUE(no_active_holds(b));
+  EXPECT_EQ(hold_status(bad_hold), "EXPIRED");
+  for (const auto account : {b, l, g}) expect_held_is_the_active_holds(account);
+  EXPECT_EQ(account_money(c, bad.key, b).available, 1'000);
+  EXPECT_TRUE(ts::reconciliation_ok(c, op()));
 }
 
 // Captures aimed at the instant each hold expires: each one ends in exactly one of the two
