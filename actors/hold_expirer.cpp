@@ -47,6 +47,15 @@ void hold_expirer::tick() {
         return persistence::expire_due_holds(conn, k_payers_per_tick_max, committing.get());
       },
       [this, committing](query_result<persistence::expiry_result> r) {
+        // Said once for each new set of payers refused, not at every tick they stay refused
+        // (before running_ is cleared: the next tick's answer may come on another thread).
+        if (r.outcome == ledger::error_code::ok && r.value.failed != failed_) {
+          failed_ = r.value.failed;
+          if (!failed_.empty()) {
+            spdlog::error("the due holds of {} payer(s) could not expire (account {} first); the others' did",
+                          failed_.size(), failed_.front());
+          }
+        }
         running_ = false;
         if (r.outcome != ledger::error_code::ok) {
           spdlog::warn("hold expiry failed ({}); retrying at the next tick", r.detail);
@@ -54,10 +63,6 @@ void hold_expirer::tick() {
           // actors read what their holds keep again.
           if (!committing->empty() && !core_.stopped.load()) notify_uncertain(*committing);
           return;
-        }
-        if (!r.value.failed.empty()) {
-          spdlog::error("the due holds of {} payer(s) could not expire (account {} first); the others' did",
-                        r.value.failed.size(), r.value.failed.front());
         }
         if (r.value.expired == 0) return;
         expired_ += static_cast<std::uint64_t>(r.value.expired);

@@ -44,6 +44,8 @@ class hold_expirer {
   std::atomic<std::uint64_t> expired_{0};
   // At most one expiry in flight: a slow database is not asked twice at once.
   std::atomic<bool> running_{false};
+  // The payers whose holds the last tick could not release (only its callback touches it).
+  std::vector<std::int64_t> failed_;
   std::mutex timer_mutex_;
   std::condition_variable timer_wake_;
   bool stopping_ = false;
