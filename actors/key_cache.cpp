@@ -37,6 +37,7 @@ bool key_cache::known_unknown(const std::string& key_hash_hex, clock::time_point
 void key_cache::remember(const std::string& key_hash_hex, const principal_view& principal, clock::time_point read_at) {
   std::lock_guard lock(mutex_);
   if (auto it = revoked_.find(key_hash_hex); it != revoked_.end() && read_at <= it->second) return;
+  if (read_at <= marks_dropped_at_) return;
   if (static_cast<std::int64_t>(known_.size()) >= known_max_ && known_.count(key_hash_hex) == 0) known_.clear();
   known_[key_hash_hex] = known_key{principal, read_at};
   unknown_.erase(key_hash_hex);
@@ -58,9 +59,11 @@ void key_cache::mark_revoked(const std::string& key_hash_hex, clock::time_point 
     std::erase_if(revoked_, [at](const auto& item) { return item.second + k_revoked_mark <= at; });
     if (static_cast<std::int64_t>(revoked_.size()) >= unknown_max_) {
       // Too many marks to keep: forgetting every known key keeps the promise instead (each is
-      // read again, and a revoked one is then refused).
+      // read again, and a revoked one is then refused), and so does remembering no read that
+      // started before the marks went (it may have found a key revoked since).
       revoked_.clear();
       known_.clear();
+      marks_dropped_at_ = std::max(marks_dropped_at_, at);
     }
   }
   auto& mark = revoked_[key_hash_hex];

@@ -85,6 +85,9 @@ class key_cache {
   std::unordered_map<std::string, clock::time_point> unknown_;
   // When each revoked key was seen revoked here.
   std::unordered_map<std::string, clock::time_point> revoked_;
+  // When marks were last dropped for want of room: a read that started by then may have found a
+  // key whose mark is gone, so it is not remembered.
+  clock::time_point marks_dropped_at_ = clock::time_point::min();
 };
 
 }  // namespace actors

@@ -132,5 +132,22 @@ TEST(key_cache, revoked_marks_stay_within_their_bound) {
   EXPECT_FALSE(cache.knows("r3"));
 }
 
+TEST(key_cache, a_read_older_than_dropped_marks_is_not_remembered) {
+  // r1's mark goes when the marks overflow; a read of r1 that began before its revocation (and so
+  // may have found it valid) must not bring it back. A read that began after the marks went may
+  // be remembered.
+  key_cache cache(10, 1000ms, 1000ms, 2);
+  const principal_view p{5, "e", ledger::role::user};
+  cache.revoke("r1", t0 + 100ms);
+  cache.revoke("r2", t0 + 200ms);
+  cache.revoke("r3", t0 + 300ms);  // no room: the marks of r1 and r2 go
+  cache.remember("r1", p, t0 + 50ms);
+  EXPECT_FALSE(cache.knows("r1"));
+  cache.remember("live", p, t0 + 250ms);
+  EXPECT_FALSE(cache.knows("live"));
+  cache.remember("live", p, t0 + 400ms);
+  EXPECT_TRUE(cache.find("live", t0 + 400ms));
+}
+
 }  // namespace
 }  // namespace actors
