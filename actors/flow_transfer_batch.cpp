@@ -13,8 +13,8 @@
 // - not atomic: each payer's items to that payer's writer (so they commit in the order its actor
 //   decided them), each item committed or refused on its own.
 //
-// Item i is a journal transaction with the key "batch/<i>/<batch key>" and the request hash
-// "<batch hash>/<i>", so a batch run again (a replay, or a retry after the server stopped) never
+// Item 0 is a journal transaction with the batch's own key, item i > 0 with the key
+// "batch/<i>/<batch key>", each with the request hash "<batch hash>/<i>", so a batch run again (a replay, or a retry after the server stopped) never
 // posts a committed item twice: its committed items replay their receipts. A batch whose every item
 // committed is therefore answered again from the journal alone, byte for byte; only an answer that
 // refuses an item is stored (migration 013) before it is given, since a refusal leaves no journal
@@ -91,7 +91,11 @@ class transfer_batch_flow : public std::enable_shared_from_this<transfer_batch_f
       : flows_(flows), core_(flows.core_), command_(std::move(command)), finish_(std::move(finish)) {
     const auto n = command_.items.size();
     keys_.reserve(n);
-    for (std::size_t i = 0; i < n; ++i) keys_.push_back("batch/" + std::to_string(i) + "/" + command_.item_key_base);
+    // Item 0 takes the batch's key itself, so that the key is taken for every request of the
+    // principal's: a single request under it finds item 0 (another request: 422), and a batch
+    // under a key a single request used finds that request as its item 0.
+    keys_.push_back(command_.idempotency_key);
+    for (std::size_t i = 1; i < n; ++i) keys_.push_back("batch/" + std::to_string(i) + "/" + command_.item_key_base);
     results_.resize(n);
     settled_.assign(n, 0);
     recheck_.assign(n, 0);
@@ -102,12 +106,20 @@ class transfer_batch_flow : public std::enable_shared_from_this<transfer_batch_f
     auto self = shared_from_this();
     core_.readers->read<persistence::batch_lookup>(
         [self](pqxx::connection& conn) {
-          return persistence::find_transfer_batch(conn, self->command_.principal, self->command_.idempotency_key,
-                                                  self->keys_);
+          // Batches committed before item 0 took the batch's key keep it under "batch/0/<key>":
+          // looked up too, last, so that such a batch retried now never posts its item 0 twice.
+          auto keys = self->keys_;
+          keys.push_back("batch/0/" + self->command_.item_key_base);
+          return persistence::find_transfer_batch(conn, self->command_.principal, self->command_.idempotency_key, keys);
         },
         [self](query_result<persistence::batch_lookup> r) {
           if (r.outcome != ledger::error_code::ok) return self->finish_(database_unavailable(r.outcome));
           if (r.value.batch) return self->replay(*r.value.batch);
+          if (!r.value.items.empty()) {
+            auto legacy = std::move(r.value.items.back());
+            r.value.items.pop_back();
+            if (legacy && !r.value.items[0]) r.value.items[0] = std::move(legacy);
+          }
           std::size_t found = 0;
           for (std::size_t i = 0; i < r.value.items.size(); ++i) {
             if (!r.value.items[i]) continue;

@@ -46,8 +46,8 @@ void transfer(handler_support& s, const exchange_ptr& ex, const principal& who) 
 // limit is this times ledger.batch_transfers_max.
 constexpr std::int64_t k_batch_item_bytes_max = 512;
 constexpr std::size_t k_reference_length_max = 200;
-// An Idempotency-Key longer than this is digested before it makes the items' keys, so that
-// "batch/<index>/" fits before the 255 characters a key may have.
+// An Idempotency-Key longer than this is digested before it makes the keys of items 1 and on, so
+// that "batch/<index>/" fits before the 255 characters a key may have (item 0 takes the key itself).
 constexpr std::size_t k_item_key_base_max = 240;
 
 // A positive id, or an amount in minor units: a JSON integer, or a string of digits. 0: refused,

@@ -74,8 +74,9 @@ class BatchE2E : public ts::shared_server_test<BatchE2E> {
   // pays 100 under the item's key and request hash) while it holds the account table, and commits
   // once the retry, past its first lookup, waits to read the payee it has not seen. The payroll is
   // frozen, and its live actor refuses the item; the batch must look the item up again before
-  // answering.
-  void answered_with_the_earlier_commit(bool atomic) const {
+  // answering. `legacy`: the earlier attempt committed before the retry, under the key item 0 had
+  // before it took the batch's own ("batch/0/<key>"), which the retry must find.
+  void answered_with_the_earlier_commit(bool atomic, bool legacy = false) const {
     ts::http_client c(port());
     const auto [boss, payroll] = account_of(c);
     ts::deposit(c, op(), payroll, 200);
@@ -104,7 +105,7 @@ class BatchE2E : public ts::shared_server_test<BatchE2E> {
     earlier.exec(
         "INSERT INTO journal_transaction (id, principal_id, idempotency_key, request_hash, type, response_status,"
         " response_body) VALUES ('" +
-        id + "', " + std::to_string(boss.id) + ", " + ts::sql_literal("batch/0/" + key) + ", " +
+        id + "', " + std::to_string(boss.id) + ", " + ts::sql_literal(legacy ? "batch/0/" + key : key) + ", " +
         ts::sql_literal(hash + "/0") + ", 'TRANSFER', 201, " +
         ts::sql_literal("{\"transactionId\":\"" + id +
                         "\",\"status\":\"COMPLETED\",\"fromBalanceAfter\":\"0\",\"fee\":\"0\",\"netAmount\":\"100\"}") +
@@ -117,17 +118,20 @@ class BatchE2E : public ts::shared_server_test<BatchE2E> {
     earlier.exec("UPDATE account SET balance = balance + 100, version = version + 1 WHERE id = " +
                  std::to_string(payee));
 
+    if (legacy) earlier.commit();
     auto retry = std::async(std::launch::async, [&] {
       ts::http_client client(port());
       return batch(client, boss.key, atomic, items, key);
     });
-    const auto blocker = std::to_string(conn.backendpid());
-    // A reader of the server's waiting on the table (the owner may not see its query's text).
-    ASSERT_TRUE(ts::eventually([&] {
-      return ts::query_value("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'wallet-reader' AND " +
-                             blocker + " = ANY(pg_blocking_pids(pid))") != "0";
-    })) << "the retry never read the payee";
-    earlier.commit();
+    if (!legacy) {
+      const auto blocker = std::to_string(conn.backendpid());
+      // A reader of the server's waiting on the table (the owner may not see its query's text).
+      ASSERT_TRUE(ts::eventually([&] {
+        return ts::query_value("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'wallet-reader' AND " +
+                               blocker + " = ANY(pg_blocking_pids(pid))") != "0";
+      })) << "the retry never read the payee";
+      earlier.commit();
+    }
 
     const auto answer = retry.get();
     ASSERT_EQ(answer.status, 201) << answer.body;
@@ -340,6 +344,37 @@ TEST_F(BatchE2E, AnItemCommittedByAnEarlierAttemptIsAnsweredWithItsReceipt) { an
 // The same for an atomic batch, whose actor's refusal would refuse the whole batch.
 TEST_F(BatchE2E, AnAtomicBatchCommittedByAnEarlierAttemptIsAnsweredWithItsReceipts) {
   answered_with_the_earlier_commit(true);
+}
+
+// An item 0 committed under the key it had before it took the batch's own is found by a retry.
+TEST_F(BatchE2E, AnItemCommittedUnderItsFormerKeyIsAnsweredWithItsReceipt) {
+  answered_with_the_earlier_commit(false, true);
+}
+
+// A batch's key is taken for the principal's single requests too, and a single request's key for
+// its batches: the second request under a key is 422 idempotency_key_reused, and moves nothing.
+TEST_F(BatchE2E, ABatchAndASingleTransferDoNotShareAKey) {
+  ts::http_client c(port());
+  const auto [boss, payroll] = account_of(c);
+  ts::deposit(c, op(), payroll, 1'000);
+  const auto [a, pa] = account_of(c);
+
+  const auto single_first = ts::unique_key("single-first");
+  ASSERT_EQ(c.post("/v1/transfers", boss.key, ts::transfer_body(payroll, pa, 100), single_first).status, 201);
+  for (const bool atomic : {false, true}) {
+    auto reused = batch(c, boss.key, atomic, {{payroll, pa, 100}, {payroll, pa, 200}}, single_first);
+    EXPECT_EQ(reused.status, 422) << reused.body;
+    EXPECT_EQ(str(reused.json().as_object().at("code")), "idempotency_key_reused") << reused.body;
+  }
+  EXPECT_EQ(held(payroll), 900);
+
+  const auto batch_first = ts::unique_key("batch-first");
+  ASSERT_EQ(batch(c, boss.key, false, {{payroll, pa, 100}, {payroll, pa, 200}}, batch_first).status, 201);
+  auto reused = c.post("/v1/transfers", boss.key, ts::transfer_body(payroll, pa, 100), batch_first);
+  EXPECT_EQ(reused.status, 422) << reused.body;
+  EXPECT_EQ(str(reused.json().as_object().at("code")), "idempotency_key_reused") << reused.body;
+  EXPECT_EQ(held(payroll), 600);
+  EXPECT_EQ(held(pa), 400);
 }
 
 // More transfers than ledger.batch_transfers_max (1,000 by default) is 400 batch_too_large, and
