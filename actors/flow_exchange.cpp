@@ -31,11 +31,14 @@ fx_quote_view to_view(const persistence::fx_quote_record& q) {
 
 std::string quote_not_found(const std::string& id) { return "quote " + id + " was not found"; }
 
-// The receipt of the exchange that used a quote, as a replay.
+// The receipt of the exchange that used a quote, as a replay. Decided before any writer: the
+// request's own Idempotency-Key is still looked up (money_flows::settle), so a key used for another
+// request is 422 idempotency_key_reused rather than this receipt.
 money_result used_quote_answer(std::optional<std::pair<int, std::string>> receipt, const std::string& id) {
   if (!receipt) return refusal(ledger::error_code::internal, "the exchange of quote " + id + " has no receipt");
   money_result r;
   r.replayed = true;
+  r.decided_before_writer = true;
   r.status = receipt->first;
   r.body = std::move(receipt->second);
   return r;

@@ -593,7 +593,8 @@ TEST_F(CorrectionsE2E, ExchangesAcrossMinorUnitScales) {
 }
 
 // A quote is used once: the same request replays, another request (even six at once) gets the
-// receipt of the one exchange that used it; another principal's request does not find it.
+// receipt of the one exchange that used it; another principal's request does not find it, and a
+// request under a key that another exchange used is 422.
 TEST_F(CorrectionsE2E, AQuoteIsUsedOnce) {
   ts::http_client c(port());
   const auto alice = ts::create_principal(c, op());
@@ -622,6 +623,16 @@ TEST_F(CorrectionsE2E, AQuoteIsUsedOnce) {
   const auto bob = ts::create_principal(c, op());
   auto r = exchange(c, bob, id);
   EXPECT_EQ(r.status, 404) << r.body;
+
+  // A key that another exchange used is that exchange's, even when it names the used quote.
+  auto other = quote(c, alice, eur, gbp, 100);
+  ASSERT_EQ(other.status, 201) << other.body;
+  const auto key = ts::unique_key("exchange");
+  ASSERT_EQ(exchange(c, alice, field(other, "id"), key).status, 201);
+  r = exchange(c, alice, id, key);
+  EXPECT_EQ(r.status, 422) << r.body;
+  EXPECT_EQ(field(r, "code"), "idempotency_key_reused");
+  EXPECT_EQ(ts::balance(c, alice.key, eur), 3'900);
 }
 
 // A fixture whose quotes expire after 50 ms.
