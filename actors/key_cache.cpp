@@ -61,9 +61,11 @@ void key_cache::mark_revoked(const std::string& key_hash_hex, clock::time_point 
       // Too many marks to keep: forgetting every known key keeps the promise instead (each is
       // read again, and a revoked one is then refused), and so does remembering no read that
       // started before the marks went (it may have found a key revoked since).
+      // (A check's marks carry the check's start, which may precede marks made since by revoke().)
+      marks_dropped_at_ = std::max(marks_dropped_at_, at);
+      for (const auto& [hash, marked_at] : revoked_) marks_dropped_at_ = std::max(marks_dropped_at_, marked_at);
       revoked_.clear();
       known_.clear();
-      marks_dropped_at_ = std::max(marks_dropped_at_, at);
     }
   }
   auto& mark = revoked_[key_hash_hex];

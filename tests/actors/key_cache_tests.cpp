@@ -149,5 +149,17 @@ TEST(key_cache, a_read_older_than_dropped_marks_is_not_remembered) {
   EXPECT_TRUE(cache.find("live", t0 + 400ms));
 }
 
+TEST(key_cache, marks_dropped_by_a_check_cover_later_revocations) {
+  // A check that started before k was revoked drops the marks: a read of k that began after the
+  // check started but before the revocation must not be remembered either.
+  key_cache cache(10, 1000ms, 1000ms, 2);
+  const principal_view p{6, "f", ledger::role::user};
+  cache.revoke("k", t0 + 100ms);
+  cache.revoke("j", t0 + 100ms);
+  cache.confirm({"x"}, true, t0 + 50ms);  // no room: the marks go
+  cache.remember("k", p, t0 + 75ms);
+  EXPECT_FALSE(cache.knows("k"));
+}
+
 }  // namespace
 }  // namespace actors
