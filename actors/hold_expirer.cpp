@@ -6,6 +6,7 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <vector>
 
 #include "actors/service_core.hpp"
@@ -41,21 +42,19 @@ void hold_expirer::stop() {
 void hold_expirer::tick() {
   if (const auto& owned = core_.runtime->ownership; owned && !owned->holds(0)) return;
   if (core_.stopped.load() || running_.exchange(true)) return;
+  // Payers whose holds could not expire are left out, but for one tick in k_refused_retry_ticks.
+  const bool retry_refused = ++ticks_ % k_refused_retry_ticks == 0;
+  std::vector<std::int64_t> excluded;
+  if (!retry_refused) excluded.assign(refused_.begin(), refused_.end());
   auto committing = std::make_shared<std::vector<std::int64_t>>();
   core_.readers->read<persistence::expiry_result>(
-      [committing](pqxx::connection& conn) {
-        return persistence::expire_due_holds(conn, k_payers_per_tick_max, committing.get());
+      [committing, excluded = std::move(excluded)](pqxx::connection& conn) {
+        return persistence::expire_due_holds(conn, k_payers_per_tick_max, excluded, committing.get());
       },
-      [this, committing](query_result<persistence::expiry_result> r) {
-        // Said once for each new set of payers refused, not at every tick they stay refused
-        // (before running_ is cleared: the next tick's answer may come on another thread).
-        if (r.outcome == ledger::error_code::ok && r.value.failed != failed_) {
-          failed_ = r.value.failed;
-          if (!failed_.empty()) {
-            spdlog::error("the due holds of {} payer(s) could not expire (account {} first); the others' did",
-                          failed_.size(), failed_.front());
-          }
-        }
+      [this, committing, retry_refused](query_result<persistence::expiry_result> r) {
+        // Before running_ is cleared: the next tick reads refused_, and its answer may come on
+        // another thread.
+        if (r.outcome == ledger::error_code::ok) note_refused(r.value.failed, retry_refused);
         running_ = false;
         if (r.outcome != ledger::error_code::ok) {
           spdlog::warn("hold expiry failed ({}); retrying at the next tick", r.detail);
@@ -76,6 +75,28 @@ void hold_expirer::tick() {
         for (auto& [shard, notice] : by_shard)
           caf::anon_send(core_.registry[shard], notice_atom::value, std::move(notice));
       });
+}
+
+void hold_expirer::note_refused(const std::vector<std::int64_t>& failed, bool retried) {
+  // Said once for each payer newly refused, not at every tick it stays refused.
+  std::size_t fresh = 0;
+  std::int64_t first = 0;
+  for (const auto payer : failed) {
+    if (refused_.count(payer) != 0) continue;
+    if (fresh++ == 0) first = payer;
+  }
+  if (retried) {
+    // Every refused payer was tried again: those that expired now are refused no longer.
+    refused_ = std::set<std::int64_t>(failed.begin(), failed.end());
+  } else {
+    refused_.insert(failed.begin(), failed.end());
+  }
+  if (fresh > 0) {
+    spdlog::error(
+        "the due holds of {} payer(s) could not expire (account {} first); the others' did, and these are "
+        "tried again every {} ticks",
+        fresh, first, k_refused_retry_ticks);
+  }
 }
 
 void hold_expirer::notify_uncertain(const std::vector<std::int64_t>& payers) {

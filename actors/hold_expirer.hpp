@@ -13,6 +13,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -24,6 +25,8 @@ class hold_expirer {
  public:
   // Payers whose due holds one tick releases at most; the rest wait for the next tick.
   static constexpr int k_payers_per_tick_max = 1'000;
+  // A payer whose holds could not expire is tried again every this many ticks (5 s at 200 ms).
+  static constexpr std::uint64_t k_refused_retry_ticks = 25;
 
   explicit hold_expirer(service_core& core);
   ~hold_expirer();
@@ -37,6 +40,8 @@ class hold_expirer {
 
  private:
   void tick();
+  // Records the payers a tick could not release (`retried`: the tick tried every refused payer).
+  void note_refused(const std::vector<std::int64_t>& failed, bool retried);
   // Tells the payers' live actors to read their rows again (a COMMIT of unknown outcome).
   void notify_uncertain(const std::vector<std::int64_t>& payers);
 
@@ -44,8 +49,10 @@ class hold_expirer {
   std::atomic<std::uint64_t> expired_{0};
   // At most one expiry in flight: a slow database is not asked twice at once.
   std::atomic<bool> running_{false};
-  // The payers whose holds the last tick could not release (only its callback touches it).
-  std::vector<std::int64_t> failed_;
+  // Payers whose holds the database refused to release: left out of the ticks but for one in
+  // k_refused_retry_ticks (written by a tick's answer, read by the next tick; running_ orders them).
+  std::set<std::int64_t> refused_;
+  std::uint64_t ticks_ = 0;  // the timer thread's only
   std::mutex timer_mutex_;
   std::condition_variable timer_wake_;
   bool stopping_ = false;

@@ -42,6 +42,7 @@ constexpr const char* k_lock_due_payers = "hold_lock_due_payers";
 constexpr const char* k_lock_due_payers_sql =
     "SELECT a.id FROM account a"
     " WHERE a.id IN (SELECT payer_id FROM hold WHERE status = 'ACTIVE' AND expires_at <= clock_timestamp())"
+    "   AND NOT a.id = ANY($2::bigint[])"
     " ORDER BY a.id LIMIT $1 FOR UPDATE SKIP LOCKED";
 
 // Under the payers' locks: their due holds expire, and their held money shrinks by as much.
@@ -113,13 +114,16 @@ std::optional<stored_hold_answer> find_hold_answer(pqxx::connection& conn, ledge
   return stored_hold_answer{rows[0][0].as<std::string>(), rows[0][1].as<std::string>()};
 }
 
-expiry_result expire_due_holds(pqxx::connection& conn, int limit, std::vector<std::int64_t>* committing) {
+expiry_result expire_due_holds(pqxx::connection& conn, int limit, const std::vector<std::int64_t>& excluded,
+                               std::vector<std::int64_t>* committing) {
   conn.prepare(k_lock_due_payers, k_lock_due_payers_sql);
   conn.prepare(k_expire, k_expire_sql);
   expiry_result result;
   pqxx::work txn(conn);
   std::vector<std::int64_t> payers;
-  for (const auto& row : txn.exec_prepared(k_lock_due_payers, limit)) payers.push_back(row[0].as<std::int64_t>());
+  for (const auto& row : txn.exec_prepared(k_lock_due_payers, limit, pg_array(excluded))) {
+    payers.push_back(row[0].as<std::int64_t>());
+  }
   if (payers.empty()) return result;
   // The payers' expiry, in a savepoint: a refusal undoes it alone, and the payers' locks stay.
   // (Written out: libpqxx 6's subtransaction leaves its parent aborted when a prepared statement
@@ -131,6 +135,7 @@ expiry_result expire_due_holds(pqxx::connection& conn, int limit, std::vector<st
       rows = txn.exec_prepared(k_expire, pg_array(ids));
     } catch (const pqxx::sql_error&) {
       txn.exec0("ROLLBACK TO SAVEPOINT hold_expiry");
+      txn.exec0("RELEASE SAVEPOINT hold_expiry");  // else each refusal nests one level deeper
       throw;
     }
     txn.exec0("RELEASE SAVEPOINT hold_expiry");

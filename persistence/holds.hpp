@@ -42,13 +42,16 @@ std::optional<stored_hold_answer> find_hold_answer(pqxx::connection& conn, ledge
 // One payer never holds back the others: a payer whose row another transaction has locked (a
 // writer's batch) is skipped until a later call, and a payer whose holds cannot expire (the
 // database refuses the change, e.g. its `held` no longer covers them) is named in `failed` while
-// the others' holds expire. `committing`, when given, receives the payers locked just before the
-// COMMIT is sent: if the COMMIT's outcome is unknown, those payers' holds may have expired.
+// the others' holds expire; the caller passes such payers back as `excluded` for a while, so that
+// they do not send every call through one savepoint per payer. `committing`, when given, receives
+// the payers locked just before the COMMIT is sent: if the COMMIT's outcome is unknown, those
+// payers' holds may have expired.
 struct expiry_result {
   int expired = 0;
   std::vector<row_state> rows;
   std::vector<std::int64_t> failed;
 };
-expiry_result expire_due_holds(pqxx::connection& conn, int limit, std::vector<std::int64_t>* committing = nullptr);
+expiry_result expire_due_holds(pqxx::connection& conn, int limit, const std::vector<std::int64_t>& excluded = {},
+                               std::vector<std::int64_t>* committing = nullptr);
 
 }  // namespace persistence
