@@ -106,21 +106,14 @@ class transfer_batch_flow : public std::enable_shared_from_this<transfer_batch_f
     auto self = shared_from_this();
     core_.readers->read<persistence::batch_lookup>(
         [self](pqxx::connection& conn) {
-          // Batches committed before item 0 took the batch's key keep it under "batch/0/<key>":
-          // looked up too, last, so that such a batch retried now never posts its item 0 twice.
           auto keys = self->keys_;
-          keys.push_back("batch/0/" + self->command_.item_key_base);
+          keys.push_back(self->legacy_key0());
           return persistence::find_transfer_batch(conn, self->command_.principal, self->command_.idempotency_key, keys);
         },
         [self](query_result<persistence::batch_lookup> r) {
           if (r.outcome != ledger::error_code::ok) return self->finish_(database_unavailable(r.outcome));
           if (r.value.batch) return self->replay(*r.value.batch);
-          if (!r.value.items.empty()) {
-            auto legacy = std::move(r.value.items.back());
-            r.value.items.pop_back();
-            if (legacy && !r.value.items[0]) r.value.items[0] = std::move(legacy);
-          }
-          std::size_t found = 0;
+          take_legacy_item0(r.value.items);
           for (std::size_t i = 0; i < r.value.items.size(); ++i) {
             if (!r.value.items[i]) continue;
             // An item of another batch under this key: the key was used for a different batch.
@@ -129,15 +122,27 @@ class transfer_batch_flow : public std::enable_shared_from_this<transfer_batch_f
             item.status = r.value.items[i]->status;
             item.body = r.value.items[i]->body;
             self->settled_[i] = true;
-            ++found;
+            ++self->found_;
           }
-          self->replayed_ = found == self->results_.size();
+          self->replayed_ = self->found_ == self->results_.size();
           self->resolve_accounts();
         });
   }
 
  private:
   std::string item_hash(std::size_t i) const { return command_.request_hash + "/" + std::to_string(i); }
+
+  // Batches committed before item 0 took the batch's key keep it under "batch/0/<key>": every
+  // lookup reads that key too, last, so that such a batch retried now never posts item 0 twice.
+  std::string legacy_key0() const { return "batch/0/" + command_.item_key_base; }
+
+  // The lookup's last row (legacy_key0) as item 0's, when item 0 was not found under its key.
+  static void take_legacy_item0(std::vector<std::optional<persistence::stored_response>>& items) {
+    if (items.empty()) return;
+    auto legacy = std::move(items.back());
+    items.pop_back();
+    if (legacy && !items.empty() && !items[0]) items[0] = std::move(legacy);
+  }
 
   static money_result key_reused() {
     return refusal(ledger::error_code::idempotency_key_reused,
@@ -458,6 +463,7 @@ class transfer_batch_flow : public std::enable_shared_from_this<transfer_batch_f
     for (std::size_t i = 0; i < keys_.size(); ++i) {
       if (recheck_[i] != 0) keys[i] = keys_[i];
     }
+    keys.push_back(recheck_[0] != 0 ? legacy_key0() : std::string());
     auto self = shared_from_this();
     core_.readers->read<persistence::batch_lookup>(
         [self, keys = std::move(keys)](pqxx::connection& conn) {
@@ -472,6 +478,7 @@ class transfer_batch_flow : public std::enable_shared_from_this<transfer_batch_f
                                              ledger::k_retry_after_default_s));
           }
           if (r.value.batch) return self->replay(*r.value.batch);
+          take_legacy_item0(r.value.items);
           bool all_found = true;
           for (std::size_t i = 0; i < self->recheck_.size(); ++i) {
             if (self->recheck_[i] == 0) continue;
@@ -487,7 +494,10 @@ class transfer_batch_flow : public std::enable_shared_from_this<transfer_batch_f
             item.status = found->status;
             item.body = found->body;
             self->settled_[i] = true;
+            ++self->found_;
           }
+          // Every item committed before this request: its answer is a replay, as the next one.
+          self->replayed_ = self->found_ == self->results_.size();
           then(all_found);
         });
   }
@@ -583,6 +593,7 @@ class transfer_batch_flow : public std::enable_shared_from_this<transfer_batch_f
   std::vector<payer_run> runs_;
   std::size_t atomic_writer_ = 0;
   bool replayed_ = false;  // every item had committed before: the answer is a replay
+  std::size_t found_ = 0;  // items found committed by the lookups (start, recheck)
 };
 
 void money_flows::transfer_batch(transfer_batch_command command, finish_fn done) {
