@@ -207,14 +207,26 @@ std::optional<account_record> make_system_hot(pqxx::connection& conn, ledger::ac
 
 std::optional<account_record> set_status(pqxx::connection& conn, ledger::account_id id, ledger::account_status status,
                                          const audit_entry* audit) {
-  pqxx::work txn(conn);
-  if (txn.exec_prepared(k_lock_for_status, id).empty()) return std::nullopt;
-  auto updated = txn.exec_prepared(k_set_status, id, std::string(ledger::to_string(status)));
-  if (updated.affected_rows() == 0) return std::nullopt;
-  auto loaded = load_account(txn, id, false);
-  if (audit != nullptr) append_audit(txn, *audit);
-  txn.commit();
-  return loaded;
+  // A writer's batch may hold a shard while it waits to share-lock the main row this takes first
+  // (persistence/batch.cpp: the unlocked attempt's lock order), and PostgreSQL then rolls
+  // one of the two back. The change is the same however often it is made: it is made again.
+  constexpr int k_attempts_max = 3;
+  for (int attempt = 1;; ++attempt) {
+    try {
+      pqxx::work txn(conn);
+      if (txn.exec_prepared(k_lock_for_status, id).empty()) return std::nullopt;
+      auto updated = txn.exec_prepared(k_set_status, id, std::string(ledger::to_string(status)));
+      if (updated.affected_rows() == 0) return std::nullopt;
+      auto loaded = load_account(txn, id, false);
+      if (audit != nullptr) append_audit(txn, *audit);
+      txn.commit();
+      return loaded;
+    } catch (const pqxx::statement_completion_unknown&) {
+      throw;
+    } catch (const pqxx::transaction_rollback&) {
+      if (attempt >= k_attempts_max) throw;
+    }
+  }
 }
 
 std::optional<account_record> set_fees(pqxx::connection& conn, ledger::account_id id,
