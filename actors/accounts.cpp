@@ -72,12 +72,12 @@ bool balances_known(const account_actor_state& st) {
 }
 
 // Starts serving from immutable facts, without a database read: ownership, kind, currency and
-// shards are known; status and balances are checked by the writer under its lock until the
-// first answer (or a load) tells them.
+// shards are known; balances are checked by the writer under its lock until the first answer (or
+// a load) tells them. The status is left as it is: active in a new actor, and in one whose reload
+// failed, what its last load or an operator's notice told it (the facts carry no status).
 void start_from_facts(account_actor_state& st, const account_facts& facts) {
   st.owner = facts.owner_id.value_or(0);
   st.kind = facts.kind;
-  st.status = ledger::account_status::active;
   std::copy_n(facts.currency.begin(), std::min<std::size_t>(3, facts.currency.size()), st.currency.begin());
   st.rows.clear();
   st.rows.push_back({st.id, 0, -1, 0});

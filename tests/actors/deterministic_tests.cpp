@@ -158,6 +158,14 @@ struct account_fixture : test_coordinator_fixture<> {
     consume_messages();
   }
 
+  // Load `i` fails: the database did not answer.
+  void load_failed(std::size_t i) {
+    account_loaded result;
+    result.failed = true;
+    caf::anon_send(loads.at(i).second, loaded_atom::value, std::move(result));
+    consume_messages();
+  }
+
   // What the writer sends after a batch of unknown outcome that may have credited the payer.
   void uncertain_notice() {
     balance_notice notice;
@@ -261,6 +269,23 @@ CAF_TEST(a_status_change_during_a_load_wins_over_the_load) {
   consume_messages();
   debit(10, payer_facts(2));
   CAF_CHECK_EQUAL(script.held.size(), 2u);
+}
+
+// A freeze learnt from an operator's notice outlasts a reload that failed: the next debit brings
+// the account's facts and the actor serves from them again, but the facts carry no status, so the
+// debit is still refused as the freeze says, not sent on as if the account were active.
+CAF_TEST(a_status_from_a_notice_outlasts_a_failed_reload) {
+  debit(10, payer_facts());
+  fail(0, error_code::outcome_unknown);
+  CAF_REQUIRE_EQUAL(loads.size(), 1u);
+  caf::anon_send(registry, status_atom::value, k_payer, ledger::account_status::frozen);
+  consume_messages();
+  load_failed(0);
+  debit(10, payer_facts());
+  CAF_REQUIRE_EQUAL(answers.size(), 2u);
+  CAF_CHECK(answers[1].outcome == error_code::account_inactive);
+  CAF_CHECK(answers[1].decided_before_writer);
+  CAF_CHECK_EQUAL(script.held.size(), 1u);
 }
 
 // At most account_inflight_max debits of one account are in flight; the next is shed with 503
