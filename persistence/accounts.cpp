@@ -41,9 +41,10 @@ const std::string k_load_sql = "SELECT " + k_account_columns_sql +
                                ", shard_no FROM account WHERE id = $1 OR parent_id = $1"
                                " ORDER BY parent_id NULLS FIRST, shard_no";
 
-// The same rows, locked: adding shards must not race another writer that adds them.
+// The same rows, locked: adding shards must not race another writer that adds them. FOR NO KEY
+// UPDATE, as the writers lock (persistence/batch.cpp).
 constexpr const char* k_load_for_update = "account_load_for_update";
-const std::string k_load_for_update_sql = k_load_sql + " FOR UPDATE";
+const std::string k_load_for_update_sql = k_load_sql + " FOR NO KEY UPDATE";
 
 constexpr const char* k_insert = "account_insert";
 const std::string k_insert_sql =
@@ -65,7 +66,7 @@ constexpr const char* k_set_shard_count_sql = "UPDATE account SET shard_count = 
 // deadlock that PostgreSQL breaks by aborting one side.
 constexpr const char* k_lock_for_status = "account_lock_for_status";
 constexpr const char* k_lock_for_status_sql =
-    "SELECT id FROM account WHERE (id = $1 OR parent_id = $1) AND kind <> 'system' ORDER BY id FOR UPDATE";
+    "SELECT id FROM account WHERE (id = $1 OR parent_id = $1) AND kind <> 'system' ORDER BY id FOR NO KEY UPDATE";
 constexpr const char* k_set_status = "account_set_status";
 constexpr const char* k_set_status_sql =
     "UPDATE account SET status = $2 WHERE (id = $1 OR parent_id = $1) AND kind <> 'system'";

@@ -31,7 +31,11 @@ constexpr const char* k_find_committed_sql =
 // locking the parent (payments to a hot payee never lock its main row; a schedule changed after
 // this statement began is the next payment's). `xmin` names the row's version: any change to the
 // row (a posting, a freeze, a new fee schedule, a hold) makes a new one. Read two ways:
-//   locked: FOR UPDATE, in ascending id order, so two writers never deadlock;
+//   locked: FOR NO KEY UPDATE, in ascending id order, so two writers never deadlock. Not FOR
+//   UPDATE: that waits for the FOR KEY SHARE a foreign key check takes on the row it references (a
+//   hold's payee, an adjustment's account, a new shard's parent), and a writer inserting such a row
+//   for an account another writer holds, while holding a row that writer waits for, deadlocks;
+//   the balance caches are updated, never their keys, which is all that NO KEY UPDATE leaves out;
 //   unlocked: the optimistic first attempt of a plain batch (commit_once): the write statement
 //   then changes or locks each row only at the version read here, and the batch is redone under
 //   the locks when one has moved.
@@ -42,7 +46,7 @@ constexpr const char* k_account_rows_sql =
     "  FROM account a LEFT JOIN account p ON p.id = a.parent_id"
     " WHERE a.id = ANY($1::bigint[]) ORDER BY a.id";
 constexpr const char* k_lock_accounts = "posting_lock_accounts";
-const std::string k_lock_accounts_sql = std::string(k_account_rows_sql) + " FOR UPDATE OF a";
+const std::string k_lock_accounts_sql = std::string(k_account_rows_sql) + " FOR NO KEY UPDATE OF a";
 constexpr const char* k_read_accounts = "posting_read_accounts";
 
 // The rows of the money flows (migration 005) that a posting checks under their lock.

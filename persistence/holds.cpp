@@ -38,12 +38,14 @@ constexpr const char* k_find_answer_sql =
 
 // The payers with due holds, a bounded number a tick, locked in id order. A payer whose row is
 // locked already (a writer's batch) is skipped, not waited for: its holds expire at a later tick.
+// FOR NO KEY UPDATE, as the writers lock (persistence/batch.cpp): a row that is only referenced by
+// a foreign key check in flight (the payee of a hold being placed) is not skipped.
 constexpr const char* k_lock_due_payers = "hold_lock_due_payers";
 constexpr const char* k_lock_due_payers_sql =
     "SELECT a.id FROM account a"
     " WHERE a.id IN (SELECT payer_id FROM hold WHERE status = 'ACTIVE' AND expires_at <= clock_timestamp())"
     "   AND NOT a.id = ANY($2::bigint[])"
-    " ORDER BY a.id LIMIT $1 FOR UPDATE SKIP LOCKED";
+    " ORDER BY a.id LIMIT $1 FOR NO KEY UPDATE SKIP LOCKED";
 
 // Under the payers' locks: their due holds expire, and their held money shrinks by as much.
 constexpr const char* k_expire = "hold_expire";

@@ -882,8 +882,8 @@ INSTANTIATE_TEST_SUITE_P(unlocked_and_locked, key_race, ::testing::Values(true, 
 
 TEST_F(ledger_db, a_plain_batch_reads_its_rows_without_locking_them) {
   // Another transaction holds FOR KEY SHARE on every row of the batch (as a foreign key check
-  // would). A row lock taken to read (FOR UPDATE) waits for it; the update of a balance does not.
-  // So the batch commits while that transaction is still open only if it read its rows unlocked.
+  // would); the batch commits while it is still open, at its first attempt, none of it redone
+  // under the rows' locks.
   fund(a_, 1'000);
   fund(d_, 1'000);
   const std::vector<posting_request> batch = {transfer(a_, b_, 100, unique_key("k")),
@@ -905,6 +905,30 @@ TEST_F(ledger_db, a_plain_batch_reads_its_rows_without_locking_them) {
   EXPECT_EQ(balance(a_), 900);
   EXPECT_EQ(balance(b_), 300);
   EXPECT_EQ(balance(d_), 800);
+  expect_caches_match_entries();
+}
+
+TEST_F(ledger_db, a_batch_that_locks_its_rows_does_not_wait_for_a_foreign_key_check) {
+  // A writer placing a hold for payee b holds FOR KEY SHARE on b's row (the hold's foreign key)
+  // until it commits, and may itself wait for a row this batch holds. The batch locks b to pay
+  // from it: a lock that waited for the key share (FOR UPDATE) would close that circle, a
+  // deadlock; FOR NO KEY UPDATE does not wait, so the batch commits while the other is open.
+  fund(b_, 1'000);
+  const std::vector<posting_request> batch = {with_locked_rows(transfer(b_, a_, 100, unique_key("k")))};
+  connection_options o = options_for(test_support::database_url(), k_application_name);
+  o.lock_timeout_ms = 30'000;  // a regression fails here instead of hanging
+  auto conn = connect(o);
+  prepare_posting_statements(*conn);
+  pqxx::work other(*owner_);
+  other.exec("SELECT id FROM account WHERE id IN (" + std::to_string(a_) + ", " + std::to_string(b_) +
+             ") FOR KEY SHARE");
+  batch_result r;
+  EXPECT_NO_THROW(r = commit_batch(*conn, batch));
+  other.abort();
+  ASSERT_EQ(r.outcomes.size(), 1u);
+  EXPECT_EQ(r.outcomes[0].outcome, ledger::error_code::ok);
+  EXPECT_EQ(balance(b_), 900);
+  EXPECT_EQ(balance(a_), 100);
   expect_caches_match_entries();
 }
 
