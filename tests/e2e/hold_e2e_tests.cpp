@@ -214,6 +214,28 @@ TEST_F(HoldE2E, AuthorizeThenCapturePaysThePayeeWithItsFee) {
   EXPECT_TRUE(ts::reconciliation_ok(c, op()));
 }
 
+// A hold names when it ends: without expiresInSeconds, with null, zero or more than thirty days,
+// the request is 400 invalid_request with what to fix, and nothing is held.
+TEST_F(HoldE2E, AHoldWithoutAnEndIsRefusedAndHoldsNothing) {
+  ts::http_client c(port());
+  const auto [alice, a] = wallet(c, 1'000);
+  const auto [shop, m] = wallet(c, 0);
+  const std::string accounts =
+      R"({"fromAccountId":)" + std::to_string(a) + R"(,"toAccountId":)" + std::to_string(m) + R"(,"amount":500)";
+  for (const std::string& end :
+       {std::string(), std::string(R"(,"expiresInSeconds":null)"), std::string(R"(,"expiresInSeconds":0)"),
+        std::string(R"(,"expiresInSeconds":2592001)")}) {
+    auto r = c.post("/v1/holds", alice.key, accounts + end + "}", ts::unique_key("endless"));
+    EXPECT_EQ(r.status, 400) << end << ": " << r.body;
+    EXPECT_EQ(code_of(r), "invalid_request") << r.body;
+    EXPECT_NE(r.body.find("expiresInSeconds"), std::string::npos) << r.body;
+  }
+  EXPECT_EQ(ts::query_value("SELECT count(*) FROM hold WHERE payer_id = " + std::to_string(a)), "0");
+  const auto got = account_money(c, alice.key, a);
+  EXPECT_EQ(got.available, 1'000);
+  EXPECT_EQ(got.held, 0);
+}
+
 // A partial capture by an operator takes what it names, releases the rest at once (available is
 // exact to the unit) and leaves an audit row; a capture beyond the hold is refused and changes
 // nothing.
