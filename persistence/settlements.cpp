@@ -52,10 +52,18 @@ constexpr const char* k_create_compare_sql =
     "  paired_lines BIGINT NOT NULL, settled_at TIMESTAMPTZ"
     ") ON COMMIT DELETE ROWS";
 
+// One row per report line paired exactly with a ledger transaction: what an open exception must
+// find of itself before an import resolves it.
+constexpr const char* k_create_paired_sql =
+    "CREATE TEMP TABLE IF NOT EXISTS settlement_paired ("
+    "  transaction_id UUID NOT NULL, payment_id TEXT NOT NULL, type TEXT NOT NULL, amount BIGINT NOT NULL"
+    ") ON COMMIT DELETE ROWS";
+
 // Statistics for the planner of the match (a temporary table has none by itself).
 constexpr const char* k_analyze_lines_sql = "ANALYZE pg_temp.settlement_report_line";
 constexpr const char* k_analyze_posted_sql = "ANALYZE pg_temp.settlement_posted";
 constexpr const char* k_analyze_compare_sql = "ANALYZE pg_temp.settlement_compare";
+constexpr const char* k_analyze_paired_sql = "ANALYZE pg_temp.settlement_paired";
 
 // The resolution of matched keys joins the comparison with the open exceptions, two sets that may
 // each hold tens of thousands of rows. Right after an import added them, the exceptions' index
@@ -115,11 +123,10 @@ const std::string k_fill_posted_sql =
 // only, settled but not posted; in the ledger only, posted but not settled, if it was posted within
 // the report's period (before it, a report of its own settled it; the margin only lets late
 // settlements find their transaction). A transaction without a payment id pairs with nothing.
+// The pairs themselves are kept too (settlement_paired).
 constexpr const char* k_match = "settlement_match";
 const std::string k_match_sql =
-    "INSERT INTO pg_temp.settlement_compare (kind, payment_id, type, ledger_amount, ledger_currency, transaction_id,"
-    "                                        report_amount, report_currency, report_lines, paired_lines, settled_at)"
-    " WITH ledger_n AS ("
+    "WITH ledger_n AS ("
     "   SELECT *, row_number() OVER (PARTITION BY payment_id, type, amount, currency"
     "                                ORDER BY created_at, transaction_id) AS n"
     "     FROM pg_temp.settlement_posted WHERE payment_id IS NOT NULL"
@@ -133,6 +140,10 @@ const std::string k_match_sql =
     "     FROM ledger_n l FULL JOIN report_n r"
     "       ON r.payment_id = l.payment_id AND r.type = l.type AND r.amount = l.amount AND r.currency = l.currency"
     "      AND r.n = l.n"
+    " ), paired AS ("
+    "   INSERT INTO pg_temp.settlement_paired (transaction_id, payment_id, type, amount)"
+    "   SELECT transaction_id, payment_id, type, l_amount FROM pairs"
+    "    WHERE transaction_id IS NOT NULL AND r_amount IS NOT NULL"
     " ), keys AS ("
     "   SELECT payment_id, type,"
     "          count(*) FILTER (WHERE transaction_id IS NOT NULL AND r_amount IS NOT NULL) AS paired,"
@@ -156,6 +167,8 @@ const std::string k_match_sql =
     "          END AS kind, *"
     "     FROM keys"
     " )"
+    " INSERT INTO pg_temp.settlement_compare (kind, payment_id, type, ledger_amount, ledger_currency, transaction_id,"
+    "                                         report_amount, report_currency, report_lines, paired_lines, settled_at)"
     " SELECT kind, payment_id, type, CASE WHEN r_left_n > 0 THEN l_left ELSE l_left_in_period END, l_currency,"
     "        CASE WHEN r_left_n > 0 THEN l_first ELSE l_first_in_period END, r_left, r_currency, r_left_n, paired,"
     "        " +
@@ -176,13 +189,20 @@ constexpr const char* k_next_import_id_sql = "SELECT nextval('settlement_import_
 
 // Open exceptions of the keys the report matched without a difference ($1 the provider) are
 // resolved by the import ($2 the note, $3 who): a later report settled what an earlier one missed,
-// or corrected it.
+// or corrected it. Only when the report paired what the exception is about: its transaction, or
+// for a settlement the ledger had not posted, a line of its amount. A key is also clean when the
+// report settles another transaction of it (a second refund of one payment) and the one an
+// exception names lies before the report's period: that exception stays open. Uncorrelated IN
+// lists, which PostgreSQL hashes once, rather than a subquery per open exception.
 constexpr const char* k_resolve_matched = "settlement_resolve_matched";
 constexpr const char* k_resolve_matched_sql =
     "UPDATE settlement_exception x SET status = 'resolved', note = $2, resolved_by = $3, resolved_at = now()"
     "  FROM pg_temp.settlement_compare c"
     " WHERE c.kind IS NULL AND x.status = 'open' AND x.provider = $1"
-    "   AND COALESCE(x.payment_id, x.transaction_id::text) = c.payment_id AND x.type = c.type";
+    "   AND COALESCE(x.payment_id, x.transaction_id::text) = c.payment_id AND x.type = c.type"
+    "   AND (x.transaction_id IN (SELECT transaction_id FROM pg_temp.settlement_paired)"
+    "        OR (x.transaction_id IS NULL AND (x.payment_id, x.type, x.report_amount) IN"
+    "              (SELECT payment_id, type, amount::numeric FROM pg_temp.settlement_paired)))";
 
 // The differences of import $1 not already open ($2 the provider, $3 their first owner). The
 // open-key index refuses a second open exception of a key and kind: that one is skipped.
@@ -353,6 +373,7 @@ settlement_import_outcome import_settlement_report(pqxx::connection& conn, const
   txn.exec(k_create_lines_sql);
   txn.exec(k_create_posted_sql);
   txn.exec(k_create_compare_sql);
+  txn.exec(k_create_paired_sql);
 
   // The report streams into the scratch table as the parser passes each line: the only copy of
   // a line outside the caller's chunk is the COPY buffer of libpq.
@@ -410,6 +431,7 @@ settlement_import_outcome import_settlement_report(pqxx::connection& conn, const
   s.file_hash = hash.hex();
   const auto resolver = "settlement import " + std::to_string(s.import_id) + " (" + options.imported_by + ")";
   txn.exec(k_analyze_compare_sql);
+  txn.exec(k_analyze_paired_sql);
   txn.exec(k_no_nested_loops_sql);
   s.resolved_exceptions = static_cast<std::int64_t>(
       txn.exec_prepared0(k_resolve_matched, provider,

@@ -317,6 +317,45 @@ TEST_F(SettlementE2E, ALaterReportResolvesWhatItMatches) {
   EXPECT_EQ(text(by_key.at("settled_not_posted d_1"), "type"), "DEPOSIT_REFUND");
 }
 
+// A later report that settles a second refund of a payment leaves open the exception of the first
+// refund, which it does not settle (that refund lies before its period): the key is clean in the
+// later report, but what the exception is about was never paired.
+TEST_F(SettlementE2E, AReportThatSettlesAnotherRefundLeavesTheMissingOneOpen) {
+  ts::http_client c(port());
+  const auto w = make_world(c);
+  const auto paid = deposit(c, w, 10'000, "pay_r");
+  auto r = c.post("/v1/deposits/" + paid + "/refunds", op(), R"({"amount":100})", ts::unique_key("refund"));
+  ASSERT_EQ(r.status, 201) << r.body;
+  const std::string first_refund(r.json().as_object().at("transactionId").as_string());
+  deposit(c, w, 500, "pay_s");
+  // The first report's period runs from its earliest settlement to its latest: the refund is in it.
+  const auto first_end = now();
+  r = import(c, k_header + line(w.provider, "pay_r", "payment", 10'000, w.before) +
+                    line(w.provider, "pay_s", "payment", 500, first_end));
+  ASSERT_EQ(r.status, 200) << r.body;
+  ASSERT_EQ(r.json().as_object().at("exceptions").as_object().at("postedNotSettled").as_int64(), 1);
+
+  r = c.post("/v1/deposits/" + paid + "/refunds", op(), R"({"amount":200})", ts::unique_key("refund"));
+  ASSERT_EQ(r.status, 201) << r.body;
+  r = import(c, k_header + line(w.provider, "pay_r", "refund", 200, now("1 second")));
+  ASSERT_EQ(r.status, 200) << r.body;
+  const auto second = r.json().as_object();
+  EXPECT_EQ(second.at("matched").as_int64(), 1);
+  EXPECT_EQ(second.at("resolvedExceptions").as_int64(), 0);
+
+  const auto exceptions = exceptions_of(c, w.provider);
+  ASSERT_EQ(exceptions.size(), 1u);
+  EXPECT_EQ(text(exceptions[0], "kind"), "posted_not_settled");
+  EXPECT_EQ(text(exceptions[0], "transactionId"), first_refund);
+  EXPECT_EQ(text(exceptions[0], "status"), "open");
+
+  // A report that settles the first refund resolves it.
+  r = import(c, k_header + line(w.provider, "pay_r", "refund", 100, now("2 seconds")));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.json().as_object().at("resolvedExceptions").as_int64(), 1);
+  EXPECT_EQ(text(exceptions_of(c, w.provider).at(0), "status"), "resolved");
+}
+
 // Pages of exceptions follow one another by id: every exception once, in id order, whatever the
 // page size, and `next` is null on the last page.
 TEST_F(SettlementE2E, ExceptionPagesFollowOneAnother) {
