@@ -255,7 +255,15 @@ void ledger_service::start() {
     kc.ttl = std::chrono::milliseconds(c.lease_ttl_ms);
     kc.renew_interval = std::chrono::milliseconds(c.lease_renew_ms);
     d.leases = std::make_unique<cluster::lease_keeper>(std::move(kc), d.ownership);
-    d.leases->start();
+    try {
+      d.leases->start();
+    } catch (...) {
+      // Another process speaks for this node id: what started above stops again, in order, so
+      // that the error reaches the caller and the process ends.
+      d.started = true;
+      stop();
+      throw;
+    }
   }
   d.started = true;
 }
@@ -821,6 +829,7 @@ service_stats ledger_service::stats() const {
     s.cluster_nodes = k.nodes;
     s.leases_lost = k.lost;
     s.lease_failures = k.failures;
+    s.node_id_in_use_elsewhere = k.in_use_elsewhere;
   }
   return s;
 }

@@ -49,11 +49,12 @@ struct service_stats {
   bool cluster_enabled = false;
   int partitions_held = 0;
   int cluster_nodes = 0;
-  std::uint64_t leases_lost = 0;       // taken over by another node while held here
-  std::uint64_t lease_failures = 0;    // lease rounds the database did not answer
-  std::uint64_t writer_busy_us = 0;    // time the writers spent committing, summed
-  std::uint64_t fenced_postings = 0;   // debits refused at commit: the node had lost the lease
-  std::uint64_t relocked_batches = 0;  // batches read unlocked, then redone under the rows' locks
+  std::uint64_t leases_lost = 0;          // taken over by another node while held here
+  std::uint64_t lease_failures = 0;       // lease rounds the database did not answer
+  bool node_id_in_use_elsewhere = false;  // another live process speaks for this node id
+  std::uint64_t writer_busy_us = 0;       // time the writers spent committing, summed
+  std::uint64_t fenced_postings = 0;      // debits refused at commit: the node had lost the lease
+  std::uint64_t relocked_batches = 0;     // batches read unlocked, then redone under the rows' locks
 };
 
 // Cluster mode (docs/scaling.md): a request passed, at the HTTP level, to the node that holds the

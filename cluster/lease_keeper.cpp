@@ -1,5 +1,7 @@
 #include "cluster/lease_keeper.hpp"
 
+#include <boost/uuid/random_generator.hpp>
+#include <boost/uuid/uuid_io.hpp>
 #include <pqxx/pqxx>
 #include <spdlog/spdlog.h>
 
@@ -10,13 +12,41 @@
 
 namespace cluster {
 
+namespace {
+
+// A random (version 4) UUID in PostgreSQL's text form.
+std::string random_instance_id() {
+  boost::uuids::random_generator generate;
+  return boost::uuids::to_string(generate());
+}
+
+}  // namespace
+
 lease_keeper::lease_keeper(keeper_config config, std::shared_ptr<ownership> owned)
-    : config_(std::move(config)), owned_(std::move(owned)) {}
+    : config_(std::move(config)), owned_(std::move(owned)), me_{owned_->node_id(), random_instance_id()} {}
 
 lease_keeper::~lease_keeper() { stop(); }
 
 void lease_keeper::start() {
   round();
+  {
+    std::unique_lock lock(round_mutex_);
+    if (in_use_) {
+      // The other process may have just died (a restart within the TTL): wait until its heartbeat
+      // lapses, and look again. A live one has written a newer heartbeat by then.
+      const auto wait = std::chrono::milliseconds(in_use_->lapses_in_ms) + std::chrono::milliseconds(50);
+      spdlog::warn("node {}: another process at {} speaks for this node id; waiting {} ms for its heartbeat to lapse",
+                   me_.node_id, in_use_->other_address, wait.count());
+      lock.unlock();
+      std::this_thread::sleep_for(wait);
+      round();
+      lock.lock();
+      if (in_use_) {
+        throw node_id_in_use("node id " + me_.node_id + " is in use by a running server at " + in_use_->other_address +
+                             "; give this server another cluster.node_id");
+      }
+    }
+  }
   timer_ = std::thread([this] {
     std::unique_lock lock(timer_mutex_);
     while (!timer_wake_.wait_for(lock, config_.renew_interval, [this] { return stopping_; })) {
@@ -39,8 +69,12 @@ void lease_keeper::stop() {
   for (const auto& lease : owned_->held()) owned_->drop(lease.partition);
   try {
     if (!conn_) conn_ = persistence::connect(config_.database);
-    persistence::leave_cluster(*conn_, owned_->node_id());
-    spdlog::info("node {} handed its leases back", owned_->node_id());
+    persistence::leave_cluster(*conn_, me_);
+    if (in_use_) {
+      spdlog::info("node {} stopped; the process at {} speaks for its node id", me_.node_id, in_use_->other_address);
+    } else {
+      spdlog::info("node {} handed its leases back", me_.node_id);
+    }
   } catch (const std::exception& e) {
     // The leases then expire after their TTL and are taken over then.
     spdlog::warn("node {} could not hand its leases back: {}", owned_->node_id(), e.what());
@@ -68,11 +102,16 @@ void lease_keeper::run_round() {
   // one TTL, and the time between now() in the database and the statement's return.
   const auto margin = std::max(config_.ttl / 10, std::chrono::milliseconds(50));
 
-  const int nodes = std::max(1, persistence::heartbeat(conn, me, config_.address, config_.ttl.count()));
+  const auto beat = persistence::heartbeat(conn, me_, config_.address, config_.ttl.count());
+  if (beat.in_use) return stand_aside(beat);
+  if (in_use_) spdlog::info("node {}: this process speaks for the node id again", me);
+  in_use_.reset();
+  if (beat.took_over) spdlog::warn("node {}: took the node id over from a silent process; its leases go anew", me);
+  const int nodes = std::max(1, beat.live_nodes);
 
   // Renew: what is not renewed was taken over.
   auto sent = ownership::clock::now();
-  const auto renewed = persistence::renew_leases(conn, me, config_.ttl.count());
+  const auto renewed = persistence::renew_leases(conn, me_, config_.ttl.count());
   std::set<int> kept;
   for (const auto& lease : renewed) {
     if (releasing_.count(lease.partition) != 0) continue;
@@ -84,7 +123,7 @@ void lease_keeper::run_round() {
   std::uint64_t released = 0;
   if (!releasing_.empty()) {
     const std::vector<int> give(releasing_.begin(), releasing_.end());
-    persistence::release_leases(conn, me, give);
+    persistence::release_leases(conn, me_, give);
     released = give.size();
     releasing_.clear();
     spdlog::info("node {} handed back {} partitions ({} nodes up)", me, give.size(), nodes);
@@ -114,7 +153,7 @@ void lease_keeper::run_round() {
   } else if (held < share) {
     sent = ownership::clock::now();
     std::string taken;
-    for (const auto& lease : persistence::acquire_leases(conn, me, config_.ttl.count(), share - held)) {
+    for (const auto& lease : persistence::acquire_leases(conn, me_, config_.ttl.count(), share - held)) {
       owned_->hold(lease.partition, lease.epoch, sent + config_.ttl - margin);
       ++acquired;
       taken += (taken.empty() ? "" : " ") + std::to_string(lease.partition) + "@" + std::to_string(lease.epoch);
@@ -123,14 +162,11 @@ void lease_keeper::run_round() {
   }
 
   // Who holds what now: where this node forwards the debits it does not hold.
-  std::vector<std::string> holders(static_cast<std::size_t>(partitions));
-  for (const auto& owner : persistence::lease_owners(conn)) {
-    if (owner.partition >= 0 && owner.partition < partitions) holders[owner.partition] = owner.address;
-  }
-  owned_->set_holders(std::move(holders));
+  read_holders(conn);
 
   std::lock_guard stats_lock(stats_mutex_);
   ++stats_.rounds;
+  stats_.in_use_elsewhere = false;
   stats_.lost += lost;
   stats_.released += released;
   stats_.acquired += acquired;
@@ -141,6 +177,35 @@ void lease_keeper::run_round() {
 keeper_stats lease_keeper::stats() const {
   std::lock_guard lock(stats_mutex_);
   return stats_;
+}
+
+void lease_keeper::read_holders(pqxx::connection& conn) {
+  const int partitions = owned_->partitions();
+  std::vector<std::string> holders(static_cast<std::size_t>(partitions));
+  for (const auto& owner : persistence::lease_owners(conn)) {
+    if (owner.partition >= 0 && owner.partition < partitions) holders[owner.partition] = owner.address;
+  }
+  owned_->set_holders(std::move(holders));
+}
+
+void lease_keeper::stand_aside(const persistence::heartbeat_result& beat) {
+  const auto held = owned_->held();
+  for (const auto& lease : held) owned_->drop(lease.partition);
+  releasing_.clear();
+  if (!in_use_ || in_use_->other_address != beat.other_address) {
+    spdlog::error(
+        "node {}: another process at {} speaks for this node id; this one debits nothing ({} partitions "
+        "dropped)",
+        me_.node_id, beat.other_address, held.size());
+  }
+  in_use_ = beat;
+  // Debits of every partition go to their holders, that other process included.
+  read_holders(*conn_);
+  std::lock_guard stats_lock(stats_mutex_);
+  ++stats_.rounds;
+  stats_.lost += held.size();
+  stats_.held = 0;
+  stats_.in_use_elsewhere = true;
 }
 
 }  // namespace cluster

@@ -100,6 +100,9 @@ std::string metrics::render_page(const actors::service_stats& s,
           s.leases_lost);
     gauge("wallet_cluster_lease_failures_total", "Lease rounds the database did not answer.", "counter",
           s.lease_failures);
+    gauge("wallet_cluster_node_id_in_use_elsewhere",
+          "1 when another live process speaks for this node's id: this one holds and takes no lease.", "gauge",
+          s.node_id_in_use_elsewhere ? 1 : 0);
   }
   gauge("wallet_writers_connected", "1 when every ledger writer has a database connection.", "gauge",
         s.writers_connected ? 1 : 0);

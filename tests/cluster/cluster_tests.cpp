@@ -22,6 +22,7 @@
 #include "tests/support/http_client.hpp"
 #include "tests/support/metrics.hpp"
 #include "tests/support/net.hpp"
+#include "tests/support/process.hpp"
 #include "tests/support/server_process.hpp"
 #include "tests/support/support.hpp"
 
@@ -222,6 +223,35 @@ TEST_F(two_nodes, concurrent_debits_through_both_nodes_spend_exactly_what_the_ac
   EXPECT_EQ(tally.other.load(), 0);
   EXPECT_EQ(balance(setup, user.key, payer), 0);
   EXPECT_EQ(balance(setup, user.key, payee), 1'000);
+}
+
+// A server started with the node id of a running node (a configuration copied without changing
+// it) waits once for that node's heartbeat to lapse, then refuses to start. The running node keeps
+// its partitions and serves on: two processes never pass one node's fence.
+TEST_F(two_nodes, a_server_with_a_running_nodes_id_refuses_to_start) {
+  const auto held = metric_value(a().port(), "wallet_cluster_partitions_held");
+  auto env = current_environment();
+  env["WALLET_HTTP_PORT"] = std::to_string(free_port());
+  env["WALLET_AUTH_BOOTSTRAP_KEY"] = a().operator_key();
+  env["WALLET_DATABASE_URL"] = database_url();
+  env["WALLET_DATABASE_OWNER_URL"] = owner_database_url();
+  env["WALLET_REDIS_URL"] = redis_url();
+  for (const auto& [name, value] : node_options(names_[0]).env) env[name] = value;
+  const auto r = run_program(server_binary(), {}, env, 60s);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("node id " + names_[0] + " is in use by a running server"), std::string::npos) << r.output;
+
+  EXPECT_EQ(metric_value(a().port(), "wallet_cluster_partitions_held"), held);
+  EXPECT_EQ(metric_value(a().port(), "wallet_cluster_node_id_in_use_elsewhere"), 0);
+  http_client ca(a().port());
+  const auto op = a().operator_key();
+  const auto user = create_principal(ca, op);
+  const auto payee = create_account(ca, op, user.id);
+  const auto payer = account_held_by(ca, user.id, 0);
+  ASSERT_NE(payer, 0);
+  deposit(ca, op, payer, 500);
+  auto paid = ca.post("/v1/transfers", user.key, transfer_body(payer, payee, 200), unique_key("same-id"));
+  EXPECT_EQ(paid.status, 201) << paid.body;
 }
 
 TEST_F(two_nodes, a_killed_nodes_partitions_are_taken_over_and_served) {

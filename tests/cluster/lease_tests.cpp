@@ -1,12 +1,14 @@
 // Partition leases against a real PostgreSQL (migration 014, docs/scaling.md): the partition
 // count is fixed by the first node; nodes split the partitions evenly, hand them back when one
 // leaves and take over a silent node's after its TTL, at a higher epoch; a takeover never takes a
-// partition whose row a writer holds; and the ledger writer commits a fenced debit only while its
-// node holds the partition at the epoch it was decided under.
+// partition whose row a writer holds; the ledger writer commits a fenced debit only while its
+// node holds the partition at the epoch it was decided under; and one process at a time speaks
+// for a node id (migration 018).
 
 #include <gtest/gtest.h>
 #include <pqxx/pqxx>
 
+#include <atomic>
 #include <chrono>
 #include <future>
 #include <map>
@@ -199,13 +201,16 @@ TEST_F(leases, a_renewal_takes_its_rows_in_the_order_writers_do) {
     exec_owner("UPDATE partition_lease SET node_id = " + sql_literal(name) +
                ", epoch = epoch + 1, expires_at = now() + interval '1 minute' WHERE partition = " + std::to_string(p));
   }
+  const persistence::node_identity me{name, "6f1c2a4e-0b7d-4c1e-9a55-3d2e8f4b7c10"};
+  exec_owner("INSERT INTO cluster_node (node_id, address, instance) VALUES (" + sql_literal(name) +
+             ", '127.0.0.1:1', " + sql_literal(me.instance) + ")");
   auto conn = persistence::connect(options_for(test_support::database_url(), k_application_name));
   auto writer = std::make_unique<pqxx::work>(*conn);
   writer->exec("SET LOCAL lock_timeout = '20s'");
   writer->exec("SELECT 1 FROM partition_lease WHERE partition = 2 FOR SHARE");
   auto keeper = persistence::connect(options_for(test_support::database_url(), k_application_name));
   const int keeper_pid = keeper->backendpid();
-  auto renewed = std::async(std::launch::async, [&] { return persistence::renew_leases(*keeper, name, 60'000); });
+  auto renewed = std::async(std::launch::async, [&] { return persistence::renew_leases(*keeper, me, 60'000); });
   ASSERT_TRUE(test_support::eventually(
       [&] {
         return int_of("SELECT count(*) FROM pg_locks WHERE NOT granted AND pid = " + std::to_string(keeper_pid)) > 0;
@@ -219,6 +224,79 @@ TEST_F(leases, a_renewal_takes_its_rows_in_the_order_writers_do) {
   std::set<int> partitions;
   for (const auto& l : leases) partitions.insert(l.partition);
   EXPECT_EQ(partitions, (std::set<int>{2, 9}));
+}
+
+// Two processes started with one node id (migration 018). While the first one's heartbeat is
+// younger than the TTL, the second takes nothing and refuses to start; the first keeps its leases
+// at their epochs, and the second's shutdown removes nothing of the first's.
+TEST_F(leases, a_second_process_with_a_live_node_id_takes_nothing_and_refuses_to_start) {
+  const std::string name = unique_key("same");
+  auto first = make_node(name, 2s);
+  first.keeper->round();
+  ASSERT_EQ(partitions_of(first).size(), static_cast<std::size_t>(k_partitions));
+  std::map<int, std::int64_t> epochs;
+  for (const auto& l : first.owned->held()) epochs[l.partition] = l.epoch;
+
+  // The first process stays alive: its rounds run until the second one's start has decided.
+  std::atomic<bool> decided{false};
+  std::thread alive([&] {
+    while (!decided.load()) {
+      first.keeper->round();
+      std::this_thread::sleep_for(20ms);
+    }
+  });
+  auto second = make_node(name, 2s);
+  bool refused = false;
+  try {
+    second.keeper->start();
+  } catch (const cluster::node_id_in_use& e) {
+    refused = true;
+    EXPECT_NE(std::string(e.what()).find("127.0.0.1:1"), std::string::npos) << e.what();
+  }
+  decided = true;
+  alive.join();
+  EXPECT_TRUE(refused) << "a second process with a live node id started";
+  EXPECT_TRUE(partitions_of(second).empty());
+  EXPECT_TRUE(second.keeper->stats().in_use_elsewhere);
+
+  second.keeper->stop();
+  first.keeper->round();
+  EXPECT_FALSE(first.keeper->stats().in_use_elsewhere);
+  ASSERT_EQ(partitions_of(first).size(), static_cast<std::size_t>(k_partitions));
+  for (const auto& l : first.owned->held()) EXPECT_EQ(l.epoch, epochs.at(l.partition)) << "partition " << l.partition;
+  EXPECT_EQ(int_of("SELECT count(*) FROM cluster_node WHERE node_id = " + sql_literal(name)), 1);
+  first.keeper->stop();
+}
+
+// A process restarted with the node id of one that went silent (killed, or paused past the TTL)
+// takes the node id over once the silent one's heartbeat lapses, and takes its partitions again
+// one epoch higher, so the silent one's writers are fenced. The silent one, awake again, holds
+// nothing, and its shutdown hands back nothing of the new process's.
+TEST_F(leases, a_process_that_takes_a_silent_node_id_over_fences_the_silent_one) {
+  const std::string name = unique_key("silent");
+  auto silent = make_node(name, 2s);
+  silent.keeper->round();
+  ASSERT_EQ(partitions_of(silent).size(), static_cast<std::size_t>(k_partitions));
+  std::map<int, std::int64_t> epochs;
+  for (const auto& l : silent.owned->held()) epochs[l.partition] = l.epoch;
+
+  auto restarted = make_node(name, 2s);
+  restarted.keeper->start();  // waits for the silent one's heartbeat to lapse
+  ASSERT_EQ(partitions_of(restarted).size(), static_cast<std::size_t>(k_partitions));
+  for (const auto& l : restarted.owned->held())
+    EXPECT_EQ(l.epoch, epochs.at(l.partition) + 1) << "partition " << l.partition;
+
+  restarted.keeper->round();  // a heartbeat just now, whatever its timer did meanwhile
+  silent.keeper->round();
+  EXPECT_TRUE(partitions_of(silent).empty());
+  EXPECT_TRUE(silent.keeper->stats().in_use_elsewhere);
+  EXPECT_EQ(silent.keeper->stats().lost, static_cast<std::uint64_t>(k_partitions));
+  silent.keeper->stop();
+  EXPECT_EQ(int_of("SELECT count(*) FROM partition_lease WHERE node_id = " + sql_literal(name)), k_partitions)
+      << "the silent process handed back leases it no longer held";
+  EXPECT_EQ(int_of("SELECT count(*) FROM cluster_node WHERE node_id = " + sql_literal(name)), 1);
+  restarted.keeper->stop();
+  EXPECT_EQ(int_of("SELECT count(*) FROM partition_lease WHERE node_id = " + sql_literal(name)), 0);
 }
 
 TEST_F(leases, the_writer_commits_a_fenced_debit_only_under_the_current_lease) {
@@ -263,9 +341,8 @@ TEST_F(leases, the_writer_commits_a_fenced_debit_only_under_the_current_lease) {
                     sql_literal(current.outcomes.at(0).transaction_id)),
             a.owned->node_id() + "@" + std::to_string(lease->epoch));
 
-  // The partition changes hands (a hands it back; b takes it at epoch + 1): a debit a decided
-  // under the old epoch, mixed into a batch with an unfenced one, is refused alone.
-  persistence::release_leases(*app_, a.owned->node_id(), {lease->partition});
+  // The partition changes hands (b takes it at epoch + 1): a debit a decided under the old
+  // epoch, mixed into a batch with an unfenced one, is refused alone.
   const std::string b = unique_key("b");
   exec_owner("UPDATE partition_lease SET node_id = " + sql_literal(b) +
              ", epoch = epoch + 1, expires_at = now() + interval '1 minute' WHERE partition = " +
