@@ -179,14 +179,29 @@ std::optional<account_record> find_account(pqxx::connection& conn, ledger::accou
   return load_account(txn, id, false);
 }
 
+namespace {
+
+// Adds shards to account `id` (of `kind`) until it has `shard_count`, under its rows' locks.
+// Another request or server may have added some while this one waited for the lock: a new
+// statement sees what committed meanwhile (the locking one's snapshot predates it), so shard
+// numbers that exist are never inserted again.
+std::optional<account_record> add_missing_shards(pqxx::work& txn, ledger::account_id id, int shard_count,
+                                                 ledger::account_kind kind) {
+  const auto locked = load_account(txn, id, true);
+  if (!locked || locked->kind != kind) return std::nullopt;
+  auto account = load_account(txn, id, false);
+  const int existing = static_cast<int>(account->shards.size());
+  if (shard_count > existing) add_shards(txn, *account, k_first_shard_no + existing, shard_count - existing);
+  return load_account(txn, id, false);
+}
+
+}  // namespace
+
 std::optional<account_record> make_hot(pqxx::connection& conn, ledger::account_id id, int shard_count,
                                        const audit_entry* audit) {
   pqxx::work txn(conn);
-  auto account = load_account(txn, id, true);
-  if (!account || account->kind != ledger::account_kind::user) return std::nullopt;
-  const int existing = static_cast<int>(account->shards.size());
-  if (shard_count > existing) add_shards(txn, *account, k_first_shard_no + existing, shard_count - existing);
-  auto loaded = load_account(txn, id, false);
+  auto loaded = add_missing_shards(txn, id, shard_count, ledger::account_kind::user);
+  if (!loaded) return std::nullopt;
   if (audit != nullptr) append_audit(txn, *audit);
   txn.commit();
   return loaded;
@@ -194,14 +209,8 @@ std::optional<account_record> make_hot(pqxx::connection& conn, ledger::account_i
 
 std::optional<account_record> make_system_hot(pqxx::connection& conn, ledger::account_id id, int shard_count) {
   pqxx::work txn(conn);
-  auto locked = load_account(txn, id, true);
-  if (!locked || locked->kind != ledger::account_kind::system) return std::nullopt;
-  // Another server may have added the shards while this one waited for the lock; a new statement
-  // sees what committed meanwhile (the locking one's snapshot predates it).
-  auto account = load_account(txn, id, false);
-  const int existing = static_cast<int>(account->shards.size());
-  if (shard_count > existing) add_shards(txn, *account, k_first_shard_no + existing, shard_count - existing);
-  auto loaded = load_account(txn, id, false);
+  auto loaded = add_missing_shards(txn, id, shard_count, ledger::account_kind::system);
+  if (!loaded) return std::nullopt;
   txn.commit();
   return loaded;
 }

@@ -880,6 +880,39 @@ TEST_P(key_race, a_key_committed_while_the_batch_waits_for_its_rows_is_replayed_
 INSTANTIATE_TEST_SUITE_P(unlocked_and_locked, key_race, ::testing::Values(true, false),
                          [](const auto& info) { return info.param ? "plain_batch" : "batch_with_flow_rows"; });
 
+TEST_F(ledger_db, two_requests_that_make_one_account_hot_both_succeed) {
+  // The first request holds the account's row and has added its shards when a second asks for
+  // the same count: the second waits for the row, then finds the shards and adds none. (Counting
+  // the shards its locking statement saw, none, it inserted the same shard numbers again: a unique
+  // violation, answered 500.)
+  const std::int64_t hot = new_account();
+  const std::string id = std::to_string(hot);
+  pqxx::work first(*owner_);
+  first.exec("SELECT id FROM account WHERE id = " + id + " FOR NO KEY UPDATE");
+  first.exec("INSERT INTO account (owner_id, currency, kind, parent_id, shard_no) SELECT " +
+             std::to_string(principal_) + ", 'XTS', 'shard', " + id + ", n FROM generate_series(0, 3) AS n");
+  first.exec("UPDATE account SET shard_count = 4 WHERE id = " + id);
+  auto conn = app_connection_named(unique_key("make-hot"));
+  std::optional<account_record> made;
+  std::string failure;
+  std::thread second([&] {
+    try {
+      made = make_hot(*conn, hot, 4, nullptr);
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+  });
+  const bool waited =
+      test_support::eventually([&] { return test_support::backends_blocked_by(owner_->backendpid()) > 0; });
+  first.commit();
+  second.join();
+  EXPECT_TRUE(waited) << "the second request never waited for the first";
+  EXPECT_EQ(failure, "");
+  ASSERT_TRUE(made.has_value());
+  EXPECT_EQ(made->shards.size(), 4u);
+  EXPECT_EQ(int_of(*owner_, "SELECT count(*) FROM account WHERE parent_id = " + id), 4);
+}
+
 TEST_F(ledger_db, a_plain_batch_reads_its_rows_without_locking_them) {
   // Another transaction holds FOR KEY SHARE on every row of the batch (as a foreign key check
   // would); the batch commits while it is still open, at its first attempt, none of it redone
