@@ -27,6 +27,21 @@ const std::string k_list_entries_sql =
     " WHERE account_id IN (SELECT $1::bigint UNION ALL SELECT id FROM account WHERE parent_id = $1)"
     "   AND id > $2 ORDER BY id LIMIT $3";
 
+// The rows of a hot account (its main row and shards), locked FOR SHARE; none for an account
+// without shards. Entry ids are drawn from one sequence when a writer inserts its entries, not
+// when it commits, and a writer draws them only while it holds the rows of those entries (it has
+// updated their balance caches in the same statement). One row's entries therefore commit in id
+// order, but a hot account's shards are credited by several writers at once: an entry of shard A
+// with a smaller id than a committed entry of shard B may still be in flight, and a page that
+// ended at B's entry would leave it behind its cursor for good. Locking the rows first waits for
+// every such writer and keeps new ones out until the page is read; the entries are then read in a
+// statement of their own, which sees what those writers committed, and every entry committed
+// later has a larger id than any the page returns.
+constexpr const char* k_lock_hot_rows = "history_lock_hot_rows";
+const std::string k_lock_hot_rows_sql =
+    "SELECT id FROM account WHERE (id = $1 OR parent_id = $1)"
+    "   AND EXISTS (SELECT 1 FROM account WHERE parent_id = $1) ORDER BY id FOR SHARE";
+
 constexpr const char* k_find_transaction = "history_find_transaction";
 const std::string k_find_transaction_sql =
     std::string("SELECT id::text, principal_id, type, status, COALESCE(metadata::text, '{}'), ") +
@@ -127,6 +142,7 @@ entry_record read_entry(const pqxx::row& row) {
 
 void prepare_history_statements(pqxx::connection& conn) {
   conn.prepare(k_list_entries, k_list_entries_sql);
+  conn.prepare(k_lock_hot_rows, k_lock_hot_rows_sql);
   conn.prepare(k_find_transaction, k_find_transaction_sql);
   conn.prepare(k_transaction_entries, k_transaction_entries_sql);
   conn.prepare(k_lookup_transactions, k_lookup_transactions_sql);
@@ -137,7 +153,9 @@ void prepare_history_statements(pqxx::connection& conn) {
 
 entries_page list_entries(pqxx::connection& conn, ledger::account_id id, std::int64_t after, int limit) {
   WALLET_ASSERT(limit > 0, "a page holds one entry at least");
-  pqxx::read_transaction txn(conn);
+  // Not read-only: FOR SHARE (k_lock_hot_rows) writes the rows' lock marks.
+  pqxx::work txn(conn);
+  txn.exec_prepared(k_lock_hot_rows, id);
   auto rows = txn.exec_prepared(k_list_entries, id, after, limit + k_next_page_probe_rows);
   entries_page page;
   for (const auto& row : rows) {
@@ -150,6 +168,7 @@ entries_page list_entries(pqxx::connection& conn, ledger::account_id id, std::in
         parse_column(ledger::parse_transaction_type, row[7].as<std::string>(), "journal_transaction.type")));
     page.entries.push_back(std::move(entry));
   }
+  txn.commit();
   return page;
 }
 

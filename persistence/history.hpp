@@ -59,7 +59,8 @@ struct stored_response {
 };
 
 // Entries of an account and its shards, in entry order, after the entry id `after`; at most
-// `limit` (> 0) of them.
+// `limit` (> 0) of them. No entry committed later has a smaller id than the page's last: for a hot
+// account the read first waits for the writers that hold its rows.
 entries_page list_entries(pqxx::connection& conn, ledger::account_id id, std::int64_t after, int limit);
 
 // A type or status the server does not know throws unknown_value.

@@ -27,6 +27,7 @@
 #include "persistence/batch.hpp"
 #include "persistence/binary_array.hpp"
 #include "persistence/database.hpp"
+#include "persistence/history.hpp"
 #include "persistence/migrations.hpp"
 #include "tests/support/connections.hpp"
 #include "tests/support/support.hpp"
@@ -879,6 +880,57 @@ TEST_P(key_race, a_key_committed_while_the_batch_waits_for_its_rows_is_replayed_
 
 INSTANTIATE_TEST_SUITE_P(unlocked_and_locked, key_race, ::testing::Values(true, false),
                          [](const auto& info) { return info.param ? "plain_batch" : "batch_with_flow_rows"; });
+
+TEST_F(ledger_db, a_hot_accounts_page_never_ends_past_an_entry_still_in_flight) {
+  // Two writers credit two shards of a hot account. The first has drawn its entry's id and holds
+  // its shard's row, not yet committed; the second commits an entry with a larger id. A page read
+  // now must not end at the second entry (its cursor would skip the first for good): it waits for
+  // the first writer and returns both, in id order.
+  const std::int64_t hot = new_account();
+  const std::string id = std::to_string(hot);
+  run(*owner_, "INSERT INTO account (owner_id, currency, kind, parent_id, shard_no) SELECT " +
+                   std::to_string(principal_) + ", 'XTS', 'shard', " + id + ", n FROM generate_series(0, 1) AS n");
+  const std::int64_t shard_a = int_of(*owner_, "SELECT id FROM account WHERE shard_no = 0 AND parent_id = " + id);
+  const std::int64_t shard_b = int_of(*owner_, "SELECT id FROM account WHERE shard_no = 1 AND parent_id = " + id);
+  fund(d_, 1'000);
+
+  const std::string first = new_uuid();
+  const posting_request deposit =
+      request(ledger::transaction_type::deposit, clearing_, shard_b, 50, unique_key("second"));
+  pqxx::work writer(*owner_);
+  writer.exec("UPDATE account SET balance = balance + 100, version = version + 1 WHERE id = " +
+              std::to_string(shard_a));
+  writer.exec("UPDATE account SET balance = balance - 100, version = version + 1 WHERE id = " + std::to_string(d_));
+  writer.exec(
+      "INSERT INTO journal_transaction (id, principal_id, idempotency_key, request_hash, type, response_status,"
+      " response_body) VALUES (" +
+      sql_literal(first) + ", " + std::to_string(principal_) + ", " + sql_literal(unique_key("first")) +
+      ", 'h', 'TRANSFER', 201, '{}')");
+  writer.exec("INSERT INTO ledger_entry (transaction_id, account_id, currency, amount, balance_after) VALUES (" +
+              sql_literal(first) + ", " + std::to_string(d_) + ", 'XTS', -100, 900), (" + sql_literal(first) + ", " +
+              std::to_string(shard_a) + ", 'XTS', 100, 100)");
+  const auto second = commit_batch(*app_, {deposit});
+  ASSERT_EQ(second.outcomes.at(0).outcome, ledger::error_code::ok);
+
+  auto reader = connect(options_for(test_support::database_url(), k_application_name));
+  prepare_history_statements(*reader);
+  std::atomic<bool> read{false};
+  entries_page page;
+  std::thread reading([&] {
+    page = list_entries(*reader, hot, 0, 10);
+    read = true;
+  });
+  const bool waited = test_support::eventually(
+      [&] { return read.load() || test_support::backends_blocked_by(owner_->backendpid()) > 0; });
+  writer.commit();
+  reading.join();
+  EXPECT_TRUE(waited);
+  ASSERT_EQ(page.entries.size(), 2u);
+  EXPECT_EQ(page.entries[0].account_id, shard_a);
+  EXPECT_EQ(page.entries[0].transaction_id, first);
+  EXPECT_EQ(page.entries[1].account_id, shard_b);
+  EXPECT_LT(page.entries[0].id, page.entries[1].id);
+}
 
 TEST_F(ledger_db, two_requests_that_make_one_account_hot_both_succeed) {
   // The first request holds the account's row and has added its shards when a second asks for
