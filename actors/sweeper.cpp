@@ -38,10 +38,12 @@ void sweeper::stop() {
 
 void sweeper::sweep_all(std::function<void(query_result<int>)> done) {
   ++ticks_;
+  const ledger::account_id after = resume_after_.load();
   core_.readers->read<std::vector<persistence::sweep_candidate>>(
-      [](pqxx::connection& conn) { return persistence::sweep_candidates(conn, k_candidates_max); },
+      [after](pqxx::connection& conn) { return persistence::sweep_candidates(conn, k_candidates_max, after); },
       [this, done](query_result<std::vector<persistence::sweep_candidate>> r) {
         if (r.outcome != ledger::error_code::ok) return done(query_result<int>{r.outcome, r.detail, 0});
+        resume_after_ = static_cast<int>(r.value.size()) == k_candidates_max ? r.value.back().account : 0;
         struct progress {
           std::atomic<int> remaining{0};
           std::atomic<int> committed{0};

@@ -53,6 +53,10 @@ class sweeper {
   std::atomic<std::uint64_t> committed_{0};
   std::atomic<std::uint64_t> deferred_{0};
   std::atomic<std::uint64_t> ticks_{0};
+  // Where the next tick's candidates begin: after the last account of a tick that found as many as
+  // it reads, so that accounts past the first k_candidates_max are swept too; 0 once a tick
+  // reached the last.
+  std::atomic<ledger::account_id> resume_after_{0};
   // Hot accounts with a sweep in flight, and how many of its shard postings are still out.
   std::mutex sweeping_mutex_;
   std::unordered_map<ledger::account_id, int> sweeping_;

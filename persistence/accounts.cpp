@@ -91,7 +91,8 @@ constexpr const char* k_set_fees_sql =
 constexpr const char* k_sweep_candidates = "account_sweep_candidates";
 constexpr const char* k_sweep_candidates_sql =
     "SELECT s.parent_id, s.currency, array_agg(s.id ORDER BY s.shard_no)::text FROM account s"
-    " WHERE s.kind = 'shard' AND s.balance > 0 GROUP BY s.parent_id, s.currency ORDER BY s.parent_id LIMIT $1";
+    " WHERE s.kind = 'shard' AND s.balance > 0 AND s.parent_id > $2"
+    " GROUP BY s.parent_id, s.currency ORDER BY s.parent_id LIMIT $1";
 
 // The shard numbers of a hot account start here.
 constexpr int k_first_shard_no = 0;
@@ -259,10 +260,10 @@ ledger::account_id ensure_clearing_account(pqxx::connection& conn, const std::st
   return row[0].as<std::int64_t>();
 }
 
-std::vector<sweep_candidate> sweep_candidates(pqxx::connection& conn, int limit) {
+std::vector<sweep_candidate> sweep_candidates(pqxx::connection& conn, int limit, ledger::account_id after) {
   WALLET_ASSERT(limit > 0, "a sweep looks at one candidate at least");
   pqxx::read_transaction txn(conn);
-  auto rows = txn.exec_prepared(k_sweep_candidates, limit);
+  auto rows = txn.exec_prepared(k_sweep_candidates, limit, after);
   std::vector<sweep_candidate> out;
   out.reserve(rows.size());
   for (const auto& row : rows) {

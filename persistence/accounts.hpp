@@ -82,8 +82,8 @@ struct sweep_candidate {
   std::string currency;
   std::vector<ledger::account_id> shards;
 };
-// At most `limit` (> 0) of them, by account id.
-std::vector<sweep_candidate> sweep_candidates(pqxx::connection& conn, int limit);
+// At most `limit` (> 0) of them, by account id, after the account `after` (0: from the first).
+std::vector<sweep_candidate> sweep_candidates(pqxx::connection& conn, int limit, ledger::account_id after = 0);
 
 // Defines this file's prepared statements on a connection. connect() calls it for every
 // connection it opens; libpqxx registers each statement with the server on its first use.

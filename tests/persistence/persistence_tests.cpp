@@ -11,6 +11,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <thread>
@@ -963,6 +964,28 @@ TEST_F(ledger_db, two_requests_that_make_one_account_hot_both_succeed) {
   ASSERT_TRUE(made.has_value());
   EXPECT_EQ(made->shards.size(), 4u);
   EXPECT_EQ(int_of(*owner_, "SELECT count(*) FROM account WHERE parent_id = " + id), 4);
+}
+
+TEST_F(ledger_db, sweep_candidates_resume_after_an_account) {
+  // The sweeper reads a bounded number of hot accounts a tick and resumes after the last one it
+  // read, so that accounts past the first bound are swept too.
+  std::vector<std::int64_t> hot;
+  for (int i = 0; i < 3; ++i) {
+    hot.push_back(new_account());
+    run(*owner_, "INSERT INTO account (owner_id, currency, kind, parent_id, shard_no) VALUES (" +
+                     std::to_string(principal_) + ", 'XTS', 'shard', " + std::to_string(hot.back()) + ", 0)");
+    fund(int_of(*owner_, "SELECT id FROM account WHERE parent_id = " + std::to_string(hot.back())), 10);
+  }
+  auto mine = [&](ledger::account_id after) {
+    std::vector<std::int64_t> out;
+    for (const auto& c : sweep_candidates(*app_, 1'000, after)) {
+      if (std::find(hot.begin(), hot.end(), c.account) != hot.end()) out.push_back(c.account);
+    }
+    return out;
+  };
+  EXPECT_EQ(mine(hot[0] - 1), hot);
+  EXPECT_EQ(mine(hot[0]), (std::vector<std::int64_t>{hot[1], hot[2]}));
+  EXPECT_EQ(mine(hot[2]), std::vector<std::int64_t>{});
 }
 
 TEST_F(ledger_db, a_plain_batch_reads_its_rows_without_locking_them) {
