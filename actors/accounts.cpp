@@ -94,6 +94,14 @@ void start_from_facts(account_actor_state& st, const account_facts& facts) {
 // decides both under the account's row lock, as it does for an actor that knows no balance yet.
 bool may_refuse_before_writer(const account_actor_state& st) { return st.rt->ownership == nullptr; }
 
+// Whether an actor that started from `facts` reads the account in the background: a hot
+// account's, whose shards' balances count towards its funds, and in cluster mode every account's,
+// since shards added through another node are not among the facts this node's directory keeps
+// (its actors would leave their money out of the debits they send).
+bool needs_background_load(const account_actor_state& st, const account_facts& facts) {
+  return !facts.shards.empty() || !may_refuse_before_writer(st);
+}
+
 ledger::amount_minor committed_total(const account_actor_state& st) {
   ledger::amount_minor total = 0;
   for (const auto& row : st.rows) {
@@ -417,7 +425,7 @@ caf::behavior account_actor_behavior(account_actor* self, ledger::account_id id,
           start_from_facts(st, *req.payer);
           // A hot account's shards may not be written by its first debits: read their balances
           // in the background, off this debit's path.
-          if (!req.payer->shards.empty()) start_load(self);
+          if (needs_background_load(st, *req.payer)) start_load(self);
         }
         if (st.loaded || st.missing) {
           process(self, req, sink);
@@ -447,7 +455,7 @@ caf::behavior account_actor_behavior(account_actor* self, ledger::account_id id,
         ++st.received;
         if (!st.loaded && !st.loading && !st.missing && run.payer && run.payer->id == st.id) {
           start_from_facts(st, *run.payer);
-          if (!run.payer->shards.empty()) start_load(self);
+          if (needs_background_load(st, *run.payer)) start_load(self);
         }
         if (!st.loaded && !st.missing) {
           run_decision d;

@@ -529,6 +529,31 @@ CAF_TEST(in_cluster_mode_the_writer_decides_funds_and_status) {
   CAF_CHECK(answers[2].decided_before_writer);
 }
 
+// In cluster mode an actor that starts from the directory's facts also reads the account in the
+// background: shards added through another node are not among this node's facts, and once the
+// load tells them, the payer's debits carry them (their money counts towards its funds).
+CAF_TEST(in_cluster_mode_an_actor_learns_shards_its_facts_do_not_name) {
+  auto owned = std::make_shared<cluster::ownership>("node-a", 4);
+  rt->ownership = owned;
+  owned->hold(owned->partition_of(k_payer), 7, cluster::ownership::clock::now() + std::chrono::hours(1));
+  debit(10, payer_facts());
+  CAF_REQUIRE_EQUAL(script.held.size(), 1u);
+  CAF_REQUIRE_EQUAL(loads.size(), 1u);
+  account_loaded result;
+  result.found = true;
+  result.record.id = k_payer;
+  result.record.owner_id = k_owner;
+  result.record.currency = "EUR";
+  result.record.balance = 0;
+  result.record.version = 1;
+  result.record.shards.push_back({k_payer + 100, 0, 500, 2});
+  caf::anon_send(loads.at(0).second, loaded_atom::value, std::move(result));
+  consume_messages();
+  debit(20, payer_facts());
+  CAF_REQUIRE_EQUAL(script.held.size(), 2u);
+  CAF_CHECK_EQUAL(script.held[1].request.posting.debit_shards.size(), 1u);
+}
+
 CAF_TEST_FIXTURE_SCOPE_END()
 
 // Holds (docs/money-flows.md, "Holds"): what the account's active holds keep, as its actor counts it.
