@@ -146,14 +146,25 @@ struct account_fixture : test_coordinator_fixture<> {
   // Answers load `i` with the payer's record: main row at (balance, version), and `status`.
   void loaded(std::size_t i, ledger::amount_minor balance, std::int64_t version,
               ledger::account_status status = ledger::account_status::active, bool found = true) {
-    account_loaded result;
+    auto result = payer_record(balance, version);
     result.found = found;
+    result.record.status = status;
+    answer_load(i, std::move(result));
+  }
+
+  // The payer's record as a load reads it, with its main row at (balance, version).
+  static account_loaded payer_record(ledger::amount_minor balance, std::int64_t version) {
+    account_loaded result;
+    result.found = true;
     result.record.id = k_payer;
     result.record.owner_id = k_owner;
     result.record.currency = "EUR";
-    result.record.status = status;
     result.record.balance = balance;
     result.record.version = version;
+    return result;
+  }
+
+  void answer_load(std::size_t i, account_loaded result) {
     caf::anon_send(loads.at(i).second, loaded_atom::value, std::move(result));
     consume_messages();
   }
@@ -176,6 +187,13 @@ struct account_fixture : test_coordinator_fixture<> {
   }
 
   std::int64_t live() const { return rt->live_actors.load(); }
+
+  // Cluster mode, with this node holding the payer's partition (at epoch 7).
+  void hold_payers_partition() {
+    auto owned = std::make_shared<cluster::ownership>("node-a", 4);
+    rt->ownership = owned;
+    owned->hold(owned->partition_of(k_payer), 7, cluster::ownership::clock::now() + std::chrono::hours(1));
+  }
 
   // Sends a batch's items of the payer (actors/runs.hpp) to the registry as one run and lets every
   // actor run; the decision lands in `decisions`.
@@ -497,9 +515,7 @@ CAF_TEST(a_debit_sent_to_a_stopped_writer_leaves_no_count_behind) {
 // reach only their own actors. A debit this actor believes unfunded, or of an account it believes
 // frozen, single or in a run, is decided by the writer under the row lock instead of refused here.
 CAF_TEST(in_cluster_mode_the_writer_decides_funds_and_status) {
-  auto owned = std::make_shared<cluster::ownership>("node-a", 4);
-  rt->ownership = owned;
-  owned->hold(owned->partition_of(k_payer), 7, cluster::ownership::clock::now() + std::chrono::hours(1));
+  hold_payers_partition();
   debit(60, payer_facts());
   CAF_REQUIRE_EQUAL(script.held.size(), 1u);
   commit(0, 0, 1);  // the actor now knows a balance of 0
@@ -533,22 +549,13 @@ CAF_TEST(in_cluster_mode_the_writer_decides_funds_and_status) {
 // background: shards added through another node are not among this node's facts, and once the
 // load tells them, the payer's debits carry them (their money counts towards its funds).
 CAF_TEST(in_cluster_mode_an_actor_learns_shards_its_facts_do_not_name) {
-  auto owned = std::make_shared<cluster::ownership>("node-a", 4);
-  rt->ownership = owned;
-  owned->hold(owned->partition_of(k_payer), 7, cluster::ownership::clock::now() + std::chrono::hours(1));
+  hold_payers_partition();
   debit(10, payer_facts());
   CAF_REQUIRE_EQUAL(script.held.size(), 1u);
   CAF_REQUIRE_EQUAL(loads.size(), 1u);
-  account_loaded result;
-  result.found = true;
-  result.record.id = k_payer;
-  result.record.owner_id = k_owner;
-  result.record.currency = "EUR";
-  result.record.balance = 0;
-  result.record.version = 1;
+  auto result = payer_record(0, 1);
   result.record.shards.push_back({k_payer + 100, 0, 500, 2});
-  caf::anon_send(loads.at(0).second, loaded_atom::value, std::move(result));
-  consume_messages();
+  answer_load(0, std::move(result));
   debit(20, payer_facts());
   CAF_REQUIRE_EQUAL(script.held.size(), 2u);
   CAF_CHECK_EQUAL(script.held[1].request.posting.debit_shards.size(), 1u);
@@ -649,17 +656,10 @@ CAF_TEST(a_load_counts_the_active_holds) {
   debit(10, payer_facts());
   fail(0, error_code::outcome_unknown);
   CAF_REQUIRE_EQUAL(loads.size(), 1u);
-  account_loaded result;
-  result.found = true;
-  result.record.id = k_payer;
-  result.record.owner_id = k_owner;
-  result.record.currency = "EUR";
-  result.record.balance = 1'000;
-  result.record.version = 3;
+  auto result = payer_record(1'000, 3);
   result.record.held = 700;
   result.record.held_version = 2;
-  caf::anon_send(loads.at(0).second, loaded_atom::value, std::move(result));
-  consume_messages();
+  answer_load(0, std::move(result));
   debit(301, payer_facts());
   CAF_CHECK(answers.back().outcome == error_code::insufficient_funds);
   CAF_CHECK_EQUAL(script.held.size(), 1u);

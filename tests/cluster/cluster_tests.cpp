@@ -244,12 +244,8 @@ TEST_F(two_nodes, a_server_with_a_running_nodes_id_refuses_to_start) {
   EXPECT_EQ(metric_value(a().port(), "wallet_cluster_partitions_held"), held);
   EXPECT_EQ(metric_value(a().port(), "wallet_cluster_node_id_in_use_elsewhere"), 0);
   http_client ca(a().port());
-  const auto op = a().operator_key();
-  const auto user = create_principal(ca, op);
-  const auto payee = create_account(ca, op, user.id);
-  const auto payer = account_held_by(ca, user.id, 0);
+  const auto [user, payee, payer] = payer_held_by(ca, 0, 500);
   ASSERT_NE(payer, 0);
-  deposit(ca, op, payer, 500);
   auto paid = ca.post("/v1/transfers", user.key, transfer_body(payer, payee, 200), unique_key("same-id"));
   EXPECT_EQ(paid.status, 201) << paid.body;
 }

@@ -80,6 +80,13 @@ class leases : public ::testing::Test {
     return n;
   }
 
+  // The epoch of each partition `n` holds.
+  static std::map<int, std::int64_t> epochs_of(const node& n) {
+    std::map<int, std::int64_t> out;
+    for (const auto& l : n.owned->held()) out[l.partition] = l.epoch;
+    return out;
+  }
+
   static std::set<int> partitions_of(const node& n) {
     std::set<int> out;
     for (const auto& l : n.owned->held()) out.insert(l.partition);
@@ -112,8 +119,7 @@ TEST_F(leases, two_nodes_split_the_partitions_and_one_leaving_hands_them_back) {
   auto b = make_node(unique_key("b"));
   a.keeper->round();
   EXPECT_EQ(partitions_of(a).size(), static_cast<std::size_t>(k_partitions)) << "alone, a node takes every partition";
-  std::map<int, std::int64_t> epoch_of_a;
-  for (const auto& l : a.owned->held()) epoch_of_a[l.partition] = l.epoch;
+  const auto epoch_of_a = epochs_of(a);
   b.keeper->round();
   EXPECT_TRUE(partitions_of(b).empty()) << "nothing is free yet";
   a.keeper->round();  // a sees two nodes: stops debiting half of them ...
@@ -149,8 +155,7 @@ TEST_F(leases, a_silent_node_loses_its_partitions_after_the_ttl) {
   b.keeper->round();  // b hands back half
   a.keeper->round();
   ASSERT_EQ(partitions_of(b).size(), static_cast<std::size_t>(k_partitions / 2));
-  std::map<int, std::int64_t> epoch_of_b;
-  for (const auto& l : b.owned->held()) epoch_of_b[l.partition] = l.epoch;
+  const auto epoch_of_b = epochs_of(b);
   const auto account_of_b = [&] {
     for (ledger::account_id id = 1;; ++id) {
       if (partitions_of(b).count(cluster::partition_of(id, k_partitions)) != 0) return id;
@@ -169,7 +174,7 @@ TEST_F(leases, a_silent_node_loses_its_partitions_after_the_ttl) {
   EXPECT_EQ(b.keeper->stats().lost, static_cast<std::uint64_t>(k_partitions / 2));
   for (const auto& l : a.owned->held()) {
     if (epoch_of_b.count(l.partition) != 0) {
-      EXPECT_EQ(l.epoch, epoch_of_b[l.partition] + 1) << "partition " << l.partition;
+      EXPECT_EQ(l.epoch, epoch_of_b.at(l.partition) + 1) << "partition " << l.partition;
     }
   }
   a.keeper->stop();
@@ -234,8 +239,7 @@ TEST_F(leases, a_second_process_with_a_live_node_id_takes_nothing_and_refuses_to
   auto first = make_node(name, 2s);
   first.keeper->round();
   ASSERT_EQ(partitions_of(first).size(), static_cast<std::size_t>(k_partitions));
-  std::map<int, std::int64_t> epochs;
-  for (const auto& l : first.owned->held()) epochs[l.partition] = l.epoch;
+  const auto epochs = epochs_of(first);
 
   // The first process stays alive: its rounds run until the second one's start has decided.
   std::atomic<bool> decided{false};
@@ -277,8 +281,7 @@ TEST_F(leases, a_process_that_takes_a_silent_node_id_over_fences_the_silent_one)
   auto silent = make_node(name, 2s);
   silent.keeper->round();
   ASSERT_EQ(partitions_of(silent).size(), static_cast<std::size_t>(k_partitions));
-  std::map<int, std::int64_t> epochs;
-  for (const auto& l : silent.owned->held()) epochs[l.partition] = l.epoch;
+  const auto epochs = epochs_of(silent);
 
   auto restarted = make_node(name, 2s);
   restarted.keeper->start();  // waits for the silent one's heartbeat to lapse

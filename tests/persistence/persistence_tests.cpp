@@ -111,6 +111,21 @@ class ledger_db : public ::testing::Test {
 
   std::string new_uuid() { return text_of(*owner_, "SELECT gen_random_uuid()::text"); }
 
+  // Transfer `tx` of `amount` from `from` to `to` written directly in `txn`: its journal row and
+  // both entries, balanced in one statement, with the two accounts' balances after it.
+  void insert_transfer(pqxx::work& txn, const std::string& tx, std::int64_t from, std::int64_t from_after,
+                       std::int64_t to, std::int64_t to_after, std::int64_t amount) {
+    txn.exec(
+        "INSERT INTO journal_transaction (id, principal_id, idempotency_key, request_hash, type,"
+        " response_status, response_body) VALUES (" +
+        sql_literal(tx) + ", " + std::to_string(principal_) + ", " + sql_literal(unique_key("direct")) +
+        ", 'direct', 'TRANSFER', 201, '{}')");
+    txn.exec("INSERT INTO ledger_entry (transaction_id, account_id, currency, amount, balance_after) VALUES (" +
+             sql_literal(tx) + ", " + std::to_string(from) + ", 'XTS', " + std::to_string(-amount) + ", " +
+             std::to_string(from_after) + "), (" + sql_literal(tx) + ", " + std::to_string(to) + ", 'XTS', " +
+             std::to_string(amount) + ", " + std::to_string(to_after) + ")");
+  }
+
   posting_request request(ledger::transaction_type type, std::int64_t from, std::int64_t to, std::int64_t amount,
                           const std::string& key) {
     posting_request r;
@@ -402,14 +417,7 @@ TEST_F(ledger_db, a_balanced_transaction_inserted_directly_commits) {
   const std::string tx = new_uuid();
   {
     pqxx::work txn(*owner_);
-    txn.exec(
-        "INSERT INTO journal_transaction (id, principal_id, idempotency_key, request_hash, type,"
-        " response_status, response_body) VALUES (" +
-        sql_literal(tx) + ", " + std::to_string(principal_) + ", " + sql_literal(unique_key("direct")) +
-        ", 'direct', 'TRANSFER', 201, '{}')");
-    txn.exec("INSERT INTO ledger_entry (transaction_id, account_id, currency, amount, balance_after) VALUES (" +
-             sql_literal(tx) + ", " + std::to_string(source) + ", 'XTS', -100, -100), (" + sql_literal(tx) + ", " +
-             std::to_string(a_) + ", 'XTS', 100, 100)");
+    insert_transfer(txn, tx, source, -100, a_, 100, 100);
     txn.exec("UPDATE account SET balance = balance - 100, version = version + 1 WHERE id = " + std::to_string(source));
     txn.exec("UPDATE account SET balance = balance + 100, version = version + 1 WHERE id = " + std::to_string(a_));
     txn.commit();
@@ -902,14 +910,7 @@ TEST_F(ledger_db, a_hot_accounts_page_never_ends_past_an_entry_still_in_flight) 
   writer.exec("UPDATE account SET balance = balance + 100, version = version + 1 WHERE id = " +
               std::to_string(shard_a));
   writer.exec("UPDATE account SET balance = balance - 100, version = version + 1 WHERE id = " + std::to_string(d_));
-  writer.exec(
-      "INSERT INTO journal_transaction (id, principal_id, idempotency_key, request_hash, type, response_status,"
-      " response_body) VALUES (" +
-      sql_literal(first) + ", " + std::to_string(principal_) + ", " + sql_literal(unique_key("first")) +
-      ", 'h', 'TRANSFER', 201, '{}')");
-  writer.exec("INSERT INTO ledger_entry (transaction_id, account_id, currency, amount, balance_after) VALUES (" +
-              sql_literal(first) + ", " + std::to_string(d_) + ", 'XTS', -100, 900), (" + sql_literal(first) + ", " +
-              std::to_string(shard_a) + ", 'XTS', 100, 100)");
+  insert_transfer(writer, first, d_, 900, shard_a, 100, 100);
   const auto second = commit_batch(*app_, {deposit});
   ASSERT_EQ(second.outcomes.at(0).outcome, ledger::error_code::ok);
 
