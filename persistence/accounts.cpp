@@ -218,9 +218,9 @@ std::optional<account_record> make_system_hot(pqxx::connection& conn, ledger::ac
 
 std::optional<account_record> set_status(pqxx::connection& conn, ledger::account_id id, ledger::account_status status,
                                          const audit_entry* audit) {
-  // A writer's batch may hold a shard while it waits to share-lock the main row this takes first
-  // (persistence/batch.cpp: the unlocked attempt's lock order), and PostgreSQL then rolls
-  // one of the two back. The change is the same however often it is made: it is made again.
+  // Writers lock account rows in ascending id order as this does (persistence/batch.cpp), so they
+  // should never deadlock with it. Should PostgreSQL still roll it back to break a deadlock with
+  // another locker, the change is the same however often it is made: it is made again.
   constexpr int k_attempts_max = 3;
   for (int attempt = 1;; ++attempt) {
     try {

@@ -91,13 +91,16 @@ constexpr const char* k_find_payments_sql =
 // format (pg_binary_array), read without parsing. Before, a small batch sent them as one
 // multi-statement query of quoted literals, parsed and planned anew every time, and a large one
 // as four prepared statements, four round trips (bench/PROFILE.md).
-//   first the account rows: the balance caches, one row per account at the last balance the plan
-//   reached (with what the rows' holds keep, migration 011), each updated only at the version
-//   (`xmin`) the batch read it at; and the rows the batch read without changing them, locked FOR
-//   SHARE at the version read. An update or a lock that meets a newer version of its row
-//   (committed since the statement began) rechecks `xmin` against it. A row missing from either
-//   count had moved since the batch read it, which only a batch that read its rows unlocked can
-//   meet: nothing more is written, and the batch is rolled back and redone under the locks.
+//   first the account rows: every row the batch read, changed or not, locked FOR NO KEY UPDATE at
+//   the version (`xmin`) the batch read it at, in ascending id order, as a locked attempt and every
+//   other locker of several account rows takes them (an UPDATE locks its rows in whatever order
+//   its plan visits them, and two such orders met as a deadlock, broken after a second); then the
+//   balance caches, one row per account at the last balance the plan reached (with what the rows'
+//   holds keep, migration 011), updated only once their row is locked. A lock that meets a newer
+//   version of its row (committed since the statement began) rechecks `xmin` against it. A row
+//   missing from the count had moved since the batch read it, which only a batch that read its
+//   rows unlocked can meet: nothing more is written, and the batch is rolled back and redone under
+//   the locks. A row a locked attempt holds already is locked again at no cost.
 //   Then, only once every row is held, so that a key is never inserted before the rows' locks
 //   are taken (as in a locked attempt): the journal rows with their receipts; the entries (the
 //   zero-sum trigger sees them all at the end of the statement); the batch's outbox row, when it
@@ -105,19 +108,23 @@ constexpr const char* k_find_payments_sql =
 // The CTEs all run on one snapshot and none reads what another writes.
 constexpr const char* k_write_batch = "posting_write_batch";
 constexpr const char* k_write_batch_sql =
-    "WITH balances AS ("
+    "WITH locked AS ("
+    "  SELECT a.id FROM account AS a"
+    "    JOIN (SELECT * FROM unnest($14::bigint[], $21::xid[]) UNION ALL SELECT * FROM unnest($22::bigint[], "
+    "$23::xid[]))"
+    "      AS v(id, xmin) ON a.id = v.id"
+    "   WHERE a.xmin = v.xmin ORDER BY a.id FOR NO KEY UPDATE OF a),"
+    " balances AS ("
     "  UPDATE account AS a SET balance = u.balance, version = u.version, held = u.held, held_version = u.held_version"
     "    FROM unnest($14::bigint[], $15::bigint[], $16::bigint[], $17::bigint[], $18::bigint[], $21::xid[])"
     "      AS u(id, balance, version, held, held_version, xmin)"
-    "   WHERE a.id = u.id AND a.xmin = u.xmin"
+    "   WHERE a.id = u.id AND a.xmin = u.xmin AND a.id IN (SELECT id FROM locked)"
     "  RETURNING 1),"
-    " unchanged AS ("
-    "  SELECT 1 FROM account AS a JOIN unnest($22::bigint[], $23::xid[]) AS v(id, xmin) ON a.id = v.id"
-    "   WHERE a.xmin = v.xmin ORDER BY a.id FOR SHARE OF a),"
     " held AS ("
-    "  SELECT (SELECT count(*) FROM balances) AS updated, (SELECT count(*) FROM unchanged) AS kept),"
+    "  SELECT (SELECT count(*) FROM balances) AS updated, (SELECT count(*) FROM locked) AS locked),"
     " all_held AS ("
-    "  SELECT updated = cardinality($14::bigint[]) AND kept = cardinality($22::bigint[]) AS yes FROM held),"
+    "  SELECT updated = cardinality($14::bigint[]) AND locked = cardinality($14::bigint[]) + cardinality($22::bigint[])"
+    "    AS yes FROM held),"
     " journal AS ("
     "  INSERT INTO journal_transaction"
     "    (id, principal_id, idempotency_key, request_hash, type, response_status, response_body, metadata)"
@@ -132,7 +139,7 @@ constexpr const char* k_write_batch_sql =
     "  INSERT INTO outbox_event (transaction_ids, topic, payload)"
     "  SELECT $19::uuid[], 'ledger.batch', $20::jsonb WHERE cardinality($19::uuid[]) > 0 AND (SELECT yes FROM "
     "all_held))"
-    " SELECT updated, kept FROM held";
+    " SELECT updated, locked FROM held";
 
 // Retries of a whole batch after a deadlock, a serialization failure or a lost idempotency race.
 constexpr int k_batch_attempts_max = 5;
@@ -741,8 +748,8 @@ batch_result commit_once(pqxx::connection& conn, const std::vector<posting_reque
         bin(u_ids), bin(u_balances), bin(u_versions), bin(u_held), bin(u_held_versions), bin(o_tx),
         outbox_row ? o_payload : std::string("null"), bin(u_read_at), bin(v_ids), bin(v_read_at));
     const auto updated = written[0].as<std::size_t>();
-    const auto kept = written[1].as<std::size_t>();
-    if (updated != u_count || kept != v_count) {
+    const auto locked_rows = written[1].as<std::size_t>();
+    if (updated != u_count || locked_rows != u_count + v_count) {
       // Rows that moved since they were read. Under their locks none can: that would be a defect.
       if (unlocked) throw needs_locks("an account row changed since the batch read it");
       throw std::logic_error("account rows changed under the batch's locks: " + std::to_string(updated) + " of " +

@@ -1041,6 +1041,63 @@ TEST_F(ledger_db, a_batch_that_locks_its_rows_does_not_wait_for_a_foreign_key_ch
   expect_caches_match_entries();
 }
 
+TEST_F(ledger_db, a_plain_batch_locks_its_rows_in_id_order) {
+  // A hot payer's debit draws on its main row and reads its shard without changing it; the batch
+  // holds the shard at the version it read. The payee's id is above the shard's. Another
+  // transaction locks rows in ascending id order (as a locked attempt of another writer, an
+  // operator's freeze or a reader of a hot account's history does): it holds the shard and then
+  // asks for the payee while the batch waits for the shard. A batch that had taken the rows it
+  // changes first and the rows it only read after would hold the payee by then, and the two would
+  // wait for each other: a deadlock, which PostgreSQL breaks after a second by rolling one back.
+  // Taken in ascending id order, the batch holds only the payer's main row while it waits.
+  const std::int64_t hot = new_account();
+  run(*owner_, "INSERT INTO account (owner_id, currency, kind, parent_id, shard_no) VALUES (" +
+                   std::to_string(principal_) + ", 'XTS', 'shard', " + std::to_string(hot) + ", 0)");
+  const std::int64_t shard = int_of(*owner_, "SELECT id FROM account WHERE parent_id = " + std::to_string(hot));
+  const std::int64_t payee = new_account();
+  ASSERT_LT(shard, payee);
+  fund(hot, 1'000);
+  posting_request debit = transfer(hot, payee, 100, unique_key("k"));
+  debit.posting.debit_shards = {shard};
+  connection_options o = options_for(test_support::database_url(), k_application_name);
+  o.lock_timeout_ms = 30'000;  // a regression fails here instead of hanging
+  auto conn = connect(o);
+  prepare_posting_statements(*conn);
+
+  pqxx::work other(*owner_);
+  other.exec("SELECT id FROM account WHERE id = " + std::to_string(shard) + " FOR NO KEY UPDATE");
+  batch_result r;
+  std::string failure;
+  std::thread writer([&] {
+    try {
+      r = commit_batch(*conn, {debit});
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+  });
+  const bool waited =
+      test_support::eventually([&] { return test_support::backends_blocked_by(owner_->backendpid()) > 0; });
+  std::string other_failure;
+  try {
+    other.exec("SELECT id FROM account WHERE id = " + std::to_string(payee) + " FOR NO KEY UPDATE");
+    other.commit();
+  } catch (const std::exception& e) {
+    other_failure = e.what();
+  }
+  writer.join();
+
+  EXPECT_TRUE(waited) << "the batch never waited for the other transaction";
+  EXPECT_EQ(other_failure, "");
+  EXPECT_EQ(failure, "");
+  ASSERT_EQ(r.outcomes.size(), 1u);
+  EXPECT_EQ(r.outcomes[0].outcome, ledger::error_code::ok);
+  EXPECT_EQ(r.attempts, 1) << "the batch was rolled back (a deadlock) and redone";
+  EXPECT_EQ(r.relocked, 0);
+  EXPECT_EQ(balance(hot), 900);
+  EXPECT_EQ(balance(payee), 100);
+  expect_caches_match_entries();
+}
+
 TEST_F(ledger_db, a_freeze_committed_while_a_plain_batch_writes_is_never_overtaken) {
   // The batch reads a's row (active) unlocked and plans the debit; an operator's freeze of a,
   // begun before, holds a's row until the batch's update waits for it, then commits. The batch
