@@ -93,8 +93,9 @@ constexpr const char* k_find_payments_sql =
 // as four prepared statements, four round trips (bench/PROFILE.md).
 //   first the account rows: every row the batch read, changed or not, locked FOR NO KEY UPDATE at
 //   the version (`xmin`) the batch read it at, in ascending id order, as a locked attempt and every
-//   other locker of several account rows takes them (an UPDATE locks its rows in whatever order
-//   its plan visits them, and two such orders met as a deadlock, broken after a second); then the
+//   other locker of several account rows takes them (taken by the UPDATE, in its plan's order, and
+//   the rows read unchanged after them, a batch could hold a higher row while it waited for a
+//   lower one: a deadlock with any locker in id order, broken after a second); then the
 //   balance caches, one row per account at the last balance the plan reached (with what the rows'
 //   holds keep, migration 011), updated only once their row is locked. A lock that meets a newer
 //   version of its row (committed since the statement began) rechecks `xmin` against it. A row
