@@ -51,6 +51,7 @@ struct account_runtime {
   std::function<void(ledger::account_id id, caf::actor actor)> load;
   // Defaults are the settings' (config/settings.hpp): one source for every bound.
   std::int64_t writer_queue_max = config::writer_settings{}.queue_postings_max;
+  std::int64_t writer_run_queue_max = config::writer_settings{}.queue_run_postings_max;
   std::int64_t inflight_max = config::actor_settings{}.account_inflight_max;
   std::int64_t idle_ms = config::actor_settings{}.account_idle_ms;
   std::size_t live_max_per_shard =

@@ -35,6 +35,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <set>
 #include <unordered_map>
@@ -269,6 +270,7 @@ class transfer_batch_flow : public std::enable_shared_from_this<transfer_batch_f
       by_payer[item.from].push_back(i);
     }
     if (by_payer.empty()) return answer();
+    if (auto busy = writers_busy(by_payer)) return finish_(std::move(*busy));
     runs_.reserve(by_payer.size());
     for (auto& [payer, indices] : by_payer) {
       const auto& payer_facts = facts_.at(payer);
@@ -312,6 +314,25 @@ class transfer_batch_flow : public std::enable_shared_from_this<transfer_batch_f
       };
       caf::anon_send(core_.registry_for(run.account()), batch_atom::value, std::move(run));
     }
+  }
+
+  // The batch's transfers would take a writer past the transfers of batches it may queue
+  // (writer.queue_run_postings_max): 503 writer_busy before anything is reserved. A writer with no
+  // batch queued takes any batch, so that one larger than the bound is not refused for good.
+  std::optional<money_result> writers_busy(
+      const std::map<ledger::account_id, std::vector<std::size_t>>& by_payer) const {
+    std::map<std::size_t, std::int64_t> per_writer;
+    for (const auto& [payer, indices] : by_payer)
+      per_writer[writer_of(payer)] += static_cast<std::int64_t>(indices.size());
+    for (const auto& [writer, count] : per_writer) {
+      const auto& gauges = *core_.runtime->writer_gauges[writer];
+      const auto queued = gauges.run_postings_queued.load();
+      if (queued > 0 && queued + count > core_.runtime->writer_run_queue_max) {
+        return unavailable(ledger::error_code::writer_busy, "the ledger writer has too many batch transfers queued",
+                           gauges.drain_seconds(queued));
+      }
+    }
+    return std::nullopt;
   }
 
   // 6. Every payer's actor has decided: commit what they reserved.

@@ -122,6 +122,7 @@ void ledger_service::impl::start_actors() {
   core.runtime->load = load_from_database(core.readers);
   core.runtime->ownership = ownership;
   core.runtime->writer_queue_max = s.writer.queue_postings_max;
+  core.runtime->writer_run_queue_max = s.writer.queue_run_postings_max;
   core.runtime->inflight_max = s.actors.account_inflight_max;
   core.runtime->idle_ms = s.actors.account_idle_ms;
   core.runtime->live_max_per_shard =
@@ -797,6 +798,7 @@ service_stats ledger_service::stats() const {
   s.writers_connected = true;
   for (const auto& g : d.core.runtime->writer_gauges) {
     s.writer_queued += g->queued.load();
+    s.writer_run_postings_queued += g->run_postings_queued.load();
     s.batches += g->batches.load();
     s.postings += g->postings.load();
     s.writer_failures += g->failures.load();

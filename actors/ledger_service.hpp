@@ -26,6 +26,7 @@ namespace actors {
 struct service_stats {
   std::int64_t live_account_actors = 0;
   std::int64_t writer_queued = 0;
+  std::int64_t writer_run_postings_queued = 0;
   std::uint64_t batches = 0;
   std::uint64_t postings = 0;
   std::uint64_t writer_failures = 0;

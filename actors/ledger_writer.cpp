@@ -330,6 +330,7 @@ caf::behavior ledger_writer(writer_actor* self, writer_config config, std::share
         flush(self, config, *gauges);
         auto out = commit_run(self, config, *gauges, run);
         --gauges->queued;
+        gauges->run_postings_queued -= static_cast<std::int64_t>(run.postings.size());
         return out;
       },
       [=](flush_atom) {

@@ -39,7 +39,10 @@ namespace actors {
 
 // Counters a writer shares with the code that admits postings to it.
 struct writer_gauges {
-  std::atomic<std::int64_t> queued{0};  // postings accepted and not yet answered
+  std::atomic<std::int64_t> queued{0};  // postings accepted and not yet answered (a batch's run: one)
+  // The transfers of batch runs accepted and not yet answered, each counted: what bounds the
+  // memory and the wait that batches queue at the writer (writer.queue_run_postings_max).
+  std::atomic<std::int64_t> run_postings_queued{0};
   std::atomic<std::uint64_t> batches{0};
   std::atomic<std::uint64_t> postings{0};
   std::atomic<std::uint64_t> failures{0};

@@ -28,10 +28,12 @@ caf::behavior bridge(caf::event_based_actor* self, std::chrono::milliseconds res
                        "the server stopped before this request finished; retry with the same Idempotency-Key");
   };
   // A writer that answers with an error never answered the posting or run, so it never took it off
-  // its queue count (service_core::post and post_run put it there): that is done here instead.
-  auto unqueue = [runtime](const caf::actor& writer) {
+  // its queue counts (service_core::post and post_run put it there): that is done here instead.
+  auto unqueue = [runtime](const caf::actor& writer, std::int64_t run_postings) {
     for (std::size_t i = 0; i < runtime->writers.size(); ++i) {
-      if (runtime->writers[i] == writer) --runtime->writer_gauges[i]->queued;
+      if (runtime->writers[i] != writer) continue;
+      --runtime->writer_gauges[i]->queued;
+      runtime->writer_gauges[i]->run_postings_queued -= run_postings;
     }
   };
   return {
@@ -45,7 +47,7 @@ caf::behavior bridge(caf::event_based_actor* self, std::chrono::milliseconds res
         self->request(writer, caf::infinite, posting_atom::value, std::move(request))
             .then([sink](persistence::posting_outcome& outcome) { sink.deliver(to_money_result(outcome)); },
                   [sink, failed, unqueue, writer](caf::error& e) {
-                    unqueue(writer);
+                    unqueue(writer, 0);
                     sink.deliver(failed(e));
                   });
       },
@@ -55,7 +57,7 @@ caf::behavior bridge(caf::event_based_actor* self, std::chrono::milliseconds res
         self->request(writer, caf::infinite, run_atom::value, std::move(run))
             .then([sink](posting_run_outcome& outcome) { sink.deliver(std::move(outcome)); },
                   [sink, count, unqueue, writer](caf::error&) {
-                    unqueue(writer);
+                    unqueue(writer, static_cast<std::int64_t>(count));
                     posting_run_outcome unknown;
                     unknown.outcomes.resize(count);
                     for (auto& o : unknown.outcomes) o.outcome = ledger::error_code::outcome_unknown;
@@ -69,6 +71,7 @@ caf::behavior bridge(caf::event_based_actor* self, std::chrono::milliseconds res
 
 void service_core::post_run(std::size_t writer, posting_run run, run_sink sink) {
   ++runtime->writer_gauges[writer]->queued;
+  runtime->writer_gauges[writer]->run_postings_queued += static_cast<std::int64_t>(run.postings.size());
   caf::anon_send(any_bridge(), call_atom::value, runtime->writers[writer], std::move(run), std::move(sink));
 }
 

@@ -110,6 +110,10 @@ std::vector<descriptor> describe(settings& s) {
        int_rule{&s.writer.batch_wait_us, 0, 1'000'000}},
       {"writer", "queue_postings_max", "Postings queued per writer at most; more answer 503.",
        int_rule{&s.writer.queue_postings_max, 1, 10'000'000}},
+      {"writer", "queue_run_postings_max",
+       "Transfers of batches queued per writer at most; a batch that would pass it answers 503, unless none is "
+       "queued.",
+       int_rule{&s.writer.queue_run_postings_max, 1, 10'000'000}},
 
       {"actors", "scheduler_threads", "Threads of the CAF scheduler.", int_rule{&s.actors.scheduler_threads, 1, 256}},
       {"actors", "scheduler_policy", "CAF scheduler: sharing (idle workers sleep) or stealing (idle workers poll).",

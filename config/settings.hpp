@@ -61,6 +61,7 @@ struct writer_settings {
   std::int64_t batch_postings_max = 500;
   std::int64_t batch_wait_us = 3'000;
   std::int64_t queue_postings_max = 1'000;
+  std::int64_t queue_run_postings_max = 10'000;
 };
 
 struct actor_settings {

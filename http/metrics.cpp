@@ -80,7 +80,10 @@ std::string metrics::render_page(const actors::service_stats& s,
         << name << ' ' << value << '\n';
   };
   gauge("wallet_account_actors_live", "Live account actors.", "gauge", s.live_account_actors);
-  gauge("wallet_writer_postings_queued", "Postings queued at ledger writers.", "gauge", s.writer_queued);
+  gauge("wallet_writer_postings_queued", "Postings queued at ledger writers (a batch counts once).", "gauge",
+        s.writer_queued);
+  gauge("wallet_writer_batch_transfers_queued", "Transfers of batches queued at ledger writers.", "gauge",
+        s.writer_run_postings_queued);
   gauge("wallet_writer_batches_total", "Batches committed by ledger writers.", "counter", s.batches);
   gauge("wallet_writer_postings_total", "Postings processed by ledger writers.", "counter", s.postings);
   gauge("wallet_writer_failures_total", "Batches that failed as a whole.", "counter", s.writer_failures);

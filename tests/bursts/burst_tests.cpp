@@ -631,6 +631,74 @@ TEST(Shedding, WriterQueueBoundAnswers503WriterBusy) {
   EXPECT_TRUE(ts::reconciliation_ok(c, op.key));
 }
 
+// Batches count each of their transfers towards their writer's bound on queued batch transfers
+// (writer.queue_run_postings_max, here 3). One writer, stalled on a row lock while it commits a
+// batch of 2: a second batch of 2 would make 4, and is answered 503 writer_busy at once with
+// Retry-After and leaves no trace; a single transfer is not a batch's and is still taken. After the
+// release the first batch commits, and the refused one succeeds when retried.
+TEST(Shedding, BatchTransfersQueuedAtAWriterAreBounded) {
+  ts::server_process::options o;
+  generous_limits(o);
+  patient_database(o);
+  o.env["WALLET_WRITER_COUNT"] = "1";
+  o.env["WALLET_WRITER_QUEUE_RUN_POSTINGS_MAX"] = "3";
+  own_server s(o);
+  auto& [server, c, op] = s;
+  std::vector<ts::principal> payers;
+  std::vector<std::int64_t> accounts;
+  for (int i = 0; i < 3; ++i) {
+    payers.push_back(ts::create_principal(c, op.key));
+    accounts.push_back(ts::create_account(c, op.key, payers.back().id));
+    ts::deposit(c, op.key, accounts.back(), 1000);
+  }
+  auto payee = ts::create_principal(c, op.key);
+  const auto to = ts::create_account(c, op.key, payee.id);
+  const auto batch_of_two = [&](std::int64_t from) {
+    const std::string item =
+        R"({"fromAccountId":)" + std::to_string(from) + R"(,"toAccountId":)" + std::to_string(to) + R"(,"amount":100})";
+    return R"({"atomic":false,"transfers":[)" + item + "," + item + "]}";
+  };
+
+  ts::account_lock lock({accounts[0]});
+  const std::string first_key = ts::unique_key("queued-batch");
+  auto first = std::async(std::launch::async, [&] {
+    ts::http_client client(server.port(), 60s);
+    return client.post("/v1/transfers/batch", payers[0].key, batch_of_two(accounts[0]), first_key);
+  });
+  ASSERT_TRUE(ts::eventually([&] { return lock.waiters() >= 1; }, 15s, 20ms));
+  EXPECT_EQ(ts::metric_value(server.port(), "wallet_writer_batch_transfers_queued", 0), 2)
+      << ts::metrics_page(server.port());
+
+  const std::string refused_key = ts::unique_key("batch-writer-busy");
+  auto busy = c.post("/v1/transfers/batch", payers[1].key, batch_of_two(accounts[1]), refused_key);
+  EXPECT_EQ(busy.status, 503) << busy.body;
+  EXPECT_EQ(code_of(busy), "writer_busy") << busy.body;
+  EXPECT_GE(std::stoi(busy.header("Retry-After").empty() ? "0" : busy.header("Retry-After")), 1);
+  EXPECT_EQ(journal_count(payers[1].id, {refused_key}), 0);
+  // A single transfer queues at the same writer behind the stalled batch; it is answered once the
+  // batch commits.
+  const std::string single_key = ts::unique_key("single");
+  auto single = std::async(std::launch::async, [&] {
+    ts::http_client client(server.port(), 60s);
+    return client.post("/v1/transfers", payers[2].key, transfer_body(accounts[2], to, 100), single_key);
+  });
+  ASSERT_TRUE(ts::eventually([&] { return ts::metric_value(server.port(), "wallet_writer_postings_queued", 0) >= 2; },
+                             15s, 20ms))
+      << ts::metrics_page(server.port());
+
+  lock.release();
+  const auto committed = first.get();
+  EXPECT_EQ(committed.status, 201) << committed.body;
+  EXPECT_EQ(single.get().status, 201);
+  EXPECT_TRUE(ts::eventually(
+      [&] { return ts::metric_value(server.port(), "wallet_writer_batch_transfers_queued", -1) == 0; }, 15s, 20ms));
+  auto retried = c.post("/v1/transfers/batch", payers[1].key, batch_of_two(accounts[1]), refused_key);
+  EXPECT_EQ(retried.status, 201) << retried.body;
+  EXPECT_EQ(retried.header("Idempotent-Replayed"), "");
+  EXPECT_EQ(ts::balance(c, payee.key, to), 500);
+  EXPECT_TRUE(ts::reconciliation_ok(c, op.key));
+}
+
 // The server's only reader, stalled: an operator's freeze of `account` waits on that row's lock,
 // held here. The lock is held from construction until release() (or destruction); the freeze
 // then completes.
