@@ -109,7 +109,12 @@ void money_flows::reverse(reversal_command command, finish_fn done) {
             request.principal = command.principal;
             request.idempotency_key = std::move(command.idempotency_key);
             request.request_hash = std::move(command.request_hash);
-            request.metadata_json = json_members({{"reverses", id}, {"reason", command.reason}});
+            // A deposit's reversal names its provider and payment as the deposit does, so that what
+            // reads the journal by provider (settlement reports, the feed's consumers) finds it.
+            request.metadata_json = json_members({{"reverses", id},
+                                                  {"reason", command.reason},
+                                                  {"provider", deposit ? deposit->provider : std::string()},
+                                                  {"paymentId", deposit ? deposit->payment_id : std::string()}});
             request.receipt_fields = json_members({{"reverses", id}, {"type", t.type}}, true);
             request.rows = std::move(rows);
             // The user account it takes money back from decides it through its actor (owner 0: an

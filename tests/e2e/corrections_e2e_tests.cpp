@@ -200,7 +200,19 @@ TEST_F(CorrectionsE2E, ReversesEachReversibleType) {
     EXPECT_EQ(ts::query_value("SELECT metadata->>'reason' FROM journal_transaction WHERE id = " +
                               ts::sql_literal(reversal) + "::uuid"),
               "booked in error");
+    // A deposit's provider and payment carry over to its reversal; the other types name none.
+    const auto provider_of = [](const std::string& tx) {
+      return ts::query_value(
+          "SELECT COALESCE(metadata->>'provider', '') || '/' || COALESCE(metadata->>'paymentId', '')"
+          " FROM journal_transaction WHERE id = " +
+          ts::sql_literal(tx) + "::uuid");
+    };
+    EXPECT_EQ(provider_of(reversal), provider_of(original)) << original;
   }
+  EXPECT_NE(ts::query_value("SELECT COALESCE(metadata->>'provider', '') FROM journal_transaction WHERE id = " +
+                            ts::sql_literal(originals.front()) + "::uuid"),
+            "")
+      << "the deposit names its provider";
   EXPECT_NE(a_before, 0);
   EXPECT_NE(m_before, 0);
   EXPECT_EQ(ts::balance(c, op(), a), 0);
