@@ -109,8 +109,9 @@ void money_flows::reverse(reversal_command command, finish_fn done) {
             request.principal = command.principal;
             request.idempotency_key = std::move(command.idempotency_key);
             request.request_hash = std::move(command.request_hash);
-            // A deposit's reversal names its provider and payment as the deposit does, so that what
-            // reads the journal by provider (settlement reports, the feed's consumers) finds it.
+            // A deposit's reversal names its provider and payment as the deposit does, so that a
+            // reader of the journal (GET /v1/transactions, an operator's query) sees which
+            // provider's payment it took back. Settlement imports do not match reversals.
             request.metadata_json = json_members({{"reverses", id},
                                                   {"reason", command.reason},
                                                   {"provider", deposit ? deposit->provider : std::string()},

@@ -46,6 +46,7 @@
 #include "actors/runs.hpp"
 #include "actors/service_core.hpp"
 #include "actors/uuid.hpp"
+#include "base/assert.hpp"
 #include "ledger/flows.hpp"
 #include "ledger/receipt.hpp"
 #include "persistence/transfer_batches.hpp"
@@ -87,6 +88,12 @@ money_result whole_batch(money_result r, std::size_t index) {
 class transfer_batch_flow : public std::enable_shared_from_this<transfer_batch_flow> {
  public:
   using finish_fn = money_flows::finish_fn;
+
+  ~transfer_batch_flow() {
+    // Transfers counted at a writer and never handed to it in a run (refused by their actor, or
+    // the batch ended early) leave its count with the flow.
+    for (const auto& [writer, count] : claimed_) runtime_->writer_gauges[writer]->run_postings_queued -= count;
+  }
 
   transfer_batch_flow(money_flows& flows, transfer_batch_command command, finish_fn finish)
       : flows_(flows), core_(flows.core_), command_(std::move(command)), finish_(std::move(finish)) {
@@ -270,7 +277,7 @@ class transfer_batch_flow : public std::enable_shared_from_this<transfer_batch_f
       by_payer[item.from].push_back(i);
     }
     if (by_payer.empty()) return answer();
-    if (auto busy = writers_busy(by_payer)) return finish_(std::move(*busy));
+    if (auto busy = claim_writers(by_payer)) return finish_(std::move(*busy));
     runs_.reserve(by_payer.size());
     for (auto& [payer, indices] : by_payer) {
       const auto& payer_facts = facts_.at(payer);
@@ -316,23 +323,38 @@ class transfer_batch_flow : public std::enable_shared_from_this<transfer_batch_f
     }
   }
 
-  // The batch's transfers would take a writer past the transfers of batches it may queue
-  // (writer.queue_run_postings_max): 503 writer_busy before anything is reserved. A writer with no
-  // batch queued takes any batch, so that one larger than the bound is not refused for good.
-  std::optional<money_result> writers_busy(
-      const std::map<ledger::account_id, std::vector<std::size_t>>& by_payer) const {
+  // The batch's transfers are counted at the writers that will commit them before anything is
+  // reserved (writer.queue_run_postings_max): a writer they would take past its bound answers the
+  // batch 503 writer_busy, and nothing stays counted. Counted here, not when the runs are sent, so
+  // that batches deciding at the same time all see each other. A writer with no batch queued takes
+  // any batch, so that one larger than the bound is not refused for good. The count is the flow's
+  // until a run hands it to its writer (hand_over), which takes it off once the run is answered.
+  std::optional<money_result> claim_writers(const std::map<ledger::account_id, std::vector<std::size_t>>& by_payer) {
     std::map<std::size_t, std::int64_t> per_writer;
     for (const auto& [payer, indices] : by_payer)
       per_writer[writer_of(payer)] += static_cast<std::int64_t>(indices.size());
     for (const auto& [writer, count] : per_writer) {
-      const auto& gauges = *core_.runtime->writer_gauges[writer];
-      const auto queued = gauges.run_postings_queued.load();
-      if (queued > 0 && queued + count > core_.runtime->writer_run_queue_max) {
+      auto& gauges = *runtime_->writer_gauges[writer];
+      const auto before = gauges.run_postings_queued.fetch_add(count);
+      claimed_[writer] += count;
+      if (before > 0 && before + count > runtime_->writer_run_queue_max) {
+        for (auto& [w, n] : claimed_) {
+          runtime_->writer_gauges[w]->run_postings_queued -= n;
+          n = 0;
+        }
         return unavailable(ledger::error_code::writer_busy, "the ledger writer has too many batch transfers queued",
-                           gauges.drain_seconds(queued));
+                           gauges.drain_seconds(before));
       }
     }
     return std::nullopt;
+  }
+
+  // A run of `count` of the claimed transfers goes to `writer`: its count is the writer's now.
+  void hand_over(std::size_t writer, std::size_t count) {
+    const auto n = static_cast<std::int64_t>(count);
+    auto& claimed = claimed_[writer];
+    WALLET_ASSERT(claimed >= n, "a batch's run carries no more transfers than it counted at its writer");
+    claimed -= n;
   }
 
   // 6. Every payer's actor has decided: commit what they reserved.
@@ -369,6 +391,7 @@ class transfer_batch_flow : public std::enable_shared_from_this<transfer_batch_f
     if (pending_ == 0) return answer();
     auto self = shared_from_this();
     for (auto& [writer, group] : by_writer) {
+      hand_over(writer, group.second.postings.size());
       core_.post_run(writer, std::move(group.second),
                      run_sink{[self, members = group.first](posting_run_outcome outcome) {
                        self->committed(members, std::move(outcome));
@@ -439,6 +462,7 @@ class transfer_batch_flow : public std::enable_shared_from_this<transfer_batch_f
       all.postings.push_back(std::move(p));
     }
     auto self = shared_from_this();
+    hand_over(atomic_writer_, all.postings.size());
     core_.post_run(atomic_writer_, std::move(all),
                    run_sink{[self, order = std::move(order)](posting_run_outcome outcome) {
                      self->committed_atomic(order, std::move(outcome));
@@ -613,6 +637,10 @@ class transfer_batch_flow : public std::enable_shared_from_this<transfer_batch_f
   std::map<std::pair<std::string, std::size_t>, ledger::account_id> fee_rows_;
   std::vector<payer_run> runs_;
   std::size_t atomic_writer_ = 0;
+  // Transfers counted at each writer's run_postings_queued and not yet handed to it (claim_writers),
+  // and a share of the runtime that holds those counts, so that the destructor never reads one gone.
+  std::map<std::size_t, std::int64_t> claimed_;
+  std::shared_ptr<account_runtime> runtime_ = core_.runtime;
   bool replayed_ = false;  // every item had committed before: the answer is a replay
   std::size_t found_ = 0;  // items found committed by the lookups (start, recheck)
 };

@@ -71,7 +71,6 @@ caf::behavior bridge(caf::event_based_actor* self, std::chrono::milliseconds res
 
 void service_core::post_run(std::size_t writer, posting_run run, run_sink sink) {
   ++runtime->writer_gauges[writer]->queued;
-  runtime->writer_gauges[writer]->run_postings_queued += static_cast<std::int64_t>(run.postings.size());
   caf::anon_send(any_bridge(), call_atom::value, runtime->writers[writer], std::move(run), std::move(sink));
 }
 

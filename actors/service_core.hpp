@@ -47,6 +47,9 @@ struct service_core {
   // Hands a posting to writer `writer` through a bridge; `sink` gets its outcome after COMMIT.
   void post(std::size_t writer, persistence::posting_request request, reply_sink sink);
   // Hands a batch's run of postings to writer `writer` (actors/runs.hpp); counted as one queued.
+  // The caller has counted its postings in the writer's run_postings_queued already (the batch
+  // flow claims them before it reserves); the writer, or the bridge if the writer never answers,
+  // takes them off.
   void post_run(std::size_t writer, posting_run run, run_sink sink);
   // Asks the account's actor for its debits in flight; 0 when none is live or it answers late.
   void reserved(ledger::account_id id, std::function<void(ledger::amount_minor)> done);

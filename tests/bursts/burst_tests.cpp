@@ -564,6 +564,34 @@ TEST(Shedding, GlobalInflightBoundAnswers503ServerBusy) {
   EXPECT_EQ(ts::balance(c, payee.key, to), 200);
 }
 
+// Payers (three by default) with 1,000 each in an account of their own, and a payee with an empty
+// account.
+struct payers_and_payee {
+  std::vector<ts::principal> payers;
+  std::vector<std::int64_t> accounts;
+  ts::principal payee;
+  std::int64_t to = 0;
+};
+
+payers_and_payee payers_and_a_payee(ts::http_client& c, const std::string& operator_key, int payers = 3) {
+  payers_and_payee out;
+  for (int i = 0; i < payers; ++i) {
+    out.payers.push_back(ts::create_principal(c, operator_key));
+    out.accounts.push_back(ts::create_account(c, operator_key, out.payers.back().id));
+    ts::deposit(c, operator_key, out.accounts.back(), 1000);
+  }
+  out.payee = ts::create_principal(c, operator_key);
+  out.to = ts::create_account(c, operator_key, out.payee.id);
+  return out;
+}
+
+// An answer refused at once because a ledger writer's queue is full.
+void expect_writer_busy(const ts::response& r) {
+  EXPECT_EQ(r.status, 503) << r.body;
+  EXPECT_EQ(code_of(r), "writer_busy") << r.body;
+  EXPECT_GE(std::stoi(r.header("Retry-After").empty() ? "0" : r.header("Retry-After")), 1);
+}
+
 // With one ledger writer whose queue holds at most 2 postings, and that writer stalled on a
 // row lock with 2 postings queued, a further transfer (from another account) and a deposit
 // answer 503 writer_busy with Retry-After at once and leave no trace; after the release the
@@ -576,15 +604,7 @@ TEST(Shedding, WriterQueueBoundAnswers503WriterBusy) {
   o.env["WALLET_WRITER_QUEUE_POSTINGS_MAX"] = "2";
   own_server s(o);
   auto& [server, c, op] = s;
-  std::vector<ts::principal> payers;
-  std::vector<std::int64_t> accounts;
-  for (int i = 0; i < 3; ++i) {
-    payers.push_back(ts::create_principal(c, op.key));
-    accounts.push_back(ts::create_account(c, op.key, payers.back().id));
-    ts::deposit(c, op.key, accounts.back(), 1000);
-  }
-  auto payee = ts::create_principal(c, op.key);
-  const auto to = ts::create_account(c, op.key, payee.id);
+  const auto [payers, accounts, payee, to] = payers_and_a_payee(c, op.key);
   const std::string queued = "wallet_writer_postings_queued";
 
   ts::account_lock lock({accounts[0]});
@@ -605,9 +625,7 @@ TEST(Shedding, WriterQueueBoundAnswers503WriterBusy) {
   const std::string refused_key = ts::unique_key("writer-busy");
   const auto started = clock::now();
   auto busy = c.post("/v1/transfers", payers[2].key, transfer_body(accounts[2], to, 100), refused_key);
-  EXPECT_EQ(busy.status, 503) << busy.body;
-  EXPECT_EQ(code_of(busy), "writer_busy") << busy.body;
-  EXPECT_GE(std::stoi(busy.header("Retry-After").empty() ? "0" : busy.header("Retry-After")), 1);
+  expect_writer_busy(busy);
   EXPECT_LT(ts::elapsed_ms(started), 2000);
   const std::string deposit_key = ts::unique_key("writer-busy-deposit");
   auto busy_deposit =
@@ -635,7 +653,8 @@ TEST(Shedding, WriterQueueBoundAnswers503WriterBusy) {
 // (writer.queue_run_postings_max, here 3). One writer, stalled on a row lock while it commits a
 // batch of 2: a second batch of 2 would make 4, and is answered 503 writer_busy at once with
 // Retry-After and leaves no trace; a single transfer is not a batch's and is still taken. After the
-// release the first batch commits, and the refused one succeeds when retried.
+// release the first batch commits, and the refused one succeeds when retried. Two batches of one
+// transfer sent at once find 2 queued: exactly one of them fits, whichever counts first.
 TEST(Shedding, BatchTransfersQueuedAtAWriterAreBounded) {
   ts::server_process::options o;
   generous_limits(o);
@@ -644,20 +663,15 @@ TEST(Shedding, BatchTransfersQueuedAtAWriterAreBounded) {
   o.env["WALLET_WRITER_QUEUE_RUN_POSTINGS_MAX"] = "3";
   own_server s(o);
   auto& [server, c, op] = s;
-  std::vector<ts::principal> payers;
-  std::vector<std::int64_t> accounts;
-  for (int i = 0; i < 3; ++i) {
-    payers.push_back(ts::create_principal(c, op.key));
-    accounts.push_back(ts::create_account(c, op.key, payers.back().id));
-    ts::deposit(c, op.key, accounts.back(), 1000);
-  }
-  auto payee = ts::create_principal(c, op.key);
-  const auto to = ts::create_account(c, op.key, payee.id);
-  const auto batch_of_two = [&](std::int64_t from) {
+  const auto [payers, accounts, payee, to] = payers_and_a_payee(c, op.key, 5);
+  const auto batch_of = [&](std::int64_t from, int transfers) {
     const std::string item =
         R"({"fromAccountId":)" + std::to_string(from) + R"(,"toAccountId":)" + std::to_string(to) + R"(,"amount":100})";
-    return R"({"atomic":false,"transfers":[)" + item + "," + item + "]}";
+    std::string items = item;
+    for (int i = 1; i < transfers; ++i) items += "," + item;
+    return R"({"atomic":false,"transfers":[)" + items + "]}";
   };
+  const auto batch_of_two = [&](std::int64_t from) { return batch_of(from, 2); };
 
   ts::account_lock lock({accounts[0]});
   const std::string first_key = ts::unique_key("queued-batch");
@@ -671,9 +685,7 @@ TEST(Shedding, BatchTransfersQueuedAtAWriterAreBounded) {
 
   const std::string refused_key = ts::unique_key("batch-writer-busy");
   auto busy = c.post("/v1/transfers/batch", payers[1].key, batch_of_two(accounts[1]), refused_key);
-  EXPECT_EQ(busy.status, 503) << busy.body;
-  EXPECT_EQ(code_of(busy), "writer_busy") << busy.body;
-  EXPECT_GE(std::stoi(busy.header("Retry-After").empty() ? "0" : busy.header("Retry-After")), 1);
+  expect_writer_busy(busy);
   EXPECT_EQ(journal_count(payers[1].id, {refused_key}), 0);
   // A single transfer queues at the same writer behind the stalled batch; it is answered once the
   // batch commits.
@@ -685,17 +697,42 @@ TEST(Shedding, BatchTransfersQueuedAtAWriterAreBounded) {
   ASSERT_TRUE(ts::eventually([&] { return ts::metric_value(server.port(), "wallet_writer_postings_queued", 0) >= 2; },
                              15s, 20ms))
       << ts::metrics_page(server.port());
+  std::vector<std::future<ts::response>> pair;
+  for (const std::size_t i : {3u, 4u}) {
+    pair.push_back(std::async(std::launch::async, [&, i] {
+      ts::http_client client(server.port(), 60s);
+      return client.post("/v1/transfers/batch", payers[i].key, batch_of(accounts[i], 1), ts::unique_key("pair"));
+    }));
+  }
+  // The refused one is answered at once; the other waits behind the stalled batch.
+  ASSERT_TRUE(ts::eventually(
+      [&] {
+        return std::any_of(pair.begin(), pair.end(), [](const auto& f) {
+          return f.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+        });
+      },
+      15s, 20ms));
 
   lock.release();
   const auto committed = first.get();
   EXPECT_EQ(committed.status, 201) << committed.body;
   EXPECT_EQ(single.get().status, 201);
+  std::vector<ts::response> answers;
+  for (auto& f : pair) answers.push_back(f.get());
+  const auto status_count = [&](int status) {
+    return std::count_if(answers.begin(), answers.end(), [&](const ts::response& r) { return r.status == status; });
+  };
+  EXPECT_EQ(status_count(201), 1) << answers[0].body << answers[1].body;
+  EXPECT_EQ(status_count(503), 1) << answers[0].body << answers[1].body;
+  for (const auto& r : answers) {
+    if (r.status == 503) expect_writer_busy(r);
+  }
   EXPECT_TRUE(ts::eventually(
       [&] { return ts::metric_value(server.port(), "wallet_writer_batch_transfers_queued", -1) == 0; }, 15s, 20ms));
   auto retried = c.post("/v1/transfers/batch", payers[1].key, batch_of_two(accounts[1]), refused_key);
   EXPECT_EQ(retried.status, 201) << retried.body;
   EXPECT_EQ(retried.header("Idempotent-Replayed"), "");
-  EXPECT_EQ(ts::balance(c, payee.key, to), 500);
+  EXPECT_EQ(ts::balance(c, payee.key, to), 600);
   EXPECT_TRUE(ts::reconciliation_ok(c, op.key));
 }
 

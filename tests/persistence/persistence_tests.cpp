@@ -845,7 +845,7 @@ TEST_P(key_race, a_key_committed_while_the_batch_waits_for_its_rows_is_replayed_
   // carrying the same K and request waits for that lock. Once it has the lock it must find K
   // committed and replay its stored answer; looking keys up before locking would plan the
   // transfer against the spent balance and refuse a committed transfer with insufficient_funds.
-  // A plain batch reads its rows unlocked first and waits at its update of a's row instead; it
+  // A plain batch reads its rows unlocked first and waits at its lock of a's row instead; it
   // must then find the row moved and redo the batch under the locks, with the same answer.
   const bool plain = GetParam();
   fund(a_, 500);

@@ -80,10 +80,10 @@ TEST_F(posting_plans, the_account_rows_and_their_parents_are_read_by_primary_key
   }
 }
 
-TEST_F(posting_plans, the_balance_caches_are_updated_and_unchanged_rows_locked_by_primary_key_on_new_tables) {
+TEST_F(posting_plans, the_rows_are_locked_and_the_balance_caches_updated_by_primary_key_on_new_tables) {
   // The batch's writes take 23 parameters: 19 arrays, the outbox payload (jsonb), and three more
-  // arrays (the updated rows' versions, the unchanged rows and theirs). Both the update and the
-  // lock of the unchanged rows probe the primary key.
+  // arrays (the updated rows' versions, the unchanged rows and theirs). Both the lock of every row
+  // read and the update of the changed ones probe the primary key.
   const auto plan = plan_of("posting_write_batch", empty_arrays(19) + ", 'null', " + empty_arrays(3));
   std::size_t probes = 0;
   for (auto at = plan.find("Index Scan using account_pkey on account"); at != std::string::npos;
