@@ -36,16 +36,17 @@ using tls_stream = beast::ssl_stream<beast::tcp_stream>;
 // answer's head. A timer ends it at the deadline: the attempt is answered "timed out" then and
 // there and its socket closed, and every step that completes later finds it finished and does
 // nothing. (Cancelling the pending operation alone was not enough: a name lookup already running
-// in the resolver's thread cannot be cancelled and would complete with success, and a connect over
-// several addresses would go on to the next one; the steps after them then ran without a
-// deadline.) Everything runs on the sender's single I/O thread, so the steps and the timer never
-// race.
+// cannot be cancelled and completes with success, and a connect over several addresses would go on
+// to the next one; the steps after them then ran without a deadline.) The name is looked up on the
+// sender's lookup pool (events/name_lookup.hpp), whose answer is posted back; everything else runs
+// on the sender's single I/O thread, so the steps and the timer never race.
 template <typename Stream>
 class attempt : public std::enable_shared_from_this<attempt<Stream>> {
  public:
-  attempt(asio::io_context& io, asio::ssl::context* tls, ledger::webhook_url url, webhook_request request,
-          const sender_config& config, std::function<void(webhook_response)> done)
-      : resolver_(io),
+  attempt(asio::io_context& io, asio::ssl::context* tls, lookup_pool& lookups, ledger::webhook_url url,
+          webhook_request request, const sender_config& config, std::function<void(webhook_response)> done)
+      : io_(io),
+        lookups_(lookups),
         stream_(make_stream(io, tls)),
         timer_(io),
         url_(std::move(url)),
@@ -61,11 +62,14 @@ class attempt : public std::enable_shared_from_this<attempt<Stream>> {
       self->timed_out_ = true;
       self->fail({});
     });
-    resolver_.async_resolve(url_.host, std::to_string(url_.port),
-                            [self = this->shared_from_this()](beast::error_code ec, tcp::resolver::results_type r) {
-                              if (self->finished_) return;
-                              self->on_resolve(ec, std::move(r));
-                            });
+    // An IP literal is its own address: nothing to look up.
+    if (ledger::classify_address(url_.host)) return on_resolve(host_addresses{{url_.host}, {}});
+    lookups_.lookup(url_.host, [self = this->shared_from_this()](const host_addresses& found) {
+      asio::post(self->io_, [self, found] {
+        if (self->finished_) return;
+        self->on_resolve(found);
+      });
+    });
   }
 
  private:
@@ -78,16 +82,16 @@ class attempt : public std::enable_shared_from_this<attempt<Stream>> {
     }
   }
 
-  void on_resolve(beast::error_code ec, tcp::resolver::results_type results) {
-    if (ec) return fail("resolving " + url_.host + ": " + ec.message());
+  void on_resolve(const host_addresses& found) {
+    if (!found.error.empty()) return fail("resolving " + url_.host + ": " + found.error);
     std::vector<tcp::endpoint> allowed;
     std::string refused;
-    for (const auto& entry : results) {
-      const auto address = entry.endpoint().address();
-      const auto text = address.to_string();
+    for (const auto& text : found.addresses) {
       const auto kind = ledger::classify_address(text);
-      if (kind && ledger::destination_allowed(*kind, config_.allow_loopback)) {
-        allowed.push_back(entry.endpoint());
+      beast::error_code ec;
+      const auto address = asio::ip::make_address(text, ec);
+      if (kind && !ec && ledger::destination_allowed(*kind, config_.allow_loopback)) {
+        allowed.emplace_back(address, url_.port);
       } else if (refused.empty()) {
         refused = text + " (" + std::string(kind ? ledger::to_string(*kind) : "unknown") + ")";
       }
@@ -181,7 +185,6 @@ class attempt : public std::enable_shared_from_this<attempt<Stream>> {
     if (finished_) return;
     finished_ = true;
     timer_.cancel();
-    resolver_.cancel();
     beast::error_code ignored;
     beast::get_lowest_layer(stream_).socket().close(ignored);
     r.elapsed_ms =
@@ -190,7 +193,8 @@ class attempt : public std::enable_shared_from_this<attempt<Stream>> {
     done(std::move(r));
   }
 
-  tcp::resolver resolver_;
+  asio::io_context& io_;
+  lookup_pool& lookups_;
   Stream stream_;
   asio::steady_timer timer_;
   beast::flat_buffer buffer_;
@@ -211,10 +215,13 @@ struct webhook_sender::impl {
   sender_config config;
   asio::io_context io{1};
   asio::ssl::context tls{asio::ssl::context::tls_client};
+  // After io: destroyed first, so that no lookup posts to a destroyed io_context.
+  lookup_pool lookups;
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
   std::thread thread;
 
-  explicit impl(sender_config c) : config(std::move(c)) {
+  explicit impl(sender_config c)
+      : config(std::move(c)), lookups(config.lookup ? config.lookup : lookup_host, config.lookup_threads) {
     tls.set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
                     asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 | asio::ssl::context::no_tlsv1_1);
     beast::error_code ec;
@@ -257,12 +264,12 @@ void webhook_sender::send(webhook_request request, std::function<void(webhook_re
   asio::post(impl_->io,
              [this, tls, url = std::move(url), request = std::move(request), done = std::move(done)]() mutable {
                if (tls) {
-                 std::make_shared<attempt<tls_stream>>(impl_->io, &impl_->tls, std::move(url), std::move(request),
-                                                       impl_->config, std::move(done))
+                 std::make_shared<attempt<tls_stream>>(impl_->io, &impl_->tls, impl_->lookups, std::move(url),
+                                                       std::move(request), impl_->config, std::move(done))
                      ->start();
                } else {
-                 std::make_shared<attempt<plain_stream>>(impl_->io, nullptr, std::move(url), std::move(request),
-                                                         impl_->config, std::move(done))
+                 std::make_shared<attempt<plain_stream>>(impl_->io, nullptr, impl_->lookups, std::move(url),
+                                                         std::move(request), impl_->config, std::move(done))
                      ->start();
                }
              });

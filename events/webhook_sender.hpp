@@ -3,7 +3,8 @@
 // The HTTP client of webhook delivery (docs/events.md, "Webhooks"): one POST per attempt, over
 // Boost.Beast on an io_context of its own thread (never the HTTP server's threads nor the actors'),
 // http or https (OpenSSL, certificates verified against the system store or a configured CA file,
-// the host name checked). Every attempt resolves the host again and connects only to addresses
+// the host name checked). Every attempt resolves the host again (on the lookup pool's threads, so
+// that a slow name delays only its own deliveries) and connects only to addresses
 // that ledger::destination_allowed accepts, so a name that later points inside the network is
 // refused at connect time too. Redirects are not followed: a 3xx is a failed attempt like any other
 // non-2xx. One deadline covers the whole attempt (resolve, connect, handshake, write, the answer's
@@ -17,12 +18,18 @@
 #include <optional>
 #include <string>
 
+#include "events/name_lookup.hpp"
+
 namespace events {
 
 struct sender_config {
   std::int64_t timeout_ms = 10'000;
   bool allow_loopback = false;
   std::string ca_file;  // empty: the system's default CA store
+  // Threads that look host names up: as many names as this may be slow at once before the next
+  // name waits (attempts for one name share its lookup).
+  std::size_t lookup_threads = 4;
+  lookup_fn lookup;  // empty: the system's resolver (lookup_host)
 };
 
 struct webhook_request {

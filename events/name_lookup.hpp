@@ -1,0 +1,63 @@
+#pragma once
+
+// Host name lookups for webhook delivery (docs/events.md, "Webhooks"). The system's resolver
+// blocks, and a name whose DNS servers do not answer blocks for as long as the resolver's own
+// timeouts and retries take. Asio's resolver runs every lookup of an io_context on one thread, so
+// one such name held up every other endpoint's delivery behind it. Here lookups run on a small
+// pool of threads of their own, and attempts that need the same name at the same time share one
+// lookup: a slow name holds one thread, and the others go on.
+
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+namespace events {
+
+// A host name's addresses in numeric form (as inet_ntop writes them), or why it has none.
+struct host_addresses {
+  std::vector<std::string> addresses;
+  std::string error;  // empty when the name resolved
+};
+
+// Looks a name up; blocks. The default is lookup_host; the tests give their own.
+using lookup_fn = std::function<host_addresses(const std::string& host)>;
+
+// The system's resolver (getaddrinfo, TCP): every address, each once, in the resolver's order.
+host_addresses lookup_host(const std::string& host);
+
+class lookup_pool {
+ public:
+  using done_fn = std::function<void(const host_addresses&)>;
+
+  // `threads` at least 1.
+  lookup_pool(lookup_fn lookup, std::size_t threads);
+  // Lookups not started are dropped without their callbacks; the destructor waits for those
+  // running (a lookup cannot be interrupted; the resolver's own timeout ends it).
+  ~lookup_pool();
+  lookup_pool(const lookup_pool&) = delete;
+  lookup_pool& operator=(const lookup_pool&) = delete;
+
+  // Looks `host` up and calls `done` with the result on one of the pool's threads; `done` must
+  // only hand the result over. While a lookup of the same name is queued or running, `done` waits
+  // for that one instead of starting another.
+  void lookup(const std::string& host, done_fn done);
+
+ private:
+  void run();
+
+  lookup_fn lookup_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stopping_ = false;
+  std::deque<std::string> queue_;                                  // names not started, in arrival order
+  std::unordered_map<std::string, std::vector<done_fn>> waiting_;  // every name queued or running
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace events

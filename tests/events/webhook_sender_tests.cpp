@@ -1,0 +1,188 @@
+// The webhook client's name lookups (events/name_lookup.*): a name that does not resolve in time
+// delays only the deliveries to it. A receiver on 127.0.0.1; host names are looked up by a lookup
+// of the test's own that holds one name until the test lets it go.
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "events/webhook_sender.hpp"
+#include "tests/events/webhook_receiver.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+
+// A deadline for what must happen long before it; reaching it fails the test instead of hanging.
+constexpr auto k_long_enough = 60s;
+
+// Every name is 127.0.0.1; "slow.test" only once the test releases it.
+class held_lookup {
+ public:
+  events::host_addresses operator()(const std::string& host) {
+    std::unique_lock lock(mutex_);
+    ++lookups_[host];
+    changed_.notify_all();
+    if (host == "slow.test") changed_.wait(lock, [this] { return released_; });
+    return {{"127.0.0.1"}, {}};
+  }
+
+  void release() {
+    std::lock_guard lock(mutex_);
+    released_ = true;
+    changed_.notify_all();
+  }
+
+  // Waits until `host` has been looked up `n` times; false at the deadline.
+  bool wait_for_lookups(const std::string& host, int n) {
+    std::unique_lock lock(mutex_);
+    return changed_.wait_for(lock, k_long_enough, [&] { return lookups_[host] >= n; });
+  }
+
+  int lookups(const std::string& host) {
+    std::lock_guard lock(mutex_);
+    return lookups_[host];
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::map<std::string, int> lookups_;
+  bool released_ = false;
+};
+
+// The answers of the attempts, by delivery id.
+class answers {
+ public:
+  std::function<void(events::webhook_response)> collect(std::int64_t id) {
+    return [this, id](events::webhook_response r) {
+      std::lock_guard lock(mutex_);
+      got_[id] = std::move(r);
+      changed_.notify_all();
+    };
+  }
+
+  // Waits for the answer of `id`; nullopt at the deadline.
+  std::optional<events::webhook_response> wait(std::int64_t id) {
+    std::unique_lock lock(mutex_);
+    if (!changed_.wait_for(lock, k_long_enough, [&] { return got_.count(id) != 0; })) return std::nullopt;
+    return got_[id];
+  }
+
+  bool has(std::int64_t id) {
+    std::lock_guard lock(mutex_);
+    return got_.count(id) != 0;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::map<std::int64_t, events::webhook_response> got_;
+};
+
+// Lets the held name go when a test ends early, before the sender waits for its lookup threads.
+struct release_on_exit {
+  held_lookup& names;
+  ~release_on_exit() { names.release(); }
+};
+
+events::webhook_request request_to(const std::string& url, std::int64_t id) {
+  events::webhook_request r;
+  r.url = url;
+  r.body = R"({"n":)" + std::to_string(id) + "}";
+  r.signature = "t=1,v1=00";
+  r.event_id = "event-" + std::to_string(id);
+  r.delivery_id = id;
+  return r;
+}
+
+}  // namespace
+
+TEST(webhook_sender, a_name_that_does_not_resolve_delays_only_the_deliveries_to_it) {
+  events_test::webhook_receiver receiver([](int) { return 204; });
+  const auto port = std::to_string(receiver.port());
+  held_lookup names;
+  answers got;
+
+  events::sender_config config;
+  config.allow_loopback = true;
+  config.timeout_ms = 120'000;  // no attempt here may end by its deadline
+  config.lookup_threads = 2;
+  config.lookup = [&names](const std::string& host) { return names(host); };
+  events::webhook_sender sender(config);
+  sender.start();
+  const release_on_exit guard{names};
+
+  // Two attempts to the slow name: they share its one lookup, which holds one of the two threads.
+  sender.send(request_to("http://slow.test:" + port + "/slow", 1), got.collect(1));
+  ASSERT_TRUE(names.wait_for_lookups("slow.test", 1));
+  sender.send(request_to("http://slow.test:" + port + "/slow", 2), got.collect(2));
+
+  // Deliveries to other names go on meanwhile, one after the other on the free thread.
+  sender.send(request_to("http://fast.test:" + port + "/fast", 3), got.collect(3));
+  sender.send(request_to("http://other.test:" + port + "/other", 4), got.collect(4));
+  sender.send(request_to("http://127.0.0.1:" + port + "/literal", 5), got.collect(5));
+  for (std::int64_t id : {3, 4, 5}) {
+    const auto r = got.wait(id);
+    ASSERT_TRUE(r) << "delivery " << id << " waited for the slow name";
+    EXPECT_TRUE(r->delivered) << r->error;
+    EXPECT_EQ(r->status_code, 204);
+  }
+  EXPECT_FALSE(got.has(1));
+  EXPECT_FALSE(got.has(2));
+  EXPECT_EQ(names.lookups("slow.test"), 1);
+  EXPECT_EQ(names.lookups("127.0.0.1"), 0) << "an IP literal is not looked up";
+
+  names.release();
+  for (std::int64_t id : {1, 2}) {
+    const auto r = got.wait(id);
+    ASSERT_TRUE(r);
+    EXPECT_TRUE(r->delivered) << r->error;
+  }
+  EXPECT_EQ(names.lookups("slow.test"), 1) << "the two attempts shared one lookup";
+
+  std::map<std::string, int> targets;
+  for (const auto& q : receiver.requests()) ++targets[q.target];
+  EXPECT_EQ(targets, (std::map<std::string, int>{{"/slow", 2}, {"/fast", 1}, {"/other", 1}, {"/literal", 1}}));
+}
+
+TEST(webhook_sender, a_name_held_past_the_deadline_times_out_and_its_late_answer_changes_nothing) {
+  events_test::webhook_receiver receiver([](int) { return 204; });
+  held_lookup names;
+  answers got;
+
+  events::sender_config config;
+  config.allow_loopback = true;
+  config.timeout_ms = 200;
+  config.lookup_threads = 1;
+  config.lookup = [&names](const std::string& host) { return names(host); };
+  events::webhook_sender sender(config);
+  sender.start();
+  const release_on_exit guard{names};
+
+  sender.send(request_to("http://slow.test:" + std::to_string(receiver.port()) + "/slow", 1), got.collect(1));
+  const auto r = got.wait(1);
+  ASSERT_TRUE(r);
+  EXPECT_FALSE(r->delivered);
+  EXPECT_TRUE(r->timed_out) << r->error;
+
+  // The lookup ends after the attempt did: nothing is sent, and the freed thread serves the next.
+  names.release();
+  sender.send(request_to("http://fast.test:" + std::to_string(receiver.port()) + "/fast", 2), got.collect(2));
+  const auto next = got.wait(2);
+  ASSERT_TRUE(next);
+  EXPECT_TRUE(next->delivered) << next->error;
+  ASSERT_EQ(receiver.requests().size(), 1U);
+  EXPECT_EQ(receiver.requests()[0].target, "/fast");
+}
+
+TEST(webhook_sender, the_systems_resolver_finds_localhost) {
+  const auto found = events::lookup_host("localhost");
+  EXPECT_TRUE(found.error.empty()) << found.error;
+  ASSERT_FALSE(found.addresses.empty());
+  for (const auto& a : found.addresses) EXPECT_TRUE(a == "127.0.0.1" || a == "::1") << a;
+}
