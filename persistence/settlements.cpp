@@ -204,8 +204,27 @@ constexpr const char* k_resolve_matched_sql =
     "        OR (x.transaction_id IS NULL AND (x.payment_id, x.type, x.report_amount) IN"
     "              (SELECT payment_id, type, amount::numeric FROM pg_temp.settlement_paired)))";
 
+// An open exception of a key and kind that import $2 finds again ($1 the provider) shows what
+// this import found, when that differs: a later report that corrects an amount only in part, or a
+// payment refunded since. Its id, owner and creation stay; its importId becomes this import's.
+// (UPDATE ... FROM takes one compared row when two share a key, which only a payment id that is
+// another transaction's id could make; the insert below skips that second one the same way.)
+constexpr const char* k_update_open = "settlement_update_open";
+constexpr const char* k_update_open_sql =
+    "UPDATE settlement_exception x"
+    "   SET import_id = $2, ledger_amount = c.ledger_amount, report_amount = c.report_amount,"
+    "       currency = COALESCE(c.ledger_currency, c.report_currency), report_currency = c.report_currency,"
+    "       transaction_id = c.transaction_id, settled_at = c.settled_at"
+    "  FROM pg_temp.settlement_compare c"
+    " WHERE c.kind IS NOT NULL AND x.status = 'open' AND x.provider = $1 AND x.kind = c.kind AND x.type = c.type"
+    "   AND COALESCE(x.payment_id, x.transaction_id::text) = COALESCE(c.payment_id, c.transaction_id::text)"
+    "   AND (x.ledger_amount, x.report_amount, x.currency, x.report_currency, x.transaction_id, x.settled_at)"
+    "       IS DISTINCT FROM (c.ledger_amount, c.report_amount, COALESCE(c.ledger_currency, c.report_currency),"
+    "                         c.report_currency, c.transaction_id, c.settled_at)";
+
 // The differences of import $1 not already open ($2 the provider, $3 their first owner). The
-// open-key index refuses a second open exception of a key and kind: that one is skipped.
+// open-key index refuses a second open exception of a key and kind: that one is skipped (it was
+// brought up to date above).
 constexpr const char* k_insert_exceptions = "settlement_insert_exceptions";
 constexpr const char* k_insert_exceptions_sql =
     "INSERT INTO settlement_exception (import_id, kind, provider, payment_id, type, ledger_amount, report_amount,"
@@ -266,6 +285,7 @@ void prepare_statements(pqxx::connection& conn) {
       {k_match_counts, k_match_counts_sql},
       {k_next_import_id, k_next_import_id_sql},
       {k_resolve_matched, k_resolve_matched_sql},
+      {k_update_open, k_update_open_sql},
       {k_insert_exceptions, k_insert_exceptions_sql},
       {k_insert_import, k_insert_import_sql},
       {k_list_all, k_list_all_sql},
@@ -437,6 +457,7 @@ settlement_import_outcome import_settlement_report(pqxx::connection& conn, const
       txn.exec_prepared0(k_resolve_matched, provider,
                          "matched by settlement import " + std::to_string(s.import_id) + " of " + provider, resolver)
           .affected_rows());
+  txn.exec_prepared0(k_update_open, provider, s.import_id);
   txn.exec(k_nested_loops_sql);
   s.new_exceptions = static_cast<std::int64_t>(
       txn.exec_prepared0(k_insert_exceptions, s.import_id, provider, options.imported_by).affected_rows());

@@ -203,6 +203,63 @@ TEST_F(SettlementE2E, TheSameReportTwiceAddsNoException) {
   EXPECT_EQ(count("SELECT count(*) FROM settlement_import WHERE provider = '" + w.provider + "'"), "2");
 }
 
+// A later report that finds an open exception's key and kind again with other amounts brings that
+// exception up to date instead of leaving the first report's amounts: its id and owner stay, its
+// import becomes the later one. A resolved exception never changes: a report that differs again
+// after it was resolved opens a new one.
+TEST_F(SettlementE2E, ALaterReportWithOtherAmountsUpdatesTheOpenException) {
+  ts::http_client c(port());
+  const auto w = make_world(c);
+  const auto e1 = deposit(c, w, 1'000, "e_1");
+  auto r = import(c, k_header + line(w.provider, "e_1", "payment", 990, w.before));
+  ASSERT_EQ(r.status, 200) << r.body;
+  ASSERT_EQ(r.json().as_object().at("newExceptions").as_int64(), 1);
+  auto open = exceptions_of(c, w.provider, "open");
+  ASSERT_EQ(open.size(), 1u);
+  const auto first = open[0];
+  EXPECT_EQ(text(first, "reportAmount"), "990");
+
+  const auto later = now("1 second");
+  r = import(c, k_header + line(w.provider, "e_1", "payment", 995, later));
+  ASSERT_EQ(r.status, 200) << r.body;
+  const auto second = r.json().as_object();
+  EXPECT_EQ(second.at("newExceptions").as_int64(), 0);
+  EXPECT_EQ(second.at("exceptions").as_object().at("amountMismatch").as_int64(), 1);
+  open = exceptions_of(c, w.provider, "open");
+  ASSERT_EQ(open.size(), 1u);
+  const auto updated = open[0];
+  EXPECT_EQ(updated.at("id"), first.at("id"));
+  EXPECT_EQ(text(updated, "kind"), "amount_mismatch");
+  EXPECT_EQ(text(updated, "ledgerAmount"), "1000");
+  EXPECT_EQ(text(updated, "reportAmount"), "995");
+  EXPECT_EQ(text(updated, "transactionId"), e1);
+  EXPECT_EQ(text(updated, "settledAt"), later);
+  EXPECT_EQ(updated.at("importId"), second.at("importId"));
+  EXPECT_EQ(text(updated, "owner"), text(first, "owner"));
+  EXPECT_EQ(text(updated, "createdAt"), text(first, "createdAt"));
+
+  // The same report again changes nothing.
+  r = import(c, k_header + line(w.provider, "e_1", "payment", 995, later));
+  ASSERT_EQ(r.status, 200) << r.body;
+  open = exceptions_of(c, w.provider, "open");
+  ASSERT_EQ(open.size(), 1u);
+  EXPECT_EQ(open[0], updated);
+
+  const auto id = std::to_string(updated.at("id").as_int64());
+  r = c.post("/v1/admin/reconciliation-exceptions/" + id + "/resolve", op(), R"({"note":"the provider withheld 5"})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  r = import(c, k_header + line(w.provider, "e_1", "payment", 997, now("2 seconds")));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.json().as_object().at("newExceptions").as_int64(), 1);
+  const auto resolved = exceptions_of(c, w.provider, "resolved");
+  ASSERT_EQ(resolved.size(), 1u);
+  EXPECT_EQ(text(resolved[0], "reportAmount"), "995");
+  EXPECT_EQ(resolved[0].at("importId"), second.at("importId"));
+  open = exceptions_of(c, w.provider, "open");
+  ASSERT_EQ(open.size(), 1u);
+  EXPECT_EQ(text(open[0], "reportAmount"), "997");
+}
+
 // A report with a bad line is refused whole (400 naming the line and the field) and leaves no
 // trace: no import, no exception. So are a report of an unknown provider (400), one that is not
 // text/csv (415) and an empty one (400).
