@@ -44,12 +44,13 @@ void hold_expirer::tick() {
   if (core_.stopped.load() || running_.exchange(true)) return;
   // Payers whose holds could not expire are left out, but for one tick in k_refused_retry_ticks.
   const bool retry_refused = ++ticks_ % k_refused_retry_ticks == 0;
+  const auto wait = ticks_ % k_waiting_ticks == 0 ? k_locked_payer_wait : std::chrono::milliseconds(0);
   std::vector<std::int64_t> excluded;
   if (!retry_refused) excluded.assign(refused_.begin(), refused_.end());
   auto committing = std::make_shared<std::vector<std::int64_t>>();
   core_.readers->read<persistence::expiry_result>(
-      [committing, excluded = std::move(excluded)](pqxx::connection& conn) {
-        return persistence::expire_due_holds(conn, k_payers_per_tick_max, excluded, committing.get());
+      [committing, excluded = std::move(excluded), wait](pqxx::connection& conn) {
+        return persistence::expire_due_holds(conn, k_payers_per_tick_max, excluded, committing.get(), wait);
       },
       [this, committing, retry_refused](query_result<persistence::expiry_result> r) {
         // Before running_ is cleared: the next tick reads refused_, and its answer may come on

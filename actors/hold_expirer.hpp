@@ -4,7 +4,8 @@
 // time has passed (persistence::expire_due_holds: in the database, under the payers' row locks
 // and the holds', so a capture or a void racing the expiry has exactly one outcome) and tells the
 // payers' live account actors what their holds keep now. A hold is released at most about one
-// interval (plus one database round trip) after it expires. In cluster mode only the node that
+// interval (plus one database round trip) after it expires; a hold whose payer's row a writer keeps
+// locked at every tick, at most about k_waiting_ticks intervals after. In cluster mode only the node that
 // holds partition 0's lease runs it (docs/scaling.md): it runs on one node at a time, and moves
 // with that lease.
 
@@ -27,6 +28,10 @@ class hold_expirer {
   static constexpr int k_payers_per_tick_max = 1'000;
   // A payer whose holds could not expire is tried again every this many ticks (5 s at 200 ms).
   static constexpr std::uint64_t k_refused_retry_ticks = 25;
+  // A tick skips the payers whose rows are locked (a writer's batch), but one in this many waits
+  // for them, each for at most k_locked_payer_wait: a hot payer's row may be locked at every tick.
+  static constexpr std::uint64_t k_waiting_ticks = 25;
+  static constexpr std::chrono::milliseconds k_locked_payer_wait{500};
 
   explicit hold_expirer(service_core& core);
   ~hold_expirer();

@@ -1,5 +1,6 @@
 #include "persistence/holds.hpp"
 
+#include <chrono>
 #include <pqxx/pqxx>
 
 #include <string>
@@ -39,13 +40,17 @@ constexpr const char* k_find_answer_sql =
 // The payers with due holds, a bounded number a tick, locked in id order. A payer whose row is
 // locked already (a writer's batch) is skipped, not waited for: its holds expire at a later tick.
 // FOR NO KEY UPDATE, as the writers lock (persistence/batch.cpp): a row that is only referenced by
-// a foreign key check in flight (the payee of a hold being placed) is not skipped.
-constexpr const char* k_lock_due_payers = "hold_lock_due_payers";
-constexpr const char* k_lock_due_payers_sql =
+// a foreign key check in flight (the payee of a hold being placed) is not skipped. The waiting
+// form (expire_due_holds' `wait`) waits for each locked row instead: a payer whose row is locked at
+// every tick (a hot payer's writer) would otherwise never have its holds expire.
+constexpr const char* k_lock_due_payers_waiting = "hold_lock_due_payers_waiting";
+const std::string k_lock_due_payers_waiting_sql =
     "SELECT a.id FROM account a"
     " WHERE a.id IN (SELECT payer_id FROM hold WHERE status = 'ACTIVE' AND expires_at <= clock_timestamp())"
     "   AND NOT a.id = ANY($2::bigint[])"
-    " ORDER BY a.id LIMIT $1 FOR NO KEY UPDATE SKIP LOCKED";
+    " ORDER BY a.id LIMIT $1 FOR NO KEY UPDATE";
+constexpr const char* k_lock_due_payers = "hold_lock_due_payers";
+const std::string k_lock_due_payers_sql = k_lock_due_payers_waiting_sql + " SKIP LOCKED";
 
 // Under the payers' locks: their due holds expire, and their held money shrinks by as much.
 constexpr const char* k_expire = "hold_expire";
@@ -117,15 +122,38 @@ std::optional<stored_hold_answer> find_hold_answer(pqxx::connection& conn, ledge
 }
 
 expiry_result expire_due_holds(pqxx::connection& conn, int limit, const std::vector<std::int64_t>& excluded,
-                               std::vector<std::int64_t>* committing) {
+                               std::vector<std::int64_t>* committing, std::chrono::milliseconds wait) {
   conn.prepare(k_lock_due_payers, k_lock_due_payers_sql);
+  conn.prepare(k_lock_due_payers_waiting, k_lock_due_payers_waiting_sql);
   conn.prepare(k_expire, k_expire_sql);
   expiry_result result;
   pqxx::work txn(conn);
   std::vector<std::int64_t> payers;
-  for (const auto& row : txn.exec_prepared(k_lock_due_payers, limit, pg_array(excluded))) {
-    payers.push_back(row[0].as<std::int64_t>());
+  auto lock_payers = [&](const char* statement) {
+    for (const auto& row : txn.exec_prepared(statement, limit, pg_array(excluded))) {
+      payers.push_back(row[0].as<std::int64_t>());
+    }
+  };
+  if (wait.count() > 0) {
+    // Waits for the locked rows, each at most `wait`, in a savepoint: a row still locked then
+    // (lock_not_available) undoes this attempt alone, and the call skips locked rows as usual.
+    // The connection's own lock_timeout is put back for the rest of the transaction.
+    const auto own_timeout = txn.exec1("SHOW lock_timeout")[0].as<std::string>();
+    txn.exec0("SAVEPOINT hold_expiry_wait");
+    try {
+      txn.exec0("SET LOCAL lock_timeout = " + std::to_string(wait.count()));
+      lock_payers(k_lock_due_payers_waiting);
+      txn.exec0("RELEASE SAVEPOINT hold_expiry_wait");
+      txn.exec0("SET LOCAL lock_timeout = " + txn.quote(own_timeout));
+    } catch (const pqxx::sql_error& e) {
+      if (e.sqlstate() != "55P03") throw;
+      txn.exec0("ROLLBACK TO SAVEPOINT hold_expiry_wait");
+      txn.exec0("RELEASE SAVEPOINT hold_expiry_wait");
+      payers.clear();
+      wait = std::chrono::milliseconds(0);
+    }
   }
+  if (wait.count() == 0) lock_payers(k_lock_due_payers);
   if (payers.empty()) return result;
   // The payers' expiry, in a savepoint: a refusal undoes it alone, and the payers' locks stay.
   // (Written out: libpqxx 6's subtransaction leaves its parent aborted when a prepared statement

@@ -4,6 +4,7 @@
 // answer of a placement's Idempotency-Key, and the expiry of due holds. Placing, capturing and
 // voiding a hold happen on the one posting path (persistence/batch.hpp, flow_rows::hold_change).
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -45,13 +46,16 @@ std::optional<stored_hold_answer> find_hold_answer(pqxx::connection& conn, ledge
 // the others' holds expire; the caller passes such payers back as `excluded` for a while, so that
 // they do not send every call through one savepoint per payer. `committing`, when given, receives
 // the payers locked just before the COMMIT is sent: if the COMMIT's outcome is unknown, those
-// payers' holds may have expired.
+// payers' holds may have expired. With `wait` above zero, the call first waits for locked payers'
+// rows instead, each for at most `wait` (so that a payer whose row is locked whenever a call looks,
+// a hot payer's, has its holds expire too); if one stays locked that long, it skips them as usual.
 struct expiry_result {
   int expired = 0;
   std::vector<row_state> rows;
   std::vector<std::int64_t> failed;
 };
 expiry_result expire_due_holds(pqxx::connection& conn, int limit, const std::vector<std::int64_t>& excluded = {},
-                               std::vector<std::int64_t>* committing = nullptr);
+                               std::vector<std::int64_t>* committing = nullptr,
+                               std::chrono::milliseconds wait = std::chrono::milliseconds(0));
 
 }  // namespace persistence

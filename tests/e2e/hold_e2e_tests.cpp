@@ -575,6 +575,38 @@ TEST_F(HoldE2E, APayerWhoseHoldsCannotExpireHoldsBackNoOther) {
   EXPECT_TRUE(ts::reconciliation_ok(c, op()));
 }
 
+// A payer whose row is locked whenever a tick looks (a hot payer's writer keeps it locked) still
+// has its holds released: one tick in hold_expirer::k_waiting_ticks waits for locked rows, and
+// takes this one as soon as it is free. Skipping locked rows alone would never reach it.
+TEST_F(HoldE2E, APayerLockedAtEveryTickStillHasItsHoldsExpire) {
+  ts::http_client c(port());
+  hold_api api{c};
+  const auto [payer, p] = wallet(c, 1'000);
+  const auto [shop, m] = wallet(c, 0);
+  // The row is locked while the hold is still active (see APayerWhoseHoldsCannotExpireHoldsBackNoOther).
+  std::unique_ptr<ts::account_lock> lock;
+  std::string hold;
+  for (std::int64_t seconds = 1; seconds <= 64 && !lock; seconds *= 2) {
+    hold = api.place_ok(payer.key, p, m, 300, seconds);
+    ASSERT_FALSE(hold.empty());
+    lock = std::make_unique<ts::account_lock>(std::vector<std::int64_t>{p});
+    if (hold_status(hold) != "ACTIVE") lock.reset();
+  }
+  ASSERT_TRUE(lock) << "every hold expired before the payer's row could be locked";
+
+  // Once the hold is due, a waiting tick comes within k_waiting_ticks intervals.
+  ASSERT_TRUE(
+      ts::eventually([&] { return lock->waiters() > 0; }, std::chrono::seconds(60), std::chrono::milliseconds(20)))
+      << "no tick ever waited for the payer's row";
+  EXPECT_EQ(hold_status(hold), "ACTIVE");
+  lock->release();
+  EXPECT_TRUE(no_active_holds(p));
+  EXPECT_EQ(hold_status(hold), "EXPIRED");
+  expect_held_is_the_active_holds(p);
+  EXPECT_EQ(account_money(c, payer.key, p).available, 1'000);
+  EXPECT_EQ(ts::balance(c, shop.key, m), 0);
+}
+
 // Captures aimed at the instant each hold expires: each one ends in exactly one of the two
 // outcomes (201 and the hold CAPTURED, or 422 hold_expired and the hold EXPIRED), never both and
 // never neither, and the money matches the captures that answered 201.
