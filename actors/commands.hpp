@@ -125,7 +125,7 @@ struct provider_event_command {
 };
 
 // Holds (docs/money-flows.md, "Holds"): placed by the owner of the payer, captured by the owner of
-// the payee or an operator, voided by either party.
+// the payee or an operator, voided by either party or an operator.
 struct hold_command {
   ledger::principal_id principal = 0;
   ledger::account_id from = 0;
@@ -149,6 +149,7 @@ struct hold_capture_command {
 
 struct hold_void_command {
   ledger::principal_id principal = 0;
+  bool by_operator = false;
   std::string hold_id;
   std::string request_id;
 };

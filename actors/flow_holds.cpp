@@ -217,7 +217,9 @@ void money_flows::void_hold(hold_void_command command, finish_fn done) {
       [id](pqxx::connection& conn) { return persistence::find_hold(conn, id); },
       [this, command = std::move(command), done](query_result<std::optional<persistence::hold_record>> r) mutable {
         if (r.outcome != ledger::error_code::ok) return done(database_unavailable(r.outcome));
-        if (!r.value || (r.value->payer_owner != command.principal && r.value->payee_owner != command.principal)) {
+        // Either party or an operator voids; to anyone else the hold does not exist.
+        if (!r.value || (!command.by_operator && r.value->payer_owner != command.principal &&
+                         r.value->payee_owner != command.principal)) {
           return done(hold_not_found(command.hold_id));
         }
         const auto& f = r.value->facts;
@@ -237,6 +239,12 @@ void money_flows::void_hold(hold_void_command command, finish_fn done) {
         change.what = persistence::flow_rows::hold_change::kind::void_;
         change.hold_id = f.id;
         auto request = hold_posting(f.payer, 0, f.currency, change);
+        // An operator's void is an operator action (a party's own leaves the hold's row as its record).
+        if (command.by_operator) {
+          auto rows = std::make_shared<persistence::flow_rows>(*request.rows);
+          rows->audit = audit_entry_for({command.principal, command.request_id}, "hold.void", "hold:" + f.id);
+          request.rows = std::move(rows);
+        }
         request.transaction_id = make_transaction_id();
         request.idempotency_key = "void:" + request.transaction_id;
         request.request_hash = "void";

@@ -619,7 +619,7 @@ batch_result commit_once(pqxx::connection& conn, const std::vector<posting_reque
     // no journal row; a capture posts only while its hold is active.
     if (r.rows && r.rows->hold) {
       if (r.rows->hold->what != flow_rows::hold_change::kind::capture) {
-        if (plan_hold_change(txn, r, states, holds, out, flow_writes)) ++accepted;
+        if (plan_hold_change(txn, r, states, holds, out, flow_writes, audit_writes)) ++accepted;
         continue;
       }
       out.outcome = check_capture(r, holds);

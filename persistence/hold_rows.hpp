@@ -38,10 +38,11 @@ hold_states lock_hold_rows(pqxx::work& txn, const std::vector<posting_request>& 
 ledger::error_code check_capture(const posting_request& r, const hold_states& holds);
 
 // A placement or a void: decided against the locked accounts and holds, applied to them, and its
-// writes appended to `writes`. `out` gets the outcome and, when ok, the answer (201 the new hold,
-// 200 the voided one). Returns whether it changed anything.
+// writes appended to `writes` (an operator's void's audit row to `audit_writes`, which go last).
+// `out` gets the outcome and, when ok, the answer (201 the new hold, 200 the voided one). Returns
+// whether it changed anything.
 bool plan_hold_change(pqxx::work& txn, const posting_request& r, ledger::account_states& accounts, hold_states& holds,
-                      posting_outcome& out, std::string& writes);
+                      posting_outcome& out, std::string& writes, std::string& audit_writes);
 
 // A capture that was planned: its hold becomes CAPTURED with the amount and the transaction.
 void apply_capture(pqxx::work& txn, const posting_request& r, ledger::amount_minor amount, hold_states& holds,

@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "persistence/audit.hpp"
 #include "persistence/database.hpp"
 #include "persistence/hold_rows.hpp"
 
@@ -264,7 +265,7 @@ ledger::error_code check_capture(const posting_request& r, const hold_states& ho
 }
 
 bool plan_hold_change(pqxx::work& txn, const posting_request& r, ledger::account_states& accounts, hold_states& holds,
-                      posting_outcome& out, std::string& writes) {
+                      posting_outcome& out, std::string& writes, std::string& audit_writes) {
   const auto& change = *r.rows->hold;
   const ledger::account_id payer = r.posting.debit_account;
   if (change.what == flow_rows::hold_change::kind::place) {
@@ -330,6 +331,15 @@ bool plan_hold_change(pqxx::work& txn, const posting_request& r, ledger::account
   out.response_body = ledger::holds::hold_json(h.facts);
   writes += "UPDATE hold SET status = 'VOIDED', settled_at = clock_timestamp() WHERE id = " + txn.quote(h.facts.id) +
             "::uuid;\n";
+  if (r.rows->audit) {
+    // An operator's void: audited with the amount it released, in the void's own transaction.
+    const auto& a = *r.rows->audit;
+    const auto detail = txn.quote(a.detail_json) + "::jsonb || jsonb_build_object('amount', " +
+                        txn.quote(std::to_string(h.facts.amount)) + ")";
+    audit_writes += audit_insert_sql(std::to_string(a.principal), txn.quote(a.action), txn.quote(a.target), detail,
+                                     txn.quote(a.request_id)) +
+                    ";\n";
+  }
   return true;
 }
 

@@ -1,7 +1,8 @@
 // Holds (docs/money-flows.md, "Holds"): the owner of the payer places one (201 the hold; it lowers
 // the payer's available money, not its balance), the owner of the payee or an operator captures it
-// once (201 the CAPTURE receipt; the rest of the hold is released), either party voids it (200 the
-// hold), and either party or an operator reads it. Another principal's hold answers 404.
+// once (201 the CAPTURE receipt; the rest of the hold is released), either party or an operator
+// voids it (200 the hold), and either party or an operator reads it. Another principal's hold
+// answers 404.
 
 #include "http/crypto.hpp"
 #include "http/handlers/handlers.hpp"
@@ -60,6 +61,7 @@ void void_hold(handler_support& s, const exchange_ptr& ex, const principal& who,
   if (!is_valid_uuid(text)) return s.fail(ex, ledger::error_code::not_found, not_found(text));
   actors::hold_void_command cmd;
   cmd.principal = who.id;
+  cmd.by_operator = who.role == ledger::role::operator_role;
   cmd.hold_id = canonical_uuid(text);
   cmd.request_id = ex->request_id;
   s.service.void_hold(std::move(cmd),

@@ -374,6 +374,47 @@ TEST_F(HoldE2E, VoidReleasesTheHoldAndACaptureAfterItIsRefused) {
   EXPECT_EQ(api.pay(alice.key, a, e, 2'000).status, 201);
 }
 
+// An operator voids a hold neither party will (support releasing a stuck authorization): the hold
+// is released at once and the void leaves one audit row with the amount it released; voiding it
+// again answers it as it is and audits nothing more. A party's own void is not an operator action.
+TEST_F(HoldE2E, AnOperatorVoidsAHoldAndIsAudited) {
+  ts::http_client c(port());
+  hold_api api{c};
+  const auto [alice, a] = wallet(c, 2'000);
+  const auto [shop, m] = wallet(c, 0);
+  const auto id = api.place_ok(alice.key, a, m, 1'200, 600);
+  ASSERT_FALSE(id.empty());
+  EXPECT_EQ(account_money(c, alice.key, a).available, 800);
+  const auto audited = [&] {
+    return ts::query_value("SELECT count(*) FROM audit_log WHERE action = 'hold.void' AND target = 'hold:" + id + "'");
+  };
+
+  auto r = api.void_hold(op(), id);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(str(r.json().as_object().at("status")), "VOIDED");
+  const auto got = account_money(c, alice.key, a);
+  EXPECT_EQ(got.available, 2'000);
+  EXPECT_EQ(got.held, 0);
+  EXPECT_EQ(audited(), "1");
+  EXPECT_EQ(ts::query_value(
+                "SELECT detail->>'amount' FROM audit_log WHERE action = 'hold.void' AND target = 'hold:" + id + "'"),
+            "1200");
+  r = api.void_hold(op(), id);
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(audited(), "1");
+  r = api.capture(shop.key, id);
+  EXPECT_EQ(r.status, 409);
+  EXPECT_EQ(code_of(r), "hold_voided");
+  expect_held_is_the_active_holds(a);
+
+  // The payer's own void of another hold writes no audit row.
+  const auto own = api.place_ok(alice.key, a, m, 500, 600);
+  ASSERT_FALSE(own.empty());
+  ASSERT_EQ(api.void_hold(alice.key, own).status, 200);
+  EXPECT_EQ(ts::query_value("SELECT count(*) FROM audit_log WHERE target = 'hold:" + own + "'"), "0");
+  EXPECT_EQ(account_money(c, alice.key, a).available, 2'000);
+}
+
 // A hold of one second is released by the expirer without anyone asking (waited for as a
 // condition); a capture or a void after that is 422 hold_expired, and no money moved.
 TEST_F(HoldE2E, ExpiryReleasesTheHoldAndACaptureAfterItIsRefused) {
