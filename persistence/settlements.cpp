@@ -204,27 +204,31 @@ constexpr const char* k_resolve_matched_sql =
     "        OR (x.transaction_id IS NULL AND (x.payment_id, x.type, x.report_amount) IN"
     "              (SELECT payment_id, type, amount::numeric FROM pg_temp.settlement_paired)))";
 
-// An open exception of a key and kind that import $2 finds again ($1 the provider) shows what
-// this import found, when that differs: a later report that corrects an amount only in part, or a
-// payment refunded since. Its id, owner and creation stay; its importId becomes this import's.
-// (UPDATE ... FROM takes one compared row when two share a key, which only a payment id that is
-// another transaction's id could make; the insert below skips that second one the same way.)
+// An open exception that import $2 finds again ($1 the provider) as the same difference with
+// other amounts shows what this import found: an amount mismatch or a payment not settled of the
+// same payment and the same first unpaired transaction, whose sums this report puts otherwise (a
+// report that corrects an amount only in part). Its id, owner and creation stay; its importId
+// becomes this import's. Only those: a difference of the key about another transaction (an
+// unsettled first refund, while this report leaves a second one unpaired) is not the one the
+// exception is about, and stays as it is (the insert below adds none for it while it is open);
+// nor is a settlement the ledger has not posted, whose exception is resolved by a line of its own
+// amount (k_resolve_matched_sql), which a sum of other lines must not replace.
 constexpr const char* k_update_open = "settlement_update_open";
 constexpr const char* k_update_open_sql =
     "UPDATE settlement_exception x"
     "   SET import_id = $2, ledger_amount = c.ledger_amount, report_amount = c.report_amount,"
     "       currency = COALESCE(c.ledger_currency, c.report_currency), report_currency = c.report_currency,"
-    "       transaction_id = c.transaction_id, settled_at = c.settled_at"
+    "       settled_at = c.settled_at"
     "  FROM pg_temp.settlement_compare c"
-    " WHERE c.kind IS NOT NULL AND x.status = 'open' AND x.provider = $1 AND x.kind = c.kind AND x.type = c.type"
-    "   AND COALESCE(x.payment_id, x.transaction_id::text) = COALESCE(c.payment_id, c.transaction_id::text)"
-    "   AND (x.ledger_amount, x.report_amount, x.currency, x.report_currency, x.transaction_id, x.settled_at)"
+    " WHERE c.kind IN ('amount_mismatch', 'posted_not_settled') AND x.status = 'open' AND x.provider = $1"
+    "   AND x.kind = c.kind AND x.type = c.type AND x.payment_id = c.payment_id"
+    "   AND x.transaction_id = c.transaction_id"
+    "   AND (x.ledger_amount, x.report_amount, x.currency, x.report_currency, x.settled_at)"
     "       IS DISTINCT FROM (c.ledger_amount, c.report_amount, COALESCE(c.ledger_currency, c.report_currency),"
-    "                         c.report_currency, c.transaction_id, c.settled_at)";
+    "                         c.report_currency, c.settled_at)";
 
 // The differences of import $1 not already open ($2 the provider, $3 their first owner). The
-// open-key index refuses a second open exception of a key and kind: that one is skipped (it was
-// brought up to date above).
+// open-key index refuses a second open exception of a key and kind: that one is skipped.
 constexpr const char* k_insert_exceptions = "settlement_insert_exceptions";
 constexpr const char* k_insert_exceptions_sql =
     "INSERT INTO settlement_exception (import_id, kind, provider, payment_id, type, ledger_amount, report_amount,"
