@@ -44,38 +44,62 @@ void hold_expirer::tick() {
   if (core_.stopped.load() || running_.exchange(true)) return;
   // Payers whose holds could not expire are left out, but for one tick in k_refused_retry_ticks.
   const bool retry_refused = ++ticks_ % k_refused_retry_ticks == 0;
-  const auto wait = ticks_ % k_waiting_ticks == 0 ? k_locked_payer_wait : std::chrono::milliseconds(0);
+  const bool held_back_too = ticks_ % k_waiting_ticks == 0;
   std::vector<std::int64_t> excluded;
   if (!retry_refused) excluded.assign(refused_.begin(), refused_.end());
   auto committing = std::make_shared<std::vector<std::int64_t>>();
   core_.readers->read<persistence::expiry_result>(
-      [committing, excluded = std::move(excluded), wait](pqxx::connection& conn) {
-        return persistence::expire_due_holds(conn, k_payers_per_tick_max, excluded, committing.get(), wait);
+      [committing, excluded](pqxx::connection& conn) {
+        return persistence::expire_due_holds(conn, k_payers_per_tick_max, excluded, committing.get());
       },
-      [this, committing, retry_refused](query_result<persistence::expiry_result> r) {
-        // Before running_ is cleared: the next tick reads refused_, and its answer may come on
-        // another thread.
-        if (r.outcome == ledger::error_code::ok) note_refused(r.value.failed, retry_refused);
-        running_ = false;
-        if (r.outcome != ledger::error_code::ok) {
-          spdlog::warn("hold expiry failed ({}); retrying at the next tick", r.detail);
-          // A COMMIT whose outcome is unknown may have expired these payers' holds: their live
-          // actors read what their holds keep again.
-          if (!committing->empty() && !core_.stopped.load()) notify_uncertain(*committing);
+      [this, committing, retry_refused, held_back_too, excluded](query_result<persistence::expiry_result> r) mutable {
+        const bool ok = answered(r, *committing);
+        if (!ok || !held_back_too || core_.stopped.load()) {
+          // Before running_ is cleared: the next tick reads refused_, and its answer may come on
+          // another thread.
+          if (ok) note_refused(r.value.failed, retry_refused);
+          running_ = false;
           return;
         }
-        if (r.value.expired == 0) return;
-        expired_ += static_cast<std::uint64_t>(r.value.expired);
-        if (core_.stopped.load()) return;
-        // The payers' live actors learn what their holds keep now (a newer held_version wins);
-        // an actor that is not live reads it when it loads.
-        std::map<std::size_t, balance_notice> by_shard;
-        for (const auto& row : r.value.rows) {
-          by_shard[static_cast<std::size_t>(row.id) % core_.registry.size()].rows.push_back(row);
-        }
-        for (auto& [shard, notice] : by_shard)
-          caf::anon_send(core_.registry[shard], notice_atom::value, std::move(notice));
+        // Then the payers it skipped because their rows were locked, one at a time, waiting for
+        // each row (not the refused ones: they were just tried).
+        auto failed = std::make_shared<std::vector<std::int64_t>>(std::move(r.value.failed));
+        excluded.insert(excluded.end(), failed->begin(), failed->end());
+        auto held_back_committing = std::make_shared<std::vector<std::int64_t>>();
+        core_.readers->read<persistence::expiry_result>(
+            [held_back_committing, excluded = std::move(excluded)](pqxx::connection& conn) {
+              return persistence::expire_held_back_payers(conn, k_held_back_payers_max, excluded, k_locked_payer_wait,
+                                                          held_back_committing.get());
+            },
+            [this, held_back_committing, failed, retry_refused](query_result<persistence::expiry_result> held_back) {
+              if (answered(held_back, *held_back_committing)) {
+                failed->insert(failed->end(), held_back.value.failed.begin(), held_back.value.failed.end());
+              }
+              note_refused(*failed, retry_refused);
+              running_ = false;
+            });
       });
+}
+
+bool hold_expirer::answered(query_result<persistence::expiry_result>& r, const std::vector<std::int64_t>& committing) {
+  if (r.outcome != ledger::error_code::ok) {
+    spdlog::warn("hold expiry failed ({}); retrying at the next tick", r.detail);
+    // A COMMIT whose outcome is unknown may have expired these payers' holds: their live actors
+    // read what their holds keep again.
+    if (!committing.empty() && !core_.stopped.load()) notify_uncertain(committing);
+    return false;
+  }
+  if (r.value.expired == 0) return true;
+  expired_ += static_cast<std::uint64_t>(r.value.expired);
+  if (core_.stopped.load()) return true;
+  // The payers' live actors learn what their holds keep now (a newer held_version wins); an actor
+  // that is not live reads it when it loads.
+  std::map<std::size_t, balance_notice> by_shard;
+  for (const auto& row : r.value.rows) {
+    by_shard[static_cast<std::size_t>(row.id) % core_.registry.size()].rows.push_back(row);
+  }
+  for (auto& [shard, notice] : by_shard) caf::anon_send(core_.registry[shard], notice_atom::value, std::move(notice));
+  return true;
 }
 
 void hold_expirer::note_refused(const std::vector<std::int64_t>& failed, bool retried) {

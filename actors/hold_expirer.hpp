@@ -5,7 +5,8 @@
 // and the holds', so a capture or a void racing the expiry has exactly one outcome) and tells the
 // payers' live account actors what their holds keep now. A hold is released at most about one
 // interval (plus one database round trip) after it expires; a hold whose payer's row a writer keeps
-// locked at every tick, at most about k_waiting_ticks intervals after. In cluster mode only the node that
+// locked at every tick, about k_waiting_ticks intervals after (when its row is free within
+// k_locked_payer_wait then, and at most k_held_back_payers_max payers are held back at once). In cluster mode only the node that
 // holds partition 0's lease runs it (docs/scaling.md): it runs on one node at a time, and moves
 // with that lease.
 
@@ -18,6 +19,12 @@
 #include <thread>
 #include <vector>
 
+#include "actors/query_result.hpp"
+
+namespace persistence {
+struct expiry_result;
+}
+
 namespace actors {
 
 struct service_core;
@@ -28,10 +35,12 @@ class hold_expirer {
   static constexpr int k_payers_per_tick_max = 1'000;
   // A payer whose holds could not expire is tried again every this many ticks (5 s at 200 ms).
   static constexpr std::uint64_t k_refused_retry_ticks = 25;
-  // A tick skips the payers whose rows are locked (a writer's batch), but one in this many waits
-  // for them, each for at most k_locked_payer_wait: a hot payer's row may be locked at every tick.
+  // A tick skips the payers whose rows are locked (a writer's batch); one tick in this many then
+  // takes up to k_held_back_payers_max of them one at a time, waiting for each row for at most
+  // k_locked_payer_wait: a hot payer's row may be locked whenever a tick looks.
   static constexpr std::uint64_t k_waiting_ticks = 25;
-  static constexpr std::chrono::milliseconds k_locked_payer_wait{500};
+  static constexpr int k_held_back_payers_max = 5;
+  static constexpr std::chrono::milliseconds k_locked_payer_wait{200};
 
   explicit hold_expirer(service_core& core);
   ~hold_expirer();
@@ -47,6 +56,9 @@ class hold_expirer {
   void tick();
   // Records the payers a tick could not release (`retried`: the tick tried every refused payer).
   void note_refused(const std::vector<std::int64_t>& failed, bool retried);
+  // An expiry's answer: counted and told to the payers' live actors, or (false) logged, and when a
+  // COMMIT's outcome is unknown, `committing` told to read their rows again.
+  bool answered(query_result<persistence::expiry_result>& r, const std::vector<std::int64_t>& committing);
   // Tells the payers' live actors to read their rows again (a COMMIT of unknown outcome).
   void notify_uncertain(const std::vector<std::int64_t>& payers);
 

@@ -1,8 +1,9 @@
 #include "persistence/holds.hpp"
 
-#include <chrono>
 #include <pqxx/pqxx>
 
+#include <algorithm>
+#include <chrono>
 #include <string>
 
 #include "persistence/audit.hpp"
@@ -41,17 +42,26 @@ constexpr const char* k_find_answer_sql =
 // The payers with due holds, a bounded number a tick, locked in id order. A payer whose row is
 // locked already (a writer's batch) is skipped, not waited for: its holds expire at a later tick.
 // FOR NO KEY UPDATE, as the writers lock (persistence/batch.cpp): a row that is only referenced by
-// a foreign key check in flight (the payee of a hold being placed) is not skipped. The waiting
-// form (expire_due_holds' `wait`) waits for each locked row instead: a payer whose row is locked at
-// every tick (a hot payer's writer) would otherwise never have its holds expire.
-constexpr const char* k_lock_due_payers_waiting = "hold_lock_due_payers_waiting";
-const std::string k_lock_due_payers_waiting_sql =
+// a foreign key check in flight (the payee of a hold being placed) is not skipped.
+constexpr const char* k_lock_due_payers = "hold_lock_due_payers";
+constexpr const char* k_lock_due_payers_sql =
     "SELECT a.id FROM account a"
     " WHERE a.id IN (SELECT payer_id FROM hold WHERE status = 'ACTIVE' AND expires_at <= clock_timestamp())"
     "   AND NOT a.id = ANY($2::bigint[])"
-    " ORDER BY a.id LIMIT $1 FOR NO KEY UPDATE";
-constexpr const char* k_lock_due_payers = "hold_lock_due_payers";
-const std::string k_lock_due_payers_sql = k_lock_due_payers_waiting_sql + " SKIP LOCKED";
+    " ORDER BY a.id LIMIT $1 FOR NO KEY UPDATE SKIP LOCKED";
+
+// The payers with due holds still, without locking them (those the call above skipped), and one of
+// them locked, waiting for its row (expire_held_back_payers).
+constexpr const char* k_due_payers = "hold_due_payers";
+constexpr const char* k_due_payers_sql =
+    "SELECT DISTINCT payer_id FROM hold WHERE status = 'ACTIVE' AND expires_at <= clock_timestamp()"
+    "   AND NOT payer_id = ANY($2::bigint[])"
+    " ORDER BY payer_id LIMIT $1";
+constexpr const char* k_lock_due_payer = "hold_lock_due_payer";
+constexpr const char* k_lock_due_payer_sql =
+    "SELECT a.id FROM account a WHERE a.id = $1"
+    "   AND EXISTS (SELECT 1 FROM hold WHERE payer_id = $1 AND status = 'ACTIVE' AND expires_at <= clock_timestamp())"
+    " FOR NO KEY UPDATE";
 
 // Under the payers' locks: their due holds expire, and their held money shrinks by as much.
 constexpr const char* k_expire = "hold_expire";
@@ -122,43 +132,15 @@ std::optional<stored_hold_answer> find_hold_answer(pqxx::connection& conn, ledge
   return stored_hold_answer{rows[0][0].as<std::string>(), rows[0][1].as<std::string>()};
 }
 
-expiry_result expire_due_holds(pqxx::connection& conn, int limit, const std::vector<std::int64_t>& excluded,
-                               std::vector<std::int64_t>* committing, std::chrono::milliseconds wait) {
-  conn.prepare(k_lock_due_payers, k_lock_due_payers_sql);
-  conn.prepare(k_lock_due_payers_waiting, k_lock_due_payers_waiting_sql);
-  conn.prepare(k_expire, k_expire_sql);
-  expiry_result result;
-  pqxx::work txn(conn);
-  std::vector<std::int64_t> payers;
-  auto lock_payers = [&](const char* statement) {
-    for (const auto& row : txn.exec_prepared(statement, limit, pg_array(excluded))) {
-      payers.push_back(row[0].as<std::int64_t>());
-    }
-  };
-  if (wait.count() > 0) {
-    // Waits for the locked rows, each at most `wait`, in a savepoint: a row still locked then
-    // (lock_not_available) undoes this attempt alone, and the call skips locked rows as usual.
-    // The connection's own lock_timeout is put back for the rest of the transaction.
-    const auto own_timeout = txn.exec1("SHOW lock_timeout")[0].as<std::string>();
-    txn.exec0("SAVEPOINT hold_expiry_wait");
-    try {
-      txn.exec0("SET LOCAL lock_timeout = " + std::to_string(wait.count()));
-      lock_payers(k_lock_due_payers_waiting);
-      txn.exec0("RELEASE SAVEPOINT hold_expiry_wait");
-      txn.exec0("SET LOCAL lock_timeout = " + txn.quote(own_timeout));
-    } catch (const pqxx::sql_error& e) {
-      if (e.sqlstate() != "55P03") throw;
-      txn.exec0("ROLLBACK TO SAVEPOINT hold_expiry_wait");
-      txn.exec0("RELEASE SAVEPOINT hold_expiry_wait");
-      payers.clear();
-      wait = std::chrono::milliseconds(0);
-    }
-  }
-  if (wait.count() == 0) lock_payers(k_lock_due_payers);
-  if (payers.empty()) return result;
-  // The payers' expiry, in a savepoint: a refusal undoes it alone, and the payers' locks stay.
-  // (Written out: libpqxx 6's subtransaction leaves its parent aborted when a prepared statement
-  // fails in it.)
+namespace {
+
+// Expires the due holds of `payers`, whose rows `txn` has locked, into `result`. One statement for
+// all; when the database refuses it, each payer on its own, so that one keeps only its own holds
+// (named in result.failed). A statement cancelled for time says nothing about one payer: it is
+// thrown, and the whole call waits for a later one rather than try each payer at that cost.
+void expire_locked(pqxx::work& txn, const std::vector<std::int64_t>& payers, expiry_result& result) {
+  // In a savepoint: a refusal undoes it alone, and the payers' locks stay. (Written out:
+  // libpqxx 6's subtransaction leaves its parent aborted when a prepared statement fails in it.)
   auto expire = [&](const std::vector<std::int64_t>& ids) {
     txn.exec0("SAVEPOINT hold_expiry");
     pqxx::result rows;
@@ -181,14 +163,11 @@ expiry_result expire_due_holds(pqxx::connection& conn, int limit, const std::vec
       result.expired += row[5].as<int>();
     }
   };
-  // A statement cancelled for time says nothing about one payer: the whole expiry waits for a
-  // later call rather than try each payer at that cost.
   auto cancelled = [](const pqxx::sql_error& e) { return e.sqlstate() == "57014"; };
   try {
     expire(payers);
   } catch (const pqxx::sql_error& e) {
     if (cancelled(e)) throw;
-    // Some payer's holds cannot expire: each payer on its own, so that one keeps only its own.
     for (const auto payer : payers) {
       try {
         expire({payer});
@@ -198,8 +177,62 @@ expiry_result expire_due_holds(pqxx::connection& conn, int limit, const std::vec
       }
     }
   }
+}
+
+}  // namespace
+
+expiry_result expire_due_holds(pqxx::connection& conn, int limit, const std::vector<std::int64_t>& excluded,
+                               std::vector<std::int64_t>* committing) {
+  conn.prepare(k_lock_due_payers, k_lock_due_payers_sql);
+  conn.prepare(k_expire, k_expire_sql);
+  expiry_result result;
+  pqxx::work txn(conn);
+  std::vector<std::int64_t> payers;
+  for (const auto& row : txn.exec_prepared(k_lock_due_payers, limit, pg_array(excluded))) {
+    payers.push_back(row[0].as<std::int64_t>());
+  }
+  if (payers.empty()) return result;
+  expire_locked(txn, payers, result);
   if (committing != nullptr) *committing = payers;
   txn.commit();
+  return result;
+}
+
+expiry_result expire_held_back_payers(pqxx::connection& conn, int limit, const std::vector<std::int64_t>& excluded,
+                                      std::chrono::milliseconds wait, std::vector<std::int64_t>* committing) {
+  conn.prepare(k_due_payers, k_due_payers_sql);
+  conn.prepare(k_lock_due_payer, k_lock_due_payer_sql);
+  conn.prepare(k_expire, k_expire_sql);
+  expiry_result result;
+  std::vector<std::int64_t> due;
+  std::string own_timeout;
+  {
+    pqxx::read_transaction read(conn);
+    for (const auto& row : read.exec_prepared(k_due_payers, limit, pg_array(excluded))) {
+      due.push_back(row[0].as<std::int64_t>());
+    }
+    own_timeout = read.exec1("SHOW lock_timeout")[0].as<std::string>();
+  }
+  if (committing != nullptr) committing->clear();
+  for (const auto payer : due) {
+    // One payer a transaction: no other payer's row is held while this one's is waited for.
+    pqxx::work txn(conn);
+    txn.exec0("SET LOCAL lock_timeout = " + std::to_string(std::max<std::int64_t>(1, wait.count())));
+    try {
+      // No row: its holds are no longer due (captured, voided or expired meanwhile).
+      if (txn.exec_prepared(k_lock_due_payer, payer).empty()) continue;
+    } catch (const pqxx::sql_error& e) {
+      if (e.sqlstate() == "55P03") continue;  // still locked: a later call tries again
+      throw;
+    }
+    // The hold rows' locks wait as any other statement of this connection does.
+    txn.exec0("SET LOCAL lock_timeout = " + txn.quote(own_timeout));
+    expire_locked(txn, {payer}, result);
+    // Every payer committed so far, and this one: if this COMMIT's outcome is unknown, the caller
+    // tells them all to read their rows again (the earlier ones' answers are lost with the call).
+    if (committing != nullptr) committing->push_back(payer);
+    txn.commit();
+  }
   return result;
 }
 

@@ -46,16 +46,21 @@ std::optional<stored_hold_answer> find_hold_answer(pqxx::connection& conn, ledge
 // the others' holds expire; the caller passes such payers back as `excluded` for a while, so that
 // they do not send every call through one savepoint per payer. `committing`, when given, receives
 // the payers locked just before the COMMIT is sent: if the COMMIT's outcome is unknown, those
-// payers' holds may have expired. With `wait` above zero, the call first waits for locked payers'
-// rows instead, each for at most `wait` (so that a payer whose row is locked whenever a call looks,
-// a hot payer's, has its holds expire too); if one stays locked that long, it skips them as usual.
+// payers' holds may have expired.
 struct expiry_result {
   int expired = 0;
   std::vector<row_state> rows;
   std::vector<std::int64_t> failed;
 };
 expiry_result expire_due_holds(pqxx::connection& conn, int limit, const std::vector<std::int64_t>& excluded = {},
-                               std::vector<std::int64_t>* committing = nullptr,
-                               std::chrono::milliseconds wait = std::chrono::milliseconds(0));
+                               std::vector<std::int64_t>* committing = nullptr);
+
+// The payers that expire_due_holds skipped: a payer whose row is locked whenever a call looks (a
+// hot payer's writer keeps it locked) would never have its holds expire. At most `limit` payers
+// with due holds, not `excluded`, each in a transaction of its own that waits for its row for at
+// most `wait` (still locked then: skipped again) and holds no other payer's row meanwhile.
+// `committing` receives every payer committed so far and the one whose COMMIT is in flight.
+expiry_result expire_held_back_payers(pqxx::connection& conn, int limit, const std::vector<std::int64_t>& excluded,
+                                      std::chrono::milliseconds wait, std::vector<std::int64_t>* committing = nullptr);
 
 }  // namespace persistence
