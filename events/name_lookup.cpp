@@ -56,11 +56,11 @@ lookup_pool::~lookup_pool() {
   for (auto& t : threads_) t.join();
 }
 
-void lookup_pool::lookup(const std::string& host, done_fn done) {
+void lookup_pool::lookup(const std::string& host, done_fn done, wanted_fn wanted) {
   {
     std::lock_guard lock(mutex_);
     auto [it, first] = waiting_.try_emplace(host);
-    it->second.push_back(std::move(done));
+    it->second.push_back({std::move(done), std::move(wanted)});
     if (!first) return;
     queue_.push_back(host);
   }
@@ -76,16 +76,23 @@ void lookup_pool::run() {
       if (stopping_) return;
       host = std::move(queue_.front());
       queue_.pop_front();
+      const auto& waiters = waiting_.at(host);
+      const bool wanted =
+          std::any_of(waiters.begin(), waiters.end(), [](const waiter& w) { return !w.wanted || w.wanted(); });
+      if (!wanted) {
+        waiting_.erase(host);
+        continue;
+      }
     }
     const auto result = lookup_(host);
-    std::vector<done_fn> waiters;
+    std::vector<waiter> waiters;
     {
       std::lock_guard lock(mutex_);
       auto it = waiting_.find(host);
       waiters = std::move(it->second);
       waiting_.erase(it);
     }
-    for (auto& done : waiters) done(result);
+    for (auto& w : waiters) w.done(result);
   }
 }
 

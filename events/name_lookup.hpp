@@ -34,6 +34,9 @@ host_addresses lookup_host(const std::string& host);
 class lookup_pool {
  public:
   using done_fn = std::function<void(const host_addresses&)>;
+  // Whether a waiter still wants its answer (an attempt past its deadline does not); called on a
+  // pool thread.
+  using wanted_fn = std::function<bool()>;
 
   // `threads` at least 1.
   lookup_pool(lookup_fn lookup, std::size_t threads);
@@ -45,8 +48,10 @@ class lookup_pool {
 
   // Looks `host` up and calls `done` with the result on one of the pool's threads; `done` must
   // only hand the result over. While a lookup of the same name is queued or running, `done` waits
-  // for that one instead of starting another.
-  void lookup(const std::string& host, done_fn done);
+  // for that one instead of starting another. A queued name whose every waiter has stopped
+  // wanting its answer (`wanted` false; empty: always wanted) is dropped without a lookup, their
+  // `done` never called: lookups nobody waits for any more do not hold the threads.
+  void lookup(const std::string& host, done_fn done, wanted_fn wanted = {});
 
  private:
   void run();
@@ -55,8 +60,12 @@ class lookup_pool {
   std::mutex mutex_;
   std::condition_variable wake_;
   bool stopping_ = false;
-  std::deque<std::string> queue_;                                  // names not started, in arrival order
-  std::unordered_map<std::string, std::vector<done_fn>> waiting_;  // every name queued or running
+  struct waiter {
+    done_fn done;
+    wanted_fn wanted;
+  };
+  std::deque<std::string> queue_;                                 // names not started, in arrival order
+  std::unordered_map<std::string, std::vector<waiter>> waiting_;  // every name queued or running
   std::vector<std::thread> threads_;
 };
 

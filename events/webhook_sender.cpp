@@ -11,6 +11,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
+#include <atomic>
 #include <chrono>
 #include <stdexcept>
 #include <thread>
@@ -38,8 +39,9 @@ using tls_stream = beast::ssl_stream<beast::tcp_stream>;
 // nothing. (Cancelling the pending operation alone was not enough: a name lookup already running
 // cannot be cancelled and completes with success, and a connect over several addresses would go on
 // to the next one; the steps after them then ran without a deadline.) The name is looked up on the
-// sender's lookup pool (events/name_lookup.hpp), whose answer is posted back; everything else runs
-// on the sender's single I/O thread, so the steps and the timer never race.
+// sender's lookup pool (events/name_lookup.hpp), whose answer is posted back (a name still queued
+// when its attempts have ended is not looked up at all); everything else runs on the sender's
+// single I/O thread, so the steps and the timer never race.
 template <typename Stream>
 class attempt : public std::enable_shared_from_this<attempt<Stream>> {
  public:
@@ -64,12 +66,16 @@ class attempt : public std::enable_shared_from_this<attempt<Stream>> {
     });
     // An IP literal is its own address: nothing to look up.
     if (ledger::classify_address(url_.host)) return on_resolve(host_addresses{{url_.host}, {}});
-    lookups_.lookup(url_.host, [self = this->shared_from_this()](const host_addresses& found) {
-      asio::post(self->io_, [self, found] {
-        if (self->finished_) return;
-        self->on_resolve(found);
-      });
-    });
+    lookups_.lookup(
+        url_.host,
+        [self = this->shared_from_this()](const host_addresses& found) mutable {
+          auto& io = self->io_;
+          asio::post(io, [self = std::move(self), found] {
+            if (self->finished_) return;
+            self->on_resolve(found);
+          });
+        },
+        [ended = ended_] { return !ended->load(); });
   }
 
  private:
@@ -184,6 +190,7 @@ class attempt : public std::enable_shared_from_this<attempt<Stream>> {
   void finish(webhook_response r) {
     if (finished_) return;
     finished_ = true;
+    ended_->store(true);
     timer_.cancel();
     beast::error_code ignored;
     beast::get_lowest_layer(stream_).socket().close(ignored);
@@ -206,6 +213,9 @@ class attempt : public std::enable_shared_from_this<attempt<Stream>> {
   std::function<void(webhook_response)> done_;
   std::chrono::steady_clock::time_point started_;
   bool finished_ = false;
+  // finished_, as the lookup pool's threads read it: a name still queued when its attempts have
+  // all ended is not looked up.
+  std::shared_ptr<std::atomic<bool>> ended_ = std::make_shared<std::atomic<bool>>(false);
   bool timed_out_ = false;
 };
 

@@ -1,9 +1,10 @@
 // The webhook client's name lookups (events/name_lookup.*): a name that does not resolve in time
-// delays only the deliveries to it. A receiver on 127.0.0.1; host names are looked up by a lookup
+// delays only the deliveries to it, and a name nobody waits for any more is not looked up. A receiver on 127.0.0.1; host names are looked up by a lookup
 // of the test's own that holds one name until the test lets it go.
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <map>
@@ -28,6 +29,8 @@ class held_lookup {
     ++lookups_[host];
     changed_.notify_all();
     if (host == "slow.test") changed_.wait(lock, [this] { return released_; });
+    ++returns_[host];
+    changed_.notify_all();
     return {{"127.0.0.1"}, {}};
   }
 
@@ -43,6 +46,12 @@ class held_lookup {
     return changed_.wait_for(lock, k_long_enough, [&] { return lookups_[host] >= n; });
   }
 
+  // Waits until lookups of `host` have returned `n` times; false at the deadline.
+  bool wait_for_returns(const std::string& host, int n) {
+    std::unique_lock lock(mutex_);
+    return changed_.wait_for(lock, k_long_enough, [&] { return returns_[host] >= n; });
+  }
+
   int lookups(const std::string& host) {
     std::lock_guard lock(mutex_);
     return lookups_[host];
@@ -52,6 +61,7 @@ class held_lookup {
   std::mutex mutex_;
   std::condition_variable changed_;
   std::map<std::string, int> lookups_;
+  std::map<std::string, int> returns_;
   bool released_ = false;
 };
 
@@ -150,34 +160,68 @@ TEST(webhook_sender, a_name_that_does_not_resolve_delays_only_the_deliveries_to_
   EXPECT_EQ(targets, (std::map<std::string, int>{{"/slow", 2}, {"/fast", 1}, {"/other", 1}, {"/literal", 1}}));
 }
 
-TEST(webhook_sender, a_name_held_past_the_deadline_times_out_and_its_late_answer_changes_nothing) {
+TEST(webhook_sender, a_name_held_past_the_deadline_times_out_and_its_late_answer_sends_nothing) {
   events_test::webhook_receiver receiver([](int) { return 204; });
   held_lookup names;
   answers got;
 
   events::sender_config config;
   config.allow_loopback = true;
-  config.timeout_ms = 200;
+  config.timeout_ms = 300;
   config.lookup_threads = 1;
   config.lookup = [&names](const std::string& host) { return names(host); };
   events::webhook_sender sender(config);
   sender.start();
   const release_on_exit guard{names};
 
-  sender.send(request_to("http://slow.test:" + std::to_string(receiver.port()) + "/slow", 1), got.collect(1));
+  const auto port = std::to_string(receiver.port());
+  sender.send(request_to("http://slow.test:" + port + "/slow", 1), got.collect(1));
   const auto r = got.wait(1);
   ASSERT_TRUE(r);
   EXPECT_FALSE(r->delivered);
   EXPECT_TRUE(r->timed_out) << r->error;
 
-  // The lookup ends after the attempt did: nothing is sent, and the freed thread serves the next.
+  // The lookup answers after the attempt ended: that answer is dropped, nothing is sent. (It is
+  // posted to the sender's thread before the next request below is.)
   names.release();
-  sender.send(request_to("http://fast.test:" + std::to_string(receiver.port()) + "/fast", 2), got.collect(2));
-  const auto next = got.wait(2);
-  ASSERT_TRUE(next);
-  EXPECT_TRUE(next->delivered) << next->error;
-  ASSERT_EQ(receiver.requests().size(), 1U);
-  EXPECT_EQ(receiver.requests()[0].target, "/fast");
+  ASSERT_TRUE(names.wait_for_returns("slow.test", 1));
+  sender.send(request_to("http://127.0.0.1:" + port + "/literal", 2), got.collect(2));
+  ASSERT_TRUE(got.wait(2));
+  for (const auto& q : receiver.requests()) EXPECT_NE(q.target, "/slow");
+}
+
+// The pool itself: a name queued behind a held one whose every waiter has stopped wanting it is
+// dropped without a lookup (its callback never runs), and the next name is looked up at once.
+TEST(lookup_pool, a_name_nobody_wants_any_more_is_not_looked_up) {
+  held_lookup names;
+  std::mutex mutex;
+  std::condition_variable answered;
+  std::map<std::string, int> answers;
+  const auto note = [&](const std::string& host) {
+    return [&, host](const events::host_addresses&) {
+      std::lock_guard lock(mutex);
+      ++answers[host];
+      answered.notify_all();
+    };
+  };
+  std::atomic<bool> stale_wanted{true};
+  events::lookup_pool pool([&names](const std::string& host) { return names(host); }, 1);
+  const release_on_exit guard{names};
+
+  pool.lookup("slow.test", note("slow.test"));
+  ASSERT_TRUE(names.wait_for_lookups("slow.test", 1));
+  pool.lookup("stale.test", note("stale.test"), [&] { return stale_wanted.load(); });
+  pool.lookup("stale.test", note("stale.test"), [&] { return stale_wanted.load(); });
+  pool.lookup("fresh.test", note("fresh.test"), [] { return true; });
+  stale_wanted = false;
+  names.release();
+
+  std::unique_lock lock(mutex);
+  ASSERT_TRUE(answered.wait_for(lock, k_long_enough, [&] { return answers["fresh.test"] == 1; }));
+  EXPECT_EQ(answers["slow.test"], 1);
+  EXPECT_EQ(answers["stale.test"], 0);
+  EXPECT_EQ(names.lookups("stale.test"), 0);
+  EXPECT_EQ(names.lookups("fresh.test"), 1);
 }
 
 TEST(webhook_sender, the_systems_resolver_finds_localhost) {
