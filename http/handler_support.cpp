@@ -93,6 +93,7 @@ void handler_support::forward(const exchange_ptr& ex, const actors::money_result
   if (!ex->authorization.empty()) request.headers.emplace_back("Authorization", ex->authorization);
   if (ex->has_idempotency_key) request.headers.emplace_back("Idempotency-Key", ex->idempotency_key);
   if (!ex->content_type.empty()) request.headers.emplace_back("Content-Type", ex->content_type);
+  if (!ex->wallet_signature.empty()) request.headers.emplace_back("Wallet-Signature", ex->wallet_signature);
   ++stats.forwarded_requests;
   service.forward(refusal.partition, std::move(request), [this, ex, refusal](actors::forwarded_reply r) {
     if (!r.delivered) {
@@ -113,11 +114,13 @@ void handler_support::forward(const exchange_ptr& ex, const actors::money_result
   });
 }
 
+bool handler_support::forwardable(const exchange_ptr& ex, const actors::money_result& r) const {
+  return r.outcome == ledger::error_code::not_partition_owner && r.partition >= 0 && !ex->forwarded &&
+         service.forwards();
+}
+
 void handler_support::answer_money(const exchange_ptr& ex, ledger::principal_id by, actors::money_result r) {
-  if (r.outcome == ledger::error_code::not_partition_owner && r.partition >= 0 && !ex->forwarded &&
-      service.forwards()) {
-    return forward(ex, r);
-  }
+  if (forwardable(ex, r)) return forward(ex, r);
   if (r.outcome == ledger::error_code::not_found) count_unknown_account(by);
   if (r.outcome != ledger::error_code::ok) return fail(ex, r.outcome, std::move(r.detail), r.retry_after_s);
   reply out;

@@ -51,7 +51,11 @@ class handler_support {
   // The answer to a money-moving request: its stored receipt, or its problem.
   // `by`: the principal who asked (for the unknown-account allowance).
   void answer_money(const exchange_ptr& ex, ledger::principal_id by, actors::money_result r);
+  // Cluster mode: whether `r` refused a debit this node does not hold the partition of, and `ex`
+  // may go to the node that does (it did not come from another node).
+  bool forwardable(const exchange_ptr& ex, const actors::money_result& r) const;
   // Cluster mode: answers `ex` with what the node holding the refused debit's partition answers.
+  // The request goes as it came: its Authorization or Wallet-Signature, its Idempotency-Key.
   void forward(const exchange_ptr& ex, const actors::money_result& refusal);
 
  private:

@@ -97,6 +97,8 @@ void routes::serve_forwarded(actors::forwarded_request request, std::function<vo
       ex->idempotency_key = std::move(value);
     } else if (name == "Content-Type") {
       ex->content_type = std::move(value);
+    } else if (name == "Wallet-Signature") {
+      ex->wallet_signature = std::move(value);
     }
   }
   // Held weakly, as the server's own exchanges are: the work behind the request holds it.

@@ -101,6 +101,9 @@ std::optional<actors::provider_event_command> read_event(handler_support& s, con
 // {"eventId","transactionId","duplicate"}: the same for every delivery of the event.
 void answer_event(handler_support& s, const exchange_ptr& ex, const std::string& event_id,
                   const actors::money_result& r) {
+  // Cluster mode: an event that debits a wallet (a refund, a chargeback) is decided by the node
+  // holding the wallet's partition; it goes there signed as it came, and is verified there again.
+  if (s.forwardable(ex, r)) return s.forward(ex, r);
   if (r.outcome != ledger::error_code::ok) return s.fail(ex, r.outcome, r.detail, r.retry_after_s);
   boost::json::object o;
   o["eventId"] = event_id;

@@ -8,6 +8,7 @@
 #include <pqxx/pqxx>
 
 #include <atomic>
+#include <chrono>
 #include <csignal>
 #include <map>
 #include <cstdio>
@@ -18,6 +19,7 @@
 #include <string>
 
 #include "cluster/ownership.hpp"
+#include "http/signature.hpp"
 #include "persistence/database.hpp"
 #include "tests/support/http_client.hpp"
 #include "tests/support/metrics.hpp"
@@ -408,6 +410,50 @@ TEST_F(three_nodes, one_hundred_debits_of_a_thousand_on_fifty_thousand_make_exac
   EXPECT_EQ(tally.other.load(), 0);
   EXPECT_EQ(balance(setup, user.key, payer), 0);
   EXPECT_EQ(balance(setup, user.key, payee), 50'000);
+}
+
+// A provider's event that debits a wallet (here a chargeback) is decided by the node holding the
+// wallet's partition, whichever node the provider's delivery reaches: the other node forwards it,
+// signed as it came, and the holder verifies the signature again. Delivered again through the
+// holder, it is the same transaction (duplicate), not a second chargeback.
+TEST_F(two_nodes, a_providers_debit_event_reaches_the_holder_of_the_wallets_partition) {
+  http_client ca(a().port()), cb(b().port());
+  const auto op = a().operator_key();
+  const auto name = "p" + unique_key("c");
+  auto r = ca.post("/v1/providers", op, R"({"name":")" + name + R"("})");
+  ASSERT_EQ(r.status, 201) << r.body;
+  const std::string secret(r.json().as_object().at("signingSecret").as_string());
+  const auto user = create_principal(ca, op);
+  const auto wallet = account_held_by(ca, user.id, 1);
+  ASSERT_NE(wallet, 0);
+  const auto signed_event = [&](http_client& c, const std::string& body) {
+    const auto now =
+        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+    return c.request("POST", "/v1/provider-events", body,
+                     {{"Content-Type", "application/json"}, {"Wallet-Signature", api::sign(secret, now, body)}});
+  };
+  const auto event = [&](const std::string& id, const std::string& type, const std::string& fields) {
+    return R"({"provider":")" + name + R"(","eventId":")" + id + R"(","type":")" + type + R"(",)" + fields + "}";
+  };
+
+  r = signed_event(
+      ca, event("e-pay", "payment.succeeded",
+                R"("paymentId":"pay-1","accountId":)" + std::to_string(wallet) + R"(,"amount":700,"currency":"EUR")"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(balance(cb, user.key, wallet), 700);
+
+  const auto forwarded_before = metric_value(a().port(), "wallet_cluster_forwarded_requests_total");
+  const auto chargeback = event("e-cb", "chargeback.created", R"("paymentId":"pay-1")");
+  r = signed_event(ca, chargeback);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_FALSE(r.json().as_object().at("duplicate").as_bool());
+  EXPECT_GT(metric_value(a().port(), "wallet_cluster_forwarded_requests_total"), forwarded_before);
+  const auto again = signed_event(cb, chargeback);
+  ASSERT_EQ(again.status, 200) << again.body;
+  EXPECT_TRUE(again.json().as_object().at("duplicate").as_bool());
+  EXPECT_EQ(again.json().as_object().at("transactionId"), r.json().as_object().at("transactionId"));
+  EXPECT_EQ(balance(ca, user.key, wallet), 0);
+  EXPECT_TRUE(reconciliation_ok(ca, op));
 }
 
 TEST_F(two_nodes, payments_into_a_hot_merchant_through_both_nodes_add_up) {
