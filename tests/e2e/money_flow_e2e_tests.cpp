@@ -434,6 +434,38 @@ TEST_F(MoneyFlowE2E, RefundsRacingForOneDepositNeverExceedIt) {
   }
 }
 
+// Two deposits whose text fields differ only in where a newline falls are different requests: the
+// second under the first one's Idempotency-Key is 422 idempotency_key_reused, not answered as a
+// replay of a deposit that was never made. A deposit without newlines replays as before.
+TEST_F(MoneyFlowE2E, DepositsThatDifferOnlyWhereANewlineFallsAreDifferentRequests) {
+  ts::http_client c(port());
+  const auto p = new_provider(c);
+  const auto [alice, a] = wallet(c);
+  const auto account = std::to_string(a);
+  const auto key = ts::unique_key("nl");
+  const auto first_body = R"({"accountId":)" + account + R"(,"amount":100,"externalRef":"r\n)" + p.name +
+                          R"(","provider":"manual","providerPaymentId":"nl-1"})";
+  const auto second_body = R"({"accountId":)" + account + R"(,"amount":100,"externalRef":"r","provider":")" + p.name +
+                           R"(","providerPaymentId":"manual\nnl-1"})";
+  auto r = c.post("/v1/deposits", op(), first_body, key);
+  ASSERT_EQ(r.status, 201) << r.body;
+  r = c.post("/v1/deposits", op(), second_body, key);
+  EXPECT_EQ(r.status, 422) << r.body;
+  EXPECT_EQ(str(r.json().as_object().at("code")), "idempotency_key_reused") << r.body;
+  r = c.post("/v1/deposits", op(), first_body, key);
+  EXPECT_EQ(r.status, 201) << r.body;
+  EXPECT_EQ(r.header("Idempotent-Replayed"), "true");
+  EXPECT_EQ(ts::balance(c, alice.key, a), 100);
+
+  const auto plain_key = ts::unique_key("plain");
+  const auto plain = R"({"accountId":)" + account + R"(,"amount":50,"externalRef":"ref-2"})";
+  ASSERT_EQ(c.post("/v1/deposits", op(), plain, plain_key).status, 201);
+  r = c.post("/v1/deposits", op(), plain, plain_key);
+  EXPECT_EQ(r.status, 201) << r.body;
+  EXPECT_EQ(r.header("Idempotent-Replayed"), "true");
+  EXPECT_EQ(ts::balance(c, alice.key, a), 150);
+}
+
 // A deposit is charged back once (409 already_charged_back), a refund beyond what is left is 422,
 // and the database refuses what the code might let through: its CHECK and trigger hold even
 // for the owner role.
