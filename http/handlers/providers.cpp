@@ -113,25 +113,32 @@ void answer_event(handler_support& s, const exchange_ptr& ex, const std::string&
   ex->respond(json_reply(200, o));
 }
 
+// Only the body's JSON form and its "provider" (which names the secret) are read before the
+// signature is checked: a request that does not verify is 401 whatever else its body holds, and
+// says nothing of the fields an event needs.
 void provider_event(handler_support& s, const exchange_ptr& ex) {
   if (ex->wallet_signature.empty()) return bad_signature(s, ex);
   auto object = s.body(ex);
   if (!object) return;
-  auto cmd = read_event(s, ex, *object);
-  if (!cmd) return;
-  if (!ledger::is_valid_provider_name(cmd->provider)) return bad_signature(s, ex);
-  const auto name = cmd->provider;
-  s.service.find_provider(name, [&s, ex, cmd = std::move(*cmd)](
-                                    actors::query_result<std::optional<actors::provider_view>> r) mutable {
+  const auto* provider = object->find("provider");
+  if (provider == nullptr || provider->type != json_scalar::kind::string ||
+      !ledger::is_valid_provider_name(provider->text)) {
+    return bad_signature(s, ex);
+  }
+  const auto name = provider->text;
+  s.service.find_provider(name, [&s, ex, object = std::move(*object)](
+                                    actors::query_result<std::optional<actors::provider_view>> r) {
     if (r.outcome != ledger::error_code::ok) return s.unavailable(ex, r.outcome, r.detail);
     const auto now =
         std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
     if (!r.value || !verify_signature(ex->wallet_signature, r.value->signing_secret, ex->body, now)) {
       return bad_signature(s, ex);
     }
-    const auto event_id = cmd.event_id;
+    auto cmd = read_event(s, ex, object);
+    if (!cmd) return;
+    const auto event_id = cmd->event_id;
     s.service.provider_event(
-        std::move(cmd), [&s, ex, event_id](actors::money_result result) { answer_event(s, ex, event_id, result); });
+        std::move(*cmd), [&s, ex, event_id](actors::money_result result) { answer_event(s, ex, event_id, result); });
   });
 }
 

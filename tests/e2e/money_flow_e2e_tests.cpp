@@ -266,6 +266,17 @@ TEST_F(MoneyFlowE2E, EventsThatDoNotVerifyAreRefusedWithoutATrace) {
   expect_refused(c.request("POST", "/v1/provider-events", body,
                            {{"Content-Type", "application/json"}, {"Authorization", "Bearer " + op()}}),
                  "an operator's API key and no signature");
+  // A body that lacks what an event needs is refused for its signature first: an unsigned request
+  // learns nothing of the fields.
+  const auto incomplete = event(p, "ev-sig-2", "payment.succeeded", {{"paymentId", "pay-sig-2"}});
+  expect_refused(signed_event(c, p, incomplete, now_s() - 600), "an incomplete event, badly signed");
+  expect_refused(c.request("POST", "/v1/provider-events", R"({"provider":")" + p.name + R"(","surprise":1})",
+                           {{"Content-Type", "application/json"},
+                            {"Wallet-Signature", api::sign("whsec_not-the-secret-of-this-provider", now_s(), "x")}}),
+                 "an unknown field, badly signed");
+  auto complete_later = signed_event(c, p, incomplete);
+  EXPECT_EQ(complete_later.status, 400) << complete_later.body;
+  EXPECT_NE(complete_later.body.find("accountId"), std::string::npos) << complete_later.body;
   EXPECT_EQ(ts::balance(c, alice.key, a), 0);
   const auto events_of_provider =
       "SELECT count(*) FROM provider_event e JOIN provider p ON p.id = e.provider_id"
@@ -443,10 +454,11 @@ TEST_F(MoneyFlowE2E, DepositsThatDifferOnlyWhereANewlineFallsAreDifferentRequest
   const auto [alice, a] = wallet(c);
   const auto account = std::to_string(a);
   const auto key = ts::unique_key("nl");
+  const auto payment = ts::unique_key("nl-pay");
   const auto first_body = R"({"accountId":)" + account + R"(,"amount":100,"externalRef":"r\n)" + p.name +
-                          R"(","provider":"manual","providerPaymentId":"nl-1"})";
+                          R"(","provider":"manual","providerPaymentId":")" + payment + R"("})";
   const auto second_body = R"({"accountId":)" + account + R"(,"amount":100,"externalRef":"r","provider":")" + p.name +
-                           R"(","providerPaymentId":"manual\nnl-1"})";
+                           R"(","providerPaymentId":"manual\n)" + payment + R"("})";
   auto r = c.post("/v1/deposits", op(), first_body, key);
   ASSERT_EQ(r.status, 201) << r.body;
   r = c.post("/v1/deposits", op(), second_body, key);
