@@ -41,7 +41,10 @@ money_result to_money_result(const persistence::posting_outcome& o) {
     case error_code::already_charged_back: return refusal(o.outcome, "the deposit was already charged back");
     case error_code::refund_exceeds_payment:
       return refusal(o.outcome, "refunds and chargebacks of the deposit would exceed it");
-    case error_code::unknown_payment: return refusal(o.outcome, "the deposit is not known to this ledger");
+    case error_code::unknown_payment:
+      return refusal(o.outcome,
+                     "the payment this refers to is not known to this ledger, or not as a payment of "
+                     "this account");
     case error_code::unknown_withdrawal: return refusal(o.outcome, "the withdrawal is not known to this ledger");
     case error_code::conflict: return refusal(o.outcome, "this provider payment was already deposited");
     // Corrections and currencies (docs/corrections.md).
@@ -66,6 +69,12 @@ money_result to_money_result(const persistence::posting_outcome& o) {
       return unavailable(o.outcome, "the outcome of this request is unknown; retry with the same Idempotency-Key");
     case error_code::database_unavailable:
       return unavailable(o.outcome, "the database is unavailable; retry with the same Idempotency-Key");
+    // The writer's own checks of amounts, most of which the request's path made already: a balance
+    // taken beyond 64 bits, a capture or release that no longer fits its hold.
+    case error_code::invalid_request:
+      return refusal(o.outcome,
+                     "the ledger cannot apply these amounts (a balance would go beyond its limit, or the amount no "
+                     "longer fits its hold); nothing was posted");
     default: return refusal(error_code::internal, "the ledger could not apply this request");
   }
 }

@@ -38,6 +38,9 @@ class MoneyFlowE2E : public ts::shared_server_test<MoneyFlowE2E> {
   static ts::server_process::options options() {
     auto o = ts::shared_server_test<MoneyFlowE2E>::options();
     o.env["WALLET_LEDGER_WITHDRAWAL_FEES"] = "EUR:" + std::to_string(k_fee);
+    // Amounts up to the largest balance, so that a balance can be taken beyond it
+    // (ABalanceBeyondItsLimitIs400AndPostsNothing).
+    o.env["WALLET_LEDGER_AMOUNT_MINOR_MAX"] = "9223372036854775807";
     return o;
   }
 
@@ -443,6 +446,28 @@ TEST_F(MoneyFlowE2E, RefundsRacingForOneDepositNeverExceedIt) {
     EXPECT_EQ(ts::query_value("SELECT refunded FROM deposit_payment WHERE transaction_id = '" + deposit_tx + "'"),
               "600");
   }
+}
+
+// A deposit that would take a balance beyond 64 bits is refused by the ledger writer's own check:
+// 400 invalid_request saying so (not a 500), and nothing is posted.
+TEST_F(MoneyFlowE2E, ABalanceBeyondItsLimitIs400AndPostsNothing) {
+  ts::http_client c(port());
+  // A provider of the test's own: its clearing account takes the other side, from zero.
+  const auto p = new_provider(c);
+  const auto [alice, a] = wallet(c);
+  const auto deposit = [&](const std::string& amount) {
+    return c.post(
+        "/v1/deposits", op(),
+        R"({"accountId":)" + std::to_string(a) + R"(,"amount":")" + amount + R"(","provider":")" + p.name + R"("})",
+        ts::unique_key("big"));
+  };
+  ASSERT_EQ(deposit("9000000000000000000").status, 201);
+  const auto r = deposit("300000000000000000");
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(str(r.json().as_object().at("code")), "invalid_request") << r.body;
+  EXPECT_NE(r.body.find("nothing was posted"), std::string::npos) << r.body;
+  EXPECT_EQ(ts::balance(c, alice.key, a), 9'000'000'000'000'000'000);
+  EXPECT_EQ(ts::query_value("SELECT count(*) FROM ledger_entry WHERE account_id = " + std::to_string(a)), "1");
 }
 
 // Two deposits whose text fields differ only in where a newline falls are different requests: the
