@@ -76,6 +76,21 @@ struct hold_api {
     if (r.status != 201) return {};
     return str(r.json().as_object().at("id"));
   }
+
+  // A hold of `from`'s, and the payer's row locked (FOR UPDATE) while that hold is still active:
+  // a hold that expired before the lock was taken (a slow moment between the two) is followed by
+  // another, given longer. The lock is null when every hold expired first (a failure).
+  std::pair<std::string, std::unique_ptr<ts::account_lock>> place_and_lock_payer(const std::string& key,
+                                                                                 std::int64_t from, std::int64_t to,
+                                                                                 std::int64_t amount) {
+    for (std::int64_t seconds = 1; seconds <= 64; seconds *= 2) {
+      const auto id = place_ok(key, from, to, amount, seconds);
+      if (id.empty()) break;
+      auto lock = std::make_unique<ts::account_lock>(std::vector<std::int64_t>{from});
+      if (hold_status(id) == "ACTIVE") return {id, std::move(lock)};
+    }
+    return {};
+  }
   ts::response capture(const std::string& key, const std::string& id, std::optional<std::int64_t> amount = {},
                        const std::string& idempotency_key = ts::unique_key("capture")) {
     const std::string body = amount ? "{\"amount\":" + std::to_string(*amount) + "}" : "";
@@ -585,16 +600,8 @@ TEST_F(HoldE2E, APayerWhoseHoldsCannotExpireHoldsBackNoOther) {
   const auto bad_hold = api.place_ok(bad.key, b, m, 700, 1);
   ASSERT_FALSE(bad_hold.empty());
 
-  // The locked payer's row is locked while its hold is still active: a hold that expired before
-  // the lock was taken (a slow moment between the two) is followed by another, given longer.
-  std::unique_ptr<ts::account_lock> lock;
-  std::string locked_hold;
-  for (std::int64_t seconds = 1; seconds <= 64 && !lock; seconds *= 2) {
-    locked_hold = api.place_ok(locked.key, l, m, 100, seconds);
-    ASSERT_FALSE(locked_hold.empty());
-    lock = std::make_unique<ts::account_lock>(std::vector<std::int64_t>{l});
-    if (hold_status(locked_hold) != "ACTIVE") lock.reset();
-  }
+  // The locked payer's row is locked while its hold is still active.
+  auto [locked_hold, lock] = api.place_and_lock_payer(locked.key, l, m, 100);
   ASSERT_TRUE(lock) << "every hold of the locked payer expired before its row could be locked";
   const auto good_hold = api.place_ok(good.key, g, m, 700, 1);
   ASSERT_FALSE(good_hold.empty());
@@ -627,15 +634,8 @@ TEST_F(HoldE2E, APayerLockedAtEveryTickStillHasItsHoldsExpire) {
   hold_api api{c};
   const auto [payer, p] = wallet(c, 1'000);
   const auto [shop, m] = wallet(c, 0);
-  // The row is locked while the hold is still active (see APayerWhoseHoldsCannotExpireHoldsBackNoOther).
-  std::unique_ptr<ts::account_lock> lock;
-  std::string hold;
-  for (std::int64_t seconds = 1; seconds <= 64 && !lock; seconds *= 2) {
-    hold = api.place_ok(payer.key, p, m, 300, seconds);
-    ASSERT_FALSE(hold.empty());
-    lock = std::make_unique<ts::account_lock>(std::vector<std::int64_t>{p});
-    if (hold_status(hold) != "ACTIVE") lock.reset();
-  }
+  // The row is locked while the hold is still active.
+  auto [hold, lock] = api.place_and_lock_payer(payer.key, p, m, 300);
   ASSERT_TRUE(lock) << "every hold expired before the payer's row could be locked";
 
   for (int handovers = 0; handovers < 5 && hold_status(hold) == "ACTIVE"; ++handovers) {
