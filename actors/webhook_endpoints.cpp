@@ -1,5 +1,8 @@
 #include "actors/webhook_endpoints.hpp"
 
+#include <netdb.h>
+#include <sys/socket.h>
+
 #include <pqxx/pqxx>
 #include <variant>
 
@@ -32,10 +35,17 @@ webhook_delivery_view to_delivery_view(const persistence::webhook_delivery_recor
 
 }  // namespace
 
-std::optional<std::string> refused_destination(const std::string& host, const events::host_addresses& found,
-                                               bool allow_loopback) {
-  if (!found.error.empty()) return "the host " + host + " does not resolve (" + found.error + ")";
-  for (const auto& text : found.addresses) {
+std::optional<std::string> refused_destination(const std::string& host, std::uint16_t port, bool allow_loopback) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  const int rc = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found);
+  if (rc != 0) return "the host " + host + " does not resolve (" + gai_strerror(rc) + ")";
+  std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> owned(found, &freeaddrinfo);
+  for (const addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    char text[NI_MAXHOST] = {};
+    if (getnameinfo(a->ai_addr, a->ai_addrlen, text, sizeof text, nullptr, 0, NI_NUMERICHOST) != 0) continue;
     const auto kind = ledger::classify_address(text);
     if (!kind) return "the host " + host + " resolves to an address of an unknown kind";
     if (!ledger::destination_allowed(*kind, allow_loopback)) {
@@ -51,32 +61,24 @@ webhook_endpoints::webhook_endpoints(const config::settings& settings, std::shar
 
 void webhook_endpoints::create(request_origin origin, webhook_endpoint_request request,
                                query_callback<webhook_create_view> done) {
-  const auto refuse = [](const query_callback<webhook_create_view>& answer, std::string why) {
-    query_result<webhook_create_view> r;
-    r.value.outcome = webhook_create_outcome::destination_refused;
-    r.value.detail = std::move(why);
-    answer(std::move(r));
-  };
-  const auto parsed = ledger::parse_webhook_url(request.url);
-  if (const auto* why = std::get_if<std::string>(&parsed)) return refuse(done, *why);
-  const auto host = std::get<ledger::webhook_url>(parsed).host;
   const auto allow_loopback = settings_.webhooks.allow_loopback;
-  auto judged = [this, refuse, host, allow_loopback, origin = std::move(origin), request = std::move(request),
-                 done = std::move(done)](const events::host_addresses& found) mutable {
-    if (auto why = refused_destination(host, found, allow_loopback)) return refuse(done, std::move(*why));
-    store(std::move(origin), std::move(request), std::move(done));
-  };
-  // An IP literal is its own address: nothing to look up.
-  if (ledger::classify_address(host)) return judged(events::host_addresses{{host}, {}});
-  lookups_.lookup(host, std::move(judged));
-}
-
-void webhook_endpoints::store(request_origin origin, webhook_endpoint_request request,
-                              query_callback<webhook_create_view> done) {
   const auto live_max = settings_.webhooks.endpoints_per_owner_max;
   readers_->read<webhook_create_view>(
-      [origin = std::move(origin), request = std::move(request), live_max](pqxx::connection& conn) {
+      [origin = std::move(origin), request = std::move(request), allow_loopback,
+       live_max](pqxx::connection& conn) -> webhook_create_view {
         webhook_create_view out;
+        const auto parsed = ledger::parse_webhook_url(request.url);
+        if (const auto* why = std::get_if<std::string>(&parsed)) {
+          out.outcome = webhook_create_outcome::destination_refused;
+          out.detail = *why;
+          return out;
+        }
+        const auto& url = std::get<ledger::webhook_url>(parsed);
+        if (auto why = refused_destination(url.host, url.port, allow_loopback)) {
+          out.outcome = webhook_create_outcome::destination_refused;
+          out.detail = std::move(*why);
+          return out;
+        }
         persistence::new_webhook_endpoint e{request.owner, request.all_accounts, request.account,
                                             request.url,   request.event_types,  request.signing_secret};
         const auto audit = audit_entry_for(origin, "webhook_endpoint.create");

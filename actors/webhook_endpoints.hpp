@@ -1,10 +1,9 @@
 #pragma once
 
 // Webhook endpoints behind the facade (actors/ledger_service.hpp): made, listed and deleted, and
-// their deliveries listed and retried, on the reader pool. Making one first resolves its host on a
-// lookup pool of its own (events/name_lookup.hpp: a name that resolves slowly holds one of its
-// threads, never a reader nor an I/O thread) and refuses it when any address is not one deliveries
-// may go to (ledger/webhooks.hpp). Delivery itself is events/webhooks.*.
+// their deliveries listed and retried, on the reader pool. Making one resolves its host there (a
+// blocking lookup, on a reader thread, never an I/O one) and refuses it when any address is not
+// one deliveries may go to (ledger/webhooks.hpp). Delivery itself is events/webhooks.*.
 
 #include <cstdint>
 #include <memory>
@@ -16,14 +15,12 @@
 #include "actors/reader_pool.hpp"
 #include "actors/views.hpp"
 #include "config/settings.hpp"
-#include "events/name_lookup.hpp"
 
 namespace actors {
 
-// Why deliveries may not go to `host`, whose lookup found `found`: it does not resolve, or one of
-// its addresses is not allowed (loopback ones only with `allow_loopback`). nullopt: it may.
-std::optional<std::string> refused_destination(const std::string& host, const events::host_addresses& found,
-                                               bool allow_loopback);
+// Why deliveries may not go to `host`: it does not resolve, or one of its addresses is not allowed
+// (loopback ones only with `allow_loopback`). nullopt: it may. Blocks on the resolver.
+std::optional<std::string> refused_destination(const std::string& host, std::uint16_t port, bool allow_loopback);
 
 class webhook_endpoints {
  public:
@@ -43,16 +40,8 @@ class webhook_endpoints {
              query_callback<webhook_retry_view> done);
 
  private:
-  // The endpoint's row, once its host was judged (on the reader pool).
-  void store(request_origin origin, webhook_endpoint_request request, query_callback<webhook_create_view> done);
-
-  // Threads looking registrations' host names up.
-  static constexpr std::size_t k_lookup_threads = 2;
-
   const config::settings& settings_;
   std::shared_ptr<reader_pool> readers_;
-  // Last: destroyed first, so that no lookup's answer finds the rest gone.
-  events::lookup_pool lookups_{events::lookup_host, k_lookup_threads};
 };
 
 }  // namespace actors
