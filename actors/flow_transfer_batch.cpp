@@ -55,10 +55,12 @@ namespace actors {
 
 namespace {
 
-// Refusals that are an item's own answer (422, or 404 for an account that vanished); any other
-// outcome is the server's (a bound, the database) and makes the whole batch 503.
+// Refusals that are an item's own answer (422; 404 for an account that vanished; 400 for amounts
+// the ledger writer cannot apply, such as a balance beyond 64 bits); any other outcome is the
+// server's (a bound, the database) and makes the whole batch 503.
 bool is_item_refusal(ledger::error_code code) {
   switch (code) {
+    case ledger::error_code::invalid_request:
     case ledger::error_code::insufficient_funds:
     case ledger::error_code::account_inactive:
     case ledger::error_code::currency_mismatch:
@@ -578,7 +580,9 @@ class transfer_batch_flow : public std::enable_shared_from_this<transfer_batch_f
       }
       boost::json::object item;
       item["index"] = i;
-      item["status"] = r.outcome == ledger::error_code::not_found ? 404 : 422;
+      item["status"] = r.outcome == ledger::error_code::not_found         ? 404
+                       : r.outcome == ledger::error_code::invalid_request ? 400
+                                                                          : 422;
       item["code"] = std::string(ledger::to_string(r.outcome));
       item["detail"] = r.detail;
       body += boost::json::serialize(item);

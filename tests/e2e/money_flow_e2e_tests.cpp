@@ -470,6 +470,43 @@ TEST_F(MoneyFlowE2E, ABalanceBeyondItsLimitIs400AndPostsNothing) {
   EXPECT_EQ(ts::query_value("SELECT count(*) FROM ledger_entry WHERE account_id = " + std::to_string(a)), "1");
 }
 
+// In a batch that is not atomic, an item whose amount the ledger writer cannot apply (it would take
+// the payee's balance beyond 64 bits) is that item's own refusal: 400 invalid_request in its
+// result while the other item commits, and the answer is stored and replayed as given.
+TEST_F(MoneyFlowE2E, ABatchItemBeyondABalancesLimitIsRefusedAlone) {
+  ts::http_client c(port());
+  const auto p = new_provider(c);
+  const auto [alice, a] = wallet(c);
+  const auto [bob, b] = wallet(c);
+  const auto [rich, m] = wallet(c);
+  auto r = c.post(
+      "/v1/deposits", op(),
+      R"({"accountId":)" + std::to_string(m) + R"(,"amount":"9223372036854775000","provider":")" + p.name + R"("})",
+      ts::unique_key("full"));
+  ASSERT_EQ(r.status, 201) << r.body;
+  r = c.post("/v1/deposits", op(), R"({"accountId":)" + std::to_string(a) + R"(,"amount":2000})", ts::unique_key("a"));
+  ASSERT_EQ(r.status, 201) << r.body;
+  const auto body = R"({"atomic":false,"transfers":[{"fromAccountId":)" + std::to_string(a) + R"(,"toAccountId":)" +
+                    std::to_string(b) + R"(,"amount":10},{"fromAccountId":)" + std::to_string(a) +
+                    R"(,"toAccountId":)" + std::to_string(m) + R"(,"amount":1000}]})";
+  const auto key = ts::unique_key("batch");
+  r = c.post("/v1/transfers/batch", alice.key, body, key);
+  ASSERT_EQ(r.status, 201) << r.body;
+  const auto results = r.json().as_object().at("results").as_array();
+  ASSERT_EQ(results.size(), 2U);
+  EXPECT_EQ(results[0].as_object().at("status").as_int64(), 201);
+  EXPECT_EQ(results[1].as_object().at("status").as_int64(), 400);
+  EXPECT_EQ(str(results[1].as_object().at("code")), "invalid_request");
+  EXPECT_EQ(ts::balance(c, alice.key, a), 1'990);
+  EXPECT_EQ(ts::balance(c, bob.key, b), 10);
+  EXPECT_EQ(ts::balance(c, rich.key, m), 9'223'372'036'854'775'000);
+  const auto again = c.post("/v1/transfers/batch", alice.key, body, key);
+  EXPECT_EQ(again.status, 201) << again.body;
+  EXPECT_EQ(again.body, r.body);
+  EXPECT_EQ(again.header("Idempotent-Replayed"), "true");
+  EXPECT_EQ(ts::balance(c, alice.key, a), 1'990);
+}
+
 // Two deposits whose text fields differ only in where a newline falls are different requests: the
 // second under the first one's Idempotency-Key is 422 idempotency_key_reused, not answered as a
 // replay of a deposit that was never made. A deposit without newlines replays as before.
