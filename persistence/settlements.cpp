@@ -204,6 +204,16 @@ constexpr const char* k_resolve_matched_sql =
     "        OR (x.transaction_id IS NULL AND (x.payment_id, x.type, x.report_amount) IN"
     "              (SELECT payment_id, type, amount::numeric FROM pg_temp.settlement_paired)))";
 
+// Open exceptions whose own transaction this report paired ($1 the provider, $2 the note, $3 who),
+// although their key still has a difference: a refund settled late, while the report leaves the
+// next refund of the payment unpaired. That one's difference then gets an exception of its own
+// (the insert below, which the open exception would otherwise block).
+constexpr const char* k_resolve_paired = "settlement_resolve_paired";
+constexpr const char* k_resolve_paired_sql =
+    "UPDATE settlement_exception x SET status = 'resolved', note = $2, resolved_by = $3, resolved_at = now()"
+    " WHERE x.status = 'open' AND x.provider = $1"
+    "   AND x.transaction_id IN (SELECT transaction_id FROM pg_temp.settlement_paired)";
+
 // An open exception that import $2 finds again ($1 the provider) as the same difference with
 // other amounts shows what this import found: an amount mismatch or a payment not settled of the
 // same payment and the same first unpaired transaction, whose sums this report puts otherwise (a
@@ -289,6 +299,7 @@ void prepare_statements(pqxx::connection& conn) {
       {k_match_counts, k_match_counts_sql},
       {k_next_import_id, k_next_import_id_sql},
       {k_resolve_matched, k_resolve_matched_sql},
+      {k_resolve_paired, k_resolve_paired_sql},
       {k_update_open, k_update_open_sql},
       {k_insert_exceptions, k_insert_exceptions_sql},
       {k_insert_import, k_insert_import_sql},
@@ -457,10 +468,10 @@ settlement_import_outcome import_settlement_report(pqxx::connection& conn, const
   txn.exec(k_analyze_compare_sql);
   txn.exec(k_analyze_paired_sql);
   txn.exec(k_no_nested_loops_sql);
-  s.resolved_exceptions = static_cast<std::int64_t>(
-      txn.exec_prepared0(k_resolve_matched, provider,
-                         "matched by settlement import " + std::to_string(s.import_id) + " of " + provider, resolver)
-          .affected_rows());
+  const auto note = "matched by settlement import " + std::to_string(s.import_id) + " of " + provider;
+  s.resolved_exceptions =
+      static_cast<std::int64_t>(txn.exec_prepared0(k_resolve_matched, provider, note, resolver).affected_rows() +
+                                txn.exec_prepared0(k_resolve_paired, provider, note, resolver).affected_rows());
   txn.exec_prepared0(k_update_open, provider, s.import_id);
   txn.exec(k_nested_loops_sql);
   s.new_exceptions = static_cast<std::int64_t>(

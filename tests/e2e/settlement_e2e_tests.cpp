@@ -427,6 +427,42 @@ TEST_F(SettlementE2E, AReportThatSettlesAnotherRefundLeavesTheMissingOneOpen) {
   EXPECT_EQ(text(exceptions_of(c, w.provider).at(0), "status"), "resolved");
 }
 
+// A report that settles a refund late but leaves the payment's next refund unpaired resolves the
+// late one's exception, and the next refund's difference gets an exception of its own (the open
+// one of the key would otherwise have hidden it).
+TEST_F(SettlementE2E, ALateSettlementResolvesItsExceptionAndTheNextDifferenceIsKept) {
+  ts::http_client c(port());
+  const auto w = make_world(c);
+  const auto paid = deposit(c, w, 10'000, "pay_t");
+  auto r = c.post("/v1/deposits/" + paid + "/refunds", op(), R"({"amount":100})", ts::unique_key("refund"));
+  ASSERT_EQ(r.status, 201) << r.body;
+  const std::string first_refund(r.json().as_object().at("transactionId").as_string());
+  deposit(c, w, 500, "pay_u");
+  const auto first_end = now();
+  r = import(c, k_header + line(w.provider, "pay_t", "payment", 10'000, w.before) +
+                    line(w.provider, "pay_u", "payment", 500, first_end));
+  ASSERT_EQ(r.status, 200) << r.body;
+  ASSERT_EQ(r.json().as_object().at("exceptions").as_object().at("postedNotSettled").as_int64(), 1);
+
+  r = c.post("/v1/deposits/" + paid + "/refunds", op(), R"({"amount":200})", ts::unique_key("refund"));
+  ASSERT_EQ(r.status, 201) << r.body;
+  const std::string second_refund(r.json().as_object().at("transactionId").as_string());
+  // The second report settles the first refund (late) and not the second, posted within its period.
+  r = import(c, k_header + line(w.provider, "pay_t", "refund", 100, now("1 second")));
+  ASSERT_EQ(r.status, 200) << r.body;
+  const auto second = r.json().as_object();
+  EXPECT_EQ(second.at("resolvedExceptions").as_int64(), 1);
+  EXPECT_EQ(second.at("newExceptions").as_int64(), 1);
+
+  std::map<std::string, boost::json::object> by_transaction;
+  for (const auto& e : exceptions_of(c, w.provider)) by_transaction[text(e, "transactionId")] = e;
+  ASSERT_EQ(by_transaction.size(), 2u);
+  EXPECT_EQ(text(by_transaction.at(first_refund), "status"), "resolved");
+  EXPECT_EQ(text(by_transaction.at(second_refund), "status"), "open");
+  EXPECT_EQ(text(by_transaction.at(second_refund), "kind"), "posted_not_settled");
+  EXPECT_EQ(text(by_transaction.at(second_refund), "ledgerAmount"), "200");
+}
+
 // Pages of exceptions follow one another by id: every exception once, in id order, whatever the
 // page size, and `next` is null on the last page.
 TEST_F(SettlementE2E, ExceptionPagesFollowOneAnother) {
