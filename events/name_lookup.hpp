@@ -35,7 +35,8 @@ class lookup_pool {
  public:
   using done_fn = std::function<void(const host_addresses&)>;
   // Whether a waiter still wants its answer (an attempt past its deadline does not); called on a
-  // pool thread.
+  // pool thread under the pool's lock, so it must only read a flag. A dropped waiter's `done` is
+  // destroyed there too.
   using wanted_fn = std::function<bool()>;
 
   // `threads` at least 1.
