@@ -19,6 +19,14 @@ namespace ts = test_support;
 
 namespace {
 
+const std::string k_header = "provider,paymentId,type,amount,currency,settledAt\n";
+
+std::string line(const std::string& provider, const std::string& payment_id, const std::string& type,
+                 std::int64_t amount, const std::string& settled_at, const std::string& currency = "EUR") {
+  return provider + "," + payment_id + "," + type + "," + std::to_string(amount) + "," + currency + "," + settled_at +
+         "\n";
+}
+
 class SettlementE2E : public ts::shared_server_test<SettlementE2E> {
  protected:
   // A provider of this test's own, a user with an EUR account, and a clock reading taken before
@@ -89,6 +97,35 @@ class SettlementE2E : public ts::shared_server_test<SettlementE2E> {
     return out;
   }
 
+  // A payment ("pay_r", 10,000) with a first refund of 100 that a first report (settling the
+  // payment and another one, "pay_s") leaves unsettled: one open posted_not_settled exception.
+  // Then a second refund of 200, after that report's period. The two refunds' transaction ids.
+  struct two_refunds {
+    std::string first;
+    std::string second;
+  };
+  two_refunds refunds_around_a_first_report(ts::http_client& c, const world& w) const {
+    two_refunds out;
+    const auto paid = deposit(c, w, 10'000, "pay_r");
+    const auto refund = [&](std::int64_t amount) {
+      auto r = c.post("/v1/deposits/" + paid + "/refunds", op(), R"({"amount":)" + std::to_string(amount) + "}",
+                      ts::unique_key("refund"));
+      EXPECT_EQ(r.status, 201) << r.body;
+      return r.status == 201 ? std::string(r.json().as_object().at("transactionId").as_string()) : std::string();
+    };
+    out.first = refund(100);
+    deposit(c, w, 500, "pay_s");
+    // The first report's period runs from its earliest settlement to its latest: the refund is in it.
+    auto r = import(c, k_header + line(w.provider, "pay_r", "payment", 10'000, w.before) +
+                           line(w.provider, "pay_s", "payment", 500, now()));
+    EXPECT_EQ(r.status, 200) << r.body;
+    if (r.status == 200) {
+      EXPECT_EQ(r.json().as_object().at("exceptions").as_object().at("postedNotSettled").as_int64(), 1);
+    }
+    out.second = refund(200);
+    return out;
+  }
+
   static std::string text(const boost::json::object& o, const char* field) {
     const auto& v = o.at(field);
     return v.is_null() ? std::string("null") : std::string(v.as_string());
@@ -96,14 +133,6 @@ class SettlementE2E : public ts::shared_server_test<SettlementE2E> {
 
   static std::string count(const std::string& sql) { return ts::query_value(sql); }
 };
-
-const std::string k_header = "provider,paymentId,type,amount,currency,settledAt\n";
-
-std::string line(const std::string& provider, const std::string& payment_id, const std::string& type,
-                 std::int64_t amount, const std::string& settled_at, const std::string& currency = "EUR") {
-  return provider + "," + payment_id + "," + type + "," + std::to_string(amount) + "," + currency + "," + settled_at +
-         "\n";
-}
 
 // A report that agrees with some of the provider's transactions and differs from others in each
 // way yields exactly one exception per difference, of the right kind, with both sides' amounts
@@ -394,21 +423,10 @@ TEST_F(SettlementE2E, ALaterReportResolvesWhatItMatches) {
 TEST_F(SettlementE2E, AReportThatSettlesAnotherRefundLeavesTheMissingOneOpen) {
   ts::http_client c(port());
   const auto w = make_world(c);
-  const auto paid = deposit(c, w, 10'000, "pay_r");
-  auto r = c.post("/v1/deposits/" + paid + "/refunds", op(), R"({"amount":100})", ts::unique_key("refund"));
-  ASSERT_EQ(r.status, 201) << r.body;
-  const std::string first_refund(r.json().as_object().at("transactionId").as_string());
-  deposit(c, w, 500, "pay_s");
-  // The first report's period runs from its earliest settlement to its latest: the refund is in it.
-  const auto first_end = now();
-  r = import(c, k_header + line(w.provider, "pay_r", "payment", 10'000, w.before) +
-                    line(w.provider, "pay_s", "payment", 500, first_end));
-  ASSERT_EQ(r.status, 200) << r.body;
-  ASSERT_EQ(r.json().as_object().at("exceptions").as_object().at("postedNotSettled").as_int64(), 1);
-
-  r = c.post("/v1/deposits/" + paid + "/refunds", op(), R"({"amount":200})", ts::unique_key("refund"));
-  ASSERT_EQ(r.status, 201) << r.body;
-  r = import(c, k_header + line(w.provider, "pay_r", "refund", 200, now("1 second")));
+  const auto refunds = refunds_around_a_first_report(c, w);
+  ASSERT_FALSE(refunds.second.empty());
+  const auto& first_refund = refunds.first;
+  auto r = import(c, k_header + line(w.provider, "pay_r", "refund", 200, now("1 second")));
   ASSERT_EQ(r.status, 200) << r.body;
   const auto second = r.json().as_object();
   EXPECT_EQ(second.at("matched").as_int64(), 1);
@@ -433,22 +451,11 @@ TEST_F(SettlementE2E, AReportThatSettlesAnotherRefundLeavesTheMissingOneOpen) {
 TEST_F(SettlementE2E, ALateSettlementResolvesItsExceptionAndTheNextDifferenceIsKept) {
   ts::http_client c(port());
   const auto w = make_world(c);
-  const auto paid = deposit(c, w, 10'000, "pay_t");
-  auto r = c.post("/v1/deposits/" + paid + "/refunds", op(), R"({"amount":100})", ts::unique_key("refund"));
-  ASSERT_EQ(r.status, 201) << r.body;
-  const std::string first_refund(r.json().as_object().at("transactionId").as_string());
-  deposit(c, w, 500, "pay_u");
-  const auto first_end = now();
-  r = import(c, k_header + line(w.provider, "pay_t", "payment", 10'000, w.before) +
-                    line(w.provider, "pay_u", "payment", 500, first_end));
-  ASSERT_EQ(r.status, 200) << r.body;
-  ASSERT_EQ(r.json().as_object().at("exceptions").as_object().at("postedNotSettled").as_int64(), 1);
-
-  r = c.post("/v1/deposits/" + paid + "/refunds", op(), R"({"amount":200})", ts::unique_key("refund"));
-  ASSERT_EQ(r.status, 201) << r.body;
-  const std::string second_refund(r.json().as_object().at("transactionId").as_string());
+  const auto refunds = refunds_around_a_first_report(c, w);
+  ASSERT_FALSE(refunds.second.empty());
+  const auto& [first_refund, second_refund] = refunds;
   // The second report settles the first refund (late) and not the second, posted within its period.
-  r = import(c, k_header + line(w.provider, "pay_t", "refund", 100, now("1 second")));
+  auto r = import(c, k_header + line(w.provider, "pay_r", "refund", 100, now("1 second")));
   ASSERT_EQ(r.status, 200) << r.body;
   const auto second = r.json().as_object();
   EXPECT_EQ(second.at("resolvedExceptions").as_int64(), 1);
