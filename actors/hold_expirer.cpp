@@ -67,13 +67,14 @@ void hold_expirer::tick() {
         excluded.insert(excluded.end(), failed->begin(), failed->end());
         auto held_back_committing = std::make_shared<std::vector<std::int64_t>>();
         core_.readers->read<persistence::expiry_result>(
-            [held_back_committing, excluded = std::move(excluded)](pqxx::connection& conn) {
-              return persistence::expire_held_back_payers(conn, k_held_back_payers_max, excluded, k_locked_payer_wait,
-                                                          held_back_committing.get());
+            [held_back_committing, excluded = std::move(excluded), after = held_back_after_](pqxx::connection& conn) {
+              return persistence::expire_held_back_payers(conn, k_held_back_payers_max, excluded, after,
+                                                          k_locked_payer_wait, held_back_committing.get());
             },
             [this, held_back_committing, failed, retry_refused](query_result<persistence::expiry_result> held_back) {
               if (answered(held_back, *held_back_committing)) {
                 failed->insert(failed->end(), held_back.value.failed.begin(), held_back.value.failed.end());
+                held_back_after_ = held_back.value.last_taken_up;
               }
               note_refused(*failed, retry_refused);
               running_ = false;

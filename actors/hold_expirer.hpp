@@ -6,7 +6,7 @@
 // payers' live account actors what their holds keep now. A hold is released at most about one
 // interval (plus one database round trip) after it expires; a hold whose payer's row a writer keeps
 // locked at every tick, about k_waiting_ticks intervals after (when its row is free within
-// k_locked_payer_wait then, and at most k_held_back_payers_max payers are held back at once). In cluster mode only the node that
+// k_locked_payer_wait then; each waiting tick takes up k_held_back_payers_max of them, in turn). In cluster mode only the node that
 // holds partition 0's lease runs it (docs/scaling.md): it runs on one node at a time, and moves
 // with that lease.
 
@@ -36,8 +36,9 @@ class hold_expirer {
   // A payer whose holds could not expire is tried again every this many ticks (5 s at 200 ms).
   static constexpr std::uint64_t k_refused_retry_ticks = 25;
   // A tick skips the payers whose rows are locked (a writer's batch); one tick in this many then
-  // takes up to k_held_back_payers_max of them one at a time, waiting for each row for at most
-  // k_locked_payer_wait: a hot payer's row may be locked whenever a tick looks.
+  // takes up to k_held_back_payers_max of them one at a time, in turn from where the last such
+  // tick stopped, waiting for each row for at most k_locked_payer_wait: a hot payer's row may be
+  // locked whenever a tick looks.
   static constexpr std::uint64_t k_waiting_ticks = 25;
   static constexpr int k_held_back_payers_max = 5;
   static constexpr std::chrono::milliseconds k_locked_payer_wait{200};
@@ -69,6 +70,8 @@ class hold_expirer {
   // Payers whose holds the database refused to release: left out of the ticks but for one in
   // k_refused_retry_ticks (written by a tick's answer, read by the next tick; running_ orders them).
   std::set<std::int64_t> refused_;
+  // The last payer a waiting pass took up: the next pass starts after it (ordered as refused_).
+  std::int64_t held_back_after_ = 0;
   std::uint64_t ticks_ = 0;  // the timer thread's only
   std::mutex timer_mutex_;
   std::condition_variable timer_wake_;

@@ -53,10 +53,12 @@ constexpr const char* k_lock_due_payers_sql =
 // The payers with due holds still, without locking them (those the call above skipped), and one of
 // them locked, waiting for its row (expire_held_back_payers).
 constexpr const char* k_due_payers = "hold_due_payers";
+// Taken in turn: those after the last payer the previous call took up ($3) first, then from the
+// lowest id again, so that payers locked for good cannot keep the others waiting.
 constexpr const char* k_due_payers_sql =
-    "SELECT DISTINCT payer_id FROM hold WHERE status = 'ACTIVE' AND expires_at <= clock_timestamp()"
+    "SELECT payer_id FROM hold WHERE status = 'ACTIVE' AND expires_at <= clock_timestamp()"
     "   AND NOT payer_id = ANY($2::bigint[])"
-    " ORDER BY payer_id LIMIT $1";
+    " GROUP BY payer_id ORDER BY payer_id <= $3, payer_id LIMIT $1";
 constexpr const char* k_lock_due_payer = "hold_lock_due_payer";
 constexpr const char* k_lock_due_payer_sql =
     "SELECT a.id FROM account a WHERE a.id = $1"
@@ -199,7 +201,8 @@ expiry_result expire_due_holds(pqxx::connection& conn, int limit, const std::vec
 }
 
 expiry_result expire_held_back_payers(pqxx::connection& conn, int limit, const std::vector<std::int64_t>& excluded,
-                                      std::chrono::milliseconds wait, std::vector<std::int64_t>* committing) {
+                                      std::int64_t after, std::chrono::milliseconds wait,
+                                      std::vector<std::int64_t>* committing) {
   conn.prepare(k_due_payers, k_due_payers_sql);
   conn.prepare(k_lock_due_payer, k_lock_due_payer_sql);
   conn.prepare(k_expire, k_expire_sql);
@@ -208,12 +211,13 @@ expiry_result expire_held_back_payers(pqxx::connection& conn, int limit, const s
   std::string own_timeout;
   {
     pqxx::read_transaction read(conn);
-    for (const auto& row : read.exec_prepared(k_due_payers, limit, pg_array(excluded))) {
+    for (const auto& row : read.exec_prepared(k_due_payers, limit, pg_array(excluded), after)) {
       due.push_back(row[0].as<std::int64_t>());
     }
     own_timeout = read.exec1("SHOW lock_timeout")[0].as<std::string>();
   }
   if (committing != nullptr) committing->clear();
+  if (!due.empty()) result.last_taken_up = due.back();
   for (const auto payer : due) {
     // One payer a transaction: no other payer's row is held while this one's is waited for.
     pqxx::work txn(conn);

@@ -51,6 +51,8 @@ struct expiry_result {
   int expired = 0;
   std::vector<row_state> rows;
   std::vector<std::int64_t> failed;
+  // expire_held_back_payers: the last payer it took up (0 for none); the next call starts after it.
+  std::int64_t last_taken_up = 0;
 };
 expiry_result expire_due_holds(pqxx::connection& conn, int limit, const std::vector<std::int64_t>& excluded = {},
                                std::vector<std::int64_t>* committing = nullptr);
@@ -58,9 +60,12 @@ expiry_result expire_due_holds(pqxx::connection& conn, int limit, const std::vec
 // The payers that expire_due_holds skipped: a payer whose row is locked whenever a call looks (a
 // hot payer's writer keeps it locked) would never have its holds expire. At most `limit` payers
 // with due holds, not `excluded`, each in a transaction of its own that waits for its row for at
-// most `wait` (still locked then: skipped again) and holds no other payer's row meanwhile.
+// most `wait` (still locked then: skipped again) and holds no other payer's row meanwhile. The
+// payers are taken in turn: first those whose ids follow `after` (the previous call's
+// last_taken_up), then from the lowest id again, so payers locked for good keep no other waiting.
 // `committing` receives every payer committed so far and the one whose COMMIT is in flight.
 expiry_result expire_held_back_payers(pqxx::connection& conn, int limit, const std::vector<std::int64_t>& excluded,
-                                      std::chrono::milliseconds wait, std::vector<std::int64_t>* committing = nullptr);
+                                      std::int64_t after, std::chrono::milliseconds wait,
+                                      std::vector<std::int64_t>* committing = nullptr);
 
 }  // namespace persistence

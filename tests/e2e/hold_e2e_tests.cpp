@@ -17,6 +17,7 @@
 #include <set>
 #include <thread>
 
+#include "actors/hold_expirer.hpp"
 #include "tests/support/database.hpp"
 #include "tests/support/support.hpp"
 
@@ -649,6 +650,49 @@ TEST_F(HoldE2E, APayerLockedAtEveryTickStillHasItsHoldsExpire) {
   expect_held_is_the_active_holds(p);
   EXPECT_EQ(account_money(c, payer.key, p).available, 1'000);
   EXPECT_EQ(ts::balance(c, shop.key, m), 0);
+}
+
+// Payers whose rows stay locked for good do not keep another held-back payer waiting: waiting
+// ticks take the held-back payers in turn, so each of one more than a tick takes up is waited for.
+TEST_F(HoldE2E, WaitingTicksTakeTheLockedPayersInTurn) {
+  ts::http_client c(port());
+  hold_api api{c};
+  const auto [shop, m] = wallet(c, 0);
+  struct locked_payer {
+    std::int64_t account = 0;
+    std::string hold;
+    std::unique_ptr<ts::account_lock> lock;
+    bool waited_for = false;
+  };
+  std::vector<locked_payer> payers;
+  for (int i = 0; i <= actors::hold_expirer::k_held_back_payers_max; ++i) {
+    const auto [payer, p] = wallet(c, 1'000);
+    auto [hold, lock] = api.place_and_lock_payer(payer.key, p, m, 100);
+    ASSERT_TRUE(lock) << "no hold could be placed and its payer's row locked while it was active";
+    payers.push_back({p, hold, std::move(lock)});
+  }
+
+  // Each waiting tick waits for a payer's row for k_locked_payer_wait: polled ten times as often.
+  ASSERT_TRUE(ts::eventually(
+      [&] {
+        bool all = true;
+        for (auto& payer : payers) {
+          payer.waited_for = payer.waited_for || payer.lock->waiters() > 0;
+          all = all && payer.waited_for;
+        }
+        return all;
+      },
+      std::chrono::seconds(120), std::chrono::milliseconds(20)))
+      << "the payer of highest id was waited for: " << payers.back().waited_for;
+  for (auto& payer : payers) {
+    EXPECT_EQ(hold_status(payer.hold), "ACTIVE");
+    payer.lock->release();
+  }
+  for (const auto& payer : payers) {
+    EXPECT_TRUE(no_active_holds(payer.account));
+    EXPECT_EQ(hold_status(payer.hold), "EXPIRED");
+    expect_held_is_the_active_holds(payer.account);
+  }
 }
 
 // Captures aimed at the instant each hold expires: each one ends in exactly one of the two
