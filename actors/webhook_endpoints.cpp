@@ -1,12 +1,10 @@
 #include "actors/webhook_endpoints.hpp"
 
-#include <netdb.h>
-#include <sys/socket.h>
-
 #include <pqxx/pqxx>
 #include <variant>
 
 #include "actors/keys_audit.hpp"
+#include "events/name_lookup.hpp"
 #include "ledger/webhooks.hpp"
 #include "persistence/webhooks.hpp"
 
@@ -35,37 +33,28 @@ webhook_delivery_view to_delivery_view(const persistence::webhook_delivery_recor
 
 }  // namespace
 
-std::optional<std::string> refused_destination(const std::string& host, std::uint16_t port, bool allow_loopback) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  const int rc = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found);
-  if (rc != 0) return "the host " + host + " does not resolve (" + gai_strerror(rc) + ")";
-  std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> owned(found, &freeaddrinfo);
-  for (const addrinfo* a = found; a != nullptr; a = a->ai_next) {
-    char text[NI_MAXHOST] = {};
-    if (getnameinfo(a->ai_addr, a->ai_addrlen, text, sizeof text, nullptr, 0, NI_NUMERICHOST) != 0) continue;
-    const auto kind = ledger::classify_address(text);
-    if (!kind) return "the host " + host + " resolves to an address of an unknown kind";
-    if (!ledger::destination_allowed(*kind, allow_loopback)) {
-      return "the host " + host + " resolves to " + text + ", a " + std::string(ledger::to_string(*kind)) +
-             " address: webhooks go to public addresses only";
-    }
-  }
-  return std::nullopt;
-}
-
 webhook_endpoints::webhook_endpoints(const config::settings& settings, std::shared_ptr<reader_pool> readers)
-    : settings_(settings), readers_(std::move(readers)) {}
+    : settings_(settings),
+      readers_(std::move(readers)),
+      judge_(std::make_shared<events::destination_judge>(events::lookup_host, k_lookups_max, k_lookup_wait)) {}
+
+webhook_endpoints::~webhook_endpoints() = default;
 
 void webhook_endpoints::create(request_origin origin, webhook_endpoint_request request,
                                query_callback<webhook_create_view> done) {
   const auto allow_loopback = settings_.webhooks.allow_loopback;
   const auto live_max = settings_.webhooks.endpoints_per_owner_max;
+  // The place is held until the job ends, or is dropped unrun (the reader pool refused it).
+  auto judge = judge_->admit();
+  if (!judge) {
+    done({ledger::error_code::server_busy,
+          "other webhook endpoints are being registered and their hosts looked up: try again shortly",
+          {}});
+    return;
+  }
   readers_->read<webhook_create_view>(
-      [origin = std::move(origin), request = std::move(request), allow_loopback,
-       live_max](pqxx::connection& conn) -> webhook_create_view {
+      [origin = std::move(origin), request = std::move(request), allow_loopback, live_max,
+       judge = std::move(judge)](pqxx::connection& conn) -> webhook_create_view {
         webhook_create_view out;
         const auto parsed = ledger::parse_webhook_url(request.url);
         if (const auto* why = std::get_if<std::string>(&parsed)) {
@@ -74,7 +63,7 @@ void webhook_endpoints::create(request_origin origin, webhook_endpoint_request r
           return out;
         }
         const auto& url = std::get<ledger::webhook_url>(parsed);
-        if (auto why = refused_destination(url.host, url.port, allow_loopback)) {
+        if (auto why = judge->refused(url.host, allow_loopback)) {
           out.outcome = webhook_create_outcome::destination_refused;
           out.detail = std::move(*why);
           return out;

@@ -1,10 +1,14 @@
 #pragma once
 
 // Webhook endpoints behind the facade (actors/ledger_service.hpp): made, listed and deleted, and
-// their deliveries listed and retried, on the reader pool. Making one resolves its host there (a
-// blocking lookup, on a reader thread, never an I/O one) and refuses it when any address is not
-// one deliveries may go to (ledger/webhooks.hpp). Delivery itself is events/webhooks.*.
+// their deliveries listed and retried, on the reader pool. Making one judges its host first and
+// refuses it when the host does not resolve or any address is not one deliveries may go to
+// (ledger/webhooks.hpp). The lookup runs on a pool of its own (events::destination_judge), and the
+// reader that makes the endpoint waits for it at most k_lookup_wait; at most k_lookups_max
+// registrations wait at once, so slow names hold at most that many of the readers every other
+// read shares, for a bounded time. Delivery itself is events/webhooks.*.
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -16,15 +20,24 @@
 #include "actors/views.hpp"
 #include "config/settings.hpp"
 
-namespace actors {
+namespace events {
+class destination_judge;
+}
 
-// Why deliveries may not go to `host`: it does not resolve, or one of its addresses is not allowed
-// (loopback ones only with `allow_loopback`). nullopt: it may. Blocks on the resolver.
-std::optional<std::string> refused_destination(const std::string& host, std::uint16_t port, bool allow_loopback);
+namespace actors {
 
 class webhook_endpoints {
  public:
+  // Registrations judging their hosts at once (and the lookup pool's threads); one more is
+  // answered 503 server_busy.
+  static constexpr int k_lookups_max = 2;
+  // How long a registration waits for its host's addresses before it is refused.
+  static constexpr std::chrono::milliseconds k_lookup_wait{5'000};
+
   webhook_endpoints(const config::settings& settings, std::shared_ptr<reader_pool> readers);
+  ~webhook_endpoints();
+  webhook_endpoints(const webhook_endpoints&) = delete;
+  webhook_endpoints& operator=(const webhook_endpoints&) = delete;
 
   void create(request_origin origin, webhook_endpoint_request request, query_callback<webhook_create_view> done);
   // `owner`: that principal's endpoints; nullopt: everyone's (an operator).
@@ -42,6 +55,8 @@ class webhook_endpoints {
  private:
   const config::settings& settings_;
   std::shared_ptr<reader_pool> readers_;
+  // Shared with the readers' jobs, which may outlive this object at shutdown.
+  std::shared_ptr<events::destination_judge> judge_;
 };
 
 }  // namespace actors

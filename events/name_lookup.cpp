@@ -5,9 +5,12 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <memory>
+
+#include "ledger/webhooks.hpp"
 
 namespace events {
 
@@ -94,6 +97,65 @@ void lookup_pool::run() {
     }
     for (auto& w : waiters) w.done(result);
   }
+}
+
+destination_judge::destination_judge(lookup_fn lookup, std::size_t at_once, std::chrono::milliseconds wait)
+    : wait_(wait), at_once_(std::max<std::size_t>(at_once, 1)), pool_(std::move(lookup), at_once_) {}
+
+std::shared_ptr<destination_judge> destination_judge::admit() {
+  {
+    std::lock_guard lock(mutex_);
+    if (admitted_ >= at_once_) return nullptr;
+    ++admitted_;
+  }
+  auto self = shared_from_this();
+  return std::shared_ptr<destination_judge>(self.get(), [self](destination_judge* judge) {
+    std::lock_guard lock(judge->mutex_);
+    --judge->admitted_;
+  });
+}
+
+std::optional<std::string> destination_judge::refused(const std::string& host, bool allow_loopback) {
+  host_addresses found;
+  if (ledger::classify_address(host)) {
+    found.addresses.push_back(host);
+  } else {
+    // Shared with the pool's thread, which may answer after this call has given up.
+    struct answer {
+      std::mutex mutex;
+      std::condition_variable ready;
+      std::optional<host_addresses> found;
+      std::atomic<bool> wanted{true};
+    };
+    auto a = std::make_shared<answer>();
+    pool_.lookup(
+        host,
+        [a](const host_addresses& r) {
+          {
+            std::lock_guard lock(a->mutex);
+            a->found = r;
+          }
+          a->ready.notify_all();
+        },
+        [a] { return a->wanted.load(); });
+    std::unique_lock lock(a->mutex);
+    if (!a->ready.wait_for(lock, wait_, [&a] { return a->found.has_value(); })) {
+      a->wanted = false;
+      return "the host " + host + " did not resolve within " + std::to_string(wait_.count()) +
+             " ms: check its DNS servers, and try again";
+    }
+    found = std::move(*a->found);
+  }
+  if (!found.error.empty()) return "the host " + host + " does not resolve (" + found.error + ")";
+  for (const auto& address : found.addresses) {
+    const auto kind = ledger::classify_address(address);
+    if (!kind) return "the host " + host + " resolves to an address of an unknown kind";
+    if (!ledger::destination_allowed(*kind, allow_loopback)) {
+      return "the host " + host + " resolves to " + address + ", a " + std::string(ledger::to_string(*kind)) +
+             " address: webhooks go to public addresses only";
+    }
+  }
+  return std::nullopt;
 }
 
 }  // namespace events

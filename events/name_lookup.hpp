@@ -7,11 +7,14 @@
 // pool of threads of their own, and attempts that need the same name at the same time share one
 // lookup: a slow name holds one thread, and the others go on.
 
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -68,6 +71,32 @@ class lookup_pool {
   std::deque<std::string> queue_;                                 // names not started, in arrival order
   std::unordered_map<std::string, std::vector<waiter>> waiting_;  // every name queued or running
   std::vector<std::thread> threads_;
+};
+
+// Judges the host of a new webhook endpoint (docs/events.md, "Webhooks"): whether deliveries may
+// go there. At most `at_once` judgements run at a time, each waiting at most `wait` for a lookup
+// on a pool of the judge's own, so that slow names hold the callers' threads (database readers)
+// boundedly in number and in time.
+class destination_judge : public std::enable_shared_from_this<destination_judge> {
+ public:
+  destination_judge(lookup_fn lookup, std::size_t at_once, std::chrono::milliseconds wait);
+
+  // A place among the `at_once`, held while the returned pointer (or a copy) lives, which keeps
+  // the judge alive too; null when every place is taken.
+  std::shared_ptr<destination_judge> admit();
+
+  // Why webhooks may not go to `host`: it does not resolve, does not within `wait`, or one of its
+  // addresses is not one deliveries may go to (ledger::destination_allowed; loopback ones only
+  // with `allow_loopback`). nullopt: they may. An IP literal is judged as it stands. A lookup
+  // still running after `wait` goes on without the caller, and its answer is dropped. Blocks.
+  std::optional<std::string> refused(const std::string& host, bool allow_loopback);
+
+ private:
+  std::chrono::milliseconds wait_;
+  std::size_t at_once_;
+  std::mutex mutex_;
+  std::size_t admitted_ = 0;
+  lookup_pool pool_;
 };
 
 }  // namespace events

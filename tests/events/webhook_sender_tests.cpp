@@ -222,3 +222,81 @@ TEST(webhook_sender, the_systems_resolver_finds_localhost) {
   ASSERT_FALSE(found.addresses.empty());
   for (const auto& a : found.addresses) EXPECT_TRUE(a == "127.0.0.1" || a == "::1") << a;
 }
+
+// A new endpoint's host (events::destination_judge): a name that does not resolve within the wait
+// is refused then, without waiting for the lookup, whose late answer goes nowhere; once the name
+// answers, it is judged by its addresses.
+TEST(destination_judge, a_name_that_does_not_resolve_in_time_is_refused_then) {
+  held_lookup names;
+  const release_on_exit guard{names};
+  auto judge =
+      std::make_shared<events::destination_judge>([&names](const std::string& host) { return names(host); }, 1, 50ms);
+
+  const auto slow = judge->refused("slow.test", true);
+  ASSERT_TRUE(slow.has_value());
+  EXPECT_NE(slow->find("did not resolve within 50 ms"), std::string::npos) << *slow;
+  EXPECT_EQ(names.lookups("slow.test"), 1);
+
+  names.release();
+  // The same name again: its first lookup's answer, or a lookup of its own, but an answer.
+  EXPECT_EQ(judge->refused("slow.test", true), std::nullopt);
+  const auto loopback = judge->refused("slow.test", false);
+  ASSERT_TRUE(loopback.has_value());
+  EXPECT_NE(loopback->find("resolves to 127.0.0.1, a loopback address"), std::string::npos) << *loopback;
+}
+
+// Every address counts: one private address among public ones refuses the name; a name that does
+// not resolve says why; IP literals are judged without a lookup.
+TEST(destination_judge, every_address_of_the_host_is_judged) {
+  std::mutex mutex;
+  std::map<std::string, int> looked_up;
+  auto judge = std::make_shared<events::destination_judge>(
+      [&](const std::string& host) -> events::host_addresses {
+        {
+          std::lock_guard lock(mutex);
+          ++looked_up[host];
+        }
+        if (host == "mixed.test") return {{"93.184.216.34", "10.1.2.3"}, {}};
+        if (host == "public.test") return {{"93.184.216.34", "2606:2800:220:1::1"}, {}};
+        return {{}, "Name or service not known"};
+      },
+      2, k_long_enough);
+
+  const auto mixed = judge->refused("mixed.test", false);
+  ASSERT_TRUE(mixed.has_value());
+  EXPECT_NE(mixed->find("resolves to 10.1.2.3, a private address"), std::string::npos) << *mixed;
+  EXPECT_EQ(judge->refused("public.test", false), std::nullopt);
+  EXPECT_EQ(judge->refused("nowhere.test", true), "the host nowhere.test does not resolve (Name or service not known)");
+
+  EXPECT_EQ(judge->refused("93.184.216.34", false), std::nullopt);
+  const auto literal = judge->refused("127.0.0.1", false);
+  ASSERT_TRUE(literal.has_value());
+  EXPECT_NE(literal->find("resolves to 127.0.0.1, a loopback address"), std::string::npos) << *literal;
+  EXPECT_EQ(judge->refused("127.0.0.1", true), std::nullopt);
+  std::lock_guard lock(mutex);
+  EXPECT_EQ(looked_up.count("93.184.216.34") + looked_up.count("127.0.0.1"), 0U);
+}
+
+// At most `at_once` judgements are admitted at a time; a place frees when its ticket goes, and a
+// ticket keeps the judge alive after its owner has let it go.
+TEST(destination_judge, at_most_so_many_judgements_at_once) {
+  auto judge = std::make_shared<events::destination_judge>(
+      [](const std::string&) {
+        return events::host_addresses{{"93.184.216.34"}, {}};
+      },
+      2, k_long_enough);
+  auto first = judge->admit();
+  auto second = judge->admit();
+  ASSERT_NE(first, nullptr);
+  ASSERT_NE(second, nullptr);
+  EXPECT_EQ(judge->admit(), nullptr);
+  first.reset();
+  auto third = judge->admit();
+  ASSERT_NE(third, nullptr);
+  EXPECT_EQ(judge->admit(), nullptr);
+
+  judge.reset();
+  EXPECT_EQ(third->refused("public.test", false), std::nullopt);
+  second.reset();
+  EXPECT_NE(third->admit(), nullptr);
+}
