@@ -9,13 +9,13 @@ namespace {
 // account, a shard counted as its parent: the payer is the one account that paid (negative), the
 // payee the user account that was paid, fee_revenue the system account that was paid. The payee's owner comes with it.
 constexpr const char* k_payment_sql =
-    "SELECT COALESCE(a.parent_id, a.id), m.kind, m.owner_id, e.currency, sum(e.amount)::bigint"
+    "SELECT COALESCE(a.parent_id, a.id), m.kind, m.owner_id, e.currency, sum(e.amount)::bigint, j.id::text"
     "  FROM journal_transaction j"
     "  JOIN ledger_entry e ON e.transaction_id = j.id"
     "  JOIN account a ON a.id = e.account_id"
     "  JOIN account m ON m.id = COALESCE(a.parent_id, a.id)"
     " WHERE j.id = $1::uuid AND j.type IN ('TRANSFER', 'CAPTURE')"
-    " GROUP BY 1, 2, 3, 4";
+    " GROUP BY 1, 2, 3, 4, 6";
 
 // A payment whose fee took all of it made no entry on its payee: its flow named the payee in the
 // journal row's metadata ("payeeId"), as it does for every payment with a fee leg.
@@ -44,7 +44,8 @@ std::optional<payment_record> find_payment(pqxx::connection& conn, const std::st
   auto rows = txn.exec_params(k_payment_sql, transaction_id);
   if (rows.empty()) return std::nullopt;
   payment_record p;
-  p.transaction_id = transaction_id;
+  // As the journal writes it (lower case): the writer files refund totals under that text.
+  p.transaction_id = rows[0][5].as<std::string>();
   for (const auto& row : rows) {
     const auto account = row[0].as<std::int64_t>();
     const auto kind = row[1].as<std::string>();

@@ -6,6 +6,7 @@
 #include "http/crypto.hpp"
 #include "http/handlers/handlers.hpp"
 #include "http/presenters.hpp"
+#include "http/url.hpp"
 
 namespace api::handlers {
 namespace {
@@ -39,9 +40,11 @@ void set_fees(handler_support& s, const exchange_ptr& ex, const principal& who, 
 }
 
 // A refund of payment `id`: {"amount"?}; the amount defaults to all that is left of the payment.
-void refund(handler_support& s, const exchange_ptr& ex, const principal& who, const std::string& id) {
+void refund(handler_support& s, const exchange_ptr& ex, const principal& who, const std::string& text) {
+  // One spelling of the id (the journal's, lower case) for the writer's refund totals and the hash.
+  const auto id = canonical_uuid(text);
   actors::payment_refund_command cmd;
-  if (!open_amount_command(s, ex, who, id, "transfer " + id + " was not found", cmd)) return;
+  if (!open_amount_command(s, ex, who, id, "transfer " + text + " was not found", cmd)) return;
   cmd.transfer_id = id;
   cmd.request_hash = sha256_hex("transfer_refund\n" + id + "\n" + (cmd.amount ? std::to_string(*cmd.amount) : "rest"));
   s.service.refund_payment(std::move(cmd),

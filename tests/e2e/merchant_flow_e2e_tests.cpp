@@ -9,6 +9,7 @@
 #include <boost/json/serialize.hpp>
 
 #include <atomic>
+#include <cctype>
 #include <map>
 #include <mutex>
 #include <set>
@@ -321,6 +322,41 @@ TEST_F(MerchantFlowE2E, OnlyThePayeesOwnerOrAnOperatorRefunds) {
   EXPECT_EQ(r.status, 201) << r.body;
   EXPECT_EQ(ts::balance(c, shop.key, m), 0);
   EXPECT_EQ(ts::balance(c, alice.key, a), 1'005);
+}
+
+// A payment's id is a UUID, whatever case it is written in: refunds naming it in upper case count
+// against the same payment as those in lower case (one total, never past the payment), and the
+// same Idempotency-Key with the id in either case replays the first answer.
+TEST_F(MerchantFlowE2E, ARefundNamesItsPaymentInEitherCase) {
+  ts::http_client c(port());
+  const auto [alice, a] = account_of(c);
+  const auto [shop, m] = account_of(c, "merchant");
+  ts::deposit(c, op(), a, 1'000);
+  const auto payment = paid(c, alice.key, a, m, 1'000);
+  std::string upper = payment;
+  for (auto& ch : upper) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  ASSERT_NE(upper, payment);
+
+  auto r = refund(c, shop.key, payment, R"({"amount":300})");
+  ASSERT_EQ(r.status, 201) << r.body;
+  const std::string key = ts::unique_key("upper");
+  r = refund(c, shop.key, upper, R"({"amount":200})", key);
+  ASSERT_EQ(r.status, 201) << r.body;
+  EXPECT_EQ(str(r.json().as_object().at("transferId")), payment);
+  auto again = refund(c, shop.key, payment, R"({"amount":200})", key);
+  EXPECT_EQ(again.status, 201) << again.body;
+  EXPECT_EQ(again.body, r.body);
+  r = refund(c, shop.key, upper, R"({"amount":501})");
+  EXPECT_EQ(r.status, 422) << r.body;
+  EXPECT_EQ(str(r.json().as_object().at("code")), "refund_exceeds_payment");
+  r = refund(c, shop.key, upper, "");
+  ASSERT_EQ(r.status, 201) << r.body;
+  EXPECT_EQ(str(r.json().as_object().at("amount")), "500");
+  EXPECT_EQ(ts::query_value("SELECT refunded FROM payment_refund_total WHERE transaction_id = '" + payment + "'"),
+            "1000");
+  EXPECT_EQ(ts::balance(c, alice.key, a), 1'000);
+  EXPECT_EQ(ts::balance(c, shop.key, m), 0);
+  EXPECT_TRUE(ts::reconciliation_ok(c, op()));
 }
 
 // Refunds racing for one payment never exceed it: of eight concurrent refunds of 300 of a payment
