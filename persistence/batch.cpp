@@ -75,9 +75,11 @@ constexpr const char* k_find_reversals_sql =
 constexpr const char* k_lock_adjustments = "posting_lock_adjustments";
 constexpr const char* k_lock_adjustments_sql =
     "SELECT id::text, status, requested_by FROM adjustment WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE";
+// Expiry is judged when the quote's lock is held (clock_timestamp), not when the transaction began
+// (now): the writer may have waited for account rows in between.
 constexpr const char* k_lock_quotes = "posting_lock_quotes";
 constexpr const char* k_lock_quotes_sql =
-    "SELECT id::text, transaction_id IS NOT NULL, expires_at <= now() FROM fx_quote"
+    "SELECT id::text, transaction_id IS NOT NULL, expires_at <= clock_timestamp() FROM fx_quote"
     "  WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE";
 constexpr const char* k_find_payments = "posting_find_payments";
 constexpr const char* k_find_payments_sql =

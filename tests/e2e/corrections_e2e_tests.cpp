@@ -686,4 +686,61 @@ TEST_F(ExpiringQuotesE2E, AnExpiredQuoteIsRefused) {
             "t");
 }
 
+// A fixture whose quotes expire after 500 ms: long enough for an exchange to pass its flow's check
+// and reach the writer before the quote expires, shorter than the writer's lock_timeout.
+class SlowlyExpiringQuotesE2E : public ts::shared_server_test<SlowlyExpiringQuotesE2E> {
+ public:
+  static ts::server_process::options options() {
+    auto o = ts::shared_server_test<SlowlyExpiringQuotesE2E>::options();
+    o.env["WALLET_LEDGER_FX_QUOTE_TTL_MS"] = "500";
+    return o;
+  }
+};
+
+// The writer judges a quote's expiry when it holds the quote's lock, not when its transaction
+// began: an exchange whose writer waited for a row past the quote's expiry is 422 quote_expired.
+// The payer's row is held until the writer waits for it and the quote has expired by the
+// database's clock. An exchange that is refused before it reaches the writer (a slow moment: the
+// quote expired first) proves nothing, and is tried again with a new quote.
+TEST_F(SlowlyExpiringQuotesE2E, TheWriterJudgesAQuotesExpiryUnderItsLock) {
+  ts::http_client c(port());
+  const auto alice = ts::create_principal(c, op());
+  const auto eur = ts::create_account(c, op(), alice.id, "EUR");
+  const auto chf = ts::create_account(c, op(), alice.id, "CHF");
+  ts::deposit(c, op(), eur, 1'000);
+  auto r = c.request("PUT", "/v1/fx/rates/EUR/CHF", R"({"rate":"0.93","source":"x"})",
+                     {{"Authorization", "Bearer " + op()}, {"Content-Type", "application/json"}});
+  ASSERT_EQ(r.status, 200) << r.body;
+
+  bool writer_waited = false;
+  for (int attempt = 0; attempt < 10 && !writer_waited; ++attempt) {
+    r = c.post("/v1/fx/quotes", alice.key,
+               R"({"fromAccountId":)" + std::to_string(eur) + R"(,"toAccountId":)" + std::to_string(chf) +
+                   R"(,"amount":1000})");
+    ASSERT_EQ(r.status, 201) << r.body;
+    const auto id = field(r, "id");
+    ts::account_lock lock({eur});
+    ts::response answer;
+    std::thread exchange([&] {
+      ts::http_client own(port());
+      answer = own.post("/v1/exchanges", alice.key, R"({"quoteId":")" + id + R"("})", ts::unique_key("waits"));
+    });
+    writer_waited =
+        ts::eventually([&] { return lock.waiters() > 0; }, std::chrono::seconds(5), std::chrono::milliseconds(5));
+    if (writer_waited) {
+      EXPECT_TRUE(ts::eventually([&] {
+        return ts::query_value("SELECT expires_at <= clock_timestamp() FROM fx_quote WHERE id = " +
+                               ts::sql_literal(id) + "::uuid") == "t";
+      }));
+    }
+    lock.release();
+    exchange.join();
+    ASSERT_EQ(answer.status, 422) << answer.body;
+    EXPECT_EQ(code(answer), "quote_expired");
+  }
+  ASSERT_TRUE(writer_waited) << "no exchange reached the writer before its quote expired";
+  EXPECT_EQ(ts::balance(c, alice.key, eur), 1'000);
+  EXPECT_EQ(ts::balance(c, alice.key, chf), 0);
+}
+
 }  // namespace
