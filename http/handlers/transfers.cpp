@@ -76,7 +76,10 @@ std::int64_t batch_integer(const boost::json::value* v, const std::string& name,
 }
 
 void answer_batch(handler_support& s, const exchange_ptr& ex, const principal& who, const actors::money_result& r) {
-  if (r.outcome == ledger::error_code::ok || !r.item_index) return s.answer_money(ex, who.id, r);
+  // A batch refused because another node holds a payer's partition goes to that node, whole.
+  if (r.outcome == ledger::error_code::ok || !r.item_index || s.forwardable(ex, r)) {
+    return s.answer_money(ex, who.id, r);
+  }
   if (r.outcome == ledger::error_code::not_found) s.count_unknown_account(who);
   // The problem names the item that decided it: its `index`, besides the sentence.
   auto rep = problem_reply(problem_for(r.outcome, r.detail, r.retry_after_s), ex->request_id);

@@ -208,6 +208,31 @@ TEST_F(two_nodes_with_a_small_allowance, forwarded_requests_do_not_share_one_all
   EXPECT_GE(metric_value(node(0).port(), "wallet_cluster_forwarded_requests_total"), 10);
 }
 
+// A batch whose payer's partition the other node holds is forwarded there, atomic or not, and
+// answered as the holder answers it; a replay through either node is the same answer.
+TEST_F(two_nodes, a_batch_reaches_the_holder_of_its_payers_partition) {
+  http_client ca(a().port()), cb(b().port());
+  const auto [user, payee, payer] = payer_held_by(ca, 1, 1'000);
+  ASSERT_NE(payer, 0);
+  const auto items = "[" + transfer_body(payer, payee, 100) + "," + transfer_body(payer, payee, 200) + "]";
+  for (const bool atomic : {true, false}) {
+    const auto key = unique_key(atomic ? "atomic" : "plain");
+    const auto body = std::string(R"({"atomic":)") + (atomic ? "true" : "false") + R"(,"transfers":)" + items + "}";
+    const auto forwarded_before = metric_value(a().port(), "wallet_cluster_forwarded_requests_total");
+    auto first = ca.post("/v1/transfers/batch", user.key, body, key);
+    ASSERT_EQ(first.status, 201) << "atomic " << atomic << ": " << first.body;
+    EXPECT_GT(metric_value(a().port(), "wallet_cluster_forwarded_requests_total"), forwarded_before);
+    const auto results = first.json().as_object().at("results").as_array();
+    ASSERT_EQ(results.size(), 2u);
+    for (const auto& item : results) EXPECT_EQ(item.as_object().at("status").as_int64(), 201) << first.body;
+    auto again = cb.post("/v1/transfers/batch", user.key, body, key);
+    EXPECT_EQ(again.status, 201) << again.body;
+    EXPECT_EQ(again.body, first.body);
+  }
+  EXPECT_EQ(balance(ca, user.key, payer), 400);
+  EXPECT_EQ(balance(cb, user.key, payee), 600);
+}
+
 TEST_F(two_nodes, concurrent_debits_through_both_nodes_spend_exactly_what_the_account_holds) {
   http_client setup(a().port());
   const auto op = a().operator_key();
