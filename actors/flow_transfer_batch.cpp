@@ -107,6 +107,7 @@ class transfer_batch_flow : public std::enable_shared_from_this<transfer_batch_f
     keys_.push_back(command_.idempotency_key);
     for (std::size_t i = 1; i < n; ++i) keys_.push_back("batch/" + std::to_string(i) + "/" + command_.item_key_base);
     results_.resize(n);
+    fences_.resize(n);
     settled_.assign(n, 0);
     recheck_.assign(n, 0);
   }
@@ -373,6 +374,7 @@ class transfer_batch_flow : public std::enable_shared_from_this<transfer_batch_f
           continue;
         }
         run.committed.push_back(k);
+        fences_[run.indices[k]] = d.postings[k].fence;
         to_commit.postings.push_back(std::move(d.postings[k]));
       }
       run.to_commit = std::move(to_commit);
@@ -598,22 +600,34 @@ class transfer_batch_flow : public std::enable_shared_from_this<transfer_batch_f
       return finish_(std::move(out));
     }
     persistence::stored_batch answer{command_.request_hash, ledger::receipt_status, std::move(body)};
+    // The refusals that a later decision could overturn are stored only while their node still
+    // holds the leases they were decided under.
+    std::vector<persistence::lease_fence> fences;
+    for (std::size_t i = 0; i < results_.size(); ++i) {
+      if (fences_[i] && may_hide_a_commit(results_[i].outcome)) fences.push_back(*fences_[i]);
+    }
     auto self = shared_from_this();
-    core_.readers->read<persistence::stored_batch>(
-        [self, answer](pqxx::connection& conn) {
+    core_.readers->read<std::optional<persistence::stored_batch>>(
+        [self, answer, fences = std::move(fences)](pqxx::connection& conn) {
           return persistence::store_transfer_batch(conn, self->command_.principal, self->command_.idempotency_key,
-                                                   answer, static_cast<int>(self->command_.items.size()));
+                                                   answer, static_cast<int>(self->command_.items.size()), fences);
         },
-        [self](query_result<persistence::stored_batch> r) {
+        [self](query_result<std::optional<persistence::stored_batch>> r) {
           if (r.outcome != ledger::error_code::ok) {
             return self->finish_(unavailable(ledger::error_code::outcome_unknown,
                                              "the batch's answer could not be stored; retry with the same "
                                              "Idempotency-Key: the transfers that committed are not repeated"));
           }
-          if (r.value.request_hash != self->command_.request_hash) return self->finish_(key_reused());
+          if (!r.value) {
+            return self->finish_(unavailable(ledger::error_code::not_partition_owner,
+                                             "this node lost a payer's partition before the batch's answer was "
+                                             "stored; retry with the same Idempotency-Key: the transfers that "
+                                             "committed are not repeated"));
+          }
+          if (r.value->request_hash != self->command_.request_hash) return self->finish_(key_reused());
           money_result out;
-          out.status = r.value.status;
-          out.body = std::move(r.value.body);
+          out.status = r.value->status;
+          out.body = std::move(r.value->body);
           self->finish_(std::move(out));
         });
   }
@@ -632,6 +646,8 @@ class transfer_batch_flow : public std::enable_shared_from_this<transfer_batch_f
   finish_fn finish_;
   std::vector<std::string> keys_;
   std::vector<money_result> results_;
+  // The lease each item sent to its writer was decided under (cluster mode), for storing refusals.
+  std::vector<std::optional<persistence::lease_fence>> fences_;
   std::vector<char> settled_;  // items answered already (not vector<bool>: written from several threads)
   std::vector<char> recheck_;  // items an actor refused that are looked up once more before the answer
   std::mutex mutex_;           // the countdowns and what they collect

@@ -2,6 +2,9 @@
 
 #include <pqxx/pqxx>
 
+#include <map>
+#include <utility>
+
 #include "persistence/database.hpp"
 
 namespace persistence {
@@ -23,12 +26,19 @@ constexpr const char* k_store_batch_sql =
     "INSERT INTO transfer_batch (principal_id, idempotency_key, request_hash, items, response_status, response_body)"
     " VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (principal_id, idempotency_key) DO NOTHING";
 
+// The leases of the refusals a stored answer holds, as the writer's fence reads them.
+constexpr const char* k_lock_leases = "transfer_batch_lock_leases";
+constexpr const char* k_lock_leases_sql =
+    "SELECT partition, COALESCE(node_id, ''), epoch FROM partition_lease"
+    "  WHERE partition = ANY($1::int[]) ORDER BY partition FOR SHARE";
+
 // Defined on first use (defining a statement libpqxx knows already, with the same text, does
 // nothing), as in settlements.cpp: most connections never serve a batch.
 void prepare(pqxx::connection& conn) {
   conn.prepare(k_find_batch, k_find_batch_sql);
   conn.prepare(k_find_items, k_find_items_sql);
   conn.prepare(k_store_batch, k_store_batch_sql);
+  conn.prepare(k_lock_leases, k_lock_leases_sql);
 }
 
 std::optional<stored_batch> read_batch(pqxx::transaction_base& txn, ledger::principal_id principal,
@@ -56,10 +66,23 @@ batch_lookup find_transfer_batch(pqxx::connection& conn, ledger::principal_id pr
   return out;
 }
 
-stored_batch store_transfer_batch(pqxx::connection& conn, ledger::principal_id principal, const std::string& key,
-                                  const stored_batch& answer, int items) {
+std::optional<stored_batch> store_transfer_batch(pqxx::connection& conn, ledger::principal_id principal,
+                                                 const std::string& key, const stored_batch& answer, int items,
+                                                 const std::vector<lease_fence>& fences) {
   prepare(conn);
   pqxx::work txn(conn);
+  if (!fences.empty()) {
+    std::vector<std::int64_t> partitions;
+    for (const auto& f : fences) partitions.push_back(f.partition);
+    std::map<int, std::pair<std::string, std::int64_t>> holders;
+    for (const auto& row : txn.exec_prepared(k_lock_leases, pg_array(partitions))) {
+      holders[row[0].as<int>()] = {row[1].as<std::string>(), row[2].as<std::int64_t>()};
+    }
+    for (const auto& f : fences) {
+      const auto it = holders.find(f.partition);
+      if (it == holders.end() || it->second.first != f.node_id || it->second.second != f.epoch) return std::nullopt;
+    }
+  }
   txn.exec_prepared0(k_store_batch, principal, key, answer.request_hash, items, answer.status, answer.body);
   auto stored = read_batch(txn, principal, key);
   txn.commit();

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ledger/types.hpp"
+#include "persistence/batch.hpp"
 #include "persistence/history.hpp"
 
 #include "persistence/pqxx_fwd.hpp"
@@ -36,8 +37,14 @@ batch_lookup find_transfer_batch(pqxx::connection& conn, ledger::principal_id pr
                                  const std::vector<std::string>& item_keys);
 
 // Stores the answer of a batch; when another request stored one for the same key first, that one
-// is returned instead (the caller answers with what is stored).
-stored_batch store_transfer_batch(pqxx::connection& conn, ledger::principal_id principal, const std::string& key,
-                                  const stored_batch& answer, int items);
+// is returned instead (the caller answers with what is stored). `fences` (cluster mode): the leases
+// under which the writer refused items that a later decision could commit (insufficient funds, an
+// inactive account). The answer is stored only while each of them still names its node at its
+// epoch, checked under the lease rows' locks (FOR SHARE, as the writer's fence): a node that lost
+// a payer's partition since must not store a refusal that the partition's new holder may have
+// overturned already. nullopt then, and nothing is stored.
+std::optional<stored_batch> store_transfer_batch(pqxx::connection& conn, ledger::principal_id principal,
+                                                 const std::string& key, const stored_batch& answer, int items,
+                                                 const std::vector<lease_fence>& fences = {});
 
 }  // namespace persistence

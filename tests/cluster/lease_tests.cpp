@@ -26,6 +26,7 @@
 #include "persistence/database.hpp"
 #include "persistence/leases.hpp"
 #include "persistence/migrations.hpp"
+#include "persistence/transfer_batches.hpp"
 #include "tests/support/connections.hpp"
 #include "tests/support/support.hpp"
 
@@ -377,6 +378,54 @@ TEST_F(leases, the_writer_commits_a_fenced_debit_only_under_the_current_lease) {
   by_b.fence->node_id = b;
   EXPECT_EQ(persistence::commit_batch(*app_, {by_b}).outcomes.at(0).outcome, ledger::error_code::ok);
   EXPECT_EQ(int_of("SELECT balance FROM account WHERE id = " + std::to_string(payer)), 800);
+  a.keeper->stop();
+}
+
+// A batch's stored answer holds refusals that the payer's partition holder decided; once the
+// partition changed hands, the new holder may have committed them since, so the old holder stores
+// nothing (docs/money-flows.md, batches; docs/scaling.md).
+TEST_F(leases, a_batch_answer_is_stored_only_under_the_leases_of_its_refusals) {
+  auto a = make_node(unique_key("a"));
+  a.keeper->round();
+  const auto principal = int_of("INSERT INTO principal (name, role) VALUES (" + sql_literal(unique_key("store")) +
+                                ", 'user') RETURNING id");
+  const auto account = int_of("INSERT INTO account (owner_id, currency, kind) VALUES (" + std::to_string(principal) +
+                              ", 'XTS', 'user') RETURNING id");
+  const auto lease = a.owned->lease_for(account);
+  ASSERT_TRUE(lease.has_value());
+  const persistence::lease_fence current{lease->partition, lease->epoch, a.owned->node_id()};
+  const persistence::stored_batch answer{"hash", 201, R"({"results":[]})"};
+  auto stored = [&](const std::string& key) {
+    return int_of("SELECT count(*) FROM transfer_batch WHERE principal_id = " + std::to_string(principal) +
+                  " AND idempotency_key = " + sql_literal(key));
+  };
+
+  const auto kept = unique_key("kept");
+  const auto under_current = persistence::store_transfer_batch(*app_, principal, kept, answer, 2, {current});
+  ASSERT_TRUE(under_current.has_value());
+  EXPECT_EQ(under_current->body, answer.body);
+  EXPECT_EQ(stored(kept), 1);
+
+  // The partition changes hands (b at epoch + 1): a's answer decided under the old epoch is not
+  // stored, nor one naming the right epoch under another node's name.
+  const std::string b = unique_key("b");
+  exec_owner("UPDATE partition_lease SET node_id = " + sql_literal(b) +
+             ", epoch = epoch + 1, expires_at = now() + interval '1 minute' WHERE partition = " +
+             std::to_string(lease->partition));
+  const auto late = unique_key("late");
+  EXPECT_FALSE(persistence::store_transfer_batch(*app_, principal, late, answer, 2, {current}).has_value());
+  persistence::lease_fence wrong_node = current;
+  wrong_node.epoch = lease->epoch + 1;
+  EXPECT_FALSE(persistence::store_transfer_batch(*app_, principal, late, answer, 2, {wrong_node}).has_value());
+  EXPECT_EQ(stored(late), 0);
+  // b's own answer, and one with no refusal to fence, are stored.
+  persistence::lease_fence by_b = wrong_node;
+  by_b.node_id = b;
+  EXPECT_TRUE(persistence::store_transfer_batch(*app_, principal, late, answer, 2, {by_b}).has_value());
+  EXPECT_EQ(stored(late), 1);
+  const auto unfenced = unique_key("unfenced");
+  EXPECT_TRUE(persistence::store_transfer_batch(*app_, principal, unfenced, answer, 2).has_value());
+  EXPECT_EQ(stored(unfenced), 1);
   a.keeper->stop();
 }
 
