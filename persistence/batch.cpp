@@ -495,6 +495,11 @@ batch_result commit_once(pqxx::connection& conn, const std::vector<posting_reque
 
   pqxx::work txn(conn);
 
+  // 0. In cluster mode, the leases its debits were decided under, before any account row in every
+  // attempt (the unlocked one locks its rows only at the write): a renewal locks lease rows alone,
+  // so no writer then waits for a lease while it holds a row another writer waits for.
+  const auto lease_holders = lock_leases(txn, requests, indices);
+
   // 1. Read every row the postings touch, locked in ascending id order. This comes before the key
   // lookup on purpose: a key committed by another server (or by an earlier COMMIT whose outcome
   // was unknown here) was committed under the same debit row's lock, so once we hold it, such a
@@ -546,8 +551,6 @@ batch_result commit_once(pqxx::connection& conn, const std::vector<posting_reque
   // ... and the flow rows (deposits, withdrawals) the postings check.
   flow_states flows = lock_flow_rows(txn, requests, indices);
   hold_states holds = lock_hold_rows(txn, requests, indices);
-  // ... and, in cluster mode, the leases its debits were decided under.
-  const auto lease_holders = lock_leases(txn, requests, indices);
 
   // 2. Idempotency keys already committed: their stored answer is the answer.
   std::vector<bool> committed_before(requests.size(), false);

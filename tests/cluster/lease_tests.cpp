@@ -381,6 +381,65 @@ TEST_F(leases, the_writer_commits_a_fenced_debit_only_under_the_current_lease) {
   a.keeper->stop();
 }
 
+// Every writer attempt locks its leases before any account row, as the unlocked attempt's write
+// does, so that no writer holds an account row while it waits for a lease a renewal has locked
+// (a renewal, a writer holding a lease and waiting for a row, and a writer holding that row and
+// waiting for the lease would deadlock). A locked attempt (an atomic batch) that waits for its
+// lease holds no row of the payer meanwhile.
+TEST_F(leases, a_writer_waiting_for_its_lease_holds_no_account_row) {
+  auto a = make_node(unique_key("a"));
+  a.keeper->round();
+  const auto principal = int_of("INSERT INTO principal (name, role) VALUES (" + sql_literal(unique_key("order")) +
+                                ", 'user') RETURNING id");
+  const auto clearing = persistence::ensure_clearing_account(*app_, "XTS");
+  auto new_account = [&] {
+    return int_of("INSERT INTO account (owner_id, currency, kind) VALUES (" + std::to_string(principal) +
+                  ", 'XTS', 'user') RETURNING id");
+  };
+  const auto payer = new_account(), payee = new_account();
+  persistence::prepare_posting_statements(*app_);
+  auto request = [&](ledger::posting p) {
+    persistence::posting_request r;
+    r.posting = std::move(p);
+    r.transaction_id = text_of("SELECT gen_random_uuid()::text");
+    r.principal = principal;
+    r.idempotency_key = unique_key("k");
+    r.request_hash = r.idempotency_key;
+    return r;
+  };
+  ASSERT_EQ(persistence::commit_batch(*app_, {request(ledger::flows::deposit(clearing, payer, payer, 1'000, "XTS"))})
+                .outcomes.at(0)
+                .outcome,
+            ledger::error_code::ok);
+  const auto lease = a.owned->lease_for(payer);
+  ASSERT_TRUE(lease.has_value());
+  auto debit = request(ledger::flows::transfer(payer, payee, payee, 100, "XTS"));
+  debit.fence = persistence::lease_fence{lease->partition, lease->epoch, a.owned->node_id()};
+
+  // The lease row locked as a renewal locks it.
+  auto renewal_connection = persistence::connect(options_for(test_support::owner_database_url(), k_application_name));
+  pqxx::work renewal(*renewal_connection);
+  renewal.exec("SELECT 1 FROM partition_lease WHERE partition = " + std::to_string(lease->partition) + " FOR UPDATE");
+  const auto renewal_pid = renewal_connection->backendpid();
+  auto committed = std::async(std::launch::async, [&] { return persistence::commit_atomic(*app_, {debit}); });
+  ASSERT_TRUE(test_support::eventually([&] {
+    return int_of("SELECT count(*) FROM pg_stat_activity WHERE " + std::to_string(renewal_pid) +
+                  " = ANY(pg_blocking_pids(pid))") > 0;
+  })) << "the writer never waited for the lease";
+  // While the writer waits, the payer's row is free.
+  {
+    pqxx::work other(*owner_);
+    EXPECT_NO_THROW(other.exec("SELECT id FROM account WHERE id = " + std::to_string(payer) + " FOR UPDATE NOWAIT"));
+    other.abort();
+  }
+  renewal.abort();
+  const auto result = committed.get();
+  EXPECT_FALSE(result.refused_at.has_value());
+  EXPECT_EQ(result.outcomes.at(0).outcome, ledger::error_code::ok);
+  EXPECT_EQ(int_of("SELECT balance FROM account WHERE id = " + std::to_string(payer)), 900);
+  a.keeper->stop();
+}
+
 // A batch's stored answer holds refusals that the payer's partition holder decided; once the
 // partition changed hands, the new holder may have committed them since, so the old holder stores
 // nothing (docs/money-flows.md, batches; docs/scaling.md).
