@@ -4,6 +4,7 @@
 #include <caf/io/middleman.hpp>
 #include <spdlog/spdlog.h>
 
+#include <charconv>
 #include <stdexcept>
 #include <unordered_map>
 #include <vector>
@@ -39,15 +40,30 @@ header_list unflatten(const std::vector<std::string>& flat) {
 
 using reply_promise = caf::typed_response_promise<std::int32_t, std::vector<std::string>, std::string, std::string>;
 
+// The bound a forwarding node sent with a request (taken out of its headers), or `fallback`.
+std::chrono::milliseconds take_bound(header_list& headers, std::chrono::milliseconds fallback) {
+  for (auto it = headers.begin(); it != headers.end(); ++it) {
+    if (it->first != cluster_link::k_bound_header) continue;
+    std::int64_t ms = 0;
+    const auto& text = it->second;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), ms);
+    headers.erase(it);
+    if (ec == std::errc() && end == text.data() + text.size() && ms > 0) return std::chrono::milliseconds(ms);
+    return fallback;
+  }
+  return fallback;
+}
+
 struct ingress_state {
   std::uint64_t next_id = 0;
   std::unordered_map<std::uint64_t, reply_promise> waiting;
   static inline const char* name = "cluster_ingress";
 };
 
-caf::behavior ingress(caf::stateful_actor<ingress_state>* self, forward_handler serve) {
+caf::behavior ingress(caf::stateful_actor<ingress_state>* self, forward_handler serve,
+                      std::chrono::milliseconds fallback) {
   return {
-      [self, serve](
+      [self, serve, fallback](
           forward_atom, std::string method, std::string target, std::vector<std::string> headers, std::string body,
           std::string request_id) -> caf::result<std::int32_t, std::vector<std::string>, std::string, std::string> {
         auto promise = self->make_response_promise<std::int32_t, std::vector<std::string>, std::string, std::string>();
@@ -55,6 +71,9 @@ caf::behavior ingress(caf::stateful_actor<ingress_state>* self, forward_handler 
         self->state.waiting.emplace(id, promise);
         forwarded_request request{std::move(method), std::move(target), std::move(request_id), std::move(body),
                                   unflatten(headers)};
+        request.bound = take_bound(request.headers, fallback);
+        // The forwarding node stops waiting then: an answer that never comes holds nothing here.
+        self->delayed_send(self, request.bound, expire_atom::value, id);
         // The routes answer on any thread: the answer comes back here as a message, and the
         // promise is delivered from the actor's own context.
         serve(std::move(request), [me = caf::actor_cast<caf::actor>(self), id](forwarded_reply reply) {
@@ -68,6 +87,12 @@ caf::behavior ingress(caf::stateful_actor<ingress_state>* self, forward_handler 
         auto it = self->state.waiting.find(id);
         if (it == self->state.waiting.end()) return;
         it->second.deliver(status, std::move(headers), std::move(content_type), std::move(body));
+        self->state.waiting.erase(it);
+      },
+      [self](expire_atom, std::uint64_t id) {
+        auto it = self->state.waiting.find(id);
+        if (it == self->state.waiting.end()) return;
+        it->second.deliver(caf::make_error(caf::sec::request_timeout));
         self->state.waiting.erase(it);
       },
   };
@@ -104,10 +129,14 @@ struct forwarder_state {
 using forwarder_actor = caf::stateful_actor<forwarder_state>;
 
 void send_to(forwarder_actor* self, const std::string& address, const caf::actor& peer, forward_job job,
-             std::chrono::milliseconds bound) {
+             std::chrono::milliseconds fallback) {
   auto done = std::move(job.done);
   auto& r = job.request;
-  self->request(peer, bound, forward_atom::value, std::move(r.method), std::move(r.target), flatten(r.headers),
+  const auto bound = r.bound.count() > 0 ? r.bound : fallback;
+  auto headers = flatten(r.headers);
+  headers.emplace_back(cluster_link::k_bound_header);
+  headers.push_back(std::to_string(bound.count()));
+  self->request(peer, bound, forward_atom::value, std::move(r.method), std::move(r.target), std::move(headers),
                 std::move(r.body), std::move(r.request_id))
       .then(
           [done](std::int32_t status, std::vector<std::string> headers, std::string content_type, std::string body) {
@@ -182,7 +211,7 @@ caf::behavior forwarder(forwarder_actor* self, std::chrono::milliseconds bound) 
 cluster_link::cluster_link(caf::actor_system& system, std::shared_ptr<const cluster::ownership> owned,
                            forward_handler serve, std::chrono::milliseconds bound)
     : system_(system), owned_(std::move(owned)) {
-  ingress_ = system_.spawn(ingress, std::move(serve));
+  ingress_ = system_.spawn(ingress, std::move(serve), bound);
   forwarder_ = system_.spawn(forwarder, bound);
 }
 

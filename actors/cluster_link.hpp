@@ -8,6 +8,9 @@
 //
 //   ingress:   (forward_atom, method, target, headers, body, request_id)
 //                -> (int32 status, headers, content_type, body)
+//              The request's bound travels as one more header (k_bound_header, milliseconds), so
+//              that nodes of the previous and the next version still understand each other; the
+//              ingress gives up on a request after its bound (a node that sent none: the link's).
 //   forwarder: one local actor; it keeps a handle to each peer's ingress, connecting on first use
 //              on a detached actor (the middleman's connect blocks), and fails what waits for a
 //              peer that cannot be reached within the bound.
@@ -31,7 +34,11 @@ namespace actors {
 
 class cluster_link {
  public:
-  // `serve` answers what other nodes forward here; `bound` limits a forward (connect included).
+  // The header that carries a forwarded request's bound.
+  static constexpr const char* k_bound_header = "Wallet-Forward-Bound-Ms";
+
+  // `serve` answers what other nodes forward here; `bound` limits a forward (connect included)
+  // that names no bound of its own, and what this node serves of a peer's that names none.
   cluster_link(caf::actor_system& system, std::shared_ptr<const cluster::ownership> owned, forward_handler serve,
                std::chrono::milliseconds bound);
   ~cluster_link();

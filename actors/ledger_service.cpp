@@ -247,7 +247,8 @@ void ledger_service::start() {
           r.detail = "this node serves no forwarded requests";
           done(std::move(r));
         };
-    // A forward leaves the client's deadline a quarter for the answer to travel back.
+    // A forward names its own bound (what is left of its request's deadline, less a quarter for the
+    // answer to travel back); this one is for those that name none.
     const auto bound =
         std::chrono::milliseconds(std::max<std::int64_t>(1, d.settings.http.request_deadline_ms * 3 / 4));
     d.link = std::make_unique<cluster_link>(*d.core.system, d.ownership, std::move(serve), bound);

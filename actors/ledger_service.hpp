@@ -7,6 +7,7 @@
 // reader thread, so it must only hand the result over (e.g. asio::post to a strand).
 // This header is free of CAF and libpqxx on purpose: http/ includes it everywhere.
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -67,6 +68,9 @@ struct forwarded_request {
   std::string body;
   // Only the headers the routes read: Authorization, Idempotency-Key, Content-Type.
   std::vector<std::pair<std::string, std::string>> headers;
+  // How long the holder has for it (what is left of the request's own deadline, less the answer's
+  // way back); zero: the link's bound. The holder gives up on it after as long.
+  std::chrono::milliseconds bound{0};
 };
 struct forwarded_reply {
   bool delivered = false;  // false: the holder could not be reached within the bound (`detail`)

@@ -45,6 +45,9 @@ struct exchange {
   std::string wallet_signature;  // a provider event's Wallet-Signature header
   std::string client_address;    // the peer's IP address, for per-address limits
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
+  // By when (from `started`) it is answered, whatever the work behind it does: its route's
+  // deadline, or what a forwarding node left for it. Zero: not known (no forward bound is derived).
+  std::chrono::milliseconds deadline{0};
   std::string route = "unmatched";                                 // the route label for metrics
   std::atomic<std::int64_t> principal_id{0};                       // once authenticated
   std::vector<std::pair<std::string, std::string>> extra_headers;  // e.g. RateLimit, added to the reply

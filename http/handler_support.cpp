@@ -1,5 +1,8 @@
 #include "http/handler_support.hpp"
 
+#include <algorithm>
+#include <chrono>
+
 #include "http/url.hpp"
 
 namespace api {
@@ -94,6 +97,12 @@ void handler_support::forward(const exchange_ptr& ex, const actors::money_result
   if (ex->has_idempotency_key) request.headers.emplace_back("Idempotency-Key", ex->idempotency_key);
   if (!ex->content_type.empty()) request.headers.emplace_back("Content-Type", ex->content_type);
   if (!ex->wallet_signature.empty()) request.headers.emplace_back("Wallet-Signature", ex->wallet_signature);
+  // The holder has what is left of this request's deadline, less a quarter for the way back.
+  if (ex->deadline.count() > 0) {
+    const auto spent =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - ex->started);
+    request.bound = std::max(std::chrono::milliseconds(1), (ex->deadline - spent) * 3 / 4);
+  }
   ++stats.forwarded_requests;
   service.forward(refusal.partition, std::move(request), [this, ex, refusal](actors::forwarded_reply r) {
     if (!r.delivered) {

@@ -89,6 +89,7 @@ void routes::serve_forwarded(actors::forwarded_request request, std::function<vo
   ex->query = q == std::string::npos ? "" : ex->target.substr(q + 1);
   ex->body = std::move(request.body);
   ex->client_address = "cluster";
+  ex->deadline = request.bound;
   for (auto& [name, value] : request.headers) {
     if (name == "Authorization") {
       ex->authorization = std::move(value);

@@ -257,6 +257,7 @@ class session : public std::enable_shared_from_this<session> {
     };
     ++srv_.stats.inflight_requests;
     current_ = ex;
+    ex->deadline = std::chrono::milliseconds(limits_.deadline_ms);
     arm_deadline(ex);
     list();
     srv_.handle(ex);

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <csignal>
+#include <future>
 #include <map>
 #include <cstdio>
 #include <mutex>
@@ -21,6 +22,7 @@
 #include "cluster/ownership.hpp"
 #include "http/signature.hpp"
 #include "persistence/database.hpp"
+#include "tests/support/database.hpp"
 #include "tests/support/http_client.hpp"
 #include "tests/support/metrics.hpp"
 #include "tests/support/net.hpp"
@@ -149,6 +151,15 @@ class two_nodes_with_a_small_allowance : public cluster_test {
   }
 };
 
+// Two nodes whose requests have 2 s (but a batch's 30 s), and whose writers wait for a row up to a
+// minute.
+class two_nodes_with_short_deadlines : public cluster_test {
+ protected:
+  void SetUp() override {
+    start_nodes(2, {{"WALLET_HTTP_REQUEST_DEADLINE_MS", "2000"}, {"WALLET_DATABASE_LOCK_TIMEOUT_MS", "60000"}});
+  }
+};
+
 class three_nodes : public cluster_test {
  protected:
   void SetUp() override { start_nodes(3); }
@@ -231,6 +242,30 @@ TEST_F(two_nodes, a_batch_reaches_the_holder_of_its_payers_partition) {
   }
   EXPECT_EQ(balance(ca, user.key, payer), 400);
   EXPECT_EQ(balance(cb, user.key, payee), 600);
+}
+
+// A forward waits for what is left of its own route's deadline, not for three quarters of the
+// default one: a batch (whose route allows 30 s) that the holder's writer takes longer than the
+// default deadline to commit is answered by the holder, through the node that forwarded it. The
+// payer's row is held until the holder's writer has waited longer than that deadline.
+TEST_F(two_nodes_with_short_deadlines, a_forwarded_batch_has_its_routes_deadline) {
+  http_client ca(node(0).port());
+  const auto [user, payee, payer] = payer_held_by(ca, 1, 1'000);
+  ASSERT_NE(payer, 0);
+  const auto body = R"({"atomic":false,"transfers":[)" + transfer_body(payer, payee, 100) + "]}";
+  account_lock lock({payer});
+  auto answer = std::async(std::launch::async, [&] {
+    http_client c(node(0).port());
+    return c.post("/v1/transfers/batch", user.key, body, unique_key("slow"));
+  });
+  ASSERT_TRUE(eventually([&] { return lock.longest_wait() > 2'500ms; }, 20s, 50ms))
+      << "the holder's writer never waited for the payer's row";
+  lock.release();
+  const auto r = answer.get();
+  ASSERT_EQ(r.status, 201) << r.body;
+  EXPECT_EQ(r.json().as_object().at("results").as_array().at(0).as_object().at("status").as_int64(), 201);
+  EXPECT_GE(metric_value(node(0).port(), "wallet_cluster_forwarded_requests_total"), 1);
+  EXPECT_EQ(balance(ca, user.key, payer), 900);
 }
 
 TEST_F(two_nodes, concurrent_debits_through_both_nodes_spend_exactly_what_the_account_holds) {

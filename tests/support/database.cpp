@@ -69,6 +69,13 @@ account_lock::~account_lock() = default;
 
 int account_lock::waiters() const { return backends_blocked_by(impl_->backend_pid); }
 
+std::chrono::milliseconds account_lock::longest_wait() const {
+  return std::chrono::milliseconds(
+      std::stoll(query_value("SELECT COALESCE(max(extract(epoch FROM clock_timestamp() - waitstart) * 1000), 0)::bigint"
+                             "  FROM pg_locks WHERE NOT granted AND " +
+                             std::to_string(impl_->backend_pid) + " = ANY(pg_blocking_pids(pid))")));
+}
+
 void account_lock::release() { impl_->transaction.abort(); }
 
 }  // namespace test_support

@@ -3,6 +3,7 @@
 // Direct access to the shared test database, behind the server's back: the checks a test makes
 // (what the ledger holds, who waits on a lock) and the row locks it holds to stall the server.
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -36,6 +37,9 @@ class account_lock {
 
   // Backends waiting on these locks, directly or behind other waiters (backends_blocked_by).
   int waiters() const;
+  // How long the backend waiting longest on these locks directly has waited (zero: none waits),
+  // by the database's clock.
+  std::chrono::milliseconds longest_wait() const;
   // Locks more accounts in the same transaction, in the order given; blocks while another
   // transaction holds one of them (a deadlock PostgreSQL breaks shows here as an exception).
   void also_lock(const std::vector<std::int64_t>& accounts);
