@@ -17,6 +17,7 @@ key_change_outcome to_outcome(persistence::key_change c) {
     case persistence::key_change::done: return key_change_outcome::done;
     case persistence::key_change::no_principal: return key_change_outcome::no_principal;
     case persistence::key_change::provider_principal: return key_change_outcome::provider_principal;
+    case persistence::key_change::another_operator: return key_change_outcome::another_operator;
     case persistence::key_change::too_many_keys: return key_change_outcome::too_many_keys;
     case persistence::key_change::no_key: return key_change_outcome::no_key;
     case persistence::key_change::last_active_key: return key_change_outcome::last_active_key;

@@ -251,6 +251,7 @@ enum class key_change_outcome : std::uint8_t {
   done,
   no_principal,        // the principal does not exist
   provider_principal,  // a payment provider has no API keys
+  another_operator,    // an operator's keys are made by that operator only
   too_many_keys,       // the principal has auth.active_keys_max active keys already
   no_key,              // the principal has no key with that id
   last_active_key,     // a principal may not revoke its own last active key

@@ -97,8 +97,9 @@ bool is_reversible(transaction_type type) {
     case transaction_type::transfer:
     case transaction_type::capture:
     case transaction_type::deposit:
-    case transaction_type::adjustment:
     case transaction_type::exchange: return true;
+    // An adjustment is corrected by another adjustment, which takes two operators as it did: a
+    // reversal takes one.
     default: return false;
   }
 }

@@ -111,6 +111,12 @@ key_change_result create_key(pqxx::connection& conn, ledger::principal_id princi
     out.outcome = key_change::provider_principal;
     return out;
   }
+  // A key of another operator would let its maker act in that operator's name: an adjustment it
+  // requested would then be approved by "another" operator (docs/corrections.md).
+  if (out.principal->role == ledger::role::operator_role && audit.principal != principal) {
+    out.outcome = key_change::another_operator;
+    return out;
+  }
   if (txn.exec_prepared1(k_count_active, principal)[0].as<std::int64_t>() >= active_max) {
     out.outcome = key_change::too_many_keys;
     return out;

@@ -32,6 +32,7 @@ enum class key_change : std::uint8_t {
   done,
   no_principal,        // the principal does not exist
   provider_principal,  // a payment provider signs its events and has no API keys
+  another_operator,    // an operator's keys are made by that operator only
   too_many_keys,       // the principal has `active_max` active keys already
   no_key,              // the principal has no key with this id
   last_active_key,     // a principal may not revoke its own last active key

@@ -53,6 +53,11 @@ void refuse(handler_support& s, const exchange_ptr& ex, actors::key_change_outco
     case actors::key_change_outcome::provider_principal:
       return s.fail(ex, ledger::error_code::conflict,
                     "principal " + p + " is a payment provider: it signs its events and has no API keys");
+    case actors::key_change_outcome::another_operator:
+      return s.fail(ex, ledger::error_code::forbidden,
+                    "principal " + p +
+                        " is another operator: only it makes its own keys (two-person approvals need two people); "
+                        "a lost operator key is replaced with wallet-admin create-operator");
     case actors::key_change_outcome::too_many_keys:
       return s.fail(ex, ledger::error_code::conflict,
                     "principal " + p + " has " + std::to_string(s.settings.auth.active_keys_max) +

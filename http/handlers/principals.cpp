@@ -21,7 +21,13 @@ void create_principal(handler_support& s, const exchange_ptr& ex, const principa
   auto role = ledger::parse_role(role_text);
   // A provider principal is made with its provider (POST /v1/providers), never on its own.
   if (!role || *role == ledger::role::provider) {
-    return s.invalid(ex, "field \"role\" must be one of: user, merchant, operator");
+    return s.invalid(ex, "field \"role\" must be one of: user, merchant (operators: wallet-admin create-operator)");
+  }
+  // An operator who could make operators could approve its own adjustments as "another" one.
+  if (*role == ledger::role::operator_role) {
+    return s.fail(ex, ledger::error_code::forbidden,
+                  "operators are made with wallet-admin create-operator, by whoever administers the database: an "
+                  "operator cannot make another (two-person approvals need two people)");
   }
   auto key = new_api_key();
   s.service.create_principal({who.id, ex->request_id}, name, *role, sha256_hex(key), api_key_hint(key),

@@ -112,9 +112,7 @@ int journal_count(std::int64_t principal, const std::vector<std::string>& keys) 
 
 // A fresh operator for one test: its rate-limit counters in the shared Redis start empty
 // (the bootstrap operator is shared by every server and suite using this database).
-ts::principal fresh_operator(ts::http_client& c, const ts::server_process& server) {
-  return ts::create_principal(c, server.operator_key(), "operator");
-}
+ts::principal fresh_operator(ts::http_client&, const ts::server_process&) { return ts::create_operator(); }
 
 // What most tests here start from: a server of their own with `o` (stopped quickly), a client to
 // it and a fresh operator.

@@ -46,7 +46,7 @@ class CorrectionsE2E : public ts::shared_server_test<CorrectionsE2E> {
     return c.request("PUT", path, body, {{"Authorization", "Bearer " + key}, {"Content-Type", "application/json"}});
   }
   // A second (and third) operator: an adjustment needs two people.
-  ts::principal new_operator(ts::http_client& c) const { return ts::create_principal(c, op(), "operator"); }
+  static ts::principal new_operator(ts::http_client&) { return ts::create_operator(); }
 
   std::string reverse(ts::http_client& c, const std::string& id, int expected = 201) const {
     auto r = post_money(c, "/v1/transactions/" + id + "/reversal", op(), R"({"reason":"booked in error"})");
@@ -154,9 +154,10 @@ class CorrectionsE2E : public ts::shared_server_test<CorrectionsE2E> {
 
 // --- Reversals ---------------------------------------------------------------------------------
 
-// A payment with a fee, a deposit, an approved adjustment and an exchange are each reversed by one
-// REVERSAL whose entries mirror theirs account by account; balances return to where they were,
-// both transactions name each other, an audit row records each reversal, and the ledger reconciles.
+// A payment with a fee, a deposit and an exchange are each reversed by one REVERSAL whose entries
+// mirror theirs account by account; balances return to where they were, both transactions name
+// each other, an audit row records each reversal, and the ledger reconciles. An approved adjustment
+// is not reversed (422 not_reversible): one operator would undo what two decided.
 TEST_F(CorrectionsE2E, ReversesEachReversibleType) {
   ts::http_client c(port());
   const auto alice = ts::create_principal(c, op());
@@ -173,7 +174,8 @@ TEST_F(CorrectionsE2E, ReversesEachReversibleType) {
   const auto adj = request_adjustment(c, op(), a, "250");
   r = post_money(c, "/v1/adjustments/" + adj + "/approve", b.key, "");
   ASSERT_EQ(r.status, 201) << r.body;
-  originals.push_back(field(r, "transactionId"));
+  const auto adjustment = field(r, "transactionId");
+  EXPECT_EQ(reverse(c, adjustment, 422), "not_reversible");
   const auto usd = ts::create_account(c, op(), alice.id, "USD");
   set_rate(c, "EUR", "USD", "1.0842");
   r = quote(c, alice, a, usd, 2'000);
@@ -215,7 +217,7 @@ TEST_F(CorrectionsE2E, ReversesEachReversibleType) {
       << "the deposit names its provider";
   EXPECT_NE(a_before, 0);
   EXPECT_NE(m_before, 0);
-  EXPECT_EQ(ts::balance(c, op(), a), 0);
+  EXPECT_EQ(ts::balance(c, op(), a), 250);  // the adjustment's
   EXPECT_EQ(ts::balance(c, op(), m), 0);
   EXPECT_EQ(ts::balance(c, op(), usd), 0);
   EXPECT_TRUE(ts::reconciliation_ok(c, op()));
@@ -418,6 +420,39 @@ TEST_F(CorrectionsE2E, TwoPersonApproval) {
   r = post_money(c, "/v1/adjustments", alice.key,
                  R"({"accountId":)" + std::to_string(a) + R"(,"amount":5,"reason":"x"})");
   EXPECT_EQ(r.status, 403) << r.body;
+}
+
+// Two-person approval needs two people: an operator makes no operator (403 forbidden) and no key of
+// another operator (403), so it cannot approve its own adjustment in another's name. It makes keys
+// of its own and of users; an adjustment it requested waits for another operator.
+TEST_F(CorrectionsE2E, AnOperatorCannotActAsAnother) {
+  ts::http_client c(port());
+  const auto a = new_operator(c);
+  const auto b = new_operator(c);
+  auto r = c.post("/v1/principals", a.key, R"({"name":"a second self","role":"operator"})");
+  EXPECT_EQ(r.status, 403) << r.body;
+  EXPECT_EQ(code(r), "forbidden");
+  r = c.post("/v1/principals/" + std::to_string(b.id) + "/keys", a.key, "");
+  EXPECT_EQ(r.status, 403) << r.body;
+  EXPECT_EQ(code(r), "forbidden");
+  EXPECT_EQ(ts::query_value("SELECT count(*) FROM api_key WHERE principal_id = " + std::to_string(b.id)), "1");
+  EXPECT_EQ(ts::query_value("SELECT count(*) FROM audit_log WHERE action = 'key.create' AND principal_id = " +
+                            std::to_string(a.id)),
+            "0");
+
+  r = c.post("/v1/principals/" + std::to_string(a.id) + "/keys", a.key, "");
+  EXPECT_EQ(r.status, 201) << r.body;
+  const auto alice = ts::create_principal(c, a.key);
+  r = c.post("/v1/principals/" + std::to_string(alice.id) + "/keys", a.key, "");
+  EXPECT_EQ(r.status, 201) << r.body;
+  const auto account = ts::create_account(c, a.key, alice.id);
+  const auto adjustment = request_adjustment(c, a.key, account, "100");
+  r = post_money(c, "/v1/adjustments/" + adjustment + "/approve", a.key, "");
+  EXPECT_EQ(r.status, 403) << r.body;
+  EXPECT_EQ(code(r), "same_approver");
+  r = post_money(c, "/v1/adjustments/" + adjustment + "/approve", b.key, "");
+  EXPECT_EQ(r.status, 201) << r.body;
+  EXPECT_EQ(ts::balance(c, alice.key, account), 100);
 }
 
 // The requester cannot approve or reject its own adjustment: 403 same_approver over the API, and

@@ -295,13 +295,13 @@ TEST(Legs, HeldMoneyIsNotSpent) {
 
 // Which types a reversal may undo.
 TEST(ReversalRule, ReversibleTypes) {
-  for (auto t : {transaction_type::transfer, transaction_type::capture, transaction_type::deposit,
-                 transaction_type::adjustment, transaction_type::exchange}) {
+  for (auto t :
+       {transaction_type::transfer, transaction_type::capture, transaction_type::deposit, transaction_type::exchange}) {
     EXPECT_TRUE(flows::is_reversible(t)) << to_string(t);
   }
-  for (auto t : {transaction_type::reversal, transaction_type::sweep, transaction_type::withdrawal,
-                 transaction_type::payout, transaction_type::payout_failed, transaction_type::deposit_refund,
-                 transaction_type::chargeback, transaction_type::refund}) {
+  for (auto t : {transaction_type::adjustment, transaction_type::reversal, transaction_type::sweep,
+                 transaction_type::withdrawal, transaction_type::payout, transaction_type::payout_failed,
+                 transaction_type::deposit_refund, transaction_type::chargeback, transaction_type::refund}) {
     EXPECT_FALSE(flows::is_reversible(t)) << to_string(t);
   }
 }

@@ -1,5 +1,7 @@
 #include "tests/support/support.hpp"
 
+#include "tests/support/process.hpp"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -42,6 +44,21 @@ principal create_principal(http_client& c, const std::string& operator_key, cons
   EXPECT_EQ(r.status, 201) << r.body;
   auto j = r.json().as_object();
   return {j.at("id").as_int64(), std::string(j.at("apiKey").as_string())};
+}
+
+principal create_operator() {
+  const auto made = run_program(build_dir() + "/tools/admin/wallet-admin",
+                                {"create-operator", "--name", "test " + unique_key("operator")}, current_environment(),
+                                std::chrono::seconds(60));
+  // "operator <id> (<name>): API key <key>"
+  const auto key_at = made.output.rfind("API key ");
+  if (made.exit_code != 0 || made.output.rfind("operator ", 0) != 0 || key_at == std::string::npos) {
+    ADD_FAILURE() << "wallet-admin create-operator failed: " << made.output;
+    return {};
+  }
+  auto key = made.output.substr(key_at + 8);
+  key.erase(key.find_last_not_of(" \r\n") + 1);
+  return {std::stoll(made.output.substr(9)), key};
 }
 
 std::int64_t create_account(http_client& c, const std::string& operator_key, std::int64_t owner,

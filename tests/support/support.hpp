@@ -48,6 +48,9 @@ struct principal {
   std::string key;
 };
 principal create_principal(http_client& c, const std::string& operator_key, const std::string& role = "user");
+// A new operator, made as operators are (`wallet-admin create-operator` on the test database; the
+// API makes none): its id and API key.
+principal create_operator();
 std::int64_t create_account(http_client& c, const std::string& operator_key, std::int64_t owner,
                             const std::string& currency = "EUR", int hot_shards = 0);
 void deposit(http_client& c, const std::string& operator_key, std::int64_t account, std::int64_t amount);
