@@ -1,5 +1,7 @@
 #include "http/json_input.hpp"
 
+#include <algorithm>
+
 #include <boost/json/basic_parser_impl.hpp>
 
 #include "ledger/money.hpp"
@@ -132,6 +134,68 @@ const json_scalar* json_fields::find(std::string_view name) const {
     if (key == name) return &value;
   }
   return nullptr;
+}
+
+namespace {
+
+// Walks a document keeping, for each object open, the keys seen in it; stops at the first repeat.
+struct duplicate_key_handler {
+  static constexpr std::size_t max_array_size = static_cast<std::size_t>(-1);
+  static constexpr std::size_t max_object_size = static_cast<std::size_t>(-1);
+  static constexpr std::size_t max_string_size = static_cast<std::size_t>(-1);
+  static constexpr std::size_t max_key_size = static_cast<std::size_t>(-1);
+
+  std::vector<std::vector<std::string>> open;  // the keys of each open object, innermost last
+  std::string part;
+  std::optional<std::string> repeated;
+
+  bool on_document_begin(boost::json::error_code&) { return true; }
+  bool on_document_end(boost::json::error_code&) { return true; }
+  bool on_array_begin(boost::json::error_code&) { return true; }
+  bool on_array_end(std::size_t, boost::json::error_code&) { return true; }
+  bool on_object_begin(boost::json::error_code&) {
+    open.emplace_back();
+    return true;
+  }
+  bool on_object_end(std::size_t, boost::json::error_code&) {
+    open.pop_back();
+    return true;
+  }
+  bool on_key_part(std::string_view s, std::size_t, boost::json::error_code&) {
+    part.append(s);
+    return true;
+  }
+  bool on_key(std::string_view s, std::size_t, boost::json::error_code& ec) {
+    part.append(s);
+    auto& keys = open.back();
+    if (std::find(keys.begin(), keys.end(), part) != keys.end()) {
+      repeated = std::move(part);
+      ec = boost::json::error::syntax;
+      return false;
+    }
+    keys.push_back(std::move(part));
+    part.clear();
+    return true;
+  }
+  bool on_string_part(std::string_view, std::size_t, boost::json::error_code&) { return true; }
+  bool on_string(std::string_view, std::size_t, boost::json::error_code&) { return true; }
+  bool on_number_part(std::string_view, boost::json::error_code&) { return true; }
+  bool on_int64(std::int64_t, std::string_view, boost::json::error_code&) { return true; }
+  bool on_uint64(std::uint64_t, std::string_view, boost::json::error_code&) { return true; }
+  bool on_double(double, std::string_view, boost::json::error_code&) { return true; }
+  bool on_bool(bool, boost::json::error_code&) { return true; }
+  bool on_null(boost::json::error_code&) { return true; }
+  bool on_comment_part(std::string_view, boost::json::error_code&) { return true; }
+  bool on_comment(std::string_view, boost::json::error_code&) { return true; }
+};
+
+}  // namespace
+
+std::optional<std::string> duplicate_key(std::string_view body) {
+  boost::json::basic_parser<duplicate_key_handler> parser(boost::json::parse_options{});
+  boost::json::error_code ec;
+  parser.write_some(false, body.data(), body.size(), ec);
+  return std::move(parser.handler().repeated);
 }
 
 json_parse_result parse_json_object(std::string_view body) {

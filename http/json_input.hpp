@@ -35,6 +35,13 @@ struct json_parse_result {
 
 json_parse_result parse_json_object(std::string_view body);
 
+// The first key that appears twice in one object anywhere in `body`, for bodies read with
+// boost::json::parse (arrays of objects: batches, lookups, webhook endpoints), which keeps the
+// last of duplicates silently: a gateway or a signer that reads the first would see another
+// request than the ledger. nullopt when there is none, or when `body` is not valid JSON (the
+// parse that follows says so).
+std::optional<std::string> duplicate_key(std::string_view body);
+
 // Reads typed fields out of a parsed object; the first problem wins and is kept as a sentence.
 class field_reader {
  public:

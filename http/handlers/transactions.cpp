@@ -61,6 +61,9 @@ void lookup_transactions(handler_support& s, const exchange_ptr& ex, const princ
   boost::json::error_code ec;
   const auto body = boost::json::parse(ex->body, ec);
   if (ec || !body.is_object()) return s.invalid(ex, "the request body must be a JSON object {\"ids\": [...]}");
+  if (auto twice = duplicate_key(ex->body)) {
+    return s.invalid(ex, "field \"" + *twice + "\" appears more than once in one object");
+  }
   const auto& object = body.as_object();
   for (const auto& field : object) {
     if (field.key() != "ids") return s.invalid(ex, "field \"" + std::string(field.key()) + "\" is not allowed here");

@@ -99,6 +99,9 @@ void transfer_batch(handler_support& s, const exchange_ptr& ex, const principal&
   if (ec || !body.is_object()) {
     return s.invalid(ex, "the request body must be a JSON object {\"atomic\": bool, \"transfers\": [...]}");
   }
+  if (auto twice = duplicate_key(ex->body)) {
+    return s.invalid(ex, "field \"" + *twice + "\" appears more than once in one object");
+  }
   const auto& object = body.as_object();
   for (const auto& field : object) {
     if (field.key() != "atomic" && field.key() != "transfers") {

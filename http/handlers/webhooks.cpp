@@ -102,6 +102,7 @@ std::variant<endpoint_body, std::string> parse_endpoint_body(std::string_view te
   json::monotonic_resource memory;
   const auto value = json::parse(text, ec, &memory, options);
   if (ec) return std::string("the request body is not valid JSON");
+  if (auto twice = duplicate_key(text)) return "field \"" + *twice + "\" appears more than once in one object";
   const auto* object = value.if_object();
   if (object == nullptr) return std::string("the request body must be a JSON object");
   endpoint_body out;

@@ -400,6 +400,20 @@ TEST_F(BatchE2E, ABatchOverTheLimitIsRefused) {
   r = c.post("/v1/transfers/batch", boss.key, R"({"atomic":true,"transfers":[{"fromAccountId":1,"toAccountId":2}]})",
              ts::unique_key("bad"));
   EXPECT_EQ(r.status, 400) << r.body;
+
+  // A field twice in one item (or in the batch) is 400, as in a single transfer: a reader that
+  // takes the first would see another amount than the last.
+  const auto item_of = [&](const std::string& amounts) {
+    return R"({"fromAccountId":)" + std::to_string(payroll) + R"(,"toAccountId":)" + std::to_string(pa) + "," +
+           amounts + "}";
+  };
+  for (const auto& body : {R"({"atomic":false,"transfers":[)" + item_of(R"("amount":1,"amount":5000)") + "]}",
+                           R"({"atomic":true,"atomic":false,"transfers":[)" + item_of(R"("amount":1)") + "]}"}) {
+    r = c.post("/v1/transfers/batch", boss.key, body, ts::unique_key("twice"));
+    EXPECT_EQ(r.status, 400) << r.body;
+    EXPECT_NE(r.body.find("appears more than once"), std::string::npos) << r.body;
+  }
+  EXPECT_EQ(held(payroll), 9'000);
 }
 
 // A payer holding 10,000 pays 100 salaries of 100 in batches (one atomic, one plain) while 60

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <string>
 
 #include "http/json_input.hpp"
@@ -53,6 +54,18 @@ TEST(json_limits, malformed_json_is_still_called_invalid) {
     EXPECT_FALSE(r.ok) << body;
     EXPECT_EQ(r.error, "the request body is not valid JSON") << body;
   }
+}
+
+// Bodies read whole (batches, lookups, webhook endpoints): a key twice in one object is found at any
+// depth, the same key in two objects is not a repeat, and a key written in parts is one key.
+TEST(json_limits, a_key_twice_in_one_object_is_found_at_any_depth) {
+  EXPECT_EQ(duplicate_key(R"({"a":1,"b":[{"a":1},{"a":2}],"c":{"a":{"a":3}}})"), std::nullopt);
+  EXPECT_EQ(duplicate_key(R"({"atomic":true,"atomic":false})"), "atomic");
+  EXPECT_EQ(duplicate_key(R"({"transfers":[{"amount":1},{"to":2,"amount":100,"amount":100000}]})"), "amount");
+  EXPECT_EQ(duplicate_key(R"({"x":{"y":{"z":1,"z":2}}})"), "z");
+  const std::string long_key(5'000, 'k');
+  EXPECT_EQ(duplicate_key("{\"" + long_key + "\":1,\"" + long_key + "\":2}"), long_key);
+  EXPECT_EQ(duplicate_key("not json"), std::nullopt);
 }
 
 }  // namespace
