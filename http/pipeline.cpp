@@ -1,9 +1,28 @@
 #include "http/pipeline.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include "http/crypto.hpp"
 #include "http/url.hpp"
 
 namespace api {
+namespace {
+
+// Runs the next step from a callback of another component's thread (a reader's, the limiter's),
+// whose own handling of an exception would log it and leave the request unanswered until its
+// deadline: a handler that throws is answered 500 at once, as on the I/O thread (routes::handle).
+template <typename Step>
+void guarded(const exchange_ptr& ex, Step&& step) {
+  try {
+    step();
+  } catch (const std::exception& e) {
+    spdlog::error("req={} handler failed: {}", ex->request_id, e.what());
+    ex->respond(problem_reply(problem_for(ledger::error_code::internal, "the server failed to handle this request"),
+                              ex->request_id));
+  }
+}
+
+}  // namespace
 
 pipeline::pipeline(handler_support& support, ratelimit::limiter* limiter)
     : support_(support),
@@ -72,7 +91,7 @@ void pipeline::authenticate(const exchange_ptr& ex, std::function<void(const pri
           return ex->respond(std::move(reply));
         }
         ex->principal_id = r.value->id;
-        next(*r.value);
+        guarded(ex, [&] { next(*r.value); });
       });
 }
 
@@ -91,7 +110,7 @@ void pipeline::rate_limit(const exchange_ptr& ex, const principal& who, rate_cla
                     ex->extra_headers.emplace_back("RateLimit", std::move(d.header));
                     // A check still pending at shutdown must not start work nobody can answer.
                     if (stopped_) return shutting_down(ex);
-                    if (d.allowed) return next();
+                    if (d.allowed) return guarded(ex, next);
                     support_.fail(ex, http_problem(429, "rate_limited", "Too many requests",
                                                    "this API key sent more requests than its limit; retry after " +
                                                        std::to_string(d.retry_after_s) + " s",
