@@ -50,11 +50,13 @@ constexpr const char* k_insert = "account_insert";
 const std::string k_insert_sql =
     "INSERT INTO account (owner_id, currency, kind) VALUES ($1, $2, 'user') RETURNING " + k_account_columns_sql;
 
-// Shards $4 to $5 (inclusive) of the account $3, owned by $1, in currency $2.
+// Shards $4 to $5 (inclusive) of the account $3, owned by $1, in currency $2, in its status: a
+// frozen account's new shards take no credit its main row would refuse.
 constexpr const char* k_insert_shards = "account_insert_shards";
 constexpr const char* k_insert_shards_sql =
-    "INSERT INTO account (owner_id, currency, kind, parent_id, shard_no)"
-    " SELECT $1, $2, 'shard', $3, n FROM generate_series($4::int, $5::int) AS n";
+    "INSERT INTO account (owner_id, currency, kind, parent_id, shard_no, status)"
+    " SELECT $1, $2, 'shard', $3, n, (SELECT status FROM account WHERE id = $3)"
+    "   FROM generate_series($4::int, $5::int) AS n";
 
 constexpr const char* k_set_shard_count = "account_set_shard_count";
 constexpr const char* k_set_shard_count_sql = "UPDATE account SET shard_count = $2 WHERE id = $1";
@@ -65,11 +67,15 @@ constexpr const char* k_set_shard_count_sql = "UPDATE account SET shard_count = 
 // has been rewritten), and a sweep holding the main row while it waits for that shard would be a
 // deadlock that PostgreSQL breaks by aborting one side.
 constexpr const char* k_lock_for_status = "account_lock_for_status";
+// Only an account's own id names it: a shard's, or a system account's, names nothing to change.
 constexpr const char* k_lock_for_status_sql =
-    "SELECT id FROM account WHERE (id = $1 OR parent_id = $1) AND kind <> 'system' ORDER BY id FOR NO KEY UPDATE";
+    "SELECT id FROM account WHERE (id = $1 OR parent_id = $1) AND kind <> 'system'"
+    "   AND EXISTS (SELECT 1 FROM account m WHERE m.id = $1 AND m.parent_id IS NULL AND m.kind <> 'system')"
+    " ORDER BY id FOR NO KEY UPDATE";
 constexpr const char* k_set_status = "account_set_status";
 constexpr const char* k_set_status_sql =
-    "UPDATE account SET status = $2 WHERE (id = $1 OR parent_id = $1) AND kind <> 'system'";
+    "UPDATE account SET status = $2 WHERE (id = $1 OR parent_id = $1) AND kind <> 'system'"
+    "   AND EXISTS (SELECT 1 FROM account m WHERE m.id = $1 AND m.parent_id IS NULL AND m.kind <> 'system')";
 
 // The system_role of the clearing account of a currency (where deposits come from).
 constexpr const char* k_clearing_role = "clearing";

@@ -285,4 +285,40 @@ TEST(HotUnswept, MakeHotLater) {
   EXPECT_TRUE(ts::reconciliation_ok(c, op));
 }
 
+// A frozen account made hot (or given more shards) takes no credit on its new shards: they are
+// made in its status, and a payment to it is refused as before. A shard's id names no account to
+// freeze or unfreeze (404), so a shard's status never parts from its account's.
+TEST(HotUnswept, AFrozenAccountMadeHotStaysFrozen) {
+  ts::server_process server(hot_options("86400000"));
+  ts::http_client c(server.port());
+  const auto& op = server.operator_key();
+  auto merchant = ts::create_principal(c, op, "merchant");
+  const auto shop = ts::create_account(c, op, merchant.id);
+  auto r = c.post("/v1/accounts/" + std::to_string(shop) + "/freeze", op, "");
+  ASSERT_EQ(r.status, 200) << r.body;
+  r = c.post("/v1/accounts/" + std::to_string(shop) + "/hot", op, R"({"shards":3})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(
+      ts::query_value("SELECT count(*) FROM account WHERE status = 'frozen' AND parent_id = " + std::to_string(shop)),
+      "3");
+  auto payers = make_payers(c, op, 3, 500);
+  for (const auto& p : payers) {
+    r = c.post("/v1/transfers", p.who.key, transfer_body(p.account, shop, 200), ts::unique_key("in"));
+    EXPECT_EQ(r.status, 422) << r.body;
+    EXPECT_EQ(ts::balance(c, p.who.key, p.account), 500);
+  }
+  EXPECT_EQ(ts::balance(c, merchant.key, shop), 0);
+
+  const auto shard = ts::query_value("SELECT min(id) FROM account WHERE parent_id = " + std::to_string(shop));
+  r = c.post("/v1/accounts/" + shard + "/unfreeze", op, "");
+  EXPECT_EQ(r.status, 404) << r.body;
+  EXPECT_EQ(ts::query_value("SELECT status FROM account WHERE id = " + shard), "frozen");
+  r = c.post("/v1/accounts/" + std::to_string(shop) + "/unfreeze", op, "");
+  ASSERT_EQ(r.status, 200) << r.body;
+  r = c.post("/v1/transfers", payers[0].who.key, transfer_body(payers[0].account, shop, 200), ts::unique_key("in"));
+  EXPECT_EQ(r.status, 201) << r.body;
+  EXPECT_EQ(ts::balance(c, merchant.key, shop), 200);
+  EXPECT_TRUE(ts::reconciliation_ok(c, op));
+}
+
 }  // namespace
