@@ -72,10 +72,11 @@ constexpr const char* k_sequence_cache = "reconcile_sequence_cache";
 constexpr const char* k_sequence_cache_sql =
     "SELECT seqcache FROM pg_sequence WHERE seqrelid = pg_get_serial_sequence('ledger_entry', 'id')::regclass";
 
-// The previous watermark: checkpoints stand at the latest finished run's through_entry_id.
+// The previous watermark: checkpoints stand at the latest finished run's through_entry_id. And
+// whether that run found the ledger right.
 constexpr const char* k_previous_watermark = "reconcile_previous_watermark";
 constexpr const char* k_previous_watermark_sql =
-    "SELECT through_entry_id FROM reconciliation_run WHERE status = 'finished' ORDER BY id DESC LIMIT 1";
+    "SELECT through_entry_id, ok FROM reconciliation_run WHERE status = 'finished' ORDER BY id DESC LIMIT 1";
 
 // In ONE statement, so that both read after the statement's snapshot was taken: the highest
 // visible entry id M, and every transaction that holds a write lock on ledger_entry now. Any
@@ -735,8 +736,10 @@ reconcile_run execute_run(pqxx::connection& conn, std::int64_t run_id, reconcile
       // a lost connection has no temporary table until a run makes it again.
       txn.exec(k_create_totals_sql);
       const auto previous = txn.exec_prepared(k_previous_watermark);
-      // With no checkpoint yet, "what changed since the last run" is everything: a full run.
-      if (previous.empty()) {
+      // With no checkpoint yet, "what changed since the last run" is everything: a full run. So
+      // it is after a run that found problems: an incremental run reads only what changed since,
+      // and would call the ledger right while what that run found still stands.
+      if (previous.empty() || !previous[0][1].as<bool>(false)) {
         state.kind = reconcile_kind::full;
       } else if (state.kind == reconcile_kind::incremental) {
         state.from_entry_id = previous[0][0].as<std::int64_t>();

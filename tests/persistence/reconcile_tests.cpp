@@ -271,6 +271,36 @@ TEST_F(scratch_ledger, a_balance_cache_that_disagrees_is_reported_for_its_accoun
   EXPECT_NE(full.findings.at(0).detail.find("balance 907"), std::string::npos) << describe(full);
 }
 
+// After a run that found problems, the timer's incremental runs are full ones until a run finds the
+// ledger right: an incremental run reads only what changed since, and would call the ledger right
+// while a cache that drifted on an account nothing touched since stays wrong.
+TEST_F(scratch_ledger, after_a_run_that_found_problems_the_next_runs_are_full_until_one_passes) {
+  const auto drifted = new_account();
+  const auto busy = new_account();
+  const auto other = new_account();
+  fund(drifted, 1'000);
+  fund(busy, 1'000);
+  clean_run(reconcile_kind::full);
+  owner_exec("UPDATE account SET balance = balance + 7 WHERE id = " + std::to_string(drifted));
+  const auto found = run(reconcile_kind::full);
+  EXPECT_EQ(found.ok, false) << describe(found);
+
+  transfer(busy, other, 100);  // new entries, none of them the drifted account's
+  const auto next = run(reconcile_kind::incremental);
+  EXPECT_EQ(next.kind, reconcile_kind::full);
+  EXPECT_EQ(next.ok, false) << describe(next);
+  EXPECT_EQ(names_of(next), (std::multiset<named>{{check::account_cache, drifted, "", "", 0}})) << describe(next);
+  EXPECT_EQ(latest_finished_run(*app_)->ok, false);
+
+  owner_exec("UPDATE account SET balance = balance - 7 WHERE id = " + std::to_string(drifted));
+  const auto repaired = clean_run(reconcile_kind::incremental);
+  EXPECT_EQ(repaired.kind, reconcile_kind::full);
+  transfer(busy, other, 100);
+  const auto after = clean_run(reconcile_kind::incremental);
+  EXPECT_EQ(after.kind, reconcile_kind::incremental);
+  EXPECT_EQ(after.entries_checked, 2);
+}
+
 TEST_F(scratch_ledger, an_entry_that_breaks_zero_sum_is_reported_for_its_transaction_and_currency) {
   // With the zero-sum trigger disabled, the owner adds one lone +5 entry (caches and
   // balance_after kept right). Its transaction and the currency XTS no longer sum to zero;
@@ -334,7 +364,8 @@ TEST_F(scratch_ledger, held_money_that_is_not_the_sum_of_the_active_holds_is_rep
   // only hold is voided and held 0), which both runs pass. Then a's held is cut to 450 while its
   // holds stay, and b's held is set to 100 with no active hold (a lost release). The incremental
   // run finds a (a payer of active holds) and not b (no active hold, no new entry); the full run
-  // finds both; once an entry touches b, the incremental run finds b too.
+  // finds both; and so does the next run asked for as incremental, which is full while problems
+  // stand.
   const auto a = new_account();
   const auto b = new_account();
   const auto payee = new_account();
@@ -372,6 +403,7 @@ TEST_F(scratch_ledger, held_money_that_is_not_the_sum_of_the_active_holds_is_rep
             2);
   transfer(b, payee, 1);
   const auto touched = run(reconcile_kind::incremental);
+  EXPECT_EQ(touched.kind, reconcile_kind::full);
   EXPECT_EQ(names_of(touched),
             (std::multiset<named>{{check::held_mismatch, a, "", "", 0}, {check::held_mismatch, b, "", "", 0}}))
       << describe(touched);
