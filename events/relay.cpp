@@ -182,19 +182,34 @@ class outbox_relay::worker {
   }
 
   // One round (see relay.hpp); true when it found a full batch, so the next should come at once.
+  // The positions are committed before anything is sent: a stream entry names a position the feed
+  // keeps whatever becomes of the sending (a Redis error, a crash before the mark), and the feed
+  // advances while Redis cannot be written.
   bool round() {
     s_.rounds.fetch_add(1, std::memory_order_relaxed);
     const auto rows_max = s_.config.batch_rows_max;
-    pqxx::work txn(*database_);
-    if (!persistence::try_relay_lock(txn)) {
-      txn.abort();
-      s_.holds_lock.store(false, std::memory_order_relaxed);
-      return false;
+    std::int64_t sequenced = 0;
+    {
+      pqxx::work txn(*database_);
+      if (!persistence::try_relay_lock(txn)) {
+        txn.abort();
+        s_.holds_lock.store(false, std::memory_order_relaxed);
+        return false;
+      }
+      s_.holds_lock.store(true, std::memory_order_relaxed);
+      sequenced = persistence::sequence_outbox(txn, rows_max);
+      txn.commit();
     }
-    s_.holds_lock.store(true, std::memory_order_relaxed);
-    const auto sequenced = persistence::sequence_outbox(txn, rows_max);
+    s_.rows_sequenced.fetch_add(static_cast<std::uint64_t>(sequenced), std::memory_order_relaxed);
     std::vector<std::int64_t> rows;
     if (redis_.is_open()) {
+      pqxx::work txn(*database_);
+      // Another relay may have taken the lock in between: it publishes.
+      if (!persistence::try_relay_lock(txn)) {
+        txn.abort();
+        s_.holds_lock.store(false, std::memory_order_relaxed);
+        return false;
+      }
       rows = persistence::claim_outbox(txn, rows_max);
       const auto events = persistence::outbox_events(txn, rows, labels_);
       if (!events.empty()) {
@@ -202,30 +217,16 @@ class outbox_relay::worker {
         if (!failure.empty()) {
           txn.abort();
           redis_failed(failure);
-          sequence_only();
           return false;
         }
         s_.events_published.fetch_add(events.size(), std::memory_order_relaxed);
         if (s_.hooks.after_stream_write) s_.hooks.after_stream_write(rows);
       }
       persistence::mark_published(txn, rows);
+      txn.commit();
     }
-    txn.commit();
-    s_.rows_sequenced.fetch_add(static_cast<std::uint64_t>(sequenced), std::memory_order_relaxed);
     s_.rows_published.fetch_add(rows.size(), std::memory_order_relaxed);
     return sequenced == rows_max || static_cast<std::int64_t>(rows.size()) == rows_max;
-  }
-
-  // While Redis cannot be written, the feed still advances: committed rows get their positions.
-  void sequence_only() {
-    pqxx::work txn(*database_);
-    if (!persistence::try_relay_lock(txn)) {
-      s_.holds_lock.store(false, std::memory_order_relaxed);
-      return;
-    }
-    const auto sequenced = persistence::sequence_outbox(txn, s_.config.batch_rows_max);
-    txn.commit();
-    s_.rows_sequenced.fetch_add(static_cast<std::uint64_t>(sequenced), std::memory_order_relaxed);
   }
 
   void measure_lag() {

@@ -4,16 +4,18 @@
 // Redis connection of its own, it turns committed outbox rows into entries of the Redis Stream
 // `wallet:events`, one per journal transaction, at least once and in feed order.
 //
-// One round, in ONE database transaction:
+// One round, in two database transactions:
 //
 //   try the relay lock ──no──► another relay is active: stand by until the next poll
 //        │yes
-//   sequence: committed rows get their feed positions (the feed, GET /v1/events, sees them)
-//        │
+//   sequence: committed rows get their feed positions (the feed, GET /v1/events, sees them) ─► COMMIT
+//        │     (before anything is sent: a stream entry's cursor is a position the feed keeps)
+//   try the relay lock again ──no──► another relay publishes
+//        │yes
 //   claim rows (feed order, FOR UPDATE SKIP LOCKED) ─► XADD their events, pipelined
 //        │                                                  │ all acknowledged
 //        │                                             mark the rows published ─► COMMIT
-//        └─ Redis down or an XADD fails: ROLLBACK, then a round that only sequences
+//        └─ Redis down or an XADD fails: ROLLBACK (the positions stay)
 //
 // A relay that dies after its XADDs and before its COMMIT leaves the rows unpublished: the next
 // round (here or on another server) publishes them again, and consumers deduplicate by eventId.

@@ -116,7 +116,9 @@ TEST_F(relay_test, a_relay_stopped_between_its_xadds_and_the_mark_publishes_them
   // acknowledged the XADDs and before the rows were marked: as a crash there would, it leaves
   // them unpublished. The relay's next rounds publish them again. Exactly the transactions of the
   // aborted round occur twice in the stream, every other one once, and none is missing: after
-  // deduplication by eventId the stream holds exactly the committed transactions.
+  // deduplication by eventId the stream holds exactly the committed transactions. And the aborted
+  // round's rows had their feed positions committed before Redis acknowledged them (seen from
+  // another connection inside the hook): the cursors those entries carry are the feed's.
   server_process server(server_options({{"WALLET_EVENTS_ENABLED", "false"}}));
   http_client c(server.port());
   const auto p = make_parties(c, server.operator_key(), 4, 3);
@@ -133,6 +135,7 @@ TEST_F(relay_test, a_relay_stopped_between_its_xadds_and_the_mark_publishes_them
 
   std::mutex mutex;
   std::vector<std::int64_t> aborted;
+  std::string unsequenced_when_sent;
   events::relay_hooks hooks;
   hooks.after_stream_write = [&](const std::vector<std::int64_t>& rows) {
     std::lock_guard lock(mutex);
@@ -141,6 +144,11 @@ TEST_F(relay_test, a_relay_stopped_between_its_xadds_and_the_mark_publishes_them
         std::any_of(rows.begin(), rows.end(), [&](std::int64_t id) { return my_rows.count(std::to_string(id)) != 0; });
     if (!holds_mine) return;
     aborted = rows;
+    std::string ids;
+    for (const auto id : rows) ids += (ids.empty() ? "" : ",") + std::to_string(id);
+    unsequenced_when_sent =
+        sql_column(owner_url(), "SELECT count(*) FROM outbox_event WHERE feed_seq IS NULL AND id IN (" + ids + ")")
+            .at(0);
     throw events::round_aborted("stopped between XADD and the mark by the test");
   };
   events::outbox_relay relay(relay_config(), hooks);
@@ -154,6 +162,7 @@ TEST_F(relay_test, a_relay_stopped_between_its_xadds_and_the_mark_publishes_them
   {
     std::lock_guard lock(mutex);
     ASSERT_FALSE(aborted.empty()) << "the hook never saw this test's rows";
+    EXPECT_EQ(unsequenced_when_sent, "0") << "rows sent to the stream before their positions committed";
     replayed = transactions_of_rows(owner_url(), aborted);
   }
   const auto counts = counts_by_event(entries_touching(p.all()));
