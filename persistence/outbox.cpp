@@ -186,13 +186,20 @@ std::vector<outbox_row> read_rows(const pqxx::result& result) {
 // Reads the labels of the accounts `rows` name that `labels` lacks. An id the database does not
 // know (only a hand-written row can name one) stays unknown.
 void read_labels(pqxx::transaction_base& txn, const std::vector<outbox_row>& rows, account_labels& labels) {
-  std::set<std::int64_t> missing;
+  std::set<std::int64_t> named;
   for (const auto& row : rows)
     for (const auto& t : row.transactions)
-      for (const auto& [account, amount] : t.entries)
-        if (!labels.known.count(account)) missing.insert(account);
+      for (const auto& [account, amount] : t.entries) named.insert(account);
+  std::set<std::int64_t> missing;
+  for (const auto account : named)
+    if (!labels.known.count(account)) missing.insert(account);
   if (missing.empty()) return;
-  if (labels.known.size() + missing.size() > k_account_labels_max) labels.known.clear();
+  // Full: start again, and read every account these rows name (not only those missing before the
+  // clear: the others are gone with it).
+  if (labels.known.size() + missing.size() > k_account_labels_max) {
+    labels.known.clear();
+    missing = std::move(named);
+  }
   const auto result =
       txn.exec_prepared(k_account_labels, pg_array(std::vector<std::int64_t>(missing.begin(), missing.end())));
   for (const auto& r : result) {
