@@ -30,13 +30,31 @@ std::unique_ptr<pqxx::connection> connect(const connection_options& options) {
   // URLs take parameters after '?'; key=value strings take them space-separated.
   const bool is_url = conninfo.rfind("postgres", 0) == 0 && conninfo.find("://") != std::string::npos;
   const std::int64_t connect_timeout_s = std::max<std::int64_t>(1, (options.connect_timeout_ms + 999) / 1000);
+  // The session's timeouts travel in the startup packet (libpq's `options`), not as SET statements:
+  // libpqxx 6 reconnects a connection whose server went away on its next statement, silently, and
+  // a new session would have none of the SETs. With them in the connection string, every session
+  // of this connection waits for a lock or runs a statement boundedly.
+  const std::string session =
+      "-c statement_timeout=" + std::to_string(options.statement_timeout_ms) +
+      " -c lock_timeout=" + std::to_string(options.lock_timeout_ms) +
+      " -c idle_in_transaction_session_timeout=" + std::to_string(options.statement_timeout_ms * 2);
   if (is_url) {
+    std::string encoded;  // a URL's parameter: its spaces and '=' percent-encoded
+    for (const char c : session) {
+      if (c == ' ') {
+        encoded += "%20";
+      } else if (c == '=') {
+        encoded += "%3D";
+      } else {
+        encoded += c;
+      }
+    }
     conninfo += (conninfo.find('?') == std::string::npos ? "?" : "&");
-    conninfo +=
-        "connect_timeout=" + std::to_string(connect_timeout_s) + "&application_name=" + options.application_name;
+    conninfo += "connect_timeout=" + std::to_string(connect_timeout_s) +
+                "&application_name=" + options.application_name + "&options=" + encoded;
   } else {
-    conninfo +=
-        " connect_timeout=" + std::to_string(connect_timeout_s) + " application_name=" + options.application_name;
+    conninfo += " connect_timeout=" + std::to_string(connect_timeout_s) +
+                " application_name=" + options.application_name + " options='" + session + "'";
   }
   auto conn = std::make_unique<pqxx::connection>(conninfo);
   // Every connection gets the statements of the reads and administrative writes: whoever opened
@@ -52,10 +70,6 @@ std::unique_ptr<pqxx::connection> connect(const connection_options& options) {
   prepare_audit_statements(*conn);
   prepare_outbox_statements(*conn);
   prepare_webhook_statements(*conn);
-  pqxx::nontransaction setup(*conn);
-  setup.exec("SET statement_timeout = " + std::to_string(options.statement_timeout_ms));
-  setup.exec("SET lock_timeout = " + std::to_string(options.lock_timeout_ms));
-  setup.exec("SET idle_in_transaction_session_timeout = " + std::to_string(options.statement_timeout_ms * 2));
   return conn;
 }
 

@@ -805,6 +805,36 @@ TEST_F(ledger_db, a_refused_posting_leaves_no_trace_and_its_key_stays_free) {
   expect_caches_match_entries();
 }
 
+// libpqxx 6 reconnects a connection whose session ended on its next statement, silently: the new
+// session has the same timeouts, since they travel in the connection string rather than as SETs.
+// Without them a writer that met a dropped connection would wait for a lock without end.
+TEST(connections, a_session_that_ended_is_replaced_with_the_same_timeouts) {
+  connection_options o = options_for(test_support::database_url(), k_application_name);
+  o.lock_timeout_ms = 1'234;
+  o.statement_timeout_ms = 4'321;
+  auto conn = connect(o);
+  auto show = [&conn](const char* setting) {
+    pqxx::nontransaction txn(*conn);
+    return txn.exec1(std::string("SHOW ") + setting)[0].as<std::string>();
+  };
+  EXPECT_EQ(show("lock_timeout"), "1234ms");
+  const auto first = conn->backendpid();
+  try {
+    pqxx::nontransaction txn(*conn);
+    txn.exec("SELECT pg_terminate_backend(pg_backend_pid())");
+  } catch (const pqxx::broken_connection&) {}
+  std::string lock_timeout;
+  for (int attempt = 0; attempt < 3 && lock_timeout.empty(); ++attempt) {
+    try {
+      lock_timeout = show("lock_timeout");
+    } catch (const pqxx::broken_connection&) {}
+  }
+  EXPECT_NE(conn->backendpid(), first);
+  EXPECT_EQ(lock_timeout, "1234ms");
+  EXPECT_EQ(show("statement_timeout"), "4321ms");
+  EXPECT_EQ(show("idle_in_transaction_session_timeout"), "8642ms");
+}
+
 std::unique_ptr<pqxx::connection> app_connection_named(const std::string& application_name) {
   connection_options o = options_for(test_support::database_url(), k_application_name);
   o.application_name = application_name;
