@@ -358,7 +358,8 @@ void decide_run(account_actor* self, debit_run& run) {
   }
   std::sort(shards.begin(), shards.end());
   const bool known = balances_known(st) && may_refuse_before_writer(st);
-  ledger::amount_minor available = committed_total(st) - st.reserved;
+  // As for a single debit: active holds keep their money from a batch's items too.
+  ledger::amount_minor available = committed_total(st) - st.reserved - std::max<ledger::amount_minor>(st.held, 0);
   ledger::amount_minor reserved = 0;
   d.decided.resize(n);
   for (std::size_t i = 0; i < n; ++i) {
