@@ -94,6 +94,45 @@ class leases : public ::testing::Test {
     return out;
   }
 
+  // A posting of `principal`'s under a key of its own.
+  persistence::posting_request posting_of(std::int64_t principal, ledger::posting p) {
+    persistence::posting_request r;
+    r.posting = std::move(p);
+    r.transaction_id = text_of("SELECT gen_random_uuid()::text");
+    r.principal = principal;
+    r.idempotency_key = unique_key("k");
+    r.request_hash = r.idempotency_key;
+    return r;
+  }
+
+  // A principal (named after `name`) with a payer holding 1,000 XTS and a payee, the deposit
+  // committed through the writer's statements on app_.
+  struct ledger_parties {
+    std::int64_t principal = 0;
+    std::int64_t clearing = 0;
+    std::int64_t payer = 0;
+    std::int64_t payee = 0;
+  };
+  ledger_parties funded_payer(const std::string& name) {
+    ledger_parties p;
+    p.principal = int_of("INSERT INTO principal (name, role) VALUES (" + sql_literal(unique_key(name)) +
+                         ", 'user') RETURNING id");
+    p.clearing = persistence::ensure_clearing_account(*app_, "XTS");
+    auto new_account = [&] {
+      return int_of("INSERT INTO account (owner_id, currency, kind) VALUES (" + std::to_string(p.principal) +
+                    ", 'XTS', 'user') RETURNING id");
+    };
+    p.payer = new_account();
+    p.payee = new_account();
+    persistence::prepare_posting_statements(*app_);
+    EXPECT_EQ(persistence::commit_batch(
+                  *app_, {posting_of(p.principal, ledger::flows::deposit(p.clearing, p.payer, p.payer, 1'000, "XTS"))})
+                  .outcomes.at(0)
+                  .outcome,
+              ledger::error_code::ok);
+    return p;
+  }
+
   std::unique_ptr<pqxx::connection> owner_;
   std::unique_ptr<pqxx::connection> app_;
 };
@@ -306,28 +345,8 @@ TEST_F(leases, a_process_that_takes_a_silent_node_id_over_fences_the_silent_one)
 TEST_F(leases, the_writer_commits_a_fenced_debit_only_under_the_current_lease) {
   auto a = make_node(unique_key("a"));
   a.keeper->round();
-  const auto principal = int_of("INSERT INTO principal (name, role) VALUES (" + sql_literal(unique_key("fence")) +
-                                ", 'user') RETURNING id");
-  const auto clearing = persistence::ensure_clearing_account(*app_, "XTS");
-  auto new_account = [&] {
-    return int_of("INSERT INTO account (owner_id, currency, kind) VALUES (" + std::to_string(principal) +
-                  ", 'XTS', 'user') RETURNING id");
-  };
-  const auto payer = new_account(), payee = new_account();
-  persistence::prepare_posting_statements(*app_);
-  auto request = [&](ledger::posting p) {
-    persistence::posting_request r;
-    r.posting = std::move(p);
-    r.transaction_id = text_of("SELECT gen_random_uuid()::text");
-    r.principal = principal;
-    r.idempotency_key = unique_key("k");
-    r.request_hash = r.idempotency_key;
-    return r;
-  };
-  ASSERT_EQ(persistence::commit_batch(*app_, {request(ledger::flows::deposit(clearing, payer, payer, 1'000, "XTS"))})
-                .outcomes.at(0)
-                .outcome,
-            ledger::error_code::ok);
+  const auto [principal, clearing, payer, payee] = funded_payer("fence");
+  auto request = [&](ledger::posting p) { return posting_of(principal, std::move(p)); };
 
   const auto lease = a.owned->lease_for(payer);
   ASSERT_TRUE(lease.has_value());
@@ -389,28 +408,8 @@ TEST_F(leases, the_writer_commits_a_fenced_debit_only_under_the_current_lease) {
 TEST_F(leases, a_writer_waiting_for_its_lease_holds_no_account_row) {
   auto a = make_node(unique_key("a"));
   a.keeper->round();
-  const auto principal = int_of("INSERT INTO principal (name, role) VALUES (" + sql_literal(unique_key("order")) +
-                                ", 'user') RETURNING id");
-  const auto clearing = persistence::ensure_clearing_account(*app_, "XTS");
-  auto new_account = [&] {
-    return int_of("INSERT INTO account (owner_id, currency, kind) VALUES (" + std::to_string(principal) +
-                  ", 'XTS', 'user') RETURNING id");
-  };
-  const auto payer = new_account(), payee = new_account();
-  persistence::prepare_posting_statements(*app_);
-  auto request = [&](ledger::posting p) {
-    persistence::posting_request r;
-    r.posting = std::move(p);
-    r.transaction_id = text_of("SELECT gen_random_uuid()::text");
-    r.principal = principal;
-    r.idempotency_key = unique_key("k");
-    r.request_hash = r.idempotency_key;
-    return r;
-  };
-  ASSERT_EQ(persistence::commit_batch(*app_, {request(ledger::flows::deposit(clearing, payer, payer, 1'000, "XTS"))})
-                .outcomes.at(0)
-                .outcome,
-            ledger::error_code::ok);
+  const auto [principal, clearing, payer, payee] = funded_payer("order");
+  auto request = [&](ledger::posting p) { return posting_of(principal, std::move(p)); };
   const auto lease = a.owned->lease_for(payer);
   ASSERT_TRUE(lease.has_value());
   auto debit = request(ledger::flows::transfer(payer, payee, payee, 100, "XTS"));

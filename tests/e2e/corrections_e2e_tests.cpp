@@ -692,27 +692,45 @@ class ExpiringQuotesE2E : public ts::shared_server_test<ExpiringQuotesE2E> {
   }
 };
 
+// A principal with an EUR account holding 1,000 and an empty CHF one; the rate EUR/CHF is 0.93.
+struct eur_and_chf_accounts {
+  ts::principal who;
+  std::int64_t eur = 0;
+  std::int64_t chf = 0;
+};
+eur_and_chf_accounts eur_and_chf(ts::http_client& c, const std::string& op) {
+  eur_and_chf_accounts out;
+  out.who = ts::create_principal(c, op);
+  out.eur = ts::create_account(c, op, out.who.id, "EUR");
+  out.chf = ts::create_account(c, op, out.who.id, "CHF");
+  ts::deposit(c, op, out.eur, 1'000);
+  const auto r = c.request("PUT", "/v1/fx/rates/EUR/CHF", R"({"rate":"0.93","source":"x"})",
+                           {{"Authorization", "Bearer " + op}, {"Content-Type", "application/json"}});
+  EXPECT_EQ(r.status, 200) << r.body;
+  return out;
+}
+
+// A quote of 1,000 EUR in CHF: its id (empty, and a failure, when it is refused).
+std::string quote_of(ts::http_client& c, const ts::principal& who, std::int64_t eur, std::int64_t chf) {
+  const auto r = c.post(
+      "/v1/fx/quotes", who.key,
+      R"({"fromAccountId":)" + std::to_string(eur) + R"(,"toAccountId":)" + std::to_string(chf) + R"(,"amount":1000})");
+  EXPECT_EQ(r.status, 201) << r.body;
+  return r.status == 201 ? field(r, "id") : std::string();
+}
+
 // An expired quote is 422 quote_expired and moves nothing (waiting for the database's clock to
 // pass the quote's expiry, not for a time).
 TEST_F(ExpiringQuotesE2E, AnExpiredQuoteIsRefused) {
   ts::http_client c(port());
-  const auto alice = ts::create_principal(c, op());
-  const auto eur = ts::create_account(c, op(), alice.id, "EUR");
-  const auto chf = ts::create_account(c, op(), alice.id, "CHF");
-  ts::deposit(c, op(), eur, 1'000);
-  auto r = c.request("PUT", "/v1/fx/rates/EUR/CHF", R"({"rate":"0.93","source":"x"})",
-                     {{"Authorization", "Bearer " + op()}, {"Content-Type", "application/json"}});
-  ASSERT_EQ(r.status, 200) << r.body;
-  r = c.post(
-      "/v1/fx/quotes", alice.key,
-      R"({"fromAccountId":)" + std::to_string(eur) + R"(,"toAccountId":)" + std::to_string(chf) + R"(,"amount":1000})");
-  ASSERT_EQ(r.status, 201) << r.body;
-  const auto id = field(r, "id");
+  const auto [alice, eur, chf] = eur_and_chf(c, op());
+  const auto id = quote_of(c, alice, eur, chf);
+  ASSERT_FALSE(id.empty());
   ASSERT_TRUE(ts::eventually([&] {
     return ts::query_value("SELECT expires_at <= now() FROM fx_quote WHERE id = " + ts::sql_literal(id) + "::uuid") ==
            "t";
   }));
-  r = c.post("/v1/exchanges", alice.key, R"({"quoteId":")" + id + R"("})", ts::unique_key("late"));
+  auto r = c.post("/v1/exchanges", alice.key, R"({"quoteId":")" + id + R"("})", ts::unique_key("late"));
   EXPECT_EQ(r.status, 422) << r.body;
   EXPECT_EQ(code(r), "quote_expired");
   EXPECT_EQ(ts::balance(c, alice.key, eur), 1'000);
@@ -739,21 +757,12 @@ class SlowlyExpiringQuotesE2E : public ts::shared_server_test<SlowlyExpiringQuot
 // quote expired first) proves nothing, and is tried again with a new quote.
 TEST_F(SlowlyExpiringQuotesE2E, TheWriterJudgesAQuotesExpiryUnderItsLock) {
   ts::http_client c(port());
-  const auto alice = ts::create_principal(c, op());
-  const auto eur = ts::create_account(c, op(), alice.id, "EUR");
-  const auto chf = ts::create_account(c, op(), alice.id, "CHF");
-  ts::deposit(c, op(), eur, 1'000);
-  auto r = c.request("PUT", "/v1/fx/rates/EUR/CHF", R"({"rate":"0.93","source":"x"})",
-                     {{"Authorization", "Bearer " + op()}, {"Content-Type", "application/json"}});
-  ASSERT_EQ(r.status, 200) << r.body;
+  const auto [alice, eur, chf] = eur_and_chf(c, op());
 
   bool writer_waited = false;
   for (int attempt = 0; attempt < 10 && !writer_waited; ++attempt) {
-    r = c.post("/v1/fx/quotes", alice.key,
-               R"({"fromAccountId":)" + std::to_string(eur) + R"(,"toAccountId":)" + std::to_string(chf) +
-                   R"(,"amount":1000})");
-    ASSERT_EQ(r.status, 201) << r.body;
-    const auto id = field(r, "id");
+    const auto id = quote_of(c, alice, eur, chf);
+    ASSERT_FALSE(id.empty());
     ts::account_lock lock({eur});
     ts::response answer;
     std::thread exchange([&] {
