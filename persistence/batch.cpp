@@ -848,11 +848,11 @@ void prepare_posting_statements(pqxx::connection& conn) {
   // ANALYZE. No statement on this connection is meant to read a table whole, so sequential scans
   // are priced out here: the plans probe the keys' indexes whatever the statistics say
   // (tests/persistence/posting_plan_tests.cpp).
-  {
-    pqxx::nontransaction setup(conn);
-    setup.exec("SET plan_cache_mode = force_generic_plan");
-    setup.exec("SET enable_seqscan = off");
-  }
+  //
+  // Set through libpqxx's session variables, not SET statements: libpqxx 6 reconnects a connection
+  // whose session ended on its next statement, silently, and sets them again in the new session.
+  conn.set_variable("plan_cache_mode", "force_generic_plan");
+  conn.set_variable("enable_seqscan", "off");
   prepare_hold_statements(conn);
 }
 

@@ -805,6 +805,31 @@ TEST_F(ledger_db, a_refused_posting_leaves_no_trace_and_its_key_stays_free) {
   expect_caches_match_entries();
 }
 
+// Ends `conn`'s session from within, as a terminated backend or a proxy's reset would, and waits for
+// libpqxx's silent reconnect on a later statement; returns the new session's answer to SHOW
+// `setting`.
+std::string reconnected_and_shown(pqxx::connection& conn, const std::string& setting) {
+  const auto first = conn.backendpid();
+  try {
+    pqxx::nontransaction txn(conn);
+    txn.exec("SELECT pg_terminate_backend(pg_backend_pid())");
+  } catch (const pqxx::broken_connection&) {}
+  std::string shown;
+  for (int attempt = 0; attempt < 3 && shown.empty(); ++attempt) {
+    try {
+      pqxx::nontransaction txn(conn);
+      shown = txn.exec1("SHOW " + setting)[0].as<std::string>();
+    } catch (const pqxx::broken_connection&) {}
+  }
+  EXPECT_NE(conn.backendpid(), first);
+  return shown;
+}
+
+std::string shown(pqxx::connection& conn, const std::string& setting) {
+  pqxx::nontransaction txn(conn);
+  return txn.exec1("SHOW " + setting)[0].as<std::string>();
+}
+
 // libpqxx 6 reconnects a connection whose session ended on its next statement, silently: the new
 // session has the same timeouts, since they travel in the connection string rather than as SETs.
 // Without them a writer that met a dropped connection would wait for a lock without end.
@@ -813,26 +838,20 @@ TEST(connections, a_session_that_ended_is_replaced_with_the_same_timeouts) {
   o.lock_timeout_ms = 1'234;
   o.statement_timeout_ms = 4'321;
   auto conn = connect(o);
-  auto show = [&conn](const char* setting) {
-    pqxx::nontransaction txn(*conn);
-    return txn.exec1(std::string("SHOW ") + setting)[0].as<std::string>();
-  };
-  EXPECT_EQ(show("lock_timeout"), "1234ms");
-  const auto first = conn->backendpid();
-  try {
-    pqxx::nontransaction txn(*conn);
-    txn.exec("SELECT pg_terminate_backend(pg_backend_pid())");
-  } catch (const pqxx::broken_connection&) {}
-  std::string lock_timeout;
-  for (int attempt = 0; attempt < 3 && lock_timeout.empty(); ++attempt) {
-    try {
-      lock_timeout = show("lock_timeout");
-    } catch (const pqxx::broken_connection&) {}
-  }
-  EXPECT_NE(conn->backendpid(), first);
-  EXPECT_EQ(lock_timeout, "1234ms");
-  EXPECT_EQ(show("statement_timeout"), "4321ms");
-  EXPECT_EQ(show("idle_in_transaction_session_timeout"), "8642ms");
+  EXPECT_EQ(shown(*conn, "lock_timeout"), "1234ms");
+  EXPECT_EQ(reconnected_and_shown(*conn, "lock_timeout"), "1234ms");
+  EXPECT_EQ(shown(*conn, "statement_timeout"), "4321ms");
+  EXPECT_EQ(shown(*conn, "idle_in_transaction_session_timeout"), "8642ms");
+}
+
+// The same for the posting path's plan settings: a writer reconnected without them would plan its
+// batches anew each time and could read whole tables (prepare_posting_statements).
+TEST(connections, a_posting_connection_keeps_its_plan_settings_across_a_reconnect) {
+  auto conn = connect(options_for(test_support::database_url(), k_application_name));
+  prepare_posting_statements(*conn);
+  EXPECT_EQ(shown(*conn, "enable_seqscan"), "off");
+  EXPECT_EQ(reconnected_and_shown(*conn, "enable_seqscan"), "off");
+  EXPECT_EQ(shown(*conn, "plan_cache_mode"), "force_generic_plan");
 }
 
 std::unique_ptr<pqxx::connection> app_connection_named(const std::string& application_name) {
