@@ -251,7 +251,9 @@ std::vector<descriptor> describe(settings& s) {
        "PEM file of CAs that https webhook destinations are verified against (empty: the system store).",
        string_rule{&s.webhooks.ca_file, {}, true}},
 
-      {"admission", "inflight_requests_max", "Requests in flight in the whole server; more answer 503.",
+      {"admission", "inflight_requests_max",
+       "Requests in flight in the whole server, counted until their work ends (answered at the deadline or not); more "
+       "answer 503.",
        int_rule{&s.admission.inflight_requests_max, 1, 10'000'000}},
 
       {"auth", "bootstrap_key", "API key of an operator ensured at start (empty: none).",

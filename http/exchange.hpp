@@ -31,7 +31,58 @@ struct reply {
 
 reply problem_reply(const problem& p, std::string_view request_id);
 
+// What the server has admitted and not finished: requests whose work may still run, and the bytes
+// of large bodies they hold (admission.inflight_requests_max and the large-body budget bound them).
+// Shared with the slots, so that a slot given back late (by a callback destroyed at shutdown)
+// never outlives it.
+struct admission_budget {
+  std::atomic<std::int64_t> requests{0};
+  std::atomic<std::int64_t> large_body_bytes{0};
+};
+
+// One admitted request's share of the budget, given back when the exchange that holds it dies:
+// when the last callback of the work behind the request has run or been destroyed. An answer
+// alone gives nothing back: the deadline's answer leaves the work running (a posting waiting for
+// its rows, a check waiting for Redis, a report being read), and a slot freed then would let the
+// server admit more than its bound while that work goes on.
+class admission_slot {
+ public:
+  admission_slot() = default;
+  admission_slot(std::shared_ptr<admission_budget> budget, std::int64_t body_bytes)
+      : budget_(std::move(budget)), body_bytes_(body_bytes) {
+    budget_->requests.fetch_add(1);
+  }
+  admission_slot(admission_slot&& o) noexcept
+      : budget_(std::move(o.budget_)), body_bytes_(std::exchange(o.body_bytes_, 0)) {}
+  admission_slot& operator=(admission_slot&& o) noexcept {
+    if (this != &o) {
+      release();
+      budget_ = std::move(o.budget_);
+      body_bytes_ = std::exchange(o.body_bytes_, 0);
+    }
+    return *this;
+  }
+  admission_slot(const admission_slot&) = delete;
+  admission_slot& operator=(const admission_slot&) = delete;
+  ~admission_slot() { release(); }
+
+ private:
+  void release() {
+    if (!budget_) return;
+    budget_->requests.fetch_sub(1);
+    budget_->large_body_bytes.fetch_sub(body_bytes_);
+    budget_.reset();
+    body_bytes_ = 0;
+  }
+  std::shared_ptr<admission_budget> budget_;
+  std::int64_t body_bytes_ = 0;
+};
+
+// Never store in an exchange a callable that holds the exchange itself: the cycle would keep its
+// slot (and the request's memory) for good. `respond` and the deadline hold it weakly.
 struct exchange {
+  // First, so destroyed last: the body and everything else of the request go before the slot.
+  admission_slot slot;
   std::string request_id;
   std::string method;
   std::string target;  // path and query, as sent

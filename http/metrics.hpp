@@ -13,6 +13,7 @@
 #include <string>
 
 #include "actors/ledger_service.hpp"
+#include "http/exchange.hpp"
 #include "ratelimit/limiter.hpp"
 
 namespace api {
@@ -21,7 +22,9 @@ class metrics {
  public:
   void observe(const std::string& route, int status, double seconds);
   std::atomic<std::int64_t> open_connections{0};
-  std::atomic<std::int64_t> inflight_requests{0};
+  std::atomic<std::int64_t> inflight_requests{0};  // read and not yet answered
+  // Admitted and not finished, answered or not (the bound of admission.inflight_requests_max).
+  const std::shared_ptr<admission_budget> admission = std::make_shared<admission_budget>();
   std::atomic<std::uint64_t> connections_refused{0};
   std::atomic<std::uint64_t> accept_failures{0};          // accept() errors (e.g. out of file descriptors)
   std::atomic<std::uint64_t> forwarded_requests{0};       // cluster mode: sent to the partition's holder

@@ -32,7 +32,7 @@ pipeline::pipeline(handler_support& support, ratelimit::limiter* limiter)
 
 void pipeline::run(const exchange_ptr& ex, const route& r, std::function<void(const principal&)> next) {
   if (r.who == access::open) return next(principal{});
-  if (support_.stats.inflight_requests.load() > support_.settings.admission.inflight_requests_max) {
+  if (support_.stats.admission->requests.load() > support_.settings.admission.inflight_requests_max) {
     return support_.fail(ex, ledger::error_code::server_busy, "the server is at its limit of requests in flight",
                          ledger::k_retry_after_default_s);
   }

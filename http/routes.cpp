@@ -79,6 +79,8 @@ request_limits routes::limits(std::string_view method, std::string_view path) co
 
 void routes::serve_forwarded(actors::forwarded_request request, std::function<void(actors::forwarded_reply)> done) {
   auto ex = std::make_shared<exchange>();
+  // Work another node sent here counts against this node's bound as its own requests do.
+  ex->slot = admission_slot(impl_->support.stats.admission, 0);
   ex->forwarded = true;
   // The forwarding node chose (or checked) the id: its log and the answer name the same request.
   ex->request_id = !request.request_id.empty() ? std::move(request.request_id) : new_request_id();

@@ -65,7 +65,6 @@ struct server::impl {
   // Peers whose X-Forwarded-For names the client (validated with the settings).
   const std::vector<base::ip_network> trusted_proxies =
       base::parse_networks(settings.trusted_proxies).value_or(std::vector<base::ip_network>{});
-  std::atomic<std::int64_t> large_body_bytes{0};
   // Per context, touched only on its thread: the sessions whose request is in flight (an
   // intrusive list, so joining and leaving it allocate nothing), for the end of the grace period.
   std::vector<session*> inflight_heads;
@@ -256,6 +255,8 @@ class session : public std::enable_shared_from_this<session> {
                  [self, r = std::move(r), ex]() mutable { self->write(std::move(r), ex); });
     };
     ++srv_.stats.inflight_requests;
+    // The request's admission, with its large body's reservation, now lives as long as its work.
+    ex->slot = admission_slot(srv_.stats.admission, std::exchange(reserved_body_bytes_, 0));
     current_ = ex;
     ex->deadline = std::chrono::milliseconds(limits_.deadline_ms);
     arm_deadline(ex);
@@ -340,13 +341,15 @@ class session : public std::enable_shared_from_this<session> {
   }
 
   // A body over http.body_bytes_max takes its declared length (or, chunked, the route's limit)
-  // from the server's budget for large bodies until its answer is written.
+  // from the server's budget for large bodies: until the work of its request ends (the request's
+  // slot takes the reservation over), or, refused before that, until its answer is written.
   bool reserve_body() {
     const auto declared = parser_->content_length();
     const std::int64_t need = declared ? static_cast<std::int64_t>(*declared) : limits_.body_bytes_max;
     if (need <= srv_.settings.body_bytes_max) return true;
-    if (srv_.large_body_bytes.fetch_add(need) + need > srv_.large_bodies_max) {
-      srv_.large_body_bytes.fetch_sub(need);
+    auto& taken = srv_.stats.admission->large_body_bytes;
+    if (taken.fetch_add(need) + need > srv_.large_bodies_max) {
+      taken.fetch_sub(need);
       return false;
     }
     reserved_body_bytes_ = need;
@@ -355,7 +358,7 @@ class session : public std::enable_shared_from_this<session> {
 
   void release_body() {
     if (reserved_body_bytes_ == 0) return;
-    srv_.large_body_bytes.fetch_sub(reserved_body_bytes_);
+    srv_.stats.admission->large_body_bytes.fetch_sub(reserved_body_bytes_);
     reserved_body_bytes_ = 0;
   }
 
@@ -364,7 +367,7 @@ class session : public std::enable_shared_from_this<session> {
     unlist();
     deadline_.cancel();
     current_.reset();
-    parser_.reset();  // the body, if still here, goes with its reservation
+    parser_.reset();
     release_body();
     if (!ec && linger_) return linger();
     if (ec || !keep_alive) return close();

@@ -498,6 +498,21 @@ void patient_database(ts::server_process::options& o) {
   o.env["WALLET_HTTP_REQUEST_DEADLINE_MS"] = "30000";
 }
 
+// A server of ordinary limits on the same database, for the set-up of a test whose own server
+// admits one or two requests at a time: there, requests that follow each other closely could be
+// refused, since a request's place is given back when the last callback of its work is gone,
+// just after its answer.
+struct setup_server {
+  setup_server() : server(stopping_quickly(generous())), c(server.port()) {}
+  static ts::server_process::options generous() {
+    ts::server_process::options o;
+    generous_limits(o);
+    return o;
+  }
+  ts::server_process server;
+  ts::http_client c;
+};
+
 // With admission.inflight_requests_max = 2 and two transfers stalled on row locks, a third
 // request answers 503 server_busy with Retry-After at once (before authentication or any
 // database work), health probes still answer, and once the stalled two finish the server
@@ -510,19 +525,20 @@ TEST(Shedding, GlobalInflightBoundAnswers503ServerBusy) {
   o.env["WALLET_WRITER_COUNT"] = "2";
   own_server s(o);
   auto& [server, c, op] = s;
-  auto payer = ts::create_principal(c, op.key);
-  auto payee = ts::create_principal(c, op.key);
-  const auto to = ts::create_account(c, op.key, payee.id);
+  setup_server setup;
+  auto payer = ts::create_principal(setup.c, op.key);
+  auto payee = ts::create_principal(setup.c, op.key);
+  const auto to = ts::create_account(setup.c, op.key, payee.id);
   // Two payer accounts on different ledger writers (writer = id % 2), so that both stalled
   // transfers wait in PostgreSQL where the test can see them (/metrics cannot be used to watch:
   // a scrape is itself a request in flight and would take one of the two places).
-  std::vector<std::int64_t> from{ts::create_account(c, op.key, payer.id)};
+  std::vector<std::int64_t> from{ts::create_account(setup.c, op.key, payer.id)};
   for (int i = 0; i < 10 && from.size() < 2; ++i) {
-    const auto next = ts::create_account(c, op.key, payer.id);
+    const auto next = ts::create_account(setup.c, op.key, payer.id);
     if (next % 2 != from[0] % 2) from.push_back(next);
   }
   ASSERT_EQ(from.size(), 2u);
-  for (auto account : from) ts::deposit(c, op.key, account, 1000);
+  for (auto account : from) ts::deposit(setup.c, op.key, account, 1000);
 
   // The payee's row too: both writers credit it, and whichever locked it first would otherwise
   // be the one the other waits for.
@@ -559,7 +575,50 @@ TEST(Shedding, GlobalInflightBoundAnswers503ServerBusy) {
   EXPECT_EQ(journal_count(payer.id, keys), 2);
   EXPECT_TRUE(
       ts::eventually([&] { return c.get("/v1/accounts/" + std::to_string(to), payee.key).status == 200; }, 5s, 20ms));
-  EXPECT_EQ(ts::balance(c, payee.key, to), 200);
+  EXPECT_EQ(ts::balance(setup.c, payee.key, to), 200);
+}
+
+// A request answered at its deadline (503 deadline_exceeded) keeps its place among those in flight
+// while its work goes on: here a transfer waiting for its rows. With admission.inflight_requests_max
+// = 1 the next request is answered 503 server_busy until the transfer commits; were the place given
+// back with the answer, the server would admit new work without bound while old work still ran.
+TEST(Shedding, ARequestAnsweredAtItsDeadlineKeepsItsPlaceUntilItsWorkEnds) {
+  ts::server_process::options o;
+  generous_limits(o);
+  patient_database(o);
+  o.env["WALLET_HTTP_REQUEST_DEADLINE_MS"] = "3000";
+  o.env["WALLET_ADMISSION_INFLIGHT_REQUESTS_MAX"] = "1";
+  own_server s(o);
+  auto& [server, c, op] = s;
+  setup_server setup;
+  auto payer = ts::create_principal(setup.c, op.key);
+  auto payee = ts::create_principal(setup.c, op.key);
+  const auto from = ts::create_account(setup.c, op.key, payer.id);
+  const auto to = ts::create_account(setup.c, op.key, payee.id);
+  ts::deposit(setup.c, op.key, from, 1000);
+
+  ts::account_lock lock({from, to});
+  const std::string key = ts::unique_key("outlived");
+  auto stalled = std::async(std::launch::async, [&] {
+    ts::http_client client(server.port(), 60s);
+    return client.post("/v1/transfers", payer.key, transfer_body(from, to, 100), key);
+  });
+  ASSERT_TRUE(ts::eventually([&] { return lock.waiters() >= 1; }, 15s, 20ms))
+      << "the transfer did not reach the database";
+  const auto late = stalled.get();
+  ASSERT_EQ(late.status, 503) << late.body;
+  ASSERT_EQ(code_of(late), "deadline_exceeded") << late.body;
+  ASSERT_GE(lock.waiters(), 1) << "the transfer's work ended before the test could look";
+
+  const auto busy = c.get("/v1/accounts/" + std::to_string(to), payee.key);
+  EXPECT_EQ(busy.status, 503) << busy.body;
+  EXPECT_EQ(code_of(busy), "server_busy") << busy.body;
+
+  lock.release();
+  ASSERT_TRUE(ts::eventually([&] { return journal_count(payer.id, {key}) == 1; }, 30s, 20ms));
+  EXPECT_TRUE(
+      ts::eventually([&] { return c.get("/v1/accounts/" + std::to_string(to), payee.key).status == 200; }, 10s, 20ms));
+  EXPECT_EQ(ts::balance(setup.c, payee.key, to), 100);
 }
 
 // Payers (three by default) with 1,000 each in an account of their own, and a payee with an empty
