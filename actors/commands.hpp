@@ -72,6 +72,10 @@ struct deposit_claim_command {
   std::string deposit_transaction_id;
   std::optional<ledger::amount_minor> amount;  // none: all that is left of the deposit
   bool chargeback = false;
+  // Reported by the provider (payment.refunded): the card was paid back already, so the refund is
+  // booked whatever the wallet holds or its status, the rest to refund_shortfall. An operator's
+  // refund is a decision and is refused instead.
+  bool reported_by_provider = false;
   std::string reason;  // empty: none
   std::string idempotency_key;
   std::string request_hash;

@@ -1,7 +1,9 @@
 // Refunds and the chargeback of a deposit: the wallet pays the provider's clearing account back
 // (DEPOSIT_REFUND, CHARGEBACK), through the wallet's actor. A chargeback takes what the wallet
 // holds, up to its amount, and books the rest to chargeback_loss, so the wallet never goes
-// negative. Refunds and the chargeback together never exceed the deposit: the writer checks the
+// negative. A refund the provider reports (payment.refunded) is done already on the provider's
+// side: it too takes what the wallet holds, frozen or not, and books the rest to
+// refund_shortfall, which the operator then recovers; an operator's refund is refused instead. Refunds and the chargeback together never exceed the deposit: the writer checks the
 // deposit's row under its lock, and the database's CHECK refuses it too.
 
 #include "actors/account_cache.hpp"
@@ -53,7 +55,11 @@ void money_flows::claim(deposit_claim_command command, persistence::deposit_reco
                                     " left to refund or charge back; " + std::to_string(amount) + " is more"));
   }
   std::vector<std::pair<std::string, bool>> roles{{"clearing:" + deposit.provider, true}};
-  if (command.chargeback) roles.emplace_back("chargeback_loss", true);
+  if (command.chargeback) {
+    roles.emplace_back("chargeback_loss", true);
+  } else if (command.reported_by_provider) {
+    roles.emplace_back("refund_shortfall", true);
+  }
   const std::string currency = deposit.currency;
   system_accounts(currency, std::move(roles),
                   [this, command = std::move(command), deposit = std::move(deposit), rows = std::move(rows), amount,
@@ -64,6 +70,9 @@ void money_flows::claim(deposit_claim_command command, persistence::deposit_reco
                         command.chargeback
                             ? ledger::flows::chargeback(deposit.account_id, ids[0], ids[1], amount, deposit.currency)
                             : ledger::flows::deposit_refund(deposit.account_id, ids[0], amount, deposit.currency);
+                    if (command.reported_by_provider && !command.chargeback) {
+                      request.posting.shortfall_account = ids[1];
+                    }
                     request.transaction_id = make_transaction_id();
                     request.principal = command.principal;
                     request.idempotency_key = std::move(command.idempotency_key);

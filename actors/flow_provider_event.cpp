@@ -90,6 +90,7 @@ void money_flows::provider_event(provider_event_command command, finish_fn done)
                   claim_command.deposit_transaction_id = r.value->transaction_id;
                   claim_command.amount = command.amount;
                   claim_command.chargeback = command.type == "chargeback.created";
+                  claim_command.reported_by_provider = true;
                   claim_command.idempotency_key = key;
                   claim_command.request_hash = command.request_hash;
                   rows->claim =

@@ -606,6 +606,55 @@ TEST_F(MoneyFlowE2E, AFailedPayoutReachesAFrozenWallet) {
   EXPECT_EQ(ts::balance(c, alice.key, a), 5'000 - k_fee);
 }
 
+// A refund the provider reports has happened already: the cardholder has the money back. Against
+// a wallet that is frozen and holds less than the refund, it takes what the wallet holds and books
+// the rest to refund_shortfall (which may go negative: what the operator recovers), so the clearing
+// account follows the provider's books. The same refund asked by an operator is a decision, and is
+// refused.
+TEST_F(MoneyFlowE2E, AProviderRefundReachesAFrozenWalletAndBooksWhatItLacks) {
+  ts::http_client c(port());
+  const auto p = new_provider(c);
+  const auto [alice, a] = wallet(c);
+  const auto [bob, b] = wallet(c);
+  const auto clearing = "clearing:" + p.name;
+  for (const auto& [payment, amount] : {std::pair{"short-1", 1'000}, std::pair{"short-2", 500}}) {
+    auto r = signed_event(c, p,
+                          event(p, std::string("ev-") + payment, "payment.succeeded",
+                                {{"paymentId", payment}, {"accountId", a}, {"amount", amount}, {"currency", "EUR"}}));
+    ASSERT_EQ(r.status, 200) << r.body;
+  }
+  auto paid = c.post("/v1/transfers", alice.key, ts::transfer_body(a, b, 1'300), ts::unique_key("spent"));
+  ASSERT_EQ(paid.status, 201) << paid.body;
+  ASSERT_EQ(c.post("/v1/accounts/" + std::to_string(a) + "/freeze", op(), "{}").status, 200);
+
+  // An operator's refund of the second deposit is refused: the wallet is frozen.
+  const auto second = ts::query_value(
+      "SELECT transaction_id FROM deposit_payment WHERE payment_id = 'short-2' AND provider_id = (SELECT id FROM "
+      "provider WHERE name = '" +
+      p.name + "')");
+  auto by_operator = post_money(c, "/v1/deposits/" + second + "/refunds", op(), R"({"amount":100})");
+  EXPECT_EQ(by_operator.status, 422) << by_operator.body;
+
+  const auto shortfall_before = system_balance("refund_shortfall");
+  const auto clearing_before = system_balance(clearing);
+  const auto refunded = event(p, "ev-refund-short-1", "payment.refunded", {{"paymentId", "short-1"}});
+  auto r = signed_event(c, p, refunded);
+  ASSERT_EQ(r.status, 200) << r.body;
+  const auto tx = str(r.json().as_object().at("transactionId"));
+  EXPECT_EQ(entries(c, tx), (std::map<std::int64_t, std::int64_t>{
+                                {a, -200}, {system_id("refund_shortfall"), -800}, {system_id(clearing), 1'000}}));
+  EXPECT_EQ(system_balance("refund_shortfall"), shortfall_before - 800);
+  EXPECT_EQ(system_balance(clearing), clearing_before + 1'000);
+  const auto redelivered = signed_event(c, p, refunded);
+  ASSERT_EQ(redelivered.status, 200) << redelivered.body;
+  EXPECT_TRUE(redelivered.json().as_object().at("duplicate").as_bool());
+  EXPECT_EQ(str(redelivered.json().as_object().at("transactionId")), tx);
+
+  ASSERT_EQ(c.post("/v1/accounts/" + std::to_string(a) + "/unfreeze", op(), "{}").status, 200);
+  EXPECT_EQ(ts::balance(c, alice.key, a), 0);
+  EXPECT_TRUE(ts::reconciliation_ok(c, op()));
+}
+
 TEST_F(MoneyFlowE2E, ASettledWithdrawalNeverChangesAgain) {
   ts::http_client c(port());
   const auto [alice, a] = wallet(c);
