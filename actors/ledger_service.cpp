@@ -737,15 +737,17 @@ void ledger_service::list_settlement_exceptions(std::string status, std::int64_t
   impl_->settlements->list(status, after, limit, std::move(done));
 }
 
-void ledger_service::resolve_settlement_exception(request_origin origin, std::int64_t id, std::string note,
-                                                  std::optional<std::string> owner, std::string resolved_by,
+void ledger_service::resolve_settlement_exception(request_origin origin, std::int64_t id, std::int64_t seen_import_id,
+                                                  std::string note, std::optional<std::string> owner,
+                                                  std::string resolved_by,
                                                   query_callback<std::optional<settlement_exception_view>> done) {
   boost::json::object detail;
   if (owner) detail["owner"] = *owner;
+  detail["importId"] = seen_import_id;  // the amounts the operator accepted are that import's
   auto audit = audit_entry_for(origin, "settlement_exception.resolve", "settlement_exception:" + std::to_string(id),
                                boost::json::serialize(detail));
-  impl_->settlements->resolve(id, std::move(note), std::move(owner), std::move(resolved_by), std::move(audit),
-                              std::move(done));
+  impl_->settlements->resolve(id, seen_import_id, std::move(note), std::move(owner), std::move(resolved_by),
+                              std::move(audit), std::move(done));
 }
 
 void ledger_service::ensure_operator_blocking(const std::string& key_hash_hex) {

@@ -205,8 +205,8 @@ class ledger_service {
   void list_settlement_exceptions(std::string status, std::int64_t after, int limit,
                                   query_callback<settlement_exceptions_view> done);
   // Resolves once: nullopt when there is no such exception; conflict when it was resolved already.
-  void resolve_settlement_exception(request_origin origin, std::int64_t id, std::string note,
-                                    std::optional<std::string> owner, std::string resolved_by,
+  void resolve_settlement_exception(request_origin origin, std::int64_t id, std::int64_t seen_import_id,
+                                    std::string note, std::optional<std::string> owner, std::string resolved_by,
                                     query_callback<std::optional<settlement_exception_view>> done);
 
   // Cluster mode. Where requests forwarded by other nodes are served (the HTTP routes); set before

@@ -111,15 +111,16 @@ void settlement_reports::list(const std::string& status, std::int64_t after, int
       std::move(done));
 }
 
-void settlement_reports::resolve(std::int64_t id, std::string note, std::optional<std::string> owner,
-                                 std::string resolved_by, persistence::audit_entry audit,
+void settlement_reports::resolve(std::int64_t id, std::int64_t seen_import_id, std::string note,
+                                 std::optional<std::string> owner, std::string resolved_by,
+                                 persistence::audit_entry audit,
                                  query_callback<std::optional<settlement_exception_view>> done) {
   readers_->read<persistence::settlement_resolution>(
-      [id, note = std::move(note), owner = std::move(owner), resolved_by = std::move(resolved_by),
+      [id, seen_import_id, note = std::move(note), owner = std::move(owner), resolved_by = std::move(resolved_by),
        audit = std::move(audit)](pqxx::connection& conn) {
-        return persistence::resolve_settlement_exception(conn, id, note, owner, resolved_by, &audit);
+        return persistence::resolve_settlement_exception(conn, id, seen_import_id, note, owner, resolved_by, &audit);
       },
-      [id, done = std::move(done)](query_result<persistence::settlement_resolution> r) {
+      [id, seen_import_id, done = std::move(done)](query_result<persistence::settlement_resolution> r) {
         if (r.outcome != ledger::error_code::ok) return done({r.outcome, std::move(r.detail), std::nullopt});
         using outcome = persistence::settlement_resolution::outcome;
         switch (r.value.result) {
@@ -129,6 +130,16 @@ void settlement_reports::resolve(std::int64_t id, std::string note, std::optiona
                          "settlement exception " + std::to_string(id) + " was resolved already, by " +
                              r.value.exception.resolved_by + " at " + r.value.exception.resolved_at,
                          to_view(r.value.exception)});
+          case outcome::changed: {
+            const auto& e = r.value.exception;
+            return done({ledger::error_code::conflict,
+                         "settlement exception " + std::to_string(id) + " was changed by import " +
+                             std::to_string(e.import_id) + " since import " + std::to_string(seen_import_id) +
+                             " (ledger amount " + (e.ledger_amount.empty() ? "none" : e.ledger_amount) +
+                             ", report amount " + (e.report_amount.empty() ? "none" : e.report_amount) +
+                             "); review it and resolve it with importId " + std::to_string(e.import_id),
+                         to_view(e)});
+          }
           case outcome::resolved:
             spdlog::info("settlement exception {} resolved by {}", id, r.value.exception.resolved_by);
             return done({ledger::error_code::ok, {}, to_view(r.value.exception)});

@@ -33,10 +33,12 @@ class settlement_reports {
               query_callback<settlement_import_view> done);
   // `status`: "open", "resolved", or empty for both.
   void list(const std::string& status, std::int64_t after, int limit, query_callback<settlement_exceptions_view> done);
-  // nullopt: no such exception; conflict (with the exception as it is): resolved already.
+  // nullopt: no such exception; conflict (with the exception as it is): resolved already, or an
+  // import changed it since the operator saw it at `seen_import_id`.
   // `audit` is recorded in the resolution's transaction.
-  void resolve(std::int64_t id, std::string note, std::optional<std::string> owner, std::string resolved_by,
-               persistence::audit_entry audit, query_callback<std::optional<settlement_exception_view>> done);
+  void resolve(std::int64_t id, std::int64_t seen_import_id, std::string note, std::optional<std::string> owner,
+               std::string resolved_by, persistence::audit_entry audit,
+               query_callback<std::optional<settlement_exception_view>> done);
 
  private:
   const config::settings& settings_;

@@ -275,12 +275,14 @@ const std::string k_list_by_status_sql =
     "SELECT " + k_exception_columns_sql +
     " FROM settlement_exception WHERE status = $3 AND id > $1 ORDER BY id LIMIT $2";
 
-// $3 empty: the owner stays.
+// $3 empty: the owner stays. $5: the import_id the operator saw (an import that changes an open
+// exception's amounts gives it its own, k_update_open_sql); a row that waited for an import's lock
+// is checked again as that import left it.
 constexpr const char* k_resolve = "settlement_resolve";
 const std::string k_resolve_sql =
     "UPDATE settlement_exception SET status = 'resolved', note = $2, owner = COALESCE(NULLIF($3, ''), owner),"
     "       resolved_by = $4, resolved_at = now()"
-    " WHERE id = $1 AND status = 'open' RETURNING " +
+    " WHERE id = $1 AND status = 'open' AND import_id = $5 RETURNING " +
     k_exception_columns_sql;
 
 constexpr const char* k_find_exception = "settlement_find_exception";
@@ -510,14 +512,14 @@ settlement_exceptions_page list_settlement_exceptions(pqxx::connection& conn,
   return page;
 }
 
-settlement_resolution resolve_settlement_exception(pqxx::connection& conn, std::int64_t id, const std::string& note,
-                                                   const std::optional<std::string>& owner,
+settlement_resolution resolve_settlement_exception(pqxx::connection& conn, std::int64_t id, std::int64_t seen_import_id,
+                                                   const std::string& note, const std::optional<std::string>& owner,
                                                    const std::string& resolved_by, const audit_entry* audit) {
   WALLET_ASSERT(!note.empty() && !resolved_by.empty(), "a resolution says why and who");
   prepare_statements(conn);
   pqxx::work txn(conn);
   settlement_resolution out;
-  const auto updated = txn.exec_prepared(k_resolve, id, note, owner.value_or(""), resolved_by);
+  const auto updated = txn.exec_prepared(k_resolve, id, note, owner.value_or(""), resolved_by, seen_import_id);
   if (!updated.empty()) {
     out.result = settlement_resolution::outcome::resolved;
     out.exception = read_exception(updated[0]);
@@ -525,12 +527,15 @@ settlement_resolution resolve_settlement_exception(pqxx::connection& conn, std::
     txn.commit();
     return out;
   }
-  // Not open: resolved already (by whoever got there first), or no such exception.
+  // Not open: resolved already (by whoever got there first), or no such exception; or open with
+  // the amounts of a later import.
   const auto found = txn.exec_prepared(k_find_exception, id);
   txn.commit();
   if (found.empty()) return out;
-  out.result = settlement_resolution::outcome::already_resolved;
   out.exception = read_exception(found[0]);
+  out.result = out.exception.status == settlement_exception_status::open
+                   ? settlement_resolution::outcome::changed
+                   : settlement_resolution::outcome::already_resolved;
   return out;
 }
 

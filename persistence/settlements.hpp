@@ -111,16 +111,20 @@ settlement_exceptions_page list_settlement_exceptions(pqxx::connection& conn,
                                                       std::int64_t after, int limit);
 
 struct settlement_resolution {
-  enum class outcome : std::uint8_t { resolved, not_found, already_resolved };
+  // changed: still open, but an import changed it since the operator saw it (another import_id).
+  enum class outcome : std::uint8_t { resolved, not_found, already_resolved, changed };
   outcome result = outcome::not_found;
   settlement_exception_record exception;  // as it is now (when found)
 };
 
 // Resolves an open exception once: the note, who and when are kept on the row, and the owner
-// replaced when one is given. A resolved exception is never changed again.
+// replaced when one is given. A resolved exception is never changed again. `seen_import_id` is
+// the import_id of the exception as the operator reviewed it: an import that changed its amounts
+// since gave it another, and it is then left open (outcome changed), since the note speaks of
+// amounts it no longer has.
 // `audit`, when given, is recorded in the same transaction when the exception is resolved.
-settlement_resolution resolve_settlement_exception(pqxx::connection& conn, std::int64_t id, const std::string& note,
-                                                   const std::optional<std::string>& owner,
+settlement_resolution resolve_settlement_exception(pqxx::connection& conn, std::int64_t id, std::int64_t seen_import_id,
+                                                   const std::string& note, const std::optional<std::string>& owner,
                                                    const std::string& resolved_by, const audit_entry* audit = nullptr);
 
 }  // namespace persistence

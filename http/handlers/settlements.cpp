@@ -129,13 +129,16 @@ void list_exceptions(handler_support& s, const exchange_ptr& ex) {
       });
 }
 
-// {"note", "owner"?}: the note (and who, and when) stay on the exception as its audit record.
+// {"note", "importId", "owner"?}: the note (and who, and when) stay on the exception as its audit
+// record. importId is the exception's as the operator reviewed it: an import that changed its
+// amounts since gave it another, and the resolve is then a conflict (409) that changes nothing.
 void resolve(handler_support& s, const exchange_ptr& ex, const principal& who, const path_params& p) {
   auto object = s.body(ex);
   if (!object) return;
   field_reader f(*object);
-  f.allow_only({"note", "owner"});
+  f.allow_only({"note", "importId", "owner"});
   auto note = f.string("note", k_note_max);
+  const auto seen_import_id = f.id("importId");
   auto owner = f.optional_string("owner", k_owner_max);
   if (!f.ok()) return s.invalid(ex, f.error());
   // PostgreSQL text holds no NUL character.
@@ -144,7 +147,8 @@ void resolve(handler_support& s, const exchange_ptr& ex, const principal& who, c
   }
   const auto id = p.id;
   s.service.resolve_settlement_exception(
-      {who.id, ex->request_id}, id, std::move(note), std::move(owner), "operator " + std::to_string(who.id),
+      {who.id, ex->request_id}, id, seen_import_id, std::move(note), std::move(owner),
+      "operator " + std::to_string(who.id),
       [&s, ex, id](actors::query_result<std::optional<actors::settlement_exception_view>> r) {
         if (r.outcome == ledger::error_code::conflict) return s.fail(ex, r.outcome, r.detail);
         if (r.outcome != ledger::error_code::ok) return s.unavailable(ex, r.outcome, r.detail);

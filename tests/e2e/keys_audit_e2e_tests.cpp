@@ -543,17 +543,21 @@ TEST_F(KeysAuditE2E, EveryOperatorActionLeavesOneAuditRowInOrder) {
   o = ok(imported, 200);
   want.push_back({"settlement.import", "settlement_import:" + std::to_string(o.at("importId").as_int64()), id});
   std::int64_t exception_id = 0;
+  std::int64_t import_id = 0;
   for (std::string after = "0"; exception_id == 0 && after != "null";) {
     const auto page = ok(call(c, "GET", "/v1/admin/reconciliation-exceptions?limit=500&after=" + after, op()), 200);
     for (const auto& e : page.at("exceptions").as_array()) {
-      if (str(e.as_object().at("provider")) == provider_name) exception_id = e.as_object().at("id").as_int64();
+      if (str(e.as_object().at("provider")) == provider_name) {
+        exception_id = e.as_object().at("id").as_int64();
+        import_id = e.as_object().at("importId").as_int64();
+      }
     }
     after = page.at("next").is_null() ? "null" : str(page.at("next"));
   }
   ASSERT_NE(exception_id, 0);
   id = rid();
   ok(call(c, "POST", "/v1/admin/reconciliation-exceptions/" + std::to_string(exception_id) + "/resolve", op(),
-          R"({"note":"a test payment","owner":"finance"})", id),
+          R"({"note":"a test payment","owner":"finance","importId":)" + std::to_string(import_id) + "}", id),
      200);
   want.push_back({"settlement_exception.resolve", "settlement_exception:" + std::to_string(exception_id), id});
 

@@ -287,8 +287,20 @@ TEST_F(SettlementE2E, ALaterReportWithOtherAmountsUpdatesTheOpenException) {
   EXPECT_EQ(open.at("amount_mismatch"), updated);
   EXPECT_EQ(open.at("settled_not_posted"), unposted);
 
+  // Resolved as the first import left it, the exception is a conflict that changes nothing: the
+  // note would speak of amounts it no longer has. As the later import left it, it resolves.
   const auto id = std::to_string(updated.at("id").as_int64());
-  r = c.post("/v1/admin/reconciliation-exceptions/" + id + "/resolve", op(), R"({"note":"the provider withheld 5"})");
+  const auto resolve_as_of = [&](const boost::json::value& import_id) {
+    return c.post("/v1/admin/reconciliation-exceptions/" + id + "/resolve", op(),
+                  R"({"note":"the provider withheld 5","importId":)" + boost::json::serialize(import_id) + "}");
+  };
+  r = resolve_as_of(first.at("importId"));
+  ASSERT_EQ(r.status, 409) << r.body;
+  EXPECT_EQ(r.json().as_object().at("code").as_string(), "conflict");
+  EXPECT_NE(std::string(r.json().as_object().at("detail").as_string()).find("report amount 995"), std::string::npos)
+      << r.body;
+  EXPECT_EQ(open_by_kind().at("amount_mismatch"), updated);
+  r = resolve_as_of(updated.at("importId"));
   ASSERT_EQ(r.status, 200) << r.body;
   r = import(c, k_header + line(w.provider, "e_1", "payment", 997, now("2 seconds")));
   ASSERT_EQ(r.status, 200) << r.body;
@@ -349,11 +361,15 @@ TEST_F(SettlementE2E, AnExceptionResolvesOnce) {
   const auto exceptions = exceptions_of(c, w.provider, "open");
   ASSERT_EQ(exceptions.size(), 1u);
   const auto id = std::to_string(exceptions[0].at("id").as_int64());
+  const auto import_id = std::to_string(exceptions[0].at("importId").as_int64());
   const auto target = "/v1/admin/reconciliation-exceptions/" + id + "/resolve";
 
-  r = c.post(target, op(), R"({"owner":"finance"})");
+  r = c.post(target, op(), R"({"owner":"finance","importId":)" + import_id + "}");
   EXPECT_EQ(r.status, 400) << r.body;
   r = c.post(target, op(), R"({"note":"the provider reported a test payment","owner":"finance"})");
+  EXPECT_EQ(r.status, 400) << r.body;  // no importId: which amounts the note speaks of is not known
+  r = c.post(target, op(),
+             R"({"note":"the provider reported a test payment","owner":"finance","importId":)" + import_id + "}");
   ASSERT_EQ(r.status, 200) << r.body;
   const auto resolved = r.json().as_object();
   EXPECT_EQ(text(resolved, "status"), "resolved");
@@ -362,7 +378,7 @@ TEST_F(SettlementE2E, AnExceptionResolvesOnce) {
   EXPECT_EQ(text(resolved, "resolvedBy").rfind("operator ", 0), 0u);
   EXPECT_NE(text(resolved, "resolvedAt"), "null");
 
-  r = c.post(target, op(), R"({"note":"again","owner":"someone else"})");
+  r = c.post(target, op(), R"({"note":"again","owner":"someone else","importId":)" + import_id + "}");
   ASSERT_EQ(r.status, 409) << r.body;
   EXPECT_EQ(r.json().as_object().at("code").as_string(), "conflict");
   EXPECT_EQ(count("SELECT note || '/' || owner FROM settlement_exception WHERE id = " + id),
@@ -375,7 +391,7 @@ TEST_F(SettlementE2E, AnExceptionResolvesOnce) {
   EXPECT_EQ(exceptions_of(c, w.provider, "open").size(), 0u);
   EXPECT_EQ(exceptions_of(c, w.provider, "resolved").size(), 1u);
 
-  r = c.post("/v1/admin/reconciliation-exceptions/999999999999/resolve", op(), R"({"note":"x"})");
+  r = c.post("/v1/admin/reconciliation-exceptions/999999999999/resolve", op(), R"({"note":"x","importId":1})");
   EXPECT_EQ(r.status, 404) << r.body;
 }
 
