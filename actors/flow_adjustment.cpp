@@ -161,9 +161,12 @@ void money_flows::approve_adjustment(adjustment_decision_command command, finish
                     if (!facts) return finish(refusal(ledger::error_code::internal, "the adjusted account is gone"));
                     auto rows = std::make_shared<persistence::flow_rows>();
                     rows->approval = persistence::flow_rows::adjustment_approval{a.id, command.principal};
-                    rows->audit = audit_entry_for(
-                        {command.principal, command.request_id}, "adjustment.approve", "adjustment:" + a.id,
-                        json_members({{"requestedBy", std::to_string(a.requested_by)}, {"reason", a.reason}}));
+                    rows->audit = audit_entry_for({command.principal, command.request_id}, "adjustment.approve",
+                                                  "adjustment:" + a.id,
+                                                  json_members({{"requestedBy", std::to_string(a.requested_by)},
+                                                                {"reason", a.reason},
+                                                                {"accountId", std::to_string(a.account_id)},
+                                                                {"amount", std::to_string(a.amount)}}));
                     // A credit to a hot account lands on a shard of the adjustment account's writer,
                     // which commits it.
                     thread_local std::mt19937_64 spread{std::random_device{}()};

@@ -456,9 +456,20 @@ void apply_flow_rows(pqxx::work& txn, const posting_request& r, const ledger::po
               ", settled_at = now() WHERE id = " + q(st.withdrawal_id) + "::uuid;\n";
   }
   if (rows.audit) {
+    // The transaction, the amount that left the deciding account, and every entry with its sign:
+    // a reversal's amount is one leg of several (970 of a 1,000 payment whose fee was 30), and an
+    // adjustment's is unsigned, so the entries say what moved. The flow's own members come last
+    // and win (an approval's signed amount).
     const auto& a = *rows.audit;
-    const auto detail = q(a.detail_json) + "::jsonb || jsonb_build_object('transactionId', " + q(r.transaction_id) +
-                        ", 'amount', " + q(std::to_string(plan.amount)) + ")";
+    std::string entries = "[";
+    for (const auto& e : plan.entries) {
+      if (entries.size() > 1) entries += ',';
+      entries += "{\"accountId\":" + std::to_string(e.account) + ",\"amount\":\"" + std::to_string(e.amount) + "\"}";
+    }
+    entries += ']';
+    const auto detail = "jsonb_build_object('transactionId', " + q(r.transaction_id) + ", 'amount', " +
+                        q(std::to_string(plan.amount)) + ", 'entries', " + q(entries) + "::jsonb) || " +
+                        q(a.detail_json) + "::jsonb";
     audit_writes +=
         audit_insert_sql(std::to_string(a.principal), q(a.action), q(a.target), detail, q(a.request_id)) + ";\n";
   }

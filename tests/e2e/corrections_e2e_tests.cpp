@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <map>
+#include <sstream>
 #include <set>
 #include <thread>
 
@@ -80,6 +81,26 @@ class CorrectionsE2E : public ts::shared_server_test<CorrectionsE2E> {
   static int audit_rows(const std::string& action, const std::string& target) {
     return std::stoi(ts::query_value("SELECT count(*) FROM audit_log WHERE action = " + ts::sql_literal(action) +
                                      " AND target = " + ts::sql_literal(target)));
+  }
+  // The signed entries the audit row (action, target) records, by account (shards with their parent).
+  static std::map<std::int64_t, std::int64_t> audited_entries(const std::string& action, const std::string& target) {
+    const auto listed = ts::query_value(
+        "SELECT string_agg(COALESCE(a.parent_id, a.id)::text || '=' || (e->>'amount'), ',')"
+        " FROM audit_log l CROSS JOIN jsonb_array_elements(l.detail->'entries') e"
+        " JOIN account a ON a.id = (e->>'accountId')::bigint WHERE l.action = " +
+        ts::sql_literal(action) + " AND l.target = " + ts::sql_literal(target));
+    std::map<std::int64_t, std::int64_t> out;
+    std::stringstream in(listed);
+    for (std::string item; std::getline(in, item, ',');) {
+      const auto eq = item.find('=');
+      out[std::stoll(item.substr(0, eq))] += std::stoll(item.substr(eq + 1));
+    }
+    return out;
+  }
+  static std::string audited(const std::string& action, const std::string& target, const std::string& member) {
+    return ts::query_value("SELECT COALESCE(detail->>" + ts::sql_literal(member) +
+                           ", '') FROM audit_log WHERE action = " + ts::sql_literal(action) +
+                           " AND target = " + ts::sql_literal(target));
   }
   std::string transfer(ts::http_client& c, const ts::principal& payer, std::int64_t from, std::int64_t to,
                        std::int64_t amount) const {
@@ -199,6 +220,9 @@ TEST_F(CorrectionsE2E, ReversesEachReversibleType) {
     EXPECT_EQ(field(r, "reverses"), original);
     EXPECT_EQ(field(r, "type"), "REVERSAL");
     EXPECT_EQ(audit_rows("transaction.reverse", "transaction:" + original), 1);
+    // The audit row names every entry with its sign (a payment's reversal moves 1,000 back to the
+    // payer out of the merchant's 970 and the fee's 30, not just "970").
+    EXPECT_EQ(audited_entries("transaction.reverse", "transaction:" + original), entries(c, reversal)) << original;
     EXPECT_EQ(ts::query_value("SELECT metadata->>'reason' FROM journal_transaction WHERE id = " +
                               ts::sql_literal(reversal) + "::uuid"),
               "booked in error");
@@ -407,6 +431,16 @@ TEST_F(CorrectionsE2E, TwoPersonApproval) {
   const auto back = request_adjustment(c, b.key, a, "-500");
   r = post_money(c, "/v1/adjustments/" + back + "/approve", op(), "");
   ASSERT_EQ(r.status, 201) << r.body;
+  // Each approval's audit row says which account, with the sign: +500 and then -500.
+  EXPECT_EQ(audited("adjustment.approve", "adjustment:" + id, "amount"), "500");
+  EXPECT_EQ(audited("adjustment.approve", "adjustment:" + back, "amount"), "-500");
+  EXPECT_EQ(audited("adjustment.approve", "adjustment:" + back, "accountId"), std::to_string(a));
+  EXPECT_EQ(audited_entries("adjustment.approve", "adjustment:" + back),
+            (std::map<std::int64_t, std::int64_t>{
+                {a, -500},
+                {std::stoll(ts::query_value("SELECT id FROM account WHERE currency = 'EUR' AND "
+                                            "system_role = 'adjustment'")),
+                 500}}));
   EXPECT_EQ(ts::balance(c, op(), a), 0);
   EXPECT_EQ(system_balance("adjustment", "EUR"), adjustment_before);
 
