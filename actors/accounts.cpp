@@ -208,6 +208,10 @@ void process(account_actor* self, debit_request& req, const reply_sink& sink) {
   // A posting with a shortfall account (a chargeback) takes what the account holds, whatever its
   // status, and is never refused for funds.
   const bool takes_what_is_there = posting.posting.shortfall_account != 0;
+  // A claim of the rest of a deposit names what was left when its flow read it; the writer takes
+  // what is left under the deposit's lock, which may be less (a refund committed meanwhile). It is
+  // not refused for funds here, and reserves what it can take, as a taking posting does.
+  const bool takes_at_most = posting.rows && posting.rows->claim && posting.rows->claim->rest;
   if (st.status != ledger::account_status::active && !takes_what_is_there && may_refuse_before_writer(st)) {
     money_result r = refusal(ledger::error_code::account_inactive, "the debited account is not active");
     r.decided_before_writer = true;
@@ -245,7 +249,8 @@ void process(account_actor* self, debit_request& req, const reply_sink& sink) {
   const ledger::amount_minor amount = posting.posting.amount;
   const bool places_hold = posting.rows && posting.rows->hold &&
                            posting.rows->hold->what == persistence::flow_rows::hold_change::kind::place;
-  if (balances_known(st) && may_refuse_before_writer(st) && available + releases < amount && !takes_what_is_there) {
+  if (balances_known(st) && may_refuse_before_writer(st) && available + releases < amount && !takes_what_is_there &&
+      !takes_at_most) {
     money_result r = places_hold ? refusal(ledger::error_code::hold_exceeds_available,
                                            "the account's available money is less than this hold")
                                  : refusal(ledger::error_code::insufficient_funds,
@@ -256,9 +261,10 @@ void process(account_actor* self, debit_request& req, const reply_sink& sink) {
   }
   // Held until the writer answers: the whole amount, or what a taking posting can take. A capture
   // reserves nothing: its hold keeps more than it pays until the writer's answer releases both.
-  const ledger::amount_minor reserve = releases > 0          ? 0
-                                       : takes_what_is_there ? std::clamp<ledger::amount_minor>(available, 0, amount)
-                                                             : amount;
+  const ledger::amount_minor reserve = releases > 0 ? 0
+                                       : takes_what_is_there || takes_at_most
+                                           ? std::clamp<ledger::amount_minor>(available, 0, amount)
+                                           : amount;
 
   // Every shard known now, including one added after this actor loaded (learnt from a notice).
   posting.posting.debit_shards.clear();

@@ -93,8 +93,8 @@ void money_flows::provider_event(provider_event_command command, finish_fn done)
                   claim_command.reported_by_provider = true;
                   claim_command.idempotency_key = key;
                   claim_command.request_hash = command.request_hash;
-                  rows->claim =
-                      persistence::flow_rows::deposit_claim{r.value->transaction_id, claim_command.chargeback};
+                  rows->claim = persistence::flow_rows::deposit_claim{r.value->transaction_id, claim_command.chargeback,
+                                                                      !claim_command.amount.has_value()};
                   claim(std::move(claim_command), std::move(*r.value), rows, finish);
                 });
           }

@@ -327,7 +327,8 @@ ledger::error_code check_flow_rows(const posting_request& r, const flow_states& 
     const auto& d = it->second;
     if (d.account != r.posting.debit_account) return ledger::error_code::unknown_payment;
     if (rows.claim->chargeback && d.charged_back > 0) return ledger::error_code::already_charged_back;
-    if (r.posting.amount > d.amount - d.refunded - d.charged_back) return ledger::error_code::refund_exceeds_payment;
+    const auto left = d.amount - d.refunded - d.charged_back;
+    if (left <= 0 || (!rows.claim->rest && r.posting.amount > left)) return ledger::error_code::refund_exceeds_payment;
   }
   if (rows.refund) {
     // Before its first refund a payment has no row: all of it is left.
@@ -669,6 +670,13 @@ batch_result commit_once(pqxx::connection& conn, const std::vector<posting_reque
         posting = &priced;
       }
     }
+    // A claim of the rest of a deposit takes what is left as the deposit's row stands now.
+    if (r.rows && r.rows->claim && r.rows->claim->rest) {
+      const auto& d = flows.deposits.at(r.rows->claim->deposit_transaction_id);
+      priced = r.posting;
+      priced.amount = std::min(r.posting.amount, d.amount - d.refunded - d.charged_back);
+      posting = &priced;
+    }
     auto plan = ledger::plan_posting(*posting, states);
     if (unlocked && plan.outcome != ledger::error_code::ok) {
       throw needs_locks("a posting is refused only under its rows' locks");
@@ -685,6 +693,9 @@ batch_result commit_once(pqxx::connection& conn, const std::vector<posting_reque
     out.debit_balance_after = plan.debit_balance_after;
     out.response_status = ledger::receipt_status;
     std::string fields = r.receipt_fields;
+    if (r.rows && r.rows->claim && r.rows->claim->rest) {
+      fields += (fields.empty() ? "\"amount\":\"" : ",\"amount\":\"") + std::to_string(plan.amount) + "\"";
+    }
     if (ledger::flows::pays_payee_fee(r.posting.type)) {
       const auto fee = ledger::flows::payee_fee_of(*posting);
       fields = ledger::payment_receipt_fields(fee, plan.amount - fee) + (fields.empty() ? "" : "," + fields);

@@ -51,6 +51,10 @@ struct flow_rows {
   struct deposit_claim {
     std::string deposit_transaction_id;
     bool chargeback = false;
+    // No amount was asked: the claim is all that is left of the deposit, as its row stands under
+    // the lock (another refund may have committed since the flow read it). The posting's amount is
+    // then only an upper bound, and the receipt's amount is added here.
+    bool rest = false;
   };
   // A refund of a payment (a TRANSFER; migration 007): checked against and added to the payment's
   // payment_refund_total row under its lock (the first refund makes it), and its payment_refund row.

@@ -17,9 +17,11 @@
 
 #include "http/signature.hpp"
 #include "tests/support/database.hpp"
+#include "tests/support/metrics.hpp"
 #include "tests/support/support.hpp"
 
 namespace ts = test_support;
+using namespace std::chrono_literals;
 
 namespace {
 
@@ -446,6 +448,45 @@ TEST_F(MoneyFlowE2E, RefundsRacingForOneDepositNeverExceedIt) {
     EXPECT_EQ(ts::query_value("SELECT refunded FROM deposit_payment WHERE transaction_id = '" + deposit_tx + "'"),
               "600");
   }
+}
+
+// A refund without an amount takes what is left of the deposit when the writer holds its row, not
+// when its request read it: here a refund of 300 commits first, while the second refund (of the
+// rest, read as 1,000) waits behind it, and the second takes the 700 left instead of being refused.
+TEST_F(MoneyFlowE2E, ARefundOfTheRestTakesWhatIsLeftWhenItIsWritten) {
+  ts::http_client c(port());
+  const auto [alice, a] = wallet(c);
+  auto r =
+      c.post("/v1/deposits", op(), R"({"accountId":)" + std::to_string(a) + R"(,"amount":1000})", ts::unique_key("d"));
+  ASSERT_EQ(r.status, 201) << r.body;
+  const auto deposit_tx = str(r.json().as_object().at("transactionId"));
+  ts::deposit(c, op(), a, 1'000);  // the wallet could pay more than the deposit allows
+
+  ts::account_lock lock({a});
+  auto part = std::async(std::launch::async, [&] {
+    ts::http_client client(port());
+    return client.post("/v1/deposits/" + deposit_tx + "/refunds", op(), R"({"amount":300})", ts::unique_key("r"));
+  });
+  ASSERT_TRUE(ts::eventually([&] { return lock.waiters() >= 1; }, 15s, 10ms)) << "the first refund is not waiting";
+  auto rest = std::async(std::launch::async, [&] {
+    ts::http_client client(port());
+    return client.post("/v1/deposits/" + deposit_tx + "/refunds", op(), "", ts::unique_key("r"));
+  });
+  // The second has read the deposit (1,000 left) and waits at the writer behind the first.
+  ASSERT_TRUE(ts::eventually([&] { return ts::metric_value(c, "wallet_writer_postings_queued") >= 1; }, 15s, 10ms));
+  lock.release();
+  const auto first = part.get();
+  ASSERT_EQ(first.status, 201) << first.body;
+  const auto second = rest.get();
+  ASSERT_EQ(second.status, 201) << second.body;
+  EXPECT_EQ(str(second.json().as_object().at("amount")), "700");
+  EXPECT_EQ(ts::query_value("SELECT refunded FROM deposit_payment WHERE transaction_id = '" + deposit_tx + "'"),
+            "1000");
+  EXPECT_EQ(ts::balance(c, alice.key, a), 1'000);
+  // Nothing is left: a third refund of the rest is refused, saying so.
+  r = c.post("/v1/deposits/" + deposit_tx + "/refunds", op(), "", ts::unique_key("r"));
+  EXPECT_EQ(r.status, 422) << r.body;
+  EXPECT_EQ(str(r.json().as_object().at("code")), "refund_exceeds_payment");
 }
 
 // A deposit that would take a balance beyond 64 bits is refused by the ledger writer's own check:
