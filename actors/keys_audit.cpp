@@ -21,6 +21,7 @@ key_change_outcome to_outcome(persistence::key_change c) {
     case persistence::key_change::too_many_keys: return key_change_outcome::too_many_keys;
     case persistence::key_change::no_key: return key_change_outcome::no_key;
     case persistence::key_change::last_active_key: return key_change_outcome::last_active_key;
+    case persistence::key_change::caller_revoked: return key_change_outcome::caller_revoked;
   }
   return key_change_outcome::no_key;
 }
@@ -42,8 +43,8 @@ void keys_audit::create_key(request_origin origin, ledger::principal_id principa
   readers_->read<key_change_view>(
       [this, origin = std::move(origin), principal, hash = std::move(key_hash_hex), hint = std::move(hint),
        active_max](pqxx::connection& conn) {
-        auto r =
-            persistence::create_key(conn, principal, hash, hint, active_max, audit_entry_for(origin, "key.create"));
+        auto r = persistence::create_key(conn, principal, hash, hint, active_max, audit_entry_for(origin, "key.create"),
+                                         origin.key_hash_hex);
         key_change_view out{to_outcome(r.outcome), to_key_view(r.key), r.changed};
         // The new key is about to be used: its first request needs no read.
         if (r.changed && r.principal)
@@ -58,10 +59,24 @@ void keys_audit::revoke_key(request_origin origin, ledger::principal_id principa
   readers_->read<key_change_view>(
       [this, origin = std::move(origin), principal, key_id](pqxx::connection& conn) {
         const bool own_key = origin.principal == principal;
-        auto r = persistence::revoke_key(conn, principal, key_id, own_key, audit_entry_for(origin, "key.revoke"));
+        auto r = persistence::revoke_key(conn, principal, key_id, own_key, audit_entry_for(origin, "key.revoke"),
+                                         origin.key_hash_hex);
         // Committed: from here on this server refuses the key, before the caller hears of it.
         if (r.changed) keys_.revoke(r.key_hash_hex);
         return key_change_view{to_outcome(r.outcome), to_key_view(r.key), r.changed};
+      },
+      std::move(done));
+}
+
+void keys_audit::revoke_all_keys(request_origin origin, ledger::principal_id principal,
+                                 query_callback<keys_revoked_view> done) {
+  readers_->read<keys_revoked_view>(
+      [this, origin = std::move(origin), principal](pqxx::connection& conn) {
+        auto r = persistence::revoke_all_keys(conn, principal, audit_entry_for(origin, "key.revoke_all"),
+                                              origin.key_hash_hex);
+        // Committed: from here on this server refuses every one of them.
+        for (const auto& hash : r.key_hashes_hex) keys_.revoke(hash);
+        return keys_revoked_view{to_outcome(r.outcome), static_cast<std::int64_t>(r.key_hashes_hex.size())};
       },
       std::move(done));
 }

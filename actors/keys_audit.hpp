@@ -36,6 +36,8 @@ class keys_audit {
   // active one. This server refuses the key from the moment the answer is given.
   void revoke_key(request_origin origin, ledger::principal_id principal, std::int64_t key_id,
                   query_callback<key_change_view> done);
+  // Revokes every active key of `principal` at once (an operator locking it out).
+  void revoke_all_keys(request_origin origin, ledger::principal_id principal, query_callback<keys_revoked_view> done);
   // nullopt: no such principal.
   void list_keys(ledger::principal_id principal, std::int64_t after, int limit,
                  query_callback<std::optional<api_keys_view>> done);

@@ -669,6 +669,11 @@ void ledger_service::revoke_key(request_origin origin, ledger::principal_id prin
   impl_->keys_and_audit->revoke_key(std::move(origin), principal, key_id, std::move(done));
 }
 
+void ledger_service::revoke_all_keys(request_origin origin, ledger::principal_id principal,
+                                     query_callback<keys_revoked_view> done) {
+  impl_->keys_and_audit->revoke_all_keys(std::move(origin), principal, std::move(done));
+}
+
 void ledger_service::list_keys(ledger::principal_id principal, std::int64_t after, int limit,
                                query_callback<std::optional<api_keys_view>> done) {
   impl_->keys_and_audit->list_keys(principal, after, limit, std::move(done));

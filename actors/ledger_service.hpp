@@ -186,6 +186,8 @@ class ledger_service {
   // Revoking a key: refused here from the answer on, on other servers within auth.key_cache_ttl_ms.
   void revoke_key(request_origin origin, ledger::principal_id principal, std::int64_t key_id,
                   query_callback<key_change_view> done);
+  // Every active key of `principal` at once, in one transaction (an operator locking it out).
+  void revoke_all_keys(request_origin origin, ledger::principal_id principal, query_callback<keys_revoked_view> done);
   // nullopt: no such principal.
   void list_keys(ledger::principal_id principal, std::int64_t after, int limit,
                  query_callback<std::optional<api_keys_view>> done);

@@ -255,12 +255,18 @@ enum class key_change_outcome : std::uint8_t {
   too_many_keys,       // the principal has auth.active_keys_max active keys already
   no_key,              // the principal has no key with that id
   last_active_key,     // a principal may not revoke its own last active key
+  caller_revoked,      // the key the request came with was revoked meanwhile
 };
 
 struct key_change_view {
   key_change_outcome outcome = key_change_outcome::done;
   api_key_view key;
   bool changed = false;  // false: a revocation of a key revoked already
+};
+
+struct keys_revoked_view {
+  key_change_outcome outcome = key_change_outcome::done;  // done, no_principal or caller_revoked
+  std::int64_t revoked = 0;                               // active keys this revoked
 };
 
 // An account's balance (with a hot account's shards) as of a time.

@@ -99,8 +99,9 @@ struct exchange {
   // By when (from `started`) it is answered, whatever the work behind it does: its route's
   // deadline, or what a forwarding node left for it. Zero: not known (no forward bound is derived).
   std::chrono::milliseconds deadline{0};
-  std::string route = "unmatched";                                 // the route label for metrics
-  std::atomic<std::int64_t> principal_id{0};                       // once authenticated
+  std::string route = "unmatched";            // the route label for metrics
+  std::atomic<std::int64_t> principal_id{0};  // once authenticated
+  std::string key_hash;  // the SHA-256 (hex) of its API key, once authenticated (before the route runs)
   std::vector<std::pair<std::string, std::string>> extra_headers;  // e.g. RateLimit, added to the reply
   std::atomic<bool> answered{false};
   // Cluster mode: forwarded here by the node that received it (docs/scaling.md). It is never

@@ -52,7 +52,8 @@ void pipeline::run(const exchange_ptr& ex, const route& r, std::function<void(co
 void pipeline::authenticate(const exchange_ptr& ex, std::function<void(const principal&)> next) {
   const auto token = bearer_token(ex->authorization);
   const bool has_key = token.has_value();
-  const std::string key_hash = has_key ? sha256_hex(*token) : std::string();
+  if (has_key) ex->key_hash = sha256_hex(*token);
+  const std::string& key_hash = ex->key_hash;
   if (has_key) {
     if (auto known = support_.service.cached_principal(key_hash)) {
       ex->principal_id = known->id;

@@ -41,6 +41,15 @@ const std::string k_find_for_update_sql = std::string("SELECT ") + k_key_columns
                                           ", encode(key_hash, 'hex') FROM api_key"
                                           " WHERE id = $1 AND principal_id = $2 FOR UPDATE";
 
+constexpr const char* k_caller_active = "api_key_caller_active";
+constexpr const char* k_caller_active_sql =
+    "SELECT 1 FROM api_key WHERE key_hash = decode($1, 'hex') AND revoked_at IS NULL";
+
+constexpr const char* k_revoke_all = "api_key_revoke_all";
+constexpr const char* k_revoke_all_sql =
+    "UPDATE api_key SET revoked_at = now(), revoked_by = $2 WHERE principal_id = $1 AND revoked_at IS NULL"
+    " RETURNING encode(key_hash, 'hex')";
+
 constexpr const char* k_revoke = "api_key_revoke";
 const std::string k_revoke_sql =
     std::string("UPDATE api_key SET revoked_at = now(), revoked_by = $2 WHERE id = $1 RETURNING ") + k_key_columns_sql;
@@ -90,17 +99,29 @@ void prepare_api_key_statements(pqxx::connection& conn) {
   conn.prepare(k_insert, k_insert_sql);
   conn.prepare(k_find_for_update, k_find_for_update_sql);
   conn.prepare(k_revoke, k_revoke_sql);
+  conn.prepare(k_caller_active, k_caller_active_sql);
+  conn.prepare(k_revoke_all, k_revoke_all_sql);
   conn.prepare(k_list, k_list_sql);
   conn.prepare(k_principal_exists, k_principal_exists_sql);
   conn.prepare(k_recently_revoked, k_recently_revoked_sql);
 }
 
+// Under the principal's key lock: whether the key a request came with is still active.
+bool caller_active(pqxx::work& txn, const std::string& caller_key_hash_hex) {
+  return caller_key_hash_hex.empty() || !txn.exec_prepared(k_caller_active, caller_key_hash_hex).empty();
+}
+
 key_change_result create_key(pqxx::connection& conn, ledger::principal_id principal, const std::string& key_hash_hex,
-                             const std::string& hint, std::int64_t active_max, const audit_entry& audit) {
+                             const std::string& hint, std::int64_t active_max, const audit_entry& audit,
+                             const std::string& caller_key_hash_hex) {
   WALLET_ASSERT(active_max > 0, "a principal may have one active key at least");
   key_change_result out;
   pqxx::work txn(conn);
   lock_principal_keys(txn, principal);
+  if (!caller_active(txn, caller_key_hash_hex)) {
+    out.outcome = key_change::caller_revoked;
+    return out;
+  }
   auto found = txn.exec_prepared(k_principal, principal);
   if (found.empty()) {
     out.outcome = key_change::no_principal;
@@ -129,10 +150,14 @@ key_change_result create_key(pqxx::connection& conn, ledger::principal_id princi
 }
 
 key_change_result revoke_key(pqxx::connection& conn, ledger::principal_id principal, std::int64_t key_id,
-                             bool keep_last_active, const audit_entry& audit) {
+                             bool keep_last_active, const audit_entry& audit, const std::string& caller_key_hash_hex) {
   key_change_result out;
   pqxx::work txn(conn);
   lock_principal_keys(txn, principal);
+  if (!caller_active(txn, caller_key_hash_hex)) {
+    out.outcome = key_change::caller_revoked;
+    return out;
+  }
   auto found = txn.exec_prepared(k_find_for_update, key_id, principal);
   if (found.empty()) {
     out.outcome = key_change::no_key;
@@ -149,6 +174,27 @@ key_change_result revoke_key(pqxx::connection& conn, ledger::principal_id princi
   txn.commit();
   out.changed = true;
   out.key_hash_hex = found[0][7].as<std::string>();
+  return out;
+}
+
+keys_revoked revoke_all_keys(pqxx::connection& conn, ledger::principal_id principal, const audit_entry& audit,
+                             const std::string& caller_key_hash_hex) {
+  keys_revoked out;
+  pqxx::work txn(conn);
+  lock_principal_keys(txn, principal);
+  if (!caller_active(txn, caller_key_hash_hex)) {
+    out.outcome = key_change::caller_revoked;
+    return out;
+  }
+  if (txn.exec_prepared(k_principal_exists, principal).empty()) {
+    out.outcome = key_change::no_principal;
+    return out;
+  }
+  for (const auto& row : txn.exec_prepared(k_revoke_all, principal, audit.principal))
+    out.key_hashes_hex.push_back(row[0].as<std::string>());
+  append_audit(txn, audit, "principal:" + std::to_string(principal),
+               "{\"revokedKeys\":" + std::to_string(out.key_hashes_hex.size()) + "}");
+  txn.commit();
   return out;
 }
 

@@ -36,6 +36,7 @@ enum class key_change : std::uint8_t {
   too_many_keys,       // the principal has `active_max` active keys already
   no_key,              // the principal has no key with this id
   last_active_key,     // a principal may not revoke its own last active key
+  caller_revoked,      // the key the request came with was revoked (another server still knew it)
 };
 
 struct key_change_result {
@@ -49,15 +50,33 @@ struct key_change_result {
   std::optional<principal_record> principal;
 };
 
+// Every change below takes the principal's key lock, then checks that the key the request came
+// with (`caller_key_hash_hex`, the SHA-256 in hex; empty: not a request's, e.g. wallet-admin) is
+// still active: a server's key cache may know a revoked key for up to auth.key_cache_ttl_ms, and a
+// revoked key that could still make a key would never be locked out (outcome caller_revoked).
+
 // Adds a key to `principal`, unless it has `active_max` active keys already. `audit` is recorded
 // with the key as its target.
 key_change_result create_key(pqxx::connection& conn, ledger::principal_id principal, const std::string& key_hash_hex,
-                             const std::string& hint, std::int64_t active_max, const audit_entry& audit);
+                             const std::string& hint, std::int64_t active_max, const audit_entry& audit,
+                             const std::string& caller_key_hash_hex = {});
 
 // Revokes key `key_id` of `principal`. With `keep_last_active` (the principal revokes its own
 // key) the last active key of the principal is refused. Revoking a revoked key changes nothing.
 key_change_result revoke_key(pqxx::connection& conn, ledger::principal_id principal, std::int64_t key_id,
-                             bool keep_last_active, const audit_entry& audit);
+                             bool keep_last_active, const audit_entry& audit,
+                             const std::string& caller_key_hash_hex = {});
+
+struct keys_revoked {
+  key_change outcome = key_change::done;
+  std::vector<std::string> key_hashes_hex;  // of the keys this revoked, for the caches to forget
+};
+
+// Revokes every active key of `principal` in one transaction (an operator locking a principal
+// out): no key of it made meanwhile survives, since a key change waits for the same lock and then
+// finds the key it came with revoked. One audit row, `audit`, with the count.
+keys_revoked revoke_all_keys(pqxx::connection& conn, ledger::principal_id principal, const audit_entry& audit,
+                             const std::string& caller_key_hash_hex = {});
 
 struct api_key_page {
   std::vector<api_key_record> keys;

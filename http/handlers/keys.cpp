@@ -43,6 +43,15 @@ void principal_not_found(handler_support& s, const exchange_ptr& ex, ledger::pri
   s.fail(ex, ledger::error_code::not_found, "principal " + std::to_string(id) + " was not found");
 }
 
+// The key the request came with was revoked, though this server still knew it: 401, as for a key
+// nobody has.
+void caller_revoked(const exchange_ptr& ex) {
+  auto r = problem_reply(problem_for(ledger::error_code::unauthorized, "the API key of this request was revoked"),
+                         ex->request_id);
+  r.headers.emplace_back("WWW-Authenticate", "Bearer error=\"invalid_token\"");
+  ex->respond(std::move(r));
+}
+
 // The problem of a key change that did not happen; nothing changed.
 void refuse(handler_support& s, const exchange_ptr& ex, actors::key_change_outcome outcome, ledger::principal_id id,
             std::int64_t key_id) {
@@ -69,14 +78,21 @@ void refuse(handler_support& s, const exchange_ptr& ex, actors::key_change_outco
       return s.fail(ex, ledger::error_code::conflict,
                     "API key " + std::to_string(key_id) + " is the last active key of principal " + p +
                         ": make a new one first (POST /v1/principals/" + p + "/keys), then revoke this one");
+    case actors::key_change_outcome::caller_revoked: return caller_revoked(ex);
   }
   s.fail(ex, ledger::error_code::internal, "unexpected outcome of a key change");
+}
+
+// The origin of a key change: who asks, and the key it asks with, which the change checks is
+// still active as it commits (persistence/api_keys.hpp).
+actors::request_origin origin_of(const exchange_ptr& ex, const principal& who) {
+  return {who.id, ex->request_id, ex->key_hash};
 }
 
 void create_key(handler_support& s, const exchange_ptr& ex, const principal& who, ledger::principal_id id) {
   if (!may_manage(who, id)) return principal_not_found(s, ex, id);
   const auto key = new_api_key();
-  s.service.create_key({who.id, ex->request_id}, id, sha256_hex(key), api_key_hint(key),
+  s.service.create_key(origin_of(ex, who), id, sha256_hex(key), api_key_hint(key),
                        [&s, ex, id, key](actors::query_result<actors::key_change_view> r) {
                          if (r.outcome != ledger::error_code::ok) return s.unavailable(ex, r.outcome, r.detail);
                          if (r.value.outcome != actors::key_change_outcome::done) {
@@ -120,7 +136,7 @@ void list_keys(handler_support& s, const exchange_ptr& ex, const principal& who,
 void revoke_key(handler_support& s, const exchange_ptr& ex, const principal& who, ledger::principal_id id,
                 std::int64_t key_id) {
   if (!may_manage(who, id)) return principal_not_found(s, ex, id);
-  s.service.revoke_key({who.id, ex->request_id}, id, key_id,
+  s.service.revoke_key(origin_of(ex, who), id, key_id,
                        [&s, ex, id, key_id](actors::query_result<actors::key_change_view> r) {
                          if (r.outcome != ledger::error_code::ok) return s.unavailable(ex, r.outcome, r.detail);
                          if (r.value.outcome != actors::key_change_outcome::done) {
@@ -130,6 +146,20 @@ void revoke_key(handler_support& s, const exchange_ptr& ex, const principal& who
                        });
 }
 
+// Every active key of a principal at once, for an operator locking it out: one transaction, so no
+// key of it made meanwhile survives. No body is read.
+void revoke_all_keys(handler_support& s, const exchange_ptr& ex, const principal& who, ledger::principal_id id) {
+  s.service.revoke_all_keys(origin_of(ex, who), id, [&s, ex, id](actors::query_result<actors::keys_revoked_view> r) {
+    if (r.outcome != ledger::error_code::ok) return s.unavailable(ex, r.outcome, r.detail);
+    if (r.value.outcome == actors::key_change_outcome::no_principal) return principal_not_found(s, ex, id);
+    if (r.value.outcome == actors::key_change_outcome::caller_revoked) return caller_revoked(ex);
+    json::object o;
+    o["principalId"] = id;
+    o["revokedKeys"] = r.value.revoked;
+    ex->respond(json_reply(200, o));
+  });
+}
+
 }  // namespace
 
 void add_key_routes(router& r, handler_support& s) {
@@ -137,6 +167,10 @@ void add_key_routes(router& r, handler_support& s) {
          [&s](const exchange_ptr& ex, const principal& who, const path_params& p) { create_key(s, ex, who, p.id); }});
   r.add({"GET", "/v1/principals/{id}/keys", access::principal, rate_class::read, param_kind::integer, false,
          [&s](const exchange_ptr& ex, const principal& who, const path_params& p) { list_keys(s, ex, who, p.id); }});
+  r.add({"DELETE", "/v1/principals/{id}/keys", access::operator_, rate_class::read, param_kind::integer, false,
+         [&s](const exchange_ptr& ex, const principal& who, const path_params& p) {
+           revoke_all_keys(s, ex, who, p.id);
+         }});
   r.add({"DELETE", "/v1/principals/{id}/keys/{keyId}", access::principal, rate_class::read, param_kind::integer, false,
          [&s](const exchange_ptr& ex, const principal& who, const path_params& p) {
            revoke_key(s, ex, who, p.id, p.second_id);

@@ -286,6 +286,58 @@ TEST_F(KeysAuditE2E, ARevokedKeyStopsWorkingOnAnotherServerWithinItsTtl) {
   EXPECT_EQ(status_with(restarted, alice.key, alice.id), 200);
 }
 
+// A revoked key that another server still knows (within its TTL) may still read there, but it can
+// no longer change keys: making a key with it, or revoking one, is 401 and changes nothing, so a
+// stolen key cannot outlive its revocation by minting a fresh one. An operator's revocation of
+// every key of a principal at once leaves no key of it able to make another.
+TEST_F(KeysAuditE2E, ARevokedKeyMakesAndRevokesNoKeyOnAServerThatStillKnowsIt) {
+  ts::server_process::options o;
+  o.env = ts::unlimited_rates();
+  o.env["WALLET_AUTH_KEY_CACHE_TTL_MS"] = "3600000";
+  ts::server_process long_ttl(o);
+  ts::http_client a(port());
+  ts::http_client cc(long_ttl.port());
+  const auto active_keys = [](std::int64_t principal) {
+    return ts::query_value("SELECT count(*) FROM api_key WHERE revoked_at IS NULL AND principal_id = " +
+                           std::to_string(principal));
+  };
+
+  const auto alice = ts::create_principal(a, op());
+  auto r = a.post(keys_path(alice.id), alice.key, "");
+  ASSERT_EQ(r.status, 201) << r.body;
+  const auto stolen = str(r.json().as_object().at("apiKey"));
+  const auto stolen_id = r.json().as_object().at("keyId").as_int64();
+  ASSERT_EQ(status_with(cc, stolen, alice.id), 200);  // server C caches it
+  ASSERT_EQ(status_with(cc, alice.key, alice.id), 200);
+  r = call(a, "DELETE", keys_path(alice.id) + "/" + std::to_string(stolen_id), op());
+  ASSERT_EQ(r.status, 200) << r.body;
+  ASSERT_EQ(status_with(cc, stolen, alice.id), 200) << "server C trusts its cached key for its TTL";
+
+  r = cc.post(keys_path(alice.id), stolen, "");
+  EXPECT_EQ(r.status, 401) << r.body;
+  EXPECT_EQ(r.header("WWW-Authenticate"), "Bearer error=\"invalid_token\"");
+  EXPECT_EQ(active_keys(alice.id), "1");
+  const auto first_id = ts::query_value("SELECT min(id) FROM api_key WHERE principal_id = " + std::to_string(alice.id));
+  r = call(cc, "DELETE", keys_path(alice.id) + "/" + first_id, stolen);
+  EXPECT_EQ(r.status, 401) << r.body;
+  EXPECT_EQ(active_keys(alice.id), "1");
+
+  // Every key at once: only an operator; then not even a key C still knows makes a new one.
+  for (int i = 0; i < 2; ++i) ASSERT_EQ(a.post(keys_path(alice.id), alice.key, "").status, 201);
+  r = call(a, "DELETE", keys_path(alice.id), alice.key);
+  EXPECT_EQ(r.status, 403) << r.body;
+  r = call(a, "DELETE", keys_path(alice.id), op());
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.json().as_object().at("revokedKeys").as_int64(), 3);
+  EXPECT_EQ(active_keys(alice.id), "0");
+  EXPECT_EQ(status_with(a, alice.key, alice.id), 401);
+  r = cc.post(keys_path(alice.id), alice.key, "");
+  EXPECT_EQ(r.status, 401) << r.body;
+  EXPECT_EQ(active_keys(alice.id), "0");
+  r = call(a, "DELETE", keys_path(999'999'999'999), op());
+  EXPECT_EQ(r.status, 404) << r.body;
+}
+
 // Balance as of a time: 0 before the first entry, then at each entry's createdAt the balance
 // right after it (for payer and payee alike), the same instant written with another offset, now
 // when asOf is absent or still to come; a malformed asOf is 400 and another principal's account 404.

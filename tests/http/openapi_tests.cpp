@@ -114,6 +114,7 @@ const std::vector<route> k_routes = {
     {"GET", "/v1/accounts/{id}/balance", "any", "read"},
     {"POST", "/v1/principals/{id}/keys", "any", "read"},
     {"GET", "/v1/principals/{id}/keys", "any", "read"},
+    {"DELETE", "/v1/principals/{id}/keys", "operator", "read"},
     {"DELETE", "/v1/principals/{id}/keys/{keyId}", "any", "read"},
     {"GET", "/v1/admin/audit", "operator", "read"},
     // Corrections and currencies (docs/corrections.md).
