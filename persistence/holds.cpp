@@ -41,12 +41,15 @@ constexpr const char* k_find_answer_sql =
 
 // The payers with due holds, a bounded number a tick, locked in id order. A payer whose row is
 // locked already (a writer's batch) is skipped, not waited for: its holds expire at a later tick.
+// The time is read once, `(SELECT clock_timestamp())`: a volatile function compared row by row is
+// never an index condition, and every tick would read every active hold (of up to 30 days) instead
+// of the due ones through hold_active_expiry.
 // FOR NO KEY UPDATE, as the writers lock (persistence/batch.cpp): a row that is only referenced by
 // a foreign key check in flight (the payee of a hold being placed) is not skipped.
 constexpr const char* k_lock_due_payers = "hold_lock_due_payers";
 constexpr const char* k_lock_due_payers_sql =
     "SELECT a.id FROM account a"
-    " WHERE a.id IN (SELECT payer_id FROM hold WHERE status = 'ACTIVE' AND expires_at <= clock_timestamp())"
+    " WHERE a.id IN (SELECT payer_id FROM hold WHERE status = 'ACTIVE' AND expires_at <= (SELECT clock_timestamp()))"
     "   AND NOT a.id = ANY($2::bigint[])"
     " ORDER BY a.id LIMIT $1 FOR NO KEY UPDATE SKIP LOCKED";
 
@@ -56,7 +59,7 @@ constexpr const char* k_due_payers = "hold_due_payers";
 // Taken in turn: those after the last payer the previous call took up ($3) first, then from the
 // lowest id again, so that payers locked for good cannot keep the others waiting.
 constexpr const char* k_due_payers_sql =
-    "SELECT payer_id FROM hold WHERE status = 'ACTIVE' AND expires_at <= clock_timestamp()"
+    "SELECT payer_id FROM hold WHERE status = 'ACTIVE' AND expires_at <= (SELECT clock_timestamp())"
     "   AND NOT payer_id = ANY($2::bigint[])"
     " GROUP BY payer_id ORDER BY payer_id <= $3, payer_id LIMIT $1";
 constexpr const char* k_lock_due_payer = "hold_lock_due_payer";
@@ -65,12 +68,18 @@ constexpr const char* k_lock_due_payer_sql =
     "   AND EXISTS (SELECT 1 FROM hold WHERE payer_id = $1 AND status = 'ACTIVE' AND expires_at <= clock_timestamp())"
     " FOR NO KEY UPDATE";
 
-// Under the payers' locks: their due holds expire, and their held money shrinks by as much.
+// Under the payers' locks: their due holds expire, and their held money shrinks by as much. At
+// most $2 holds, the longest due first: a payer with a backlog of many thousand due holds (a
+// marketplace's, after an outage) is worked off over several ticks, each statement bounded, rather
+// than by one statement that the statement timeout cancels at every tick, with every other payer's
+// expiry behind it.
 constexpr const char* k_expire = "hold_expire";
 constexpr const char* k_expire_sql =
     "WITH expired AS ("
     "  UPDATE hold SET status = 'EXPIRED', settled_at = clock_timestamp()"
-    "   WHERE payer_id = ANY($1::bigint[]) AND status = 'ACTIVE' AND expires_at <= clock_timestamp()"
+    "   WHERE id IN (SELECT id FROM hold WHERE payer_id = ANY($1::bigint[]) AND status = 'ACTIVE'"
+    "                   AND expires_at <= clock_timestamp() ORDER BY expires_at LIMIT $2)"
+    "     AND status = 'ACTIVE'"
     "  RETURNING payer_id, amount),"
     " totals AS (SELECT payer_id, sum(amount)::bigint AS total, count(*) AS n FROM expired GROUP BY payer_id)"
     " UPDATE account a SET held = a.held - t.total, held_version = a.held_version + 1"
@@ -136,10 +145,19 @@ std::optional<stored_hold_answer> find_hold_answer(pqxx::connection& conn, ledge
 
 namespace {
 
+// Holds one expiry statement releases at most (k_expire_sql).
+constexpr int k_holds_per_statement_max = 5'000;
+
+// Payers cancelled for time in one call before the rest are left for a later call: a database slow
+// for everyone costs a few statement timeouts a tick, not one a payer.
+constexpr int k_cancelled_payers_max = 2;
+
 // Expires the due holds of `payers`, whose rows `txn` has locked, into `result`. One statement for
-// all; when the database refuses it, each payer on its own, so that one keeps only its own holds
-// (named in result.failed). A statement cancelled for time says nothing about one payer: it is
-// thrown, and the whole call waits for a later one rather than try each payer at that cost.
+// all; when the database refuses it or cancels it for time, each payer on its own, so that one
+// keeps only its own holds: a payer refused or cancelled is named in result.failed (the expirer
+// then leaves it out of its next ticks, and tries it again now and then). Were a cancelled
+// statement thrown instead, a payer whose holds take too long to expire would stop every other
+// payer's expiry at every tick.
 void expire_locked(pqxx::work& txn, const std::vector<std::int64_t>& payers, expiry_result& result) {
   // In a savepoint: a refusal undoes it alone, and the payers' locks stay. (Written out:
   // libpqxx 6's subtransaction leaves its parent aborted when a prepared statement fails in it.)
@@ -147,7 +165,7 @@ void expire_locked(pqxx::work& txn, const std::vector<std::int64_t>& payers, exp
     txn.exec0("SAVEPOINT hold_expiry");
     pqxx::result rows;
     try {
-      rows = txn.exec_prepared(k_expire, pg_array(ids));
+      rows = txn.exec_prepared(k_expire, pg_array(ids), k_holds_per_statement_max);
     } catch (const pqxx::sql_error&) {
       txn.exec0("ROLLBACK TO SAVEPOINT hold_expiry");
       txn.exec0("RELEASE SAVEPOINT hold_expiry");  // else each refusal nests one level deeper
@@ -169,13 +187,17 @@ void expire_locked(pqxx::work& txn, const std::vector<std::int64_t>& payers, exp
   try {
     expire(payers);
   } catch (const pqxx::sql_error& e) {
-    if (cancelled(e)) throw;
+    if (payers.size() == 1) {  // tried on its own already
+      result.failed.push_back(payers.front());
+      return;
+    }
+    int cancellations = cancelled(e) ? 1 : 0;
     for (const auto payer : payers) {
       try {
         expire({payer});
       } catch (const pqxx::sql_error& each) {
-        if (cancelled(each)) throw;
         result.failed.push_back(payer);
+        if (cancelled(each) && ++cancellations > k_cancelled_payers_max) break;
       }
     }
   }

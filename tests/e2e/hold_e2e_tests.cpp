@@ -625,6 +625,46 @@ TEST_F(HoldE2E, APayerWhoseHoldsCannotExpireHoldsBackNoOther) {
   EXPECT_TRUE(ts::reconciliation_ok(c, op()));
 }
 
+// A payer whose holds take longer to expire than a statement may run (here a trigger of the test's
+// that sleeps when that payer's hold is updated; in production a backlog of a great many due holds,
+// or a slow disk) holds back no other payer's expiry: the statement that the statement timeout
+// cancels is tried payer by payer, the slow payer is left out of the next ticks, and the others'
+// holds expire. Once the trigger is gone, its hold expires too.
+TEST_F(HoldE2E, APayerWhoseHoldsExpireTooSlowlyHoldsBackNoOther) {
+  ts::http_client c(port());
+  hold_api api{c};
+  const auto [slow, s] = wallet(c, 1'000);
+  const auto [other, o] = wallet(c, 1'000);
+  const auto [shop, m] = wallet(c, 0);
+  const auto sleep = "hold_expiry_test_sleeps_" + std::to_string(s);
+  ts::execute_sql("CREATE FUNCTION " + sleep +
+                  "() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(3600); RETURN NEW; END $$");
+  ts::execute_sql("CREATE TRIGGER " + sleep + " BEFORE UPDATE ON hold FOR EACH ROW WHEN (OLD.payer_id = " +
+                  std::to_string(s) + ") EXECUTE FUNCTION " + sleep + "()");
+  struct drop_trigger {
+    std::string name;
+    ~drop_trigger() {
+      ts::execute_sql("DROP TRIGGER IF EXISTS " + name + " ON hold");
+      ts::execute_sql("DROP FUNCTION IF EXISTS " + name + "()");
+    }
+  } dropped_at_the_end{sleep};
+  const auto slow_hold = api.place_ok(slow.key, s, m, 700, 1);
+  const auto other_hold = api.place_ok(other.key, o, m, 700, 1);
+  ASSERT_FALSE(slow_hold.empty());
+  ASSERT_FALSE(other_hold.empty());
+
+  ASSERT_TRUE(ts::eventually([&] { return hold_status(other_hold) == "EXPIRED"; }, std::chrono::seconds(90),
+                             std::chrono::milliseconds(50)));
+  EXPECT_EQ(hold_status(slow_hold), "ACTIVE");
+  EXPECT_EQ(account_money(c, other.key, o).available, 1'000);
+
+  ts::execute_sql("DROP TRIGGER " + sleep + " ON hold");
+  EXPECT_TRUE(no_active_holds(s));
+  EXPECT_EQ(hold_status(slow_hold), "EXPIRED");
+  for (const auto account : {s, o}) expect_held_is_the_active_holds(account);
+  EXPECT_TRUE(ts::reconciliation_ok(c, op()));
+}
+
 // A payer whose row is locked whenever a tick looks (a hot payer's writer keeps it locked) still
 // has its holds released: one tick in hold_expirer::k_waiting_ticks waits for the rows of the
 // payers it skipped. Skipping locked rows alone never waits: the test sees the expirer wait for the
