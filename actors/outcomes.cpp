@@ -69,6 +69,11 @@ money_result to_money_result(const persistence::posting_outcome& o) {
       return unavailable(o.outcome, "the outcome of this request is unknown; retry with the same Idempotency-Key");
     case error_code::database_unavailable:
       return unavailable(o.outcome, "the database is unavailable; retry with the same Idempotency-Key");
+    // The writer's lease fence (cluster mode): the payer's partition changed hands after its actor
+    // decided; nothing was posted, and the node that holds it now decides the retry.
+    case error_code::not_partition_owner:
+      return unavailable(o.outcome,
+                         "the debited account is debited by another node now; retry with the same Idempotency-Key");
     // The writer's own checks of amounts, most of which the request's path made already: a balance
     // taken beyond 64 bits, a capture or release that no longer fits its hold.
     case error_code::invalid_request:

@@ -59,5 +59,15 @@ TEST(reply_sink, concurrent_answers_from_many_threads_deliver_exactly_one) {
   }
 }
 
+// A posting the writer's lease fence refused (cluster mode: the payer's partition changed hands
+// after its actor decided) is a 503 not_partition_owner to retry, never a 500: nothing was posted.
+TEST(outcomes, a_posting_refused_by_the_lease_fence_is_retried_elsewhere) {
+  persistence::posting_outcome fenced;
+  fenced.outcome = ledger::error_code::not_partition_owner;
+  const auto r = to_money_result(fenced);
+  EXPECT_EQ(r.outcome, ledger::error_code::not_partition_owner);
+  EXPECT_GT(r.retry_after_s, 0);
+}
+
 }  // namespace
 }  // namespace actors
