@@ -52,7 +52,12 @@ class account_directory {
     // Bounded: when full, start over. Entries are cheap to reload and the hot ones come back
     // at once; a full LRU would cost a list node per lookup on the hot path.
     if (facts_.size() >= capacity_ && facts_.find(facts.id) == facts_.end()) facts_.clear();
-    facts_[facts.id] = std::move(facts);
+    // Shards are only ever added: facts read before the account was made hot, stored after the
+    // shards were, must not take them away (payments would credit the main row again, and new
+    // actors would leave the shards' money out of the funds they see).
+    auto& entry = facts_[facts.id];
+    if (entry.id == facts.id && entry.shards.size() > facts.shards.size()) facts.shards = std::move(entry.shards);
+    entry = std::move(facts);
   }
 
   // The shard a credit should land on when the posting is committed by `writer_index` of

@@ -53,5 +53,21 @@ TEST(credit_row, an_account_without_shards_is_its_own_row) {
   EXPECT_EQ(account_directory::credit_row(hot(0), 0, 4, 12345), 1000);
 }
 
+// Facts read before an account was made hot, stored after its shards were, leave the shards as
+// they are: shards are only ever added.
+TEST(account_directory, facts_read_before_the_shards_keep_them) {
+  account_directory directory(16);
+  directory.put(hot(4));
+  auto stale = hot(0);
+  stale.owner_id = 7;
+  directory.put(stale);
+  const auto found = directory.find(1000);
+  ASSERT_TRUE(found.has_value());
+  EXPECT_EQ(found->shards.size(), 4u);
+  EXPECT_EQ(found->owner_id, 7);
+  directory.put(hot(6));
+  EXPECT_EQ(directory.find(1000)->shards.size(), 6u);
+}
+
 }  // namespace
 }  // namespace actors
