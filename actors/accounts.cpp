@@ -142,8 +142,11 @@ void apply_rows(account_actor_state& st, const std::vector<persistence::row_stat
     if (row.id == st.id) apply_held(st, row.held, row.held_version);
     auto it = std::find_if(st.rows.begin(), st.rows.end(), [&](const auto& r) { return r.id == row.id; });
     if (it == st.rows.end()) {
-      // A shard added after this actor loaded: the notice makes it known.
-      if (row.parent_id == st.id) st.rows.push_back(row);
+      // A shard added after this actor loaded: the notice makes it known. And the main row itself
+      // while the first load runs: a credit that committed after the load's snapshot is newer than
+      // what the load will bring, which the merge by version then leaves alone (debits wait for
+      // the load either way).
+      if (row.parent_id == st.id || row.id == st.id) st.rows.push_back(row);
       continue;
     }
     if (row.version > it->version) *it = row;

@@ -231,6 +231,23 @@ CAF_TEST(the_first_answer_teaches_the_balance_and_later_refusals_need_no_writer)
   CAF_CHECK(answers[1].decided_before_writer);
 }
 
+// A debit reaches an actor without the account's facts (a refund, a reversal), so the actor reads
+// the account first. A credit commits after that read's snapshot and its notice arrives before the
+// read's answer: the notice's newer main row is kept, not replaced by the older one the load
+// brings, and the debit it funds goes to the writer instead of being refused for funds.
+CAF_TEST(a_credit_noticed_during_the_first_load_is_not_lost) {
+  debit(100, std::nullopt);
+  CAF_REQUIRE_EQUAL(loads.size(), 1u);
+  CAF_CHECK(script.held.empty());
+  balance_notice notice;
+  notice.rows.push_back({k_payer, 1'000, 5, 0});
+  caf::anon_send(registry, notice_atom::value, std::move(notice));
+  consume_messages();
+  loaded(0, 0, 4);
+  CAF_CHECK(answers.empty());
+  CAF_CHECK_EQUAL(script.held.size(), 1u);
+}
+
 // Debits in flight are reserved: with 100 committed, a debit of 60 in flight leaves 40, so a
 // second 60 is refused at once; when the writer refuses the first, its reservation is released
 // and the same 60 goes through to the writer.
