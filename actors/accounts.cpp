@@ -38,9 +38,11 @@ struct account_actor_state {
   ledger::principal_id owner = 0;  // 0: a system account, owned by nobody
   ledger::account_kind kind = ledger::account_kind::user;
   ledger::account_status status = ledger::account_status::active;
-  // An operator's status change arrived since the current load began: the load may have read the
-  // status before that change committed, so its status must not overwrite the notice's.
-  bool status_from_notice = false;
+  // The status_version `status` is at (migration 020); -1: not heard of (a new actor, active).
+  // A load or an operator's notice changes the status only when it is newer: a load may have
+  // read the status before a change that its notice already told, and two changes' notices may
+  // arrive in the other order than they committed in.
+  std::int64_t status_version = -1;
   std::array<char, 3> currency{};  // ISO 4217 code, not a std::string: 29 bytes less per actor
   // Committed state of the main row (first) and each shard row: (balance, version).
   std::vector<persistence::row_state> rows;
@@ -137,6 +139,12 @@ void apply_held(account_actor_state& st, ledger::amount_minor held, std::int64_t
   st.held_version = held_version;
 }
 
+void learn_status(account_actor_state& st, ledger::account_status status, std::int64_t version) {
+  if (version < st.status_version) return;
+  st.status = status;
+  st.status_version = version;
+}
+
 void apply_rows(account_actor_state& st, const std::vector<persistence::row_state>& rows) {
   for (const auto& row : rows) {
     if (row.id == st.id) apply_held(st, row.held, row.held_version);
@@ -157,7 +165,6 @@ void start_load(account_actor* self) {
   auto& st = self->state;
   if (st.loading) return;
   st.loading = true;
-  st.status_from_notice = false;
   st.rt->load(st.id, caf::actor_cast<caf::actor>(self));
 }
 
@@ -515,7 +522,7 @@ caf::behavior account_actor_behavior(account_actor* self, ledger::account_id id,
           const auto& record = result.record;
           st.owner = record.owner_id.value_or(0);
           st.kind = record.kind;
-          if (!st.status_from_notice) st.status = record.status;
+          learn_status(st, record.status, record.status_version);
           std::copy_n(record.currency.begin(), std::min<std::size_t>(3, record.currency.size()), st.currency.begin());
           apply_held(st, record.held, record.held_version);
           std::vector<persistence::row_state> loaded_rows{{st.id, record.balance, record.version, 0}};
@@ -541,9 +548,8 @@ caf::behavior account_actor_behavior(account_actor* self, ledger::account_id id,
       },
       [self](reserved_atom) -> ledger::amount_minor { return self->state.reserved; },
       // An operator froze or unfroze the account: later debits are decided under the new status.
-      [self](status_atom, ledger::account_status status) {
-        self->state.status = status;
-        self->state.status_from_notice = true;
+      [self](status_atom, ledger::account_status status, std::int64_t version) {
+        learn_status(self->state, status, version);
       },
       [self](stop_atom) { self->quit(); },
   };
@@ -632,9 +638,10 @@ caf::behavior account_registry(registry_actor* self, std::shared_ptr<account_run
         }
         for (auto& [owner, n] : by_account) self->send(live[owner].actor, notice_atom::value, std::move(n));
       },
-      [=](status_atom, ledger::account_id id, ledger::account_status status) {
+      [=](status_atom, ledger::account_id id, ledger::account_status status, std::int64_t version) {
         auto& live = self->state.live;
-        if (auto it = live.find(id); it != live.end()) self->send(it->second.actor, status_atom::value, status);
+        if (auto it = live.find(id); it != live.end())
+          self->send(it->second.actor, status_atom::value, status, version);
       },
       [=](idle_atom, ledger::account_id id, std::uint64_t received) {
         auto& live = self->state.live;

@@ -508,7 +508,7 @@ void ledger_service::set_status(request_origin origin, ledger::account_id id, le
         // payment sent after the answer is decided under it (the registry shard forwards in order).
         auto& core = impl_->core;
         if (r.outcome == ledger::error_code::ok && r.value && !core.stopped.load()) {
-          caf::anon_send(core.registry_for(id), status_atom::value, id, r.value->status);
+          caf::anon_send(core.registry_for(id), status_atom::value, id, r.value->status, r.value->status_version);
         }
         done(std::move(r));
       });

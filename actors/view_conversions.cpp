@@ -29,6 +29,7 @@ account_view to_view(const persistence::account_record& a) {
   v.currency = a.currency;
   v.kind = a.kind;
   v.status = a.status;
+  v.status_version = a.status_version;
   v.main_balance = a.balance;
   v.total_balance = a.total_balance();
   v.parent_id = a.parent_id;

@@ -33,6 +33,7 @@ struct account_view {
   std::string currency;
   ledger::account_kind kind = ledger::account_kind::user;
   ledger::account_status status = ledger::account_status::active;
+  std::int64_t status_version = 0;         // how often the status changed (migration 020)
   ledger::amount_minor main_balance = 0;   // the main row only
   ledger::amount_minor total_balance = 0;  // main row plus shards
   ledger::account_id parent_id = 0;        // 0: not a shard

@@ -25,12 +25,13 @@ enum account_column : int {
   col_fee_fixed,
   col_held,
   col_held_version,
+  col_status_version,
   col_shard_no,  // only where a statement selects it after the others (k_load_sql)
 };
 
 const std::string k_account_columns_sql =
     std::string("id, owner_id, currency, kind, status, allow_negative, balance, version, COALESCE(parent_id, 0), ") +
-    k_created_at_utc_sql + ", fee_bps, fee_fixed, held, held_version";
+    k_created_at_utc_sql + ", fee_bps, fee_fixed, held, held_version, status_version";
 
 // The account and its shards in ONE statement, so under READ COMMITTED they come from one
 // snapshot: with two statements a sweep committing between them (shard -> main) would be seen
@@ -74,7 +75,8 @@ constexpr const char* k_lock_for_status_sql =
     " ORDER BY id FOR NO KEY UPDATE";
 constexpr const char* k_set_status = "account_set_status";
 constexpr const char* k_set_status_sql =
-    "UPDATE account SET status = $2 WHERE (id = $1 OR parent_id = $1) AND kind <> 'system'"
+    "UPDATE account SET status = $2, status_version = status_version + 1"
+    " WHERE (id = $1 OR parent_id = $1) AND kind <> 'system'"
     "   AND EXISTS (SELECT 1 FROM account m WHERE m.id = $1 AND m.parent_id IS NULL AND m.kind <> 'system')";
 
 // The system_role of the clearing account of a currency (where deposits come from).
@@ -120,6 +122,7 @@ account_record read_account(const pqxx::row& row) {
   }
   a.held = row[col_held].as<std::int64_t>();
   a.held_version = row[col_held_version].as<std::int64_t>();
+  a.status_version = row[col_status_version].as<std::int64_t>();
   return a;
 }
 

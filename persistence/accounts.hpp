@@ -42,6 +42,8 @@ struct account_record {
   // What its active holds keep (migration 011), and how often that changed.
   ledger::amount_minor held = 0;
   std::int64_t held_version = 0;
+  // How often its status changed (migration 020): the newest status an actor hears of wins.
+  std::int64_t status_version = 0;
 
   bool hot() const { return !shards.empty(); }
   // Main row plus shards, with checked arithmetic (asserts on overflow: it cannot be stored).

@@ -292,7 +292,7 @@ CAF_TEST(an_unknown_outcome_reloads_and_waiting_debits_are_decided_in_order) {
 CAF_TEST(a_status_change_during_a_load_wins_over_the_load) {
   debit(10, payer_facts(2));  // a hot payer: its actor reads its state in the background
   CAF_REQUIRE_EQUAL(loads.size(), 1u);
-  caf::anon_send(registry, status_atom::value, k_payer, ledger::account_status::frozen);
+  caf::anon_send(registry, status_atom::value, k_payer, ledger::account_status::frozen, std::int64_t{1});
   consume_messages();
   loaded(0, 500, 3, ledger::account_status::active);
   debit(10, payer_facts(2));
@@ -300,10 +300,25 @@ CAF_TEST(a_status_change_during_a_load_wins_over_the_load) {
   CAF_CHECK(answers[0].outcome == error_code::account_inactive);
   CAF_CHECK(answers[0].decided_before_writer);
   CAF_CHECK_EQUAL(script.held.size(), 1u);
-  caf::anon_send(registry, status_atom::value, k_payer, ledger::account_status::active);
+  caf::anon_send(registry, status_atom::value, k_payer, ledger::account_status::active, std::int64_t{2});
   consume_messages();
   debit(10, payer_facts(2));
   CAF_CHECK_EQUAL(script.held.size(), 2u);
+}
+
+// Two operators freeze and unfreeze an account at once: the unfreeze commits last (status version
+// 2), but the freeze's notice (version 1) reaches the actor after it. The actor keeps the newer
+// status, active, as the database holds it, and the next debit goes to the writer; a load that
+// read the account before both (version 0) changes nothing either.
+CAF_TEST(a_status_notice_older_than_the_status_known_changes_nothing) {
+  debit(10, payer_facts());
+  CAF_REQUIRE_EQUAL(script.held.size(), 1u);
+  caf::anon_send(registry, status_atom::value, k_payer, ledger::account_status::active, std::int64_t{2});
+  caf::anon_send(registry, status_atom::value, k_payer, ledger::account_status::frozen, std::int64_t{1});
+  consume_messages();
+  debit(10, payer_facts());
+  CAF_CHECK_EQUAL(script.held.size(), 2u);
+  CAF_CHECK(answers.empty());
 }
 
 // A freeze learnt from an operator's notice outlasts a reload that failed: the next debit brings
@@ -313,7 +328,7 @@ CAF_TEST(a_status_from_a_notice_outlasts_a_failed_reload) {
   debit(10, payer_facts());
   fail(0, error_code::outcome_unknown);
   CAF_REQUIRE_EQUAL(loads.size(), 1u);
-  caf::anon_send(registry, status_atom::value, k_payer, ledger::account_status::frozen);
+  caf::anon_send(registry, status_atom::value, k_payer, ledger::account_status::frozen, std::int64_t{1});
   consume_messages();
   load_failed(0);
   debit(10, payer_facts());
@@ -543,7 +558,7 @@ CAF_TEST(in_cluster_mode_the_writer_decides_funds_and_status) {
   commit(1, 500, 3);
   CAF_REQUIRE_EQUAL(answers.size(), 2u);
   CAF_CHECK(answers[1].outcome == error_code::ok);
-  caf::anon_send(registry, status_atom::value, k_payer, ledger::account_status::frozen);
+  caf::anon_send(registry, status_atom::value, k_payer, ledger::account_status::frozen, std::int64_t{1});
   consume_messages();
   debit(10, payer_facts());
   CAF_CHECK_EQUAL(script.held.size(), 3u);
