@@ -106,8 +106,9 @@ void prepare_api_key_statements(pqxx::connection& conn) {
   conn.prepare(k_recently_revoked, k_recently_revoked_sql);
 }
 
-// Under the principal's key lock: whether the key a request came with is still active.
-bool caller_active(pqxx::work& txn, const std::string& caller_key_hash_hex) {
+// Takes the principal's key lock; then whether the key a request came with is still active.
+bool locked_for_change(pqxx::work& txn, ledger::principal_id principal, const std::string& caller_key_hash_hex) {
+  lock_principal_keys(txn, principal);
   return caller_key_hash_hex.empty() || !txn.exec_prepared(k_caller_active, caller_key_hash_hex).empty();
 }
 
@@ -117,8 +118,7 @@ key_change_result create_key(pqxx::connection& conn, ledger::principal_id princi
   WALLET_ASSERT(active_max > 0, "a principal may have one active key at least");
   key_change_result out;
   pqxx::work txn(conn);
-  lock_principal_keys(txn, principal);
-  if (!caller_active(txn, caller_key_hash_hex)) {
+  if (!locked_for_change(txn, principal, caller_key_hash_hex)) {
     out.outcome = key_change::caller_revoked;
     return out;
   }
@@ -153,8 +153,7 @@ key_change_result revoke_key(pqxx::connection& conn, ledger::principal_id princi
                              bool keep_last_active, const audit_entry& audit, const std::string& caller_key_hash_hex) {
   key_change_result out;
   pqxx::work txn(conn);
-  lock_principal_keys(txn, principal);
-  if (!caller_active(txn, caller_key_hash_hex)) {
+  if (!locked_for_change(txn, principal, caller_key_hash_hex)) {
     out.outcome = key_change::caller_revoked;
     return out;
   }
@@ -181,8 +180,7 @@ keys_revoked revoke_all_keys(pqxx::connection& conn, ledger::principal_id princi
                              const std::string& caller_key_hash_hex) {
   keys_revoked out;
   pqxx::work txn(conn);
-  lock_principal_keys(txn, principal);
-  if (!caller_active(txn, caller_key_hash_hex)) {
+  if (!locked_for_change(txn, principal, caller_key_hash_hex)) {
     out.outcome = key_change::caller_revoked;
     return out;
   }

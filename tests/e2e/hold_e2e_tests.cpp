@@ -113,6 +113,30 @@ std::string code_of(const ts::response& r) {
 
 class HoldE2E : public ts::shared_server_test<HoldE2E> {
  protected:
+  // A trigger of the test's, BEFORE UPDATE on `table` for each row `when` holds, running `body`
+  // (plpgsql), with its function named `name`; dropped by drop() or at the end of the test.
+  class test_trigger {
+   public:
+    test_trigger(std::string name, std::string table, const std::string& when, const std::string& body)
+        : name_(std::move(name)), table_(std::move(table)) {
+      ts::execute_sql("CREATE FUNCTION " + name_ + "() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN " + body +
+                      " END $$");
+      ts::execute_sql("CREATE TRIGGER " + name_ + " BEFORE UPDATE ON " + table_ + " FOR EACH ROW WHEN (" + when +
+                      ") EXECUTE FUNCTION " + name_ + "()");
+    }
+    test_trigger(const test_trigger&) = delete;
+    test_trigger& operator=(const test_trigger&) = delete;
+    ~test_trigger() { drop(); }
+    void drop() {
+      ts::execute_sql("DROP TRIGGER IF EXISTS " + name_ + " ON " + table_);
+      ts::execute_sql("DROP FUNCTION IF EXISTS " + name_ + "()");
+    }
+
+   private:
+    std::string name_;
+    std::string table_;
+  };
+
   // A principal with one EUR account holding `amount`.
   std::pair<ts::principal, std::int64_t> wallet(ts::http_client& c, std::int64_t amount) const {
     auto who = ts::create_principal(c, op());
@@ -586,19 +610,9 @@ TEST_F(HoldE2E, APayerWhoseHoldsCannotExpireHoldsBackNoOther) {
   const auto [locked, l] = wallet(c, 1'000);
   const auto [good, g] = wallet(c, 1'000);
   const auto [shop, m] = wallet(c, 0);
-  const auto refuse = "hold_expiry_test_refuses_" + std::to_string(b);
-  ts::execute_sql("CREATE FUNCTION " + refuse +
-                  "() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'refused by the test'"
-                  " USING ERRCODE = 'check_violation'; END $$");
-  ts::execute_sql("CREATE TRIGGER " + refuse + " BEFORE UPDATE ON account FOR EACH ROW WHEN (OLD.id = " +
-                  std::to_string(b) + " AND NEW.held < OLD.held) EXECUTE FUNCTION " + refuse + "()");
-  struct drop_trigger {
-    std::string name;
-    ~drop_trigger() {
-      ts::execute_sql("DROP TRIGGER IF EXISTS " + name + " ON account");
-      ts::execute_sql("DROP FUNCTION IF EXISTS " + name + "()");
-    }
-  } dropped_at_the_end{refuse};
+  test_trigger refuse("hold_expiry_test_refuses_" + std::to_string(b), "account",
+                      "OLD.id = " + std::to_string(b) + " AND NEW.held < OLD.held",
+                      "RAISE EXCEPTION 'refused by the test' USING ERRCODE = 'check_violation';");
   const auto bad_hold = api.place_ok(bad.key, b, m, 700, 1);
   ASSERT_FALSE(bad_hold.empty());
 
@@ -617,7 +631,7 @@ TEST_F(HoldE2E, APayerWhoseHoldsCannotExpireHoldsBackNoOther) {
   lock->release();
   EXPECT_TRUE(no_active_holds(l));
   EXPECT_EQ(hold_status(bad_hold), "ACTIVE");
-  ts::execute_sql("DROP TRIGGER " + refuse + " ON account");
+  refuse.drop();
   EXPECT_TRUE(no_active_holds(b));
   EXPECT_EQ(hold_status(bad_hold), "EXPIRED");
   for (const auto account : {b, l, g}) expect_held_is_the_active_holds(account);
@@ -636,18 +650,8 @@ TEST_F(HoldE2E, APayerWhoseHoldsExpireTooSlowlyHoldsBackNoOther) {
   const auto [slow, s] = wallet(c, 1'000);
   const auto [other, o] = wallet(c, 1'000);
   const auto [shop, m] = wallet(c, 0);
-  const auto sleep = "hold_expiry_test_sleeps_" + std::to_string(s);
-  ts::execute_sql("CREATE FUNCTION " + sleep +
-                  "() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(3600); RETURN NEW; END $$");
-  ts::execute_sql("CREATE TRIGGER " + sleep + " BEFORE UPDATE ON hold FOR EACH ROW WHEN (OLD.payer_id = " +
-                  std::to_string(s) + ") EXECUTE FUNCTION " + sleep + "()");
-  struct drop_trigger {
-    std::string name;
-    ~drop_trigger() {
-      ts::execute_sql("DROP TRIGGER IF EXISTS " + name + " ON hold");
-      ts::execute_sql("DROP FUNCTION IF EXISTS " + name + "()");
-    }
-  } dropped_at_the_end{sleep};
+  test_trigger sleep("hold_expiry_test_sleeps_" + std::to_string(s), "hold", "OLD.payer_id = " + std::to_string(s),
+                     "PERFORM pg_sleep(3600); RETURN NEW;");
   const auto slow_hold = api.place_ok(slow.key, s, m, 700, 1);
   const auto other_hold = api.place_ok(other.key, o, m, 700, 1);
   ASSERT_FALSE(slow_hold.empty());
@@ -658,7 +662,7 @@ TEST_F(HoldE2E, APayerWhoseHoldsExpireTooSlowlyHoldsBackNoOther) {
   EXPECT_EQ(hold_status(slow_hold), "ACTIVE");
   EXPECT_EQ(account_money(c, other.key, o).available, 1'000);
 
-  ts::execute_sql("DROP TRIGGER " + sleep + " ON hold");
+  sleep.drop();
   EXPECT_TRUE(no_active_holds(s));
   EXPECT_EQ(hold_status(slow_hold), "EXPIRED");
   for (const auto account : {s, o}) expect_held_is_the_active_holds(account);
