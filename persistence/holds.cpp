@@ -65,7 +65,8 @@ constexpr const char* k_due_payers_sql =
 constexpr const char* k_lock_due_payer = "hold_lock_due_payer";
 constexpr const char* k_lock_due_payer_sql =
     "SELECT a.id FROM account a WHERE a.id = $1"
-    "   AND EXISTS (SELECT 1 FROM hold WHERE payer_id = $1 AND status = 'ACTIVE' AND expires_at <= clock_timestamp())"
+    "   AND EXISTS (SELECT 1 FROM hold WHERE payer_id = $1 AND status = 'ACTIVE'"
+    "                 AND expires_at <= (SELECT clock_timestamp()))"
     " FOR NO KEY UPDATE";
 
 // Under the payers' locks: their due holds expire, and their held money shrinks by as much. At
@@ -78,7 +79,7 @@ constexpr const char* k_expire_sql =
     "WITH expired AS ("
     "  UPDATE hold SET status = 'EXPIRED', settled_at = clock_timestamp()"
     "   WHERE id IN (SELECT id FROM hold WHERE payer_id = ANY($1::bigint[]) AND status = 'ACTIVE'"
-    "                   AND expires_at <= clock_timestamp() ORDER BY expires_at LIMIT $2)"
+    "                   AND expires_at <= (SELECT clock_timestamp()) ORDER BY expires_at LIMIT $2)"
     "     AND status = 'ACTIVE'"
     "  RETURNING payer_id, amount),"
     " totals AS (SELECT payer_id, sum(amount)::bigint AS total, count(*) AS n FROM expired GROUP BY payer_id)"
@@ -148,8 +149,8 @@ namespace {
 // Holds one expiry statement releases at most (k_expire_sql).
 constexpr int k_holds_per_statement_max = 5'000;
 
-// Payers cancelled for time in one call before the rest are left for a later call: a database slow
-// for everyone costs a few statement timeouts a tick, not one a payer.
+// Payers cancelled for time in one call before the rest are given up on for this call (named failed
+// with them): a database slow for everyone costs a few statement timeouts a tick, not one a payer.
 constexpr int k_cancelled_payers_max = 2;
 
 // Expires the due holds of `payers`, whose rows `txn` has locked, into `result`. One statement for
@@ -197,7 +198,13 @@ void expire_locked(pqxx::work& txn, const std::vector<std::int64_t>& payers, exp
         expire({payer});
       } catch (const pqxx::sql_error& each) {
         result.failed.push_back(payer);
-        if (cancelled(each) && ++cancellations > k_cancelled_payers_max) break;
+        if (cancelled(each) && ++cancellations > k_cancelled_payers_max) {
+          // The payers not tried count as failed too: left out of the next ticks (and tried again
+          // now and then) rather than forgotten, which would bring them back into every tick's
+          // statement while the database stays slow.
+          result.failed.insert(result.failed.end(), std::find(payers.begin(), payers.end(), payer) + 1, payers.end());
+          break;
+        }
       }
     }
   }

@@ -179,7 +179,7 @@ constexpr const char* k_negatives_full_sql =
 
 // Held money (migration 011): an account's `held` is the sum of its ACTIVE holds. Holds change
 // without entries, so the incremental run checks the accounts its entries touch and every payer
-// of an ACTIVE hold (the hold_payer index), each summed by key; a `held` left over on an account
+// of an ACTIVE hold (the hold_payer_expiry index), each summed by key; a `held` left over on an account
 // with no active hold and no new entry is the full run's to find. The full run checks every
 // account against one aggregate of the active holds.
 constexpr const char* k_held_incremental = "reconcile_held_incremental";
