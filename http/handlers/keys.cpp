@@ -149,6 +149,13 @@ void revoke_key(handler_support& s, const exchange_ptr& ex, const principal& who
 // Every active key of a principal at once, for an operator locking it out: one transaction, so no
 // key of it made meanwhile survives. No body is read.
 void revoke_all_keys(handler_support& s, const exchange_ptr& ex, const principal& who, ledger::principal_id id) {
+  // As with one key, a principal does not revoke its own last key: an operator would lock itself
+  // out, and the last operator everyone.
+  if (id == who.id) {
+    return s.fail(ex, ledger::error_code::conflict,
+                  "an operator does not revoke all of its own keys: it would lock itself out; revoke them one by "
+                  "one (the last stays), or ask another operator");
+  }
   s.service.revoke_all_keys(origin_of(ex, who), id, [&s, ex, id](actors::query_result<actors::keys_revoked_view> r) {
     if (r.outcome != ledger::error_code::ok) return s.unavailable(ex, r.outcome, r.detail);
     if (r.value.outcome == actors::key_change_outcome::no_principal) return principal_not_found(s, ex, id);

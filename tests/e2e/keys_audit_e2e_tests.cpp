@@ -336,6 +336,11 @@ TEST_F(KeysAuditE2E, ARevokedKeyMakesAndRevokesNoKeyOnAServerThatStillKnowsIt) {
   EXPECT_EQ(active_keys(alice.id), "0");
   r = call(a, "DELETE", keys_path(999'999'999'999), op());
   EXPECT_EQ(r.status, 404) << r.body;
+  // Not its own: an operator would lock itself out.
+  const auto other_operator = ts::create_operator();
+  r = call(a, "DELETE", keys_path(other_operator.id), other_operator.key);
+  EXPECT_EQ(r.status, 409) << r.body;
+  EXPECT_EQ(active_keys(other_operator.id), "1");
 }
 
 // Balance as of a time: 0 before the first entry, then at each entry's createdAt the balance
