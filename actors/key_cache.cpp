@@ -58,14 +58,15 @@ void key_cache::mark_revoked(const std::string& key_hash_hex, clock::time_point 
   if (static_cast<std::int64_t>(revoked_.size()) >= unknown_max_ && revoked_.count(key_hash_hex) == 0) {
     std::erase_if(revoked_, [at](const auto& item) { return item.second + k_revoked_mark <= at; });
     if (static_cast<std::int64_t>(revoked_.size()) >= unknown_max_) {
-      // Too many marks to keep: forgetting every known key keeps the promise instead (each is
-      // read again, and a revoked one is then refused), and so does remembering no read that
-      // started before the marks went (it may have found a key revoked since).
-      // (A check's marks carry the check's start, which may precede marks made since by revoke().)
+      // Too many marks to keep. A mark only stops a read that started before it from bringing
+      // its key back (every marked key left `known_` when it was marked), so remembering no read
+      // that started before the marks went keeps the same promise. (A check's marks carry the
+      // check's start, which may precede marks made since by revoke().) The other known keys
+      // stay: forgetting them would let anyone who revokes keys fast enough make every client's
+      // key be read again.
       marks_dropped_at_ = std::max(marks_dropped_at_, at);
       for (const auto& [hash, marked_at] : revoked_) marks_dropped_at_ = std::max(marks_dropped_at_, marked_at);
       revoked_.clear();
-      known_.clear();
     }
   }
   auto& mark = revoked_[key_hash_hex];
