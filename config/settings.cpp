@@ -277,7 +277,9 @@ std::vector<descriptor> describe(settings& s) {
       {"auth", "unknown_accounts_per_second",
        "Lookups per second per principal of accounts that turn out not to exist; more answer 429.",
        int_rule{&s.auth.unknown_accounts_per_second, 1, 10'000'000}},
-      {"auth", "unknown_accounts_burst", "Such lookups per principal allowed at once.",
+      {"auth", "unknown_accounts_burst",
+       "Such lookups per principal allowed at once; those already under way when it runs out are paid back at the "
+       "rate before the next is allowed.",
        int_rule{&s.auth.unknown_accounts_burst, 1, 10'000'000}},
 
       {"log", "level", "Log level.",

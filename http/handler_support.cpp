@@ -70,7 +70,9 @@ bool handler_support::within_lookup_allowance(const exchange_ptr& ex, const prin
 
 void handler_support::count_unknown_account(const principal& who) { count_unknown_account(who.id); }
 
-void handler_support::count_unknown_account(ledger::principal_id by) { unknown_accounts_.take(std::to_string(by)); }
+// Charged, not taken: the requests in flight when the allowance ran out were all admitted, and
+// each of them is paid for before the principal names accounts again.
+void handler_support::count_unknown_account(ledger::principal_id by) { unknown_accounts_.charge(std::to_string(by)); }
 
 void handler_support::visible_account(const exchange_ptr& ex, const principal& who, ledger::account_id id,
                                       std::function<void(const actors::account_view&)> next) {

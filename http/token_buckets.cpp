@@ -47,6 +47,11 @@ bool token_buckets::take(const std::string& key, clock::time_point now) {
   return true;
 }
 
+void token_buckets::charge(const std::string& key, clock::time_point now) {
+  std::lock_guard lock(mutex_);
+  if (bucket* b = refreshed(key, now)) b->tokens -= 1.0;
+}
+
 bool token_buckets::has_token(const std::string& key, clock::time_point now) {
   std::lock_guard lock(mutex_);
   if (const bucket* b = found(key, now)) return b->tokens >= 1.0;

@@ -55,6 +55,23 @@ TEST(token_buckets, retry_after_is_the_whole_seconds_until_a_token) {
   EXPECT_TRUE(slow.has_token("p", t0 + 1s));
 }
 
+TEST(token_buckets, what_was_admitted_together_is_charged_as_debt) {
+  // 25 requests checked at once while the bucket is full all pass; each turns out to cost a token.
+  // The five beyond the burst are a debt the rate repays before the next one passes: six tokens'
+  // worth (0.6 s at 10 a second) until a whole token is there again.
+  token_buckets buckets(10, 20, 100);
+  for (int i = 0; i < 25; ++i) EXPECT_TRUE(buckets.has_token("p", t0)) << i;
+  for (int i = 0; i < 25; ++i) buckets.charge("p", t0);
+  EXPECT_FALSE(buckets.has_token("p", t0));
+  EXPECT_EQ(buckets.retry_after_s("p", t0), 1);
+  EXPECT_FALSE(buckets.take("p", t0 + 100ms));
+  EXPECT_FALSE(buckets.has_token("p", t0 + 590ms));
+  EXPECT_TRUE(buckets.has_token("p", t0 + 610ms));
+  // A debt longer than a second is told as such.
+  for (int i = 0; i < 30; ++i) buckets.charge("q", t0);
+  EXPECT_EQ(buckets.retry_after_s("q", t0), 2);
+}
+
 TEST(token_buckets, a_table_full_of_live_buckets_refuses_new_keys) {
   // Three keys each spent a token: their buckets say something, so none is dropped, and a fourth
   // key gets no bucket and no token, whether it asks or takes.
