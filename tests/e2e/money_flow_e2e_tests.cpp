@@ -420,10 +420,8 @@ TEST_F(MoneyFlowE2E, RefundsRacingForOneDepositNeverExceedIt) {
   ts::http_client c(port());
   for (int round = 0; round < 10; ++round) {
     const auto [alice, a] = wallet(c);
-    auto r = c.post("/v1/deposits", op(), R"({"accountId":)" + std::to_string(a) + R"(,"amount":1000})",
-                    ts::unique_key("d"));
-    ASSERT_EQ(r.status, 201) << r.body;
-    const auto deposit_tx = str(r.json().as_object().at("transactionId"));
+    const auto deposit_tx = ts::deposit(c, op(), a, 1000);
+    ASSERT_FALSE(deposit_tx.empty());
     // Another deposit, so that the wallet could pay both refunds: only the first deposit's limit stops one.
     ts::deposit(c, op(), a, 1'000);
     std::vector<std::future<ts::response>> refunds;
@@ -456,10 +454,8 @@ TEST_F(MoneyFlowE2E, RefundsRacingForOneDepositNeverExceedIt) {
 TEST_F(MoneyFlowE2E, ARefundOfTheRestTakesWhatIsLeftWhenItIsWritten) {
   ts::http_client c(port());
   const auto [alice, a] = wallet(c);
-  auto r =
-      c.post("/v1/deposits", op(), R"({"accountId":)" + std::to_string(a) + R"(,"amount":1000})", ts::unique_key("d"));
-  ASSERT_EQ(r.status, 201) << r.body;
-  const auto deposit_tx = str(r.json().as_object().at("transactionId"));
+  const auto deposit_tx = ts::deposit(c, op(), a, 1000);
+  ASSERT_FALSE(deposit_tx.empty());
   ts::deposit(c, op(), a, 1'000);  // the wallet could pay more than the deposit allows
 
   ts::account_lock lock({a});
@@ -485,7 +481,7 @@ TEST_F(MoneyFlowE2E, ARefundOfTheRestTakesWhatIsLeftWhenItIsWritten) {
             "1000");
   EXPECT_EQ(ts::balance(c, alice.key, a), 1'000);
   // Nothing is left: a third refund of the rest is refused, saying so.
-  r = c.post("/v1/deposits/" + deposit_tx + "/refunds", op(), "", ts::unique_key("r"));
+  auto r = c.post("/v1/deposits/" + deposit_tx + "/refunds", op(), "", ts::unique_key("r"));
   EXPECT_EQ(r.status, 422) << r.body;
   EXPECT_EQ(str(r.json().as_object().at("code")), "refund_exceeds_payment");
 }
@@ -588,11 +584,9 @@ TEST_F(MoneyFlowE2E, DepositsThatDifferOnlyWhereANewlineFallsAreDifferentRequest
 TEST_F(MoneyFlowE2E, TheDatabaseHoldsTheLimitsOfADeposit) {
   ts::http_client c(port());
   const auto [alice, a] = wallet(c);
-  auto r =
-      c.post("/v1/deposits", op(), R"({"accountId":)" + std::to_string(a) + R"(,"amount":1000})", ts::unique_key("d"));
-  ASSERT_EQ(r.status, 201) << r.body;
-  const auto deposit_tx = str(r.json().as_object().at("transactionId"));
-  r = post_money(c, "/v1/deposits/" + deposit_tx + "/chargebacks", op(), R"({"amount":300})");
+  const auto deposit_tx = ts::deposit(c, op(), a, 1000);
+  ASSERT_FALSE(deposit_tx.empty());
+  auto r = post_money(c, "/v1/deposits/" + deposit_tx + "/chargebacks", op(), R"({"amount":300})");
   ASSERT_EQ(r.status, 201) << r.body;
   EXPECT_EQ(str(r.json().as_object().at("walletAmount")), "300");
   EXPECT_EQ(str(r.json().as_object().at("lossAmount")), "0");

@@ -71,11 +71,13 @@ std::int64_t create_account(http_client& c, const std::string& operator_key, std
   return r.json().as_object().at("id").as_int64();
 }
 
-void deposit(http_client& c, const std::string& operator_key, std::int64_t account, std::int64_t amount) {
+std::string deposit(http_client& c, const std::string& operator_key, std::int64_t account, std::int64_t amount) {
   auto r = c.post("/v1/deposits", operator_key,
                   R"({"accountId":)" + std::to_string(account) + R"(,"amount":)" + std::to_string(amount) + "}",
                   unique_key("deposit"));
   EXPECT_EQ(r.status, 201) << r.body;
+  if (r.status != 201) return {};
+  return std::string(r.json().as_object().at("transactionId").as_string());
 }
 
 std::int64_t balance(http_client& c, const std::string& key, std::int64_t account) {

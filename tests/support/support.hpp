@@ -53,7 +53,8 @@ principal create_principal(http_client& c, const std::string& operator_key, cons
 principal create_operator();
 std::int64_t create_account(http_client& c, const std::string& operator_key, std::int64_t owner,
                             const std::string& currency = "EUR", int hot_shards = 0);
-void deposit(http_client& c, const std::string& operator_key, std::int64_t account, std::int64_t amount);
+// A deposit by the operator; its transaction's id ("" when it was not made, a test failure).
+std::string deposit(http_client& c, const std::string& operator_key, std::int64_t account, std::int64_t amount);
 // Balance (main + shards) as the API reports it.
 std::int64_t balance(http_client& c, const std::string& key, std::int64_t account);
 // Starts a reconciliation run that begins after this call (POST /v1/admin/reconciliation; a run
