@@ -6,6 +6,7 @@
 #include <optional>
 #include <map>
 #include <set>
+#include <string_view>
 #include <unordered_map>
 #include <spdlog/spdlog.h>
 
@@ -491,6 +492,26 @@ bool may_read_unlocked(const std::vector<posting_request>& requests, const std::
   return std::none_of(indices.begin(), indices.end(), [&](std::size_t i) { return requests[i].rows != nullptr; });
 }
 
+// Whether a posting that commits writes a journal row under its key: all but a hold's placement
+// and void, which change held money and the hold's row only.
+bool makes_journal_row(const posting_request& r) {
+  return !(r.rows && r.rows->hold && r.rows->hold->what != flow_rows::hold_change::kind::capture);
+}
+
+// `later` came with the key of `first`, which this batch commits: the answer it would get right
+// after that commit, the stored receipt for the same request, idempotency_key_reused for another.
+void answer_from_batch(const posting_request& first, const posting_outcome& first_out, const posting_request& later,
+                       posting_outcome& out) {
+  out.transaction_id = first_out.transaction_id;
+  if (later.request_hash != first.request_hash) {
+    out.outcome = ledger::error_code::idempotency_key_reused;
+    return;
+  }
+  out.replayed = true;
+  out.response_status = first_out.response_status;
+  out.response_body = first_out.response_body;
+}
+
 // One attempt: one database transaction over the postings named by `indices`.
 // With `all_or_nothing` (an atomic batch), the first posting that cannot be planned ends the
 // attempt: the transaction is rolled back and `refused_at` names it.
@@ -606,6 +627,10 @@ batch_result commit_once(pqxx::connection& conn, const std::vector<posting_reque
   std::string flow_writes;
   std::string audit_writes;
   std::size_t accepted = 0;
+  // The key of each posting accepted so far, to the posting: a second posting of this batch with
+  // a key taken here would meet the journal's unique key at the write, and a failed write is a
+  // redo of the whole batch and then one transaction per posting.
+  std::map<std::pair<ledger::principal_id, std::string_view>, std::size_t> keys_taken;
   for (std::size_t i : indices) {
     if (all_or_nothing && committed_before[i] && !result.outcomes[i].replayed) {
       result.refused_at = i;
@@ -614,6 +639,18 @@ batch_result commit_once(pqxx::connection& conn, const std::vector<posting_reque
     if (committed_before[i]) continue;
     const auto& r = requests[i];
     auto& out = result.outcomes[i];
+    if (r.principal && makes_journal_row(r)) {
+      if (auto taken = keys_taken.find({*r.principal, r.idempotency_key}); taken != keys_taken.end()) {
+        // The same key on two requests at once (a transfer sent with the key of a batch's item,
+        // say): the first one's answer is this one's, as if it had come just after its commit.
+        answer_from_batch(requests[taken->second], result.outcomes[taken->second], r, out);
+        if (all_or_nothing && !out.replayed) {
+          result.refused_at = i;
+          return result;
+        }
+        continue;
+      }
+    }
     if (r.fence) {
       // The node lost the partition since its actor decided this debit: another node may be
       // debiting the account now, so this one must not. Nothing of it commits; the client retries
@@ -689,6 +726,8 @@ batch_result commit_once(pqxx::connection& conn, const std::vector<posting_reque
     }
     if (plan.outcome != ledger::error_code::ok || plan.entries.empty()) continue;
     ++accepted;
+    if (r.principal)
+      keys_taken.emplace(std::pair<ledger::principal_id, std::string_view>(*r.principal, r.idempotency_key), i);
     out.transaction_id = r.transaction_id;
     out.debit_balance_after = plan.debit_balance_after;
     out.response_status = ledger::receipt_status;

@@ -162,5 +162,58 @@ TEST_F(batch_rule, an_atomic_batch_with_a_key_used_for_another_request_commits_n
   EXPECT_EQ(balance(payees_[2]), 0);
 }
 
+TEST_F(batch_rule, two_postings_of_one_batch_with_one_key_are_answered_without_a_redo) {
+  // A transfer sent with the key of a batch's item, in the writer's batch together with it: the
+  // first is committed, the second answered as right after that commit (its stored receipt for
+  // the same request, idempotency_key_reused for another), in one attempt.
+  auto first = pay(0, 100);
+  auto same = pay(0, 100);
+  same.idempotency_key = first.idempotency_key;
+  same.request_hash = first.request_hash;
+  auto other = pay(1, 200);
+  other.idempotency_key = first.idempotency_key;
+  other.request_hash = "another request";
+  const auto last = pay(2, 300);
+  const auto result = commit_batch(*app_, {first, same, other, last});
+  EXPECT_EQ(result.attempts, 1);
+  ASSERT_EQ(result.outcomes.at(0).outcome, ledger::error_code::ok);
+  EXPECT_FALSE(result.outcomes.at(0).replayed);
+  EXPECT_EQ(result.outcomes.at(1).outcome, ledger::error_code::ok);
+  EXPECT_TRUE(result.outcomes.at(1).replayed);
+  EXPECT_EQ(result.outcomes.at(1).transaction_id, first.transaction_id);
+  EXPECT_EQ(result.outcomes.at(1).response_body, result.outcomes.at(0).response_body);
+  EXPECT_EQ(result.outcomes.at(2).outcome, ledger::error_code::idempotency_key_reused);
+  EXPECT_EQ(result.outcomes.at(2).transaction_id, first.transaction_id);
+  EXPECT_EQ(result.outcomes.at(3).outcome, ledger::error_code::ok);
+  EXPECT_EQ(balance(payer_), 600);
+  EXPECT_EQ(balance(payees_[0]), 100);
+  EXPECT_EQ(balance(payees_[1]), 0);
+  EXPECT_EQ(balance(payees_[2]), 300);
+  EXPECT_EQ(journal_rows({first, same, other, last}), 2);
+
+  // A posting refused by its plan takes no key: the next one with that key is planned on its own.
+  auto refused = pay(0, 5'000);
+  auto after = pay(1, 50);
+  after.idempotency_key = refused.idempotency_key;
+  const auto again = commit_batch(*app_, {refused, after});
+  EXPECT_EQ(again.attempts - again.relocked, 1);  // a refusal is decided under the rows' locks
+  EXPECT_EQ(again.outcomes.at(0).outcome, ledger::error_code::insufficient_funds);
+  EXPECT_EQ(again.outcomes.at(1).outcome, ledger::error_code::ok);
+  EXPECT_EQ(balance(payees_[1]), 50);
+}
+
+TEST_F(batch_rule, an_atomic_batch_with_one_key_on_two_requests_commits_none) {
+  auto first = pay(0, 100);
+  auto other = pay(1, 100);
+  other.idempotency_key = first.idempotency_key;
+  other.request_hash = "another request";
+  const auto result = commit_atomic(*app_, {first, other});
+  ASSERT_TRUE(result.refused_at.has_value());
+  EXPECT_EQ(*result.refused_at, 1U);
+  EXPECT_EQ(result.outcomes.at(1).outcome, ledger::error_code::idempotency_key_reused);
+  EXPECT_EQ(result.attempts, 1);
+  EXPECT_EQ(balance(payer_), 1'000);
+}
+
 }  // namespace
 }  // namespace persistence
