@@ -35,6 +35,8 @@ struct account_actor_state {
   bool missing = false;
   // A reload was asked for while a load ran, which may have read the rows too early for it.
   bool reload_again = false;
+  // The next load is a reload: it reads the rows once no writer holds them (account_runtime::load).
+  bool reload_after_writers = false;
   ledger::principal_id owner = 0;  // 0: a system account, owned by nobody
   ledger::account_kind kind = ledger::account_kind::user;
   ledger::account_status status = ledger::account_status::active;
@@ -165,15 +167,21 @@ void start_load(account_actor* self) {
   auto& st = self->state;
   if (st.loading) return;
   st.loading = true;
-  st.rt->load(st.id, caf::actor_cast<caf::actor>(self));
+  const bool after_writers = st.reload_after_writers;
+  st.reload_after_writers = false;
+  st.rt->load(st.id, caf::actor_cast<caf::actor>(self), after_writers);
 }
 
 // What the actor believed may be stale (a commit of unknown outcome, another node's lease):
 // debits wait until the account is read again. A load already running may have read it before
-// that, so it is followed by one more.
+// that, so it is followed by one more. A reload waits for the writers that hold the rows: a
+// connection that broke during COMMIT leaves its transaction to end on its own, and a read before
+// that end would show the rows as they were, which the actor would then take for committed: a
+// credit it missed makes it refuse debits the account can pay until it is read again.
 void reload(account_actor* self) {
   auto& st = self->state;
   st.loaded = false;
+  st.reload_after_writers = true;
   if (st.loading) {
     st.reload_again = true;
     return;
@@ -669,12 +677,13 @@ caf::actor spawn_account_registry(caf::actor_system& system, std::shared_ptr<acc
   return system.spawn(account_registry, std::move(runtime));
 }
 
-std::function<void(ledger::account_id, caf::actor)> load_from_database(std::shared_ptr<reader_pool> readers) {
-  return [readers = std::move(readers)](ledger::account_id id, caf::actor me) {
+std::function<void(ledger::account_id, caf::actor, bool)> load_from_database(std::shared_ptr<reader_pool> readers) {
+  return [readers = std::move(readers)](ledger::account_id id, caf::actor me, bool after_writers) {
     readers->submit({
-        [me, id](pqxx::connection& conn) -> std::function<void()> {
+        [me, id, after_writers](pqxx::connection& conn) -> std::function<void()> {
           account_loaded result;
-          if (auto record = persistence::find_account(conn, id)) {
+          if (auto record = after_writers ? persistence::find_account_after_writers(conn, id)
+                                          : persistence::find_account(conn, id)) {
             result.found = true;
             result.record = std::move(*record);
           }

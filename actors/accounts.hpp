@@ -47,8 +47,10 @@ struct account_runtime {
   std::vector<std::shared_ptr<actors::writer_gauges>> writer_gauges;
   // How an account actor asks for its committed state: the answer must reach `actor` as
   // (loaded_atom, account_loaded). The server reads it through the reader pool
-  // (load_from_database); the deterministic tests answer it themselves.
-  std::function<void(ledger::account_id id, caf::actor actor)> load;
+  // (load_from_database); the deterministic tests answer it themselves. `after_writers`: a
+  // reload, after a commit of unknown outcome (or another node's lease): read once no writer
+  // holds the rows, so that a COMMIT still under way is read as it ends, not as before it.
+  std::function<void(ledger::account_id id, caf::actor actor, bool after_writers)> load;
   // Defaults are the settings' (config/settings.hpp): one source for every bound.
   std::int64_t writer_queue_max = config::writer_settings{}.queue_postings_max;
   std::int64_t writer_run_queue_max = config::writer_settings{}.queue_run_postings_max;
@@ -64,7 +66,7 @@ struct account_runtime {
 caf::actor spawn_account_registry(caf::actor_system& system, std::shared_ptr<account_runtime> runtime);
 
 // The server's account loader: one read of the account and its shards on the reader pool.
-std::function<void(ledger::account_id, caf::actor)> load_from_database(std::shared_ptr<reader_pool> readers);
+std::function<void(ledger::account_id, caf::actor, bool)> load_from_database(std::shared_ptr<reader_pool> readers);
 
 // The writer that commits every debit of an account: debits of one account always go to the
 // same writer, so they commit in the order its actor decided them.

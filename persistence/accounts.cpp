@@ -47,6 +47,12 @@ const std::string k_load_sql = "SELECT " + k_account_columns_sql +
 constexpr const char* k_load_for_update = "account_load_for_update";
 const std::string k_load_for_update_sql = k_load_sql + " FOR NO KEY UPDATE";
 
+// Waits for every open transaction that locked the account's rows (FOR SHARE conflicts with the
+// writers' FOR NO KEY UPDATE and with their UPDATEs), in the writers' order; reads nothing.
+constexpr const char* k_wait_for_writers = "account_wait_for_writers";
+constexpr const char* k_wait_for_writers_sql =
+    "SELECT id FROM account WHERE id = $1 OR parent_id = $1 ORDER BY id FOR SHARE";
+
 constexpr const char* k_insert = "account_insert";
 const std::string k_insert_sql =
     "INSERT INTO account (owner_id, currency, kind) VALUES ($1, $2, 'user') RETURNING " + k_account_columns_sql;
@@ -151,6 +157,7 @@ void add_shards(pqxx::transaction_base& txn, const account_record& parent, int f
 void prepare_account_statements(pqxx::connection& conn) {
   conn.prepare(k_load, k_load_sql);
   conn.prepare(k_load_for_update, k_load_for_update_sql);
+  conn.prepare(k_wait_for_writers, k_wait_for_writers_sql);
   conn.prepare(k_insert, k_insert_sql);
   conn.prepare(k_insert_shards, k_insert_shards_sql);
   conn.prepare(k_set_shard_count, k_set_shard_count_sql);
@@ -187,6 +194,16 @@ account_record create_account(pqxx::connection& conn, ledger::principal_id owner
 std::optional<account_record> find_account(pqxx::connection& conn, ledger::account_id id) {
   pqxx::read_transaction txn(conn);
   return load_account(txn, id, false);
+}
+
+std::optional<account_record> find_account_after_writers(pqxx::connection& conn, ledger::account_id id) {
+  pqxx::work txn(conn);
+  txn.exec_prepared(k_wait_for_writers, id);
+  // A new statement, so a new snapshot (READ COMMITTED): taken once the locks were granted, it sees
+  // what those writers committed, the main row and its shards at one moment.
+  auto account = load_account(txn, id, false);
+  txn.commit();
+  return account;
 }
 
 namespace {

@@ -67,6 +67,7 @@ struct account_fixture : test_coordinator_fixture<> {
   std::shared_ptr<account_runtime> rt = std::make_shared<account_runtime>();
   caf::actor registry;
   std::vector<std::pair<ledger::account_id, caf::actor>> loads;
+  std::vector<bool> loads_after_writers;  // per load: whether it was to wait for the writers
   std::vector<money_result> answers;
   int keys = 0;
 
@@ -74,7 +75,10 @@ struct account_fixture : test_coordinator_fixture<> {
     writer = sys.spawn(scripted_writer, &script);
     rt->writers = {writer};
     rt->writer_gauges = {std::make_shared<writer_gauges>()};
-    rt->load = [this](ledger::account_id id, caf::actor actor) { loads.emplace_back(id, std::move(actor)); };
+    rt->load = [this](ledger::account_id id, caf::actor actor, bool after_writers) {
+      loads.emplace_back(id, std::move(actor));
+      loads_after_writers.push_back(after_writers);
+    };
     rt->inflight_max = 3;
     rt->idle_ms = 1'000;
     rt->live_max_per_shard = 16;
@@ -238,6 +242,7 @@ CAF_TEST(the_first_answer_teaches_the_balance_and_later_refusals_need_no_writer)
 CAF_TEST(a_credit_noticed_during_the_first_load_is_not_lost) {
   debit(100, std::nullopt);
   CAF_REQUIRE_EQUAL(loads.size(), 1u);
+  CAF_CHECK(!loads_after_writers.at(0));  // a first load does not wait for the writers
   CAF_CHECK(script.held.empty());
   balance_notice notice;
   notice.rows.push_back({k_payer, 1'000, 5, 0});
@@ -449,6 +454,7 @@ CAF_TEST(an_uncertain_notice_reloads_an_account_a_lost_batch_may_have_credited) 
   commit(0, 40, 1);
   uncertain_notice();
   CAF_REQUIRE_EQUAL(loads.size(), 1u);
+  CAF_CHECK(loads_after_writers.at(0));
   debit(100, payer_facts());
   CAF_CHECK_EQUAL(answers.size(), 1u);
   CAF_CHECK_EQUAL(script.held.size(), 1u);
@@ -458,14 +464,17 @@ CAF_TEST(an_uncertain_notice_reloads_an_account_a_lost_batch_may_have_credited) 
 
 // A reload asked for while a load runs cannot trust that load: it may have read the rows before
 // the commit that made the reload necessary. The actor reads once more, and debits wait for it.
+// Both reads are reloads: each waits for the writers that hold the rows (a COMMIT still under way).
 CAF_TEST(a_reload_asked_for_during_a_load_reads_the_account_again) {
   debit(60, payer_facts());
   fail(0, error_code::outcome_unknown);
   CAF_REQUIRE_EQUAL(loads.size(), 1u);
+  CAF_CHECK(loads_after_writers.at(0));
   uncertain_notice();
   CAF_CHECK_EQUAL(loads.size(), 1u);
   loaded(0, 100, 1);
   CAF_REQUIRE_EQUAL(loads.size(), 2u);
+  CAF_CHECK(loads_after_writers.at(1));
   debit(120, payer_facts());
   CAF_CHECK_EQUAL(script.held.size(), 1u);
   loaded(1, 150, 2);

@@ -1248,6 +1248,45 @@ TEST_F(ledger_db, the_isolation_fallback_answers_each_posting_by_what_became_of_
   expect_caches_match_entries();
 }
 
+TEST_F(ledger_db, a_reload_reads_an_account_once_its_writer_has_ended) {
+  // A writer has credited b and holds its row, its COMMIT not yet done (the server's connection
+  // broke during it, say). A plain read shows b as it was; the reload waits for the writer and
+  // shows the credit it committed.
+  fund(a_, 1'000);
+  const std::string tx = new_uuid();
+  pqxx::work writer(*owner_);
+  writer.exec("UPDATE account SET balance = balance - 100, version = version + 1 WHERE id = " + std::to_string(a_));
+  writer.exec("UPDATE account SET balance = balance + 100, version = version + 1 WHERE id = " + std::to_string(b_));
+  insert_transfer(writer, tx, a_, 900, b_, 100, 100);
+
+  auto reader = app_connection();
+  const auto before = find_account(*reader, b_);
+  ASSERT_TRUE(before.has_value());
+  EXPECT_EQ(before->balance, 0);
+  std::atomic<bool> read{false};
+  std::optional<account_record> reloaded;
+  std::thread reading([&] {
+    reloaded = find_account_after_writers(*reader, b_);
+    read = true;
+  });
+  const bool waited = test_support::eventually(
+      [&] { return read.load() || test_support::backends_blocked_by(owner_->backendpid()) > 0; });
+  EXPECT_FALSE(read.load());
+  writer.commit();
+  reading.join();
+  EXPECT_TRUE(waited);
+  ASSERT_TRUE(reloaded.has_value());
+  EXPECT_EQ(reloaded->balance, 100);
+  EXPECT_EQ(reloaded->version, before->version + 1);
+  // With no writer on the rows it reads at once, and takes no lock that outlives it.
+  const auto again = find_account_after_writers(*reader, b_);
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(again->balance, 100);
+  EXPECT_EQ(commit_batch(*app_, {transfer(b_, a_, 100, unique_key("back"))}).outcomes.at(0).outcome,
+            ledger::error_code::ok);
+  EXPECT_EQ(balance(b_), 0);
+}
+
 TEST_F(ledger_db, an_account_read_sees_its_shards_in_one_snapshot) {
   // Sweeps move money from a shard into its main row while another thread reads the account over
   // and over: every read must see the same total. Reading the main row and the shards in two
