@@ -34,9 +34,9 @@ class key_revocations {
  public:
   static constexpr std::chrono::milliseconds k_overlap{60'000};
   // Revoked keys one check reads at most; more (a mass revocation) forgets every cached key. A
-  // check's window is about k_overlap long, and each revocation needs a key made first (two writes
-  // against the principal's rate limit), so at the default limit of 100 writes a second more than
-  // thirty principals revoking as fast as they may are needed to reach it.
+  // check's window is about k_overlap long (longer while checks fail), and each revocation needs a
+  // key made first: two requests against the principal's write limit, so at the default 100 a
+  // second more than thirty principals making and revoking keys as fast as they may reach it.
   static constexpr int k_keys_per_check_max = 100'000;
 
   // `covered_from`: when the cache began to hold keys (every revocation committed after it must be

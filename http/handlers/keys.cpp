@@ -170,15 +170,17 @@ void revoke_all_keys(handler_support& s, const exchange_ptr& ex, const principal
 }  // namespace
 
 void add_key_routes(router& r, handler_support& s) {
-  r.add({"POST", "/v1/principals/{id}/keys", access::principal, rate_class::read, param_kind::integer, false,
+  // Key changes count against the write limit, as money does: each revocation is read by every
+  // server's next check for revoked keys (actors/key_revocations.hpp), so their rate is bounded.
+  r.add({"POST", "/v1/principals/{id}/keys", access::principal, rate_class::write, param_kind::integer, false,
          [&s](const exchange_ptr& ex, const principal& who, const path_params& p) { create_key(s, ex, who, p.id); }});
   r.add({"GET", "/v1/principals/{id}/keys", access::principal, rate_class::read, param_kind::integer, false,
          [&s](const exchange_ptr& ex, const principal& who, const path_params& p) { list_keys(s, ex, who, p.id); }});
-  r.add({"DELETE", "/v1/principals/{id}/keys", access::operator_, rate_class::read, param_kind::integer, false,
+  r.add({"DELETE", "/v1/principals/{id}/keys", access::operator_, rate_class::write, param_kind::integer, false,
          [&s](const exchange_ptr& ex, const principal& who, const path_params& p) {
            revoke_all_keys(s, ex, who, p.id);
          }});
-  r.add({"DELETE", "/v1/principals/{id}/keys/{keyId}", access::principal, rate_class::read, param_kind::integer, false,
+  r.add({"DELETE", "/v1/principals/{id}/keys/{keyId}", access::principal, rate_class::write, param_kind::integer, false,
          [&s](const exchange_ptr& ex, const principal& who, const path_params& p) {
            revoke_key(s, ex, who, p.id, p.second_id);
          }});

@@ -112,10 +112,10 @@ const std::vector<route> k_routes = {
     {"GET", "/v1/admin/reconciliation-exceptions", "operator", "read"},
     {"POST", "/v1/admin/reconciliation-exceptions/{id}/resolve", "operator", "read"},
     {"GET", "/v1/accounts/{id}/balance", "any", "read"},
-    {"POST", "/v1/principals/{id}/keys", "any", "read"},
+    {"POST", "/v1/principals/{id}/keys", "any", "write"},
     {"GET", "/v1/principals/{id}/keys", "any", "read"},
-    {"DELETE", "/v1/principals/{id}/keys", "operator", "read"},
-    {"DELETE", "/v1/principals/{id}/keys/{keyId}", "any", "read"},
+    {"DELETE", "/v1/principals/{id}/keys", "operator", "write"},
+    {"DELETE", "/v1/principals/{id}/keys/{keyId}", "any", "write"},
     {"GET", "/v1/admin/audit", "operator", "read"},
     // Corrections and currencies (docs/corrections.md).
     {"POST", "/v1/transactions/{id}/reversal", "operator", "write"},

@@ -87,26 +87,30 @@ TEST(router, segments_and_length_must_match_exactly) {
 
 TEST(router, the_server_table_keeps_the_pipeline_rules) {
   // Built as the server builds it: each method and path once, open routes spend no rate limit and
-  // name no accounts, and exactly the money-moving routes spend the write limit.
+  // name no accounts, and exactly the money-moving routes and the key changes spend the write
+  // limit (each revocation is read by every server's check for revoked keys).
   config::settings settings;
   actors::ledger_service service(settings);
   metrics stats;
   routes server_routes(settings, service, nullptr, stats);
-  const std::set<std::string> money_moving{"POST /v1/transfers",
-                                           "POST /v1/deposits",
-                                           "POST /v1/deposits/{id}/refunds",
-                                           "POST /v1/deposits/{id}/chargebacks",
-                                           "POST /v1/withdrawals",
-                                           "POST /v1/withdrawals/{id}/confirm",
-                                           "POST /v1/withdrawals/{id}/fail",
-                                           "POST /v1/transfers/{id}/refunds",
-                                           "POST /v1/transactions/{id}/reversal",
-                                           "POST /v1/adjustments/{id}/approve",
-                                           "POST /v1/exchanges",
-                                           "POST /v1/holds",
-                                           "POST /v1/holds/{id}/capture",
-                                           "POST /v1/holds/{id}/void",
-                                           "POST /v1/transfers/batch"};
+  const std::set<std::string> write_limited{"POST /v1/principals/{id}/keys",
+                                            "DELETE /v1/principals/{id}/keys",
+                                            "DELETE /v1/principals/{id}/keys/{keyId}",
+                                            "POST /v1/transfers",
+                                            "POST /v1/deposits",
+                                            "POST /v1/deposits/{id}/refunds",
+                                            "POST /v1/deposits/{id}/chargebacks",
+                                            "POST /v1/withdrawals",
+                                            "POST /v1/withdrawals/{id}/confirm",
+                                            "POST /v1/withdrawals/{id}/fail",
+                                            "POST /v1/transfers/{id}/refunds",
+                                            "POST /v1/transactions/{id}/reversal",
+                                            "POST /v1/adjustments/{id}/approve",
+                                            "POST /v1/exchanges",
+                                            "POST /v1/holds",
+                                            "POST /v1/holds/{id}/capture",
+                                            "POST /v1/holds/{id}/void",
+                                            "POST /v1/transfers/batch"};
   std::set<std::string> seen;
   for (const auto& r : server_routes.table().table()) {
     EXPECT_TRUE(seen.insert(r.method + " " + r.pattern).second) << r.pattern;
@@ -114,7 +118,7 @@ TEST(router, the_server_table_keeps_the_pipeline_rules) {
       EXPECT_EQ(r.rate, rate_class::none) << r.pattern;
       EXPECT_FALSE(r.names_accounts) << r.pattern;
     }
-    EXPECT_EQ(r.rate == rate_class::write, money_moving.count(r.method + " " + r.pattern) == 1) << r.pattern;
+    EXPECT_EQ(r.rate == rate_class::write, write_limited.count(r.method + " " + r.pattern) == 1) << r.pattern;
   }
   EXPECT_TRUE(seen.count("GET /v1/accounts/{id}"));
   EXPECT_TRUE(seen.count("POST /v1/transfers"));
