@@ -37,6 +37,8 @@ struct account_actor_state {
   bool reload_again = false;
   // The next load is a reload: it reads the rows once no writer holds them (account_runtime::load).
   bool reload_after_writers = false;
+  // The load running now is such a reload: if it fails, the next load must wait as it would have.
+  bool loading_after_writers = false;
   ledger::principal_id owner = 0;  // 0: a system account, owned by nobody
   ledger::account_kind kind = ledger::account_kind::user;
   ledger::account_status status = ledger::account_status::active;
@@ -167,9 +169,9 @@ void start_load(account_actor* self) {
   auto& st = self->state;
   if (st.loading) return;
   st.loading = true;
-  const bool after_writers = st.reload_after_writers;
+  st.loading_after_writers = st.reload_after_writers;
   st.reload_after_writers = false;
-  st.rt->load(st.id, caf::actor_cast<caf::actor>(self), after_writers);
+  st.rt->load(st.id, caf::actor_cast<caf::actor>(self), st.loading_after_writers);
 }
 
 // What the actor believed may be stale (a commit of unknown outcome, another node's lease):
@@ -516,6 +518,9 @@ caf::behavior account_actor_behavior(account_actor* self, ledger::account_id id,
         }
         st.reload_again = false;
         if (result.failed) {
+          // A reload that could not wait for the writers (its lock wait timed out, the database
+          // was away) leaves the next load to wait instead: a writer may still hold the rows.
+          if (st.loading_after_writers) st.reload_after_writers = true;
           std::vector<waiting_debit> failed;
           failed.swap(st.waiting);
           for (auto& w : failed) {

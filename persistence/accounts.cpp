@@ -47,11 +47,10 @@ const std::string k_load_sql = "SELECT " + k_account_columns_sql +
 constexpr const char* k_load_for_update = "account_load_for_update";
 const std::string k_load_for_update_sql = k_load_sql + " FOR NO KEY UPDATE";
 
-// Waits for every open transaction that locked the account's rows (FOR SHARE conflicts with the
-// writers' FOR NO KEY UPDATE and with their UPDATEs), in the writers' order; reads nothing.
+// Waits for every open transaction that locked one account row (FOR SHARE conflicts with the
+// writers' FOR NO KEY UPDATE and with their UPDATEs); the lock goes with its own transaction.
 constexpr const char* k_wait_for_writers = "account_wait_for_writers";
-constexpr const char* k_wait_for_writers_sql =
-    "SELECT id FROM account WHERE id = $1 OR parent_id = $1 ORDER BY id FOR SHARE";
+constexpr const char* k_wait_for_writers_sql = "SELECT id FROM account WHERE id = $1 FOR SHARE";
 
 constexpr const char* k_insert = "account_insert";
 const std::string k_insert_sql =
@@ -197,13 +196,20 @@ std::optional<account_record> find_account(pqxx::connection& conn, ledger::accou
 }
 
 std::optional<account_record> find_account_after_writers(pqxx::connection& conn, ledger::account_id id) {
-  pqxx::work txn(conn);
-  txn.exec_prepared(k_wait_for_writers, id);
-  // A new statement, so a new snapshot (READ COMMITTED): taken once the locks were granted, it sees
-  // what those writers committed, the main row and its shards at one moment.
-  auto account = load_account(txn, id, false);
-  txn.commit();
-  return account;
+  const auto rows = find_account(conn, id);
+  if (!rows) return std::nullopt;
+  // One row at a time, each in a transaction of its own: no lock is held while the next is waited
+  // for, so no writer waits behind this read for longer than an instant, and no deadlock can form.
+  std::vector<ledger::account_id> ids{rows->id};
+  for (const auto& shard : rows->shards) ids.push_back(shard.id);
+  for (const ledger::account_id row : ids) {
+    pqxx::work txn(conn);
+    txn.exec_prepared(k_wait_for_writers, row);
+    txn.commit();
+  }
+  // Taken once every writer that held a row has ended: their outcome, the main row and its shards
+  // at one moment.
+  return find_account(conn, id);
 }
 
 namespace {

@@ -56,10 +56,10 @@ struct account_record {
 account_record create_account(pqxx::connection& conn, ledger::principal_id owner, const std::string& currency,
                               int shard_count, const audit_entry* audit = nullptr);
 std::optional<account_record> find_account(pqxx::connection& conn, ledger::account_id id);
-// The same, read once no transaction that has locked the account's rows is still open: a writer
+// The same, read once no transaction that had locked the account's rows is still open: a writer
 // whose COMMIT this server could not confirm (its connection broke during it) may still hold them,
-// and its outcome is then read, not the state before it. The wait is for share locks on the rows
-// in ascending id order, as the writers take theirs, and is bounded by the statement timeout.
+// and its outcome is then read, not the state before it. It waits for a share lock on each row in
+// turn, each released at once, bounded by the lock timeout.
 std::optional<account_record> find_account_after_writers(pqxx::connection& conn, ledger::account_id id);
 // Adds credit shards to an existing account (numbers continue after the existing ones).
 // Returns nullopt if the account does not exist or is itself a shard.

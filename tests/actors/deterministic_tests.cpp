@@ -481,6 +481,23 @@ CAF_TEST(a_reload_asked_for_during_a_load_reads_the_account_again) {
   CAF_CHECK_EQUAL(script.held.size(), 2u);
 }
 
+// A reload that fails (its wait for the writers timed out) leaves the next load to wait for them
+// too: a writer whose COMMIT was cut off may still hold the rows, and a plain read would show them
+// as they were before it.
+CAF_TEST(a_failed_reload_leaves_the_next_load_waiting_for_the_writers) {
+  debit(60, payer_facts());
+  fail(0, error_code::outcome_unknown);
+  CAF_REQUIRE_EQUAL(loads.size(), 1u);
+  CAF_CHECK(loads_after_writers.at(0));
+  load_failed(0);
+  debit(10, std::nullopt);  // no facts: the actor reads the account before it decides
+  CAF_REQUIRE_EQUAL(loads.size(), 2u);
+  CAF_CHECK(loads_after_writers.at(1));
+  loaded(1, 100, 2);
+  debit(10, std::nullopt);
+  CAF_CHECK_EQUAL(loads.size(), 2u);  // loaded: nothing more is read
+}
+
 // An actor that started from the account's facts knows no balance (the writer checks funds), so
 // only the bound on money in flight limits what it reserves. A run of a thousand items counts as
 // one debit in flight, so without that bound a few large runs overflowed the reservations. A run

@@ -1287,6 +1287,46 @@ TEST_F(ledger_db, a_reload_reads_an_account_once_its_writer_has_ended) {
   EXPECT_EQ(balance(b_), 0);
 }
 
+TEST_F(ledger_db, a_reload_waiting_for_one_shard_holds_no_other_row) {
+  // A writer holds the second shard of a hot account. The reload waits for it, and meanwhile the
+  // main row and the first shard are free for other writers: it holds no lock while it waits.
+  const std::int64_t hot = new_account();
+  const std::string id = std::to_string(hot);
+  run(*owner_, "INSERT INTO account (owner_id, currency, kind, parent_id, shard_no) SELECT " +
+                   std::to_string(principal_) + ", 'XTS', 'shard', " + id + ", n FROM generate_series(0, 1) AS n");
+  const std::int64_t shard_a = int_of(*owner_, "SELECT id FROM account WHERE shard_no = 0 AND parent_id = " + id);
+  const std::int64_t shard_b = int_of(*owner_, "SELECT id FROM account WHERE shard_no = 1 AND parent_id = " + id);
+  fund(d_, 1'000);
+  const std::string tx = new_uuid();
+  pqxx::work writer(*owner_);
+  writer.exec("UPDATE account SET balance = balance + 100, version = version + 1 WHERE id = " +
+              std::to_string(shard_b));
+  writer.exec("UPDATE account SET balance = balance - 100, version = version + 1 WHERE id = " + std::to_string(d_));
+  insert_transfer(writer, tx, d_, 900, shard_b, 100, 100);
+
+  auto reader = app_connection();
+  std::atomic<bool> read{false};
+  std::optional<account_record> reloaded;
+  std::thread reading([&] {
+    reloaded = find_account_after_writers(*reader, hot);
+    read = true;
+  });
+  ASSERT_TRUE(test_support::eventually(
+      [&] { return read.load() || test_support::backends_blocked_by(owner_->backendpid()) > 0; }));
+  EXPECT_FALSE(read.load());
+  auto other = app_connection();
+  for (const auto row : {hot, shard_a}) {
+    pqxx::work probe(*other);
+    EXPECT_NO_THROW(probe.exec("SELECT id FROM account WHERE id = " + std::to_string(row) + " FOR UPDATE NOWAIT"))
+        << "row " << row << " is locked while the reload waits for another";
+  }
+  writer.commit();
+  reading.join();
+  ASSERT_TRUE(reloaded.has_value());
+  ASSERT_EQ(reloaded->shards.size(), 2u);
+  EXPECT_EQ(reloaded->total_balance(), 100);
+}
+
 TEST_F(ledger_db, an_account_read_sees_its_shards_in_one_snapshot) {
   // Sweeps move money from a shard into its main row while another thread reads the account over
   // and over: every read must see the same total. Reading the main row and the shards in two
