@@ -228,7 +228,7 @@ void ledger_service::start() {
   d.revocations = std::make_unique<key_revocations>(
       d.keys, d.core.readers, std::chrono::milliseconds(d.settings.auth.key_cache_ttl_ms), keys_from);
   d.revocations->start();
-  d.sweeps = std::make_unique<sweeper>(d.core);
+  d.sweeps = std::make_unique<sweeper>(d.core, static_cast<int>(d.settings.ledger.sweep_accounts_per_page));
   d.sweeps->start(std::chrono::milliseconds(d.settings.ledger.sweep_interval_ms));
   d.expiries = std::make_unique<hold_expirer>(d.core);
   d.expiries->start(std::chrono::milliseconds(d.settings.ledger.hold_expiry_interval_ms));
@@ -643,17 +643,18 @@ void ledger_service::ping_database(query_callback<bool> done) {
   impl_->core.readers->read<bool>([](pqxx::connection& conn) { return persistence::ping(conn); }, std::move(done));
 }
 
-void ledger_service::sweep_now(request_origin origin, query_callback<int> done) {
-  if (impl_->core.stopped.load()) return done({ledger::error_code::server_busy, "the server is shutting down", 0});
-  impl_->sweeps->sweep_all([this, origin = std::move(origin), done](query_result<int> swept) {
+void ledger_service::sweep_now(request_origin origin, query_callback<sweep_view> done) {
+  if (impl_->core.stopped.load()) return done({ledger::error_code::server_busy, "the server is shutting down", {}});
+  impl_->sweeps->sweep_all([this, origin = std::move(origin), done](query_result<sweep_view> swept) {
     if (swept.outcome != ledger::error_code::ok) return done(std::move(swept));
     // The sweeps are system transactions of their own: the operator's request is recorded once
     // they are done, before the answer (a repeated request sweeps what is left, harmlessly).
     boost::json::object o;
-    o["sweeps"] = swept.value;
+    o["sweeps"] = swept.value.sweeps;
+    o["deferred"] = swept.value.deferred;
     auto audit = audit_entry_for(origin, "sweep.run", "hot_accounts", boost::json::serialize(o));
-    impl_->keys_and_audit->record(std::move(audit), [done, sweeps = swept.value](query_result<bool> r) {
-      done({r.outcome, std::move(r.detail), sweeps});
+    impl_->keys_and_audit->record(std::move(audit), [done, result = swept.value](query_result<bool> r) {
+      done({r.outcome, std::move(r.detail), result});
     });
   });
 }

@@ -11,7 +11,7 @@
 
 namespace actors {
 
-sweeper::sweeper(service_core& core) : core_(core) {}
+sweeper::sweeper(service_core& core, int accounts_per_page) : core_(core), accounts_per_page_(accounts_per_page) {}
 
 sweeper::~sweeper() { stop(); }
 
@@ -21,7 +21,7 @@ void sweeper::start(std::chrono::milliseconds interval) {
     std::unique_lock lock(timer_mutex_);
     while (!timer_wake_.wait_for(lock, interval, [this] { return stopping_; })) {
       lock.unlock();
-      sweep_all([](query_result<int>) {});
+      tick();
       lock.lock();
     }
   });
@@ -36,22 +36,57 @@ void sweeper::stop() {
   if (timer_.joinable()) timer_.join();
 }
 
-void sweeper::sweep_all(std::function<void(query_result<int>)> done) {
+void sweeper::sweep_all(std::function<void(query_result<sweep_view>)> done) {
+  sweep_from(0, page_result{}, std::move(done));
+}
+
+void sweeper::sweep_from(ledger::account_id after, page_result so_far,
+                         std::function<void(query_result<sweep_view>)> done) {
+  sweep_page(after, [this, so_far, done = std::move(done)](query_result<page_result> r) mutable {
+    if (r.outcome != ledger::error_code::ok) return done(query_result<sweep_view>{r.outcome, r.detail, so_far.swept});
+    so_far.swept.sweeps += r.value.swept.sweeps;
+    so_far.swept.deferred += r.value.swept.deferred;
+    so_far.failed += r.value.failed;
+    if (r.value.next_after != 0) return sweep_from(r.value.next_after, so_far, std::move(done));
+    query_result<sweep_view> all;
+    all.value = so_far.swept;
+    if (so_far.failed > 0) {
+      // Sweeping again is harmless (an emptied shard moves nothing): the caller may simply ask again.
+      all.outcome = ledger::error_code::database_unavailable;
+      all.detail = std::to_string(so_far.failed) + " sweeps could not be committed (" +
+                   std::to_string(so_far.swept.sweeps) + " were); sweep again later";
+    }
+    done(std::move(all));
+  });
+}
+
+void sweeper::tick() {
   ++ticks_;
-  const ledger::account_id after = resume_after_.load();
+  sweep_page(resume_after_.load(), [this](query_result<page_result> r) {
+    if (r.outcome == ledger::error_code::ok) resume_after_ = r.value.next_after;
+  });
+}
+
+void sweeper::sweep_page(ledger::account_id after, std::function<void(query_result<page_result>)> done) {
   core_.readers->read<std::vector<persistence::sweep_candidate>>(
-      [after](pqxx::connection& conn) { return persistence::sweep_candidates(conn, k_candidates_max, after); },
+      [after, limit = accounts_per_page_](pqxx::connection& conn) {
+        return persistence::sweep_candidates(conn, limit, after);
+      },
       [this, done](query_result<std::vector<persistence::sweep_candidate>> r) {
-        if (r.outcome != ledger::error_code::ok) return done(query_result<int>{r.outcome, r.detail, 0});
-        resume_after_ = static_cast<int>(r.value.size()) == k_candidates_max ? r.value.back().account : 0;
+        if (r.outcome != ledger::error_code::ok) return done(query_result<page_result>{r.outcome, r.detail, {}});
+        const ledger::account_id next_after =
+            static_cast<int>(r.value.size()) == accounts_per_page_ ? r.value.back().account : 0;
         struct progress {
           std::atomic<int> remaining{0};
           std::atomic<int> committed{0};
           std::atomic<int> failed{0};
-          std::function<void(query_result<int>)> done;
+          int deferred = 0;
+          ledger::account_id next_after = 0;
+          std::function<void(query_result<page_result>)> done;
         };
         auto p = std::make_shared<progress>();
         p->done = done;
+        p->next_after = next_after;
         std::vector<persistence::sweep_candidate> chosen;
         {
           std::lock_guard lock(sweeping_mutex_);
@@ -67,6 +102,7 @@ void sweeper::sweep_all(std::function<void(query_result<int>)> done) {
             if (sweeping_.count(c.account) != 0 ||
                 gauges.queued.load() + static_cast<std::int64_t>(c.shards.size()) > core_.runtime->writer_queue_max) {
               ++deferred_;
+              ++p->deferred;
               continue;
             }
             sweeping_.emplace(c.account, static_cast<int>(c.shards.size()));
@@ -75,7 +111,12 @@ void sweeper::sweep_all(std::function<void(query_result<int>)> done) {
         }
         int total = 0;
         for (const auto& c : chosen) total += static_cast<int>(c.shards.size());
-        if (total == 0) return done(query_result<int>{});
+        if (total == 0) {
+          query_result<page_result> nothing;
+          nothing.value.swept.deferred = p->deferred;
+          nothing.value.next_after = next_after;
+          return done(std::move(nothing));
+        }
         p->remaining = total;
         for (const auto& c : chosen) {
           for (ledger::account_id shard : c.shards) {
@@ -102,16 +143,12 @@ void sweeper::sweep_all(std::function<void(query_result<int>)> done) {
                 if (auto it = sweeping_.find(account); it != sweeping_.end() && --it->second == 0) sweeping_.erase(it);
               }
               if (--p->remaining > 0) return;
-              query_result<int> swept;
-              swept.value = p->committed.load();
-              if (const int failed = p->failed.load(); failed > 0) {
-                // Sweeping again is harmless (an emptied shard moves nothing): the caller may
-                // simply ask again.
-                swept.outcome = ledger::error_code::database_unavailable;
-                swept.detail = std::to_string(failed) + " sweeps could not be committed (" +
-                               std::to_string(swept.value) + " were); sweep again later";
-              }
-              p->done(std::move(swept));
+              query_result<page_result> page;
+              page.value.swept.sweeps = p->committed.load();
+              page.value.swept.deferred = p->deferred;
+              page.value.failed = p->failed.load();
+              page.value.next_after = p->next_after;
+              p->done(std::move(page));
             }};
             core_.post(core_.writer_index(c.account), std::move(request), std::move(sink));
           }

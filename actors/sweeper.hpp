@@ -17,6 +17,7 @@
 #include <unordered_map>
 
 #include "actors/query_result.hpp"
+#include "actors/views.hpp"
 #include "ledger/types.hpp"
 
 namespace actors {
@@ -31,10 +32,8 @@ struct sweeper_stats {
 
 class sweeper {
  public:
-  // Hot accounts swept per tick at most.
-  static constexpr int k_candidates_max = 1'000;
-
-  explicit sweeper(service_core& core);
+  // `accounts_per_page`: hot accounts read and swept at once (ledger.sweep_accounts_per_page).
+  sweeper(service_core& core, int accounts_per_page);
   ~sweeper();
   sweeper(const sweeper&) = delete;
   sweeper& operator=(const sweeper&) = delete;
@@ -42,20 +41,36 @@ class sweeper {
   void start(std::chrono::milliseconds interval);
   void stop();
 
-  // Sweeps every hot account's shards now; `done` gets the sweeps committed, or why the
-  // candidates could not be read or some sweeps not committed.
-  void sweep_all(std::function<void(query_result<int>)> done);
+  // Sweeps every hot account's shards now, all of them page by page from the first; `done` gets
+  // the sweeps committed and the accounts skipped (a sweep of them in flight, or their writer at
+  // its bound), or why the candidates could not be read or some sweeps not committed.
+  void sweep_all(std::function<void(query_result<sweep_view>)> done);
 
   sweeper_stats stats() const;
 
  private:
+  // What one page of candidates (accounts_per_page_ hot accounts at most) gave.
+  struct page_result {
+    sweep_view swept;
+    int failed = 0;
+    // The last account of a full page (the next page starts after it); 0 after the last page.
+    ledger::account_id next_after = 0;
+  };
+  // Reads the hot accounts after `after` that have money on their shards and sweeps them.
+  void sweep_page(ledger::account_id after, std::function<void(query_result<page_result>)> done);
+  // The operator's sweep from `after` on, `so_far` being what the pages before gave.
+  void sweep_from(ledger::account_id after, page_result so_far, std::function<void(query_result<sweep_view>)> done);
+  // The timer's sweep: one page, from where the last tick stopped.
+  void tick();
+
   service_core& core_;
+  int accounts_per_page_;
   std::atomic<std::uint64_t> committed_{0};
   std::atomic<std::uint64_t> deferred_{0};
   std::atomic<std::uint64_t> ticks_{0};
   // Where the next tick's candidates begin: after the last account of a tick that found as many as
-  // it reads, so that accounts past the first k_candidates_max are swept too; 0 once a tick
-  // reached the last.
+  // it reads, so that accounts past the first page are swept too; 0 once a tick
+  // reached the last. (An operator's sweep reads every page itself and leaves this alone.)
   std::atomic<ledger::account_id> resume_after_{0};
   // Hot accounts with a sweep in flight, and how many of its shard postings are still out.
   std::mutex sweeping_mutex_;

@@ -270,6 +270,12 @@ struct keys_revoked_view {
   std::int64_t revoked = 0;                               // active keys this revoked
 };
 
+// What an operator's sweep of every hot account did (POST /v1/admin/sweeps).
+struct sweep_view {
+  int sweeps = 0;    // sweep transactions committed
+  int deferred = 0;  // hot accounts skipped: a sweep of them already in flight, or their writer full
+};
+
 // An account's balance (with a hot account's shards) as of a time.
 struct balance_view {
   ledger::amount_minor balance = 0;

@@ -134,6 +134,10 @@ std::vector<descriptor> describe(settings& s) {
        int_rule{&s.ledger.hot_shards_default, 1, 1024}},
       {"ledger", "sweep_interval_ms", "How often shard balances are swept into the main account.",
        int_rule{&s.ledger.sweep_interval_ms, 10, 86'400'000}},
+      {"ledger", "sweep_accounts_per_page",
+       "Hot accounts one sweep reads and sweeps at once: a periodic sweep sweeps one such page (the next one "
+       "at the next tick), an operator's sweep every page.",
+       int_rule{&s.ledger.sweep_accounts_per_page, 1, 100'000}},
       {"ledger", "hold_expiry_interval_ms",
        "How often holds past their expiry are released (an expired hold is released at most about this late).",
        int_rule{&s.ledger.hold_expiry_interval_ms, 10, 600'000}},

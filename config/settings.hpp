@@ -78,6 +78,9 @@ struct ledger_settings {
   std::int64_t hot_shards_max = 64;
   std::int64_t hot_shards_default = 16;
   std::int64_t sweep_interval_ms = 1'000;
+  // Hot accounts one sweep reads and sweeps at once (a tick sweeps one such page; an operator's
+  // sweep every page).
+  std::int64_t sweep_accounts_per_page = 1'000;
   // How often due holds are released: an expired hold is released at most about this late.
   std::int64_t hold_expiry_interval_ms = 200;
   std::int64_t reconcile_interval_s = 300;

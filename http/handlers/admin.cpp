@@ -67,10 +67,11 @@ void reconciliation_run(handler_support& s, const exchange_ptr& ex, const path_p
 }
 
 void sweep(handler_support& s, const exchange_ptr& ex, const principal& who) {
-  s.service.sweep_now({who.id, ex->request_id}, [&s, ex](actors::query_result<int> r) {
+  s.service.sweep_now({who.id, ex->request_id}, [&s, ex](actors::query_result<actors::sweep_view> r) {
     if (r.outcome != ledger::error_code::ok) return s.unavailable(ex, r.outcome, r.detail);
     boost::json::object o;
-    o["sweeps"] = r.value;
+    o["sweeps"] = r.value.sweeps;
+    o["deferred"] = r.value.deferred;
     ex->respond(json_reply(200, o));
   });
 }

@@ -263,6 +263,37 @@ TEST(HotUnswept, SweepConsolidatesShards) {
   EXPECT_TRUE(ts::reconciliation_ok(c, op));
 }
 
+// An operator's sweep sweeps every hot account with money on its shards, a page at a time from the
+// lowest id, whatever the periodic sweeps reached: with two accounts a page, five merchants made
+// after every other hot account of the database are all swept, and none is left deferred.
+TEST(HotUnswept, AnOperatorsSweepReachesEveryPage) {
+  auto options = hot_options("86400000");
+  options.env["WALLET_LEDGER_SWEEP_ACCOUNTS_PER_PAGE"] = "2";
+  ts::server_process server(options);
+  ts::http_client c(server.port());
+  const auto& op = server.operator_key();
+  auto payers = make_payers(c, op, 1, 1000);
+  std::vector<std::int64_t> shops;
+  for (int i = 0; i < 5; ++i) {
+    auto merchant = ts::create_principal(c, op, "merchant");
+    shops.push_back(ts::create_account(c, op, merchant.id, "EUR", 2));
+    ASSERT_EQ(c.post("/v1/transfers", payers[0].who.key, transfer_body(payers[0].account, shops.back(), 100),
+                     ts::unique_key("in"))
+                  .status,
+              201);
+  }
+  auto sweep = sweep_now(c, op);
+  ASSERT_EQ(sweep.status, 200) << sweep.body;
+  EXPECT_GE(sweep.json().as_object().at("sweeps").as_int64(), 5);
+  EXPECT_EQ(sweep.json().as_object().at("deferred").as_int64(), 0);
+  for (const auto shop : shops) {
+    const auto id = std::to_string(shop);
+    EXPECT_EQ(ts::query_value("SELECT sum(balance) FROM account WHERE parent_id = " + id), "0") << shop;
+    EXPECT_EQ(ts::query_value("SELECT balance FROM account WHERE id = " + id), "100") << shop;
+  }
+  EXPECT_TRUE(ts::reconciliation_ok(c, op));
+}
+
 // An account made hot after it was created gets its shards, and payments then land on them.
 TEST(HotUnswept, MakeHotLater) {
   ts::server_process server(hot_options("86400000"));
