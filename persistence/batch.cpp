@@ -641,8 +641,10 @@ batch_result commit_once(pqxx::connection& conn, const std::vector<posting_reque
     auto& out = result.outcomes[i];
     if (r.principal && makes_journal_row(r)) {
       if (auto taken = keys_taken.find({*r.principal, r.idempotency_key}); taken != keys_taken.end()) {
-        // The same key on two requests at once (a transfer sent with the key of a batch's item,
-        // say): the first one's answer is this one's, as if it had come just after its commit.
+        // The same key on two postings of one batch: the first one's answer is this one's, as if it
+        // had come just after its commit. The single flights keep one key to one request per
+        // server, and runs commit alone, so no flow sends this today; were one to, this answers it
+        // instead of failing the write and redoing the whole batch posting by posting.
         answer_from_batch(requests[taken->second], result.outcomes[taken->second], r, out);
         if (all_or_nothing && !out.replayed) {
           result.refused_at = i;

@@ -46,10 +46,11 @@ void create_account(handler_support& s, const exchange_ptr& ex, const principal&
                            });
 }
 
-// The debits in flight are asked before the balance is read, so that a debit that commits in
-// between is counted in both (the answer is lower than the truth for a moment), never in neither
-// (higher than it ever was). Asking for an account that is not the caller's costs a lookup in
-// the live actors, which spawns none, and its answer is not used.
+// The debits in flight are asked before the balance is read, so that a debit in flight at the
+// first and committed by the second is counted in both (the answer is lower than the truth for a
+// moment), never in neither. What starts or commits after the first is as stale as any read.
+// Asking for an account that is not the caller's costs a lookup in the live actors, which spawns
+// none, and its answer is not used.
 void get_account(handler_support& s, const exchange_ptr& ex, const principal& who, ledger::account_id id) {
   s.service.reserved(id, [&s, ex, who, id](ledger::amount_minor reserved) {
     s.visible_account(ex, who, id, [ex, reserved](const actors::account_view& a) {
