@@ -126,6 +126,21 @@ class ledger_db : public ::testing::Test {
              std::to_string(amount) + ", " + std::to_string(to_after) + ")");
   }
 
+  // A hot account with two shards, made directly: its id, then its shards' in shard order.
+  struct hot_account {
+    std::int64_t id;
+    std::int64_t shard_a;
+    std::int64_t shard_b;
+  };
+  hot_account new_hot_account() {
+    const std::int64_t hot = new_account();
+    const std::string id = std::to_string(hot);
+    run(*owner_, "INSERT INTO account (owner_id, currency, kind, parent_id, shard_no) SELECT " +
+                     std::to_string(principal_) + ", 'XTS', 'shard', " + id + ", n FROM generate_series(0, 1) AS n");
+    return {hot, int_of(*owner_, "SELECT id FROM account WHERE shard_no = 0 AND parent_id = " + id),
+            int_of(*owner_, "SELECT id FROM account WHERE shard_no = 1 AND parent_id = " + id)};
+  }
+
   posting_request request(ledger::transaction_type type, std::int64_t from, std::int64_t to, std::int64_t amount,
                           const std::string& key) {
     posting_request r;
@@ -944,12 +959,7 @@ TEST_F(ledger_db, a_hot_accounts_page_never_ends_past_an_entry_still_in_flight) 
   // its shard's row, not yet committed; the second commits an entry with a larger id. A page read
   // now must not end at the second entry (its cursor would skip the first for good): it waits for
   // the first writer and returns both, in id order.
-  const std::int64_t hot = new_account();
-  const std::string id = std::to_string(hot);
-  run(*owner_, "INSERT INTO account (owner_id, currency, kind, parent_id, shard_no) SELECT " +
-                   std::to_string(principal_) + ", 'XTS', 'shard', " + id + ", n FROM generate_series(0, 1) AS n");
-  const std::int64_t shard_a = int_of(*owner_, "SELECT id FROM account WHERE shard_no = 0 AND parent_id = " + id);
-  const std::int64_t shard_b = int_of(*owner_, "SELECT id FROM account WHERE shard_no = 1 AND parent_id = " + id);
+  const auto [hot, shard_a, shard_b] = new_hot_account();
   fund(d_, 1'000);
 
   const std::string first = new_uuid();
@@ -1290,12 +1300,7 @@ TEST_F(ledger_db, a_reload_reads_an_account_once_its_writer_has_ended) {
 TEST_F(ledger_db, a_reload_waiting_for_one_shard_holds_no_other_row) {
   // A writer holds the second shard of a hot account. The reload waits for it, and meanwhile the
   // main row and the first shard are free for other writers: it holds no lock while it waits.
-  const std::int64_t hot = new_account();
-  const std::string id = std::to_string(hot);
-  run(*owner_, "INSERT INTO account (owner_id, currency, kind, parent_id, shard_no) SELECT " +
-                   std::to_string(principal_) + ", 'XTS', 'shard', " + id + ", n FROM generate_series(0, 1) AS n");
-  const std::int64_t shard_a = int_of(*owner_, "SELECT id FROM account WHERE shard_no = 0 AND parent_id = " + id);
-  const std::int64_t shard_b = int_of(*owner_, "SELECT id FROM account WHERE shard_no = 1 AND parent_id = " + id);
+  const auto [hot, shard_a, shard_b] = new_hot_account();
   fund(d_, 1'000);
   const std::string tx = new_uuid();
   pqxx::work writer(*owner_);
