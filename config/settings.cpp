@@ -283,7 +283,7 @@ std::vector<descriptor> describe(settings& s) {
        int_rule{&s.auth.unknown_accounts_per_second, 1, 10'000'000}},
       {"auth", "unknown_accounts_burst",
        "Such lookups per principal allowed at once; those already under way when it runs out are paid back at the "
-       "rate before the next is allowed.",
+       "rate (up to a minute of it) before the next is allowed.",
        int_rule{&s.auth.unknown_accounts_burst, 1, 10'000'000}},
 
       {"log", "level", "Log level.",

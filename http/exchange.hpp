@@ -107,6 +107,9 @@ struct exchange {
   // Cluster mode: forwarded here by the node that received it (docs/scaling.md). It is never
   // forwarded again, and its rate limit was counted where it arrived.
   bool forwarded = false;
+  // Its route names accounts, and the principal's allowance of lookups of accounts that do not
+  // exist was checked before it ran (handler_support::within_lookup_allowance).
+  bool lookup_checked = false;
 
   // Sends the answer with `extra_headers`; only the first answer counts (this or the deadline's).
   std::function<void(reply)> respond;

@@ -58,7 +58,10 @@ std::optional<std::string> handler_support::idempotency_key(const exchange_ptr& 
 
 bool handler_support::within_lookup_allowance(const exchange_ptr& ex, const principal& who) {
   const std::string key = std::to_string(who.id);
-  if (unknown_accounts_.has_token(key)) return true;
+  if (unknown_accounts_.has_token(key)) {
+    ex->lookup_checked = true;
+    return true;
+  }
   ++stats.unknown_account_refused;
   const auto retry = unknown_accounts_.retry_after_s(key);
   fail(ex, http_problem(429, "rate_limited", "Too many requests",
@@ -68,11 +71,14 @@ bool handler_support::within_lookup_allowance(const exchange_ptr& ex, const prin
   return false;
 }
 
-void handler_support::count_unknown_account(const principal& who) { count_unknown_account(who.id); }
-
-// Charged, not taken: the requests in flight when the allowance ran out were all admitted, and
-// each of them is paid for before the principal names accounts again.
-void handler_support::count_unknown_account(ledger::principal_id by) { unknown_accounts_.charge(std::to_string(by)); }
+void handler_support::count_unknown_account(const exchange_ptr& ex, ledger::principal_id by) {
+  // A request checked against the allowance is charged even past it: those in flight together
+  // when it ran out were all admitted, and each is paid for before the principal names accounts
+  // again. Another (a capture of an unknown hold, a refund of an unknown payment) only takes a
+  // token while one is left: it was never checked, so it makes no debt.
+  if (ex->lookup_checked) return unknown_accounts_.charge(std::to_string(by));
+  unknown_accounts_.take(std::to_string(by));
+}
 
 void handler_support::visible_account(const exchange_ptr& ex, const principal& who, ledger::account_id id,
                                       std::function<void(const actors::account_view&)> next) {
@@ -80,7 +86,7 @@ void handler_support::visible_account(const exchange_ptr& ex, const principal& w
       id, [this, ex, who, id, next = std::move(next)](actors::query_result<std::optional<actors::account_view>> r) {
         if (r.outcome != ledger::error_code::ok) return unavailable(ex, r.outcome, r.detail);
         if (!r.value || !r.value->visible_to(who.id, who.role)) {
-          count_unknown_account(who);
+          count_unknown_account(ex, who.id);
           return fail(ex, ledger::error_code::not_found, "account " + std::to_string(id) + " was not found");
         }
         next(*r.value);
@@ -132,7 +138,7 @@ bool handler_support::forwardable(const exchange_ptr& ex, const actors::money_re
 
 void handler_support::answer_money(const exchange_ptr& ex, ledger::principal_id by, actors::money_result r) {
   if (forwardable(ex, r)) return forward(ex, r);
-  if (r.outcome == ledger::error_code::not_found) count_unknown_account(by);
+  if (r.outcome == ledger::error_code::not_found) count_unknown_account(ex, by);
   if (r.outcome != ledger::error_code::ok) return fail(ex, r.outcome, std::move(r.detail), r.retry_after_s);
   reply out;
   out.status = r.status;

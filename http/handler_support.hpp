@@ -41,8 +41,8 @@ class handler_support {
   // Whether the principal may still name accounts this server has to look up; a principal that
   // named too many accounts that do not exist (or are not its own) waits (429, answered here).
   bool within_lookup_allowance(const exchange_ptr& ex, const principal& who);
-  void count_unknown_account(const principal& who);
-  void count_unknown_account(ledger::principal_id by);
+  // A lookup by the request's principal `by` found no account (or not its own).
+  void count_unknown_account(const exchange_ptr& ex, ledger::principal_id by);
 
   // Loads an account the principal may see: its own, or any for an operator; otherwise 404.
   void visible_account(const exchange_ptr& ex, const principal& who, ledger::account_id id,

@@ -49,7 +49,7 @@ bool token_buckets::take(const std::string& key, clock::time_point now) {
 
 void token_buckets::charge(const std::string& key, clock::time_point now) {
   std::lock_guard lock(mutex_);
-  if (bucket* b = refreshed(key, now)) b->tokens = std::max(-burst_, b->tokens - 1.0);
+  if (bucket* b = refreshed(key, now)) b->tokens = std::max(-rate_per_second_ * k_debt_max_s, b->tokens - 1.0);
 }
 
 bool token_buckets::has_token(const std::string& key, clock::time_point now) {

@@ -24,15 +24,18 @@ class token_buckets {
   // of new addresses is refused rather than allowed to grow the table without bound).
   token_buckets(std::int64_t rate_per_second, std::int64_t burst, std::size_t keys_max);
 
+  // The deepest debt charge() makes, in seconds of the rate.
+  static constexpr double k_debt_max_s = 60;
+
   // Takes one token for `key`; false when its bucket is empty.
   bool take(const std::string& key, clock::time_point now = clock::now());
   // Spends one token for `key` that was already used, whether or not one is left: the bucket may
-  // go into debt, down to minus the burst, which the rate pays back before has_token() is true
-  // again. For what is checked with has_token() before it runs and found to cost a token only
-  // after: requests checked at once all pass while one token is left, and the debt makes the next
-  // ones wait for what they spent beyond it. The floor bounds that wait (about the time the
-  // rate takes to refill the burst) whatever was spent, including by requests never checked. Nothing is kept when the
-  // table is full of live buckets.
+  // go into debt, which the rate pays back before has_token() is true again. For what is checked
+  // with has_token() before it runs and found to cost a token only after: requests checked at
+  // once all pass while one token is left, and the debt makes the next ones wait for what they
+  // spent beyond it. The debt stops at a minute of the rate (k_debt_max_s), so that no burst,
+  // however large, shuts the key out for longer; up to that, over time no more than the rate plus
+  // the burst is spent. Nothing is kept when the table is full of live buckets.
   void charge(const std::string& key, clock::time_point now = clock::now());
   // Whether `key` has a token left, without taking it. A key without a bucket has a full one, so
   // while the table has room this adds nothing to it: only take() does. (Asked on every transfer

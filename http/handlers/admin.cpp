@@ -2,11 +2,16 @@
 // and sweeps of the hot accounts' shards. No request scans the ledger itself: runs happen on the
 // reconciler, and a request only starts one or reads what it recorded.
 
+#include <algorithm>
+
 #include "http/handlers/handlers.hpp"
 #include "http/presenters.hpp"
 
 namespace api::handlers {
 namespace {
+
+// The deadline of an operator's sweep of every hot account (at least http.request_deadline_ms).
+constexpr std::int64_t k_sweep_deadline_ms = 60'000;
 
 // The latest run with a verdict, and the run in progress if there is one.
 void reconciliation(handler_support& s, const exchange_ptr& ex) {
@@ -85,8 +90,16 @@ void add_admin_routes(router& r, handler_support& s) {
          [&s](const exchange_ptr& ex, const principal& who, const path_params&) { start_reconciliation(s, ex, who); }});
   r.add({"GET", "/v1/admin/reconciliation/runs/{id}", access::operator_, rate_class::read, param_kind::text, false,
          [&s](const exchange_ptr& ex, const principal&, const path_params& p) { reconciliation_run(s, ex, p); }});
-  r.add({"POST", "/v1/admin/sweeps", access::operator_, rate_class::read, param_kind::integer, false,
-         [&s](const exchange_ptr& ex, const principal& who, const path_params&) { sweep(s, ex, who); }});
+  // Every hot account's sweeps are committed before the answer: more time than one request's.
+  route sweeps{"POST",
+               "/v1/admin/sweeps",
+               access::operator_,
+               rate_class::read,
+               param_kind::integer,
+               false,
+               [&s](const exchange_ptr& ex, const principal& who, const path_params&) { sweep(s, ex, who); }};
+  sweeps.deadline_ms = std::max<std::int64_t>(s.settings.http.request_deadline_ms, k_sweep_deadline_ms);
+  r.add(std::move(sweeps));
 }
 
 }  // namespace api::handlers

@@ -228,7 +228,7 @@ void quote(handler_support& s, const exchange_ptr& ex, const principal& who) {
   if (!f.ok()) return s.invalid(ex, f.error());
   cmd.principal = who.id;
   s.service.quote_fx(std::move(cmd), [&s, ex, who](actors::query_result<actors::fx_quote_view> r) {
-    if (r.outcome == ledger::error_code::not_found) s.count_unknown_account(who);
+    if (r.outcome == ledger::error_code::not_found) s.count_unknown_account(ex, who.id);
     if (r.outcome != ledger::error_code::ok) return s.fail(ex, r.outcome, r.detail);
     ex->respond(json_reply(201, quote_json(r.value)));
   });

@@ -80,7 +80,7 @@ void answer_batch(handler_support& s, const exchange_ptr& ex, const principal& w
   if (r.outcome == ledger::error_code::ok || !r.item_index || s.forwardable(ex, r)) {
     return s.answer_money(ex, who.id, r);
   }
-  if (r.outcome == ledger::error_code::not_found) s.count_unknown_account(who);
+  if (r.outcome == ledger::error_code::not_found) s.count_unknown_account(ex, who.id);
   // The problem names the item that decided it: its `index`, besides the sentence.
   auto rep = problem_reply(problem_for(r.outcome, r.detail, r.retry_after_s), ex->request_id);
   rep.body.insert(rep.body.rfind('}'), ",\"index\":" + std::to_string(*r.item_index));
