@@ -42,40 +42,47 @@ void sweeper::sweep_all(std::function<void(query_result<sweep_view>)> done) {
 
 void sweeper::sweep_from(ledger::account_id after, page_result so_far,
                          std::function<void(query_result<sweep_view>)> done) {
-  sweep_page(after, [this, so_far, done = std::move(done)](query_result<page_result> r) mutable {
-    if (r.outcome != ledger::error_code::ok) return done(query_result<sweep_view>{r.outcome, r.detail, so_far.swept});
-    so_far.swept.sweeps += r.value.swept.sweeps;
-    so_far.swept.deferred += r.value.swept.deferred;
-    so_far.failed += r.value.failed;
-    if (r.value.next_after != 0) return sweep_from(r.value.next_after, so_far, std::move(done));
-    query_result<sweep_view> all;
-    all.value = so_far.swept;
-    if (so_far.failed > 0) {
-      // Sweeping again is harmless (an emptied shard moves nothing): the caller may simply ask again.
-      all.outcome = ledger::error_code::database_unavailable;
-      all.detail = std::to_string(so_far.failed) + " sweeps could not be committed (" +
-                   std::to_string(so_far.swept.sweeps) + " were); sweep again later";
-    }
-    done(std::move(all));
-  });
+  sweep_page(
+      after, [](ledger::account_id) {},
+      [this, so_far, done = std::move(done)](query_result<page_result> r) mutable {
+        if (r.outcome != ledger::error_code::ok)
+          return done(query_result<sweep_view>{r.outcome, r.detail, so_far.swept});
+        so_far.swept.sweeps += r.value.swept.sweeps;
+        so_far.swept.deferred += r.value.swept.deferred;
+        so_far.failed += r.value.failed;
+        if (r.value.next_after != 0) return sweep_from(r.value.next_after, so_far, std::move(done));
+        query_result<sweep_view> all;
+        all.value = so_far.swept;
+        if (so_far.failed > 0) {
+          // Sweeping again is harmless (an emptied shard moves nothing): the caller may simply ask again.
+          all.outcome = ledger::error_code::database_unavailable;
+          all.detail = std::to_string(so_far.failed) + " sweeps could not be committed (" +
+                       std::to_string(so_far.swept.sweeps) + " were); sweep again later";
+        }
+        done(std::move(all));
+      });
 }
 
 void sweeper::tick() {
   ++ticks_;
-  sweep_page(resume_after_.load(), [this](query_result<page_result> r) {
-    if (r.outcome == ledger::error_code::ok) resume_after_ = r.value.next_after;
-  });
+  // The cursor moves once the page is read, not once its sweeps are done: a tick that comes while
+  // they are still out reads the next page, not this one again.
+  sweep_page(
+      resume_after_.load(), [this](ledger::account_id next_after) { resume_after_ = next_after; },
+      [](query_result<page_result>) {});
 }
 
-void sweeper::sweep_page(ledger::account_id after, std::function<void(query_result<page_result>)> done) {
+void sweeper::sweep_page(ledger::account_id after, std::function<void(ledger::account_id)> read,
+                         std::function<void(query_result<page_result>)> done) {
   core_.readers->read<std::vector<persistence::sweep_candidate>>(
       [after, limit = accounts_per_page_](pqxx::connection& conn) {
         return persistence::sweep_candidates(conn, limit, after);
       },
-      [this, done](query_result<std::vector<persistence::sweep_candidate>> r) {
+      [this, read, done](query_result<std::vector<persistence::sweep_candidate>> r) {
         if (r.outcome != ledger::error_code::ok) return done(query_result<page_result>{r.outcome, r.detail, {}});
         const ledger::account_id next_after =
             static_cast<int>(r.value.size()) == accounts_per_page_ ? r.value.back().account : 0;
+        read(next_after);
         struct progress {
           std::atomic<int> remaining{0};
           std::atomic<int> committed{0};

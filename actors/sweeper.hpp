@@ -57,7 +57,9 @@ class sweeper {
     ledger::account_id next_after = 0;
   };
   // Reads the hot accounts after `after` that have money on their shards and sweeps them.
-  void sweep_page(ledger::account_id after, std::function<void(query_result<page_result>)> done);
+  // `read` gets where the next page starts as soon as this one is read (0: it was the last).
+  void sweep_page(ledger::account_id after, std::function<void(ledger::account_id)> read,
+                  std::function<void(query_result<page_result>)> done);
   // The operator's sweep from `after` on, `so_far` being what the pages before gave.
   void sweep_from(ledger::account_id after, page_result so_far, std::function<void(query_result<sweep_view>)> done);
   // The timer's sweep: one page, from where the last tick stopped.

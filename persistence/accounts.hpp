@@ -59,7 +59,7 @@ std::optional<account_record> find_account(pqxx::connection& conn, ledger::accou
 // The same, read once no transaction that had locked the account's rows is still open: a writer
 // whose COMMIT this server could not confirm (its connection broke during it) may still hold them,
 // and its outcome is then read, not the state before it. It waits for a share lock on each row in
-// turn, each released at once, bounded by the lock timeout.
+// turn, each released at once; each wait is bounded by the lock timeout.
 std::optional<account_record> find_account_after_writers(pqxx::connection& conn, ledger::account_id id);
 // Adds credit shards to an existing account (numbers continue after the existing ones).
 // Returns nullopt if the account does not exist or is itself a shard.
