@@ -646,15 +646,23 @@ void ledger_service::ping_database(query_callback<bool> done) {
 void ledger_service::sweep_now(request_origin origin, query_callback<sweep_view> done) {
   if (impl_->core.stopped.load()) return done({ledger::error_code::server_busy, "the server is shutting down", {}});
   impl_->sweeps->sweep_all([this, origin = std::move(origin), done](query_result<sweep_view> swept) {
-    if (swept.outcome != ledger::error_code::ok) return done(std::move(swept));
+    const bool attempted = swept.value.sweeps > 0 || swept.value.failed > 0;
+    if (swept.outcome != ledger::error_code::ok && !attempted) return done(std::move(swept));
     // The sweeps are system transactions of their own: the operator's request is recorded once
-    // they are done, before the answer (a repeated request sweeps what is left, harmlessly).
+    // they are done, before the answer (a repeated request sweeps what is left, harmlessly). It is
+    // recorded even when some sweeps failed, since the others were committed.
     boost::json::object o;
     o["sweeps"] = swept.value.sweeps;
     o["deferred"] = swept.value.deferred;
+    o["failed"] = swept.value.failed;
+    if (swept.outcome != ledger::error_code::ok) o["error"] = swept.detail;
     auto audit = audit_entry_for(origin, "sweep.run", "hot_accounts", boost::json::serialize(o));
-    impl_->keys_and_audit->record(std::move(audit), [done, result = swept.value](query_result<bool> r) {
-      done({r.outcome, std::move(r.detail), result});
+    impl_->keys_and_audit->record(std::move(audit), [done, swept = std::move(swept)](query_result<bool> r) mutable {
+      if (swept.outcome != ledger::error_code::ok) {
+        if (r.outcome != ledger::error_code::ok) swept.detail += "; the sweep's audit row was not written: " + r.detail;
+        return done(std::move(swept));
+      }
+      done({r.outcome, std::move(r.detail), swept.value});
     });
   });
 }

@@ -175,8 +175,9 @@ class ledger_service {
   void find_reconciliation_run(std::int64_t id, query_callback<std::optional<reconciliation_run_view>> done);
   void latest_reconciliation(query_callback<reconciliation_status> done);
   void ping_database(query_callback<bool> done);
-  // Sweeps every hot account's shards into its main row now; the value is the sweeps committed
-  // and the accounts skipped. Its audit row is written once the sweeps are done, before the answer.
+  // Sweeps every hot account's shards into its main row now; the value is the sweeps committed,
+  // the accounts skipped and the sweeps that failed (the outcome is then not ok). Its audit row is
+  // written once the sweeps are done, before the answer, whenever a sweep was committed or failed.
   void sweep_now(request_origin origin, query_callback<sweep_view> done);
 
   // API keys (docs/keys-and-audit.md). A new key for `principal`, whose SHA-256 and last four

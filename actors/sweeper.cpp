@@ -49,14 +49,14 @@ void sweeper::sweep_from(ledger::account_id after, page_result so_far,
           return done(query_result<sweep_view>{r.outcome, r.detail, so_far.swept});
         so_far.swept.sweeps += r.value.swept.sweeps;
         so_far.swept.deferred += r.value.swept.deferred;
-        so_far.failed += r.value.failed;
+        so_far.swept.failed += r.value.swept.failed;
         if (r.value.next_after != 0) return sweep_from(r.value.next_after, so_far, std::move(done));
         query_result<sweep_view> all;
         all.value = so_far.swept;
-        if (so_far.failed > 0) {
+        if (so_far.swept.failed > 0) {
           // Sweeping again is harmless (an emptied shard moves nothing): the caller may simply ask again.
           all.outcome = ledger::error_code::database_unavailable;
-          all.detail = std::to_string(so_far.failed) + " sweeps could not be committed (" +
+          all.detail = std::to_string(so_far.swept.failed) + " sweeps could not be committed (" +
                        std::to_string(so_far.swept.sweeps) + " were); sweep again later";
         }
         done(std::move(all));
@@ -153,7 +153,7 @@ void sweeper::sweep_page(ledger::account_id after, std::function<void(ledger::ac
               query_result<page_result> page;
               page.value.swept.sweeps = p->committed.load();
               page.value.swept.deferred = p->deferred;
-              page.value.failed = p->failed.load();
+              page.value.swept.failed = p->failed.load();
               page.value.next_after = p->next_after;
               p->done(std::move(page));
             }};

@@ -42,8 +42,9 @@ class sweeper {
   void stop();
 
   // Sweeps every hot account's shards now, all of them page by page from the first; `done` gets
-  // the sweeps committed and the accounts skipped (a sweep of them in flight, or their writer at
-  // its bound), or why the candidates could not be read or some sweeps not committed.
+  // the sweeps committed, the accounts skipped (a sweep of them in flight, or their writer at its
+  // bound) and the sweeps that failed. Its outcome is not ok when a page could not be read or a
+  // sweep not committed; the value then still says what the pages before did.
   void sweep_all(std::function<void(query_result<sweep_view>)> done);
 
   sweeper_stats stats() const;
@@ -52,7 +53,6 @@ class sweeper {
   // What one page of candidates (accounts_per_page_ hot accounts at most) gave.
   struct page_result {
     sweep_view swept;
-    int failed = 0;
     // The last account of a full page (the next page starts after it); 0 after the last page.
     ledger::account_id next_after = 0;
   };

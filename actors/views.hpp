@@ -274,6 +274,7 @@ struct keys_revoked_view {
 struct sweep_view {
   int sweeps = 0;    // sweep transactions committed
   int deferred = 0;  // hot accounts skipped: a sweep of them already in flight, or their writer full
+  int failed = 0;    // sweeps the writer could not commit (an operator's sweep then answers 503)
 };
 
 // An account's balance (with a hot account's shards) as of a time.

@@ -113,30 +113,6 @@ std::string code_of(const ts::response& r) {
 
 class HoldE2E : public ts::shared_server_test<HoldE2E> {
  protected:
-  // A trigger of the test's, BEFORE UPDATE on `table` for each row `when` holds, running `body`
-  // (plpgsql), with its function named `name`; dropped by drop() or at the end of the test.
-  class test_trigger {
-   public:
-    test_trigger(std::string name, std::string table, const std::string& when, const std::string& body)
-        : name_(std::move(name)), table_(std::move(table)) {
-      ts::execute_sql("CREATE FUNCTION " + name_ + "() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN " + body +
-                      " END $$");
-      ts::execute_sql("CREATE TRIGGER " + name_ + " BEFORE UPDATE ON " + table_ + " FOR EACH ROW WHEN (" + when +
-                      ") EXECUTE FUNCTION " + name_ + "()");
-    }
-    test_trigger(const test_trigger&) = delete;
-    test_trigger& operator=(const test_trigger&) = delete;
-    ~test_trigger() { drop(); }
-    void drop() {
-      ts::execute_sql("DROP TRIGGER IF EXISTS " + name_ + " ON " + table_);
-      ts::execute_sql("DROP FUNCTION IF EXISTS " + name_ + "()");
-    }
-
-   private:
-    std::string name_;
-    std::string table_;
-  };
-
   // A principal with one EUR account holding `amount`.
   std::pair<ts::principal, std::int64_t> wallet(ts::http_client& c, std::int64_t amount) const {
     auto who = ts::create_principal(c, op());
@@ -610,9 +586,9 @@ TEST_F(HoldE2E, APayerWhoseHoldsCannotExpireHoldsBackNoOther) {
   const auto [locked, l] = wallet(c, 1'000);
   const auto [good, g] = wallet(c, 1'000);
   const auto [shop, m] = wallet(c, 0);
-  test_trigger refuse("hold_expiry_test_refuses_" + std::to_string(b), "account",
-                      "OLD.id = " + std::to_string(b) + " AND NEW.held < OLD.held",
-                      "RAISE EXCEPTION 'refused by the test' USING ERRCODE = 'check_violation';");
+  ts::test_trigger refuse("hold_expiry_test_refuses_" + std::to_string(b), "account",
+                          "OLD.id = " + std::to_string(b) + " AND NEW.held < OLD.held",
+                          "RAISE EXCEPTION 'refused by the test' USING ERRCODE = 'check_violation';");
   const auto bad_hold = api.place_ok(bad.key, b, m, 700, 1);
   ASSERT_FALSE(bad_hold.empty());
 
@@ -650,8 +626,8 @@ TEST_F(HoldE2E, APayerWhoseHoldsExpireTooSlowlyHoldsBackNoOther) {
   const auto [slow, s] = wallet(c, 1'000);
   const auto [other, o] = wallet(c, 1'000);
   const auto [shop, m] = wallet(c, 0);
-  test_trigger sleep("hold_expiry_test_sleeps_" + std::to_string(s), "hold", "OLD.payer_id = " + std::to_string(s),
-                     "PERFORM pg_sleep(3600); RETURN NEW;");
+  ts::test_trigger sleep("hold_expiry_test_sleeps_" + std::to_string(s), "hold", "OLD.payer_id = " + std::to_string(s),
+                         "PERFORM pg_sleep(3600); RETURN NEW;");
   const auto slow_hold = api.place_ok(slow.key, s, m, 700, 1);
   const auto other_hold = api.place_ok(other.key, o, m, 700, 1);
   ASSERT_FALSE(slow_hold.empty());

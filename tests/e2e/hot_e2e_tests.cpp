@@ -294,6 +294,57 @@ TEST(HotUnswept, AnOperatorsSweepReachesEveryPage) {
   EXPECT_TRUE(ts::reconciliation_ok(c, op));
 }
 
+// A sweep the database refuses fails alone: the operator's sweep commits the others, answers 503
+// saying how many failed, and its audit row counts both. Asked again once the refusal is gone, it
+// sweeps what was left.
+TEST(HotUnswept, AFailedSweepIsReportedAndAudited) {
+  ts::server_process server(hot_options("86400000"));
+  ts::http_client c(server.port());
+  const auto& op = server.operator_key();
+  auto payers = make_payers(c, op, 1, 1000);
+  std::vector<std::int64_t> shops;
+  for (int i = 0; i < 2; ++i) {
+    auto merchant = ts::create_principal(c, op, "merchant");
+    shops.push_back(ts::create_account(c, op, merchant.id, "EUR", 2));
+    ASSERT_EQ(c.post("/v1/transfers", payers[0].who.key, transfer_body(payers[0].account, shops.back(), 100),
+                     ts::unique_key("in"))
+                  .status,
+              201);
+  }
+  const auto refused_shard =
+      ts::query_value("SELECT id FROM account WHERE balance > 0 AND parent_id = " + std::to_string(shops[0]));
+  ASSERT_FALSE(refused_shard.empty());
+  ts::test_trigger refuse("sweep_test_refuses_" + refused_shard, "account",
+                          "OLD.id = " + refused_shard + " AND NEW.balance < OLD.balance",
+                          "RAISE EXCEPTION 'refused by the test' USING ERRCODE = 'check_violation';");
+  const auto cursor = ts::query_value("SELECT COALESCE(max(id), 0) FROM audit_log");
+
+  // A 503 that swept nothing (the candidates' read waited too long on a busy machine) is asked again.
+  ts::response r;
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    r = c.post("/v1/admin/sweeps", op, "");
+    if (r.status != 503 || r.body.find("could not be committed") != std::string::npos) break;
+  }
+  ASSERT_EQ(r.status, 503) << r.body;
+  EXPECT_NE(r.body.find("1 sweeps could not be committed"), std::string::npos) << r.body;
+  const auto audited = "FROM audit_log WHERE action = 'sweep.run' AND id > " + cursor;
+  EXPECT_EQ(ts::query_value("SELECT count(*) " + audited), "1");
+  EXPECT_EQ(ts::query_value("SELECT detail->>'failed' " + audited), "1");
+  EXPECT_GE(std::stoll(ts::query_value("SELECT detail->>'sweeps' " + audited)), 1);
+  EXPECT_NE(ts::query_value("SELECT detail->>'error' " + audited).find("could not be committed"), std::string::npos);
+  EXPECT_EQ(ts::query_value("SELECT balance FROM account WHERE id = " + std::to_string(shops[1])), "100");
+  EXPECT_EQ(ts::query_value("SELECT balance FROM account WHERE id = " + refused_shard), "100");
+  EXPECT_EQ(ts::query_value("SELECT balance FROM account WHERE id = " + std::to_string(shops[0])), "0");
+
+  refuse.drop();
+  r = sweep_now(c, op);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(ts::query_value("SELECT balance FROM account WHERE id = " + std::to_string(shops[0])), "100");
+  EXPECT_EQ(ts::query_value("SELECT balance FROM account WHERE id = " + refused_shard), "0");
+  EXPECT_EQ(ts::query_value("SELECT detail->>'failed' " + audited + " ORDER BY id DESC LIMIT 1"), "0");
+  EXPECT_TRUE(ts::reconciliation_ok(c, op));
+}
+
 // An account made hot after it was created gets its shards, and payments then land on them.
 TEST(HotUnswept, MakeHotLater) {
   ts::server_process server(hot_options("86400000"));

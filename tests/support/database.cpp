@@ -3,6 +3,7 @@
 #include "tests/support/support.hpp"
 
 #include <pqxx/pqxx>
+#include <utility>
 
 namespace test_support {
 
@@ -77,5 +78,19 @@ std::chrono::milliseconds account_lock::longest_wait() const {
 }
 
 void account_lock::release() { impl_->transaction.abort(); }
+
+test_trigger::test_trigger(std::string name, std::string table, const std::string& when, const std::string& body)
+    : name_(std::move(name)), table_(std::move(table)) {
+  execute_sql("CREATE FUNCTION " + name_ + "() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN " + body + " END $$");
+  execute_sql("CREATE TRIGGER " + name_ + " BEFORE UPDATE ON " + table_ + " FOR EACH ROW WHEN (" + when +
+              ") EXECUTE FUNCTION " + name_ + "()");
+}
+
+test_trigger::~test_trigger() { drop(); }
+
+void test_trigger::drop() {
+  execute_sql("DROP TRIGGER IF EXISTS " + name_ + " ON " + table_);
+  execute_sql("DROP FUNCTION IF EXISTS " + name_ + "()");
+}
 
 }  // namespace test_support

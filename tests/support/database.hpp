@@ -52,4 +52,20 @@ class account_lock {
   std::unique_ptr<impl> impl_;
 };
 
+// A trigger of the test's, BEFORE UPDATE on `table` for each row `when` holds, running `body`
+// (plpgsql), with its function named `name`: the way a test makes the database refuse or stall one
+// row's update. Dropped by drop() or on destruction.
+class test_trigger {
+ public:
+  test_trigger(std::string name, std::string table, const std::string& when, const std::string& body);
+  ~test_trigger();
+  test_trigger(const test_trigger&) = delete;
+  test_trigger& operator=(const test_trigger&) = delete;
+  void drop();
+
+ private:
+  std::string name_;
+  std::string table_;
+};
+
 }  // namespace test_support
