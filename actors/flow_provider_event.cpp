@@ -11,7 +11,9 @@
 //   payout.failed       PAYOUT_FAILED    pending_withdrawal → the wallet
 //
 // An event naming an account, a payment or a withdrawal this ledger does not know is refused
-// (422) without a trace, so the provider may deliver it again later.
+// (422) without a trace, so the provider may deliver it again later. One that contradicts what it
+// names (a payout of another amount than its withdrawal's, a refund naming another account than
+// its deposit's, another currency) is refused the same way (400 or 422).
 
 #include "actors/account_cache.hpp"
 #include "actors/money_flows.hpp"
@@ -85,6 +87,12 @@ void money_flows::provider_event(provider_event_command command, finish_fn done)
                                           "payment " + command.payment_id + " was deposited in " + r.value->currency +
                                               ", not " + command.currency));
                   }
+                  if (command.account && *command.account != r.value->account_id) {
+                    return finish(refusal(ledger::error_code::invalid_request,
+                                          "payment " + command.payment_id + " was deposited into account " +
+                                              std::to_string(r.value->account_id) + ", not account " +
+                                              std::to_string(*command.account)));
+                  }
                   deposit_claim_command claim_command;
                   claim_command.principal = p.principal_id;
                   claim_command.deposit_transaction_id = r.value->transaction_id;
@@ -112,6 +120,13 @@ void money_flows::provider_event(provider_event_command command, finish_fn done)
                   return finish(refusal(ledger::error_code::currency_mismatch, "withdrawal " + command.withdrawal_id +
                                                                                    " is in " + r.value->currency +
                                                                                    ", not " + command.currency));
+                }
+                // A payout settles the whole withdrawal: an event naming another sum is not its.
+                if (command.amount && *command.amount != r.value->amount) {
+                  return finish(refusal(ledger::error_code::invalid_request,
+                                        "withdrawal " + command.withdrawal_id + " is of " +
+                                            std::to_string(r.value->amount) + " minor units, not " +
+                                            std::to_string(*command.amount) + "; a payout settles all of it"));
                 }
                 if (r.value->status != "PENDING") {
                   return finish(

@@ -352,6 +352,51 @@ TEST_F(MoneyFlowE2E, EventsInAnotherCurrencyThanWhatTheySettleAre422) {
   EXPECT_EQ(ts::balance(c, alice.key, a), balance_before - 100);
 }
 
+// An event that contradicts what it settles is refused without a trace: a payout of another sum
+// than its withdrawal's (a payout settles all of it), a refund or chargeback naming another account
+// than its deposit's. The same events saying what is true go through.
+TEST_F(MoneyFlowE2E, EventsThatContradictWhatTheySettleAre400) {
+  ts::http_client c(port());
+  const auto p = new_provider(c);
+  const auto [alice, a] = wallet(c);
+  const auto [bob, b] = wallet(c);
+  auto r = signed_event(c, p,
+                        event(p, "amt-pay", "payment.succeeded",
+                              {{"paymentId", "amt-1"}, {"accountId", a}, {"amount", 5'000}, {"currency", "EUR"}}));
+  ASSERT_EQ(r.status, 200) << r.body;
+  r = post_money(c, "/v1/withdrawals", alice.key,
+                 R"({"accountId":)" + std::to_string(a) + R"(,"amount":1000,"provider":")" + p.name + R"("})");
+  ASSERT_EQ(r.status, 201) << r.body;
+  const auto withdrawal = str(r.json().as_object().at("id"));
+  const auto balance_before = ts::balance(c, alice.key, a);
+  for (const auto& body :
+       {event(p, "amt-paid", "payout.paid", {{"withdrawalId", withdrawal}, {"amount", 400}, {"currency", "EUR"}}),
+        event(p, "amt-failed", "payout.failed", {{"withdrawalId", withdrawal}, {"amount", 1}}),
+        event(p, "amt-refund", "payment.refunded", {{"paymentId", "amt-1"}, {"accountId", b}, {"amount", 100}}),
+        event(p, "amt-cb", "chargeback.created", {{"paymentId", "amt-1"}, {"accountId", b}})}) {
+    auto refused = signed_event(c, p, body);
+    EXPECT_EQ(refused.status, 400) << refused.body;
+    EXPECT_EQ(str(refused.json().as_object().at("code")), "invalid_request") << refused.body;
+  }
+  EXPECT_EQ(ts::balance(c, alice.key, a), balance_before);
+  EXPECT_EQ(ts::query_value("SELECT count(*) FROM provider_event e JOIN provider p ON p.id = e.provider_id"
+                            " WHERE p.name = " +
+                            ts::sql_literal(p.name) + " AND e.event_id <> 'amt-pay'"),
+            "0");
+  auto w = c.get("/v1/withdrawals/" + withdrawal, alice.key);
+  ASSERT_EQ(w.status, 200) << w.body;
+  EXPECT_EQ(str(w.json().as_object().at("status")), "PENDING");
+  r = signed_event(
+      c, p, event(p, "amt-refund-a", "payment.refunded", {{"paymentId", "amt-1"}, {"accountId", a}, {"amount", 100}}));
+  EXPECT_EQ(r.status, 200) << r.body;
+  r = signed_event(c, p, event(p, "amt-paid-all", "payout.paid", {{"withdrawalId", withdrawal}, {"amount", 1'000}}));
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(ts::balance(c, alice.key, a), balance_before - 100);
+  w = c.get("/v1/withdrawals/" + withdrawal, alice.key);
+  EXPECT_EQ(str(w.json().as_object().at("status")), "PAID") << w.body;
+  EXPECT_TRUE(ts::reconciliation_ok(c, op()));
+}
+
 // A withdrawal and a payment racing for a wallet that holds enough for only one of them: exactly
 // one succeeds, every time (the wallet's actor serializes its debits; the writer checks funds).
 TEST_F(MoneyFlowE2E, AWithdrawalRacingAPaymentFromTheSameWalletWinsOrLosesWhole) {
