@@ -228,10 +228,11 @@ void process(account_actor* self, debit_request& req, const reply_sink& sink) {
   // A posting with a shortfall account (a chargeback) takes what the account holds, whatever its
   // status, and is never refused for funds.
   const bool takes_what_is_there = posting.posting.shortfall_account != 0;
-  // A claim of the rest of a deposit names what was left when its flow read it; the writer takes
-  // what is left under the deposit's lock, which may be less (a refund committed meanwhile). It is
-  // not refused for funds here, and reserves what it can take, as a taking posting does.
-  const bool takes_at_most = posting.rows && posting.rows->claim && posting.rows->claim->rest;
+  // A claim of the rest of a deposit (or a refund of the rest of a payment) names what was left
+  // when its flow read it; the writer takes what is left under the deposit's (the payment's) lock,
+  // which may be less (a refund committed meanwhile). It is not refused for funds here, and
+  // reserves what it can take, as a taking posting does.
+  const bool takes_at_most = posting.rows && posting.rows->takes_the_rest();
   if (st.status != ledger::account_status::active && !takes_what_is_there && may_refuse_before_writer(st)) {
     money_result r = refusal(ledger::error_code::account_inactive, "the debited account is not active");
     r.decided_before_writer = true;

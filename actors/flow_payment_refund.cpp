@@ -68,8 +68,9 @@ void money_flows::refund_to(payment_refund_command command, persistence::payment
   const auto credit_row = account_directory::credit_row(payer, core_.writer_index(payment.payee), writers, spread(),
                                                         core_.runtime->ownership.get());
   auto rows = std::make_shared<persistence::flow_rows>();
-  rows->refund =
-      persistence::flow_rows::payment_refund{payment.transaction_id, payment.payee, payment.payer, payment.amount};
+  // Without an amount the refund is of all that is left when the writer locks the payment's total.
+  rows->refund = persistence::flow_rows::payment_refund{payment.transaction_id, payment.payee, payment.payer,
+                                                        payment.amount, !command.amount.has_value()};
   // An operator's refund is an operator action; the payee's own is recorded by its journal row.
   if (command.by_operator) {
     rows->audit = audit_entry_for({command.principal, command.request_id}, "payment.refund",
@@ -82,8 +83,10 @@ void money_flows::refund_to(payment_refund_command command, persistence::payment
   request.idempotency_key = std::move(command.idempotency_key);
   request.request_hash = std::move(command.request_hash);
   request.metadata_json = json_members({{"transferId", payment.transaction_id}});
+  // The writer adds the amount of a refund of the rest (what it took under the lock).
   request.receipt_fields =
-      json_members({{"transferId", payment.transaction_id}, {"amount", std::to_string(amount)}}, true);
+      command.amount ? json_members({{"transferId", payment.transaction_id}, {"amount", std::to_string(amount)}}, true)
+                     : json_members({{"transferId", payment.transaction_id}}, true);
   request.rows = std::move(rows);
   // The payee's actor checks that the caller owns the payee (an operator acts for anyone).
   const auto owner = command.by_operator ? 0 : command.principal;

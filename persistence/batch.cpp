@@ -337,7 +337,7 @@ ledger::error_code check_flow_rows(const posting_request& r, const flow_states& 
     auto it = states.payment_refunds.find(f.payment_transaction_id);
     const auto left = it == states.payment_refunds.end() ? f.payment_amount : it->second.amount - it->second.refunded;
     if (r.posting.debit_account != f.payee) return ledger::error_code::unknown_payment;
-    if (r.posting.amount > left) return ledger::error_code::refund_exceeds_payment;
+    if (left <= 0 || (!f.rest && r.posting.amount > left)) return ledger::error_code::refund_exceeds_payment;
   }
   if (rows.settle) {
     auto it = states.withdrawals.find(rows.settle->withdrawal_id);
@@ -709,11 +709,20 @@ batch_result commit_once(pqxx::connection& conn, const std::vector<posting_reque
         posting = &priced;
       }
     }
-    // A claim of the rest of a deposit takes what is left as the deposit's row stands now.
-    if (r.rows && r.rows->claim && r.rows->claim->rest) {
-      const auto& d = flows.deposits.at(r.rows->claim->deposit_transaction_id);
+    // A claim of the rest of a deposit, or a refund of the rest of a payment, takes what is left as
+    // the deposit's or the payment's row stands now (check_flow_rows found some left).
+    if (r.rows && r.rows->takes_the_rest()) {
+      ledger::amount_minor left = 0;
+      if (r.rows->claim) {
+        const auto& d = flows.deposits.at(r.rows->claim->deposit_transaction_id);
+        left = d.amount - d.refunded - d.charged_back;
+      } else {
+        const auto& f = *r.rows->refund;
+        auto it = flows.payment_refunds.find(f.payment_transaction_id);
+        left = it == flows.payment_refunds.end() ? f.payment_amount : it->second.amount - it->second.refunded;
+      }
       priced = r.posting;
-      priced.amount = std::min(r.posting.amount, d.amount - d.refunded - d.charged_back);
+      priced.amount = std::min(r.posting.amount, left);
       posting = &priced;
     }
     auto plan = ledger::plan_posting(*posting, states);
@@ -734,7 +743,7 @@ batch_result commit_once(pqxx::connection& conn, const std::vector<posting_reque
     out.debit_balance_after = plan.debit_balance_after;
     out.response_status = ledger::receipt_status;
     std::string fields = r.receipt_fields;
-    if (r.rows && r.rows->claim && r.rows->claim->rest) {
+    if (r.rows && r.rows->takes_the_rest()) {
       fields += (fields.empty() ? "\"amount\":\"" : ",\"amount\":\"") + std::to_string(plan.amount) + "\"";
     }
     if (ledger::flows::pays_payee_fee(r.posting.type)) {

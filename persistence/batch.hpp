@@ -63,6 +63,9 @@ struct flow_rows {
     ledger::account_id payee = 0;  // the payment's payee: the account the refund debits
     ledger::account_id payer = 0;
     ledger::amount_minor payment_amount = 0;
+    // No amount was asked: the refund is all that is left of the payment, as its total row stands
+    // under the lock (as deposit_claim::rest).
+    bool rest = false;
   };
   // A withdrawal request: its withdrawal row (PENDING).
   struct withdrawal {
@@ -130,6 +133,10 @@ struct flow_rows {
   // audit_log row (migration 009), written only when the posting commits, with the transaction
   // id and the amount posted added to its detail.
   std::optional<audit_entry> audit;
+
+  // A claim or a refund of all that is left: the posting's amount is only an upper bound, the
+  // writer takes what is left under the lock and adds the amount to the receipt.
+  bool takes_the_rest() const { return (claim && claim->rest) || (refund && refund->rest); }
 };
 
 // Several nodes on one ledger (docs/scaling.md): the lease under which a node's account actor

@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <cctype>
+#include <future>
 #include <map>
 #include <mutex>
 #include <set>
@@ -398,6 +399,53 @@ TEST_F(MerchantFlowE2E, RefundsRacingForOnePaymentNeverExceedIt) {
     for (const auto& id : tx.as_object().at("refunds").as_array()) shown.insert(str(id));
     EXPECT_EQ(shown, refunds);
   }
+}
+
+// A refund without an amount is of all that is left when the writer locks the payment's total,
+// not when its flow read it: with the merchant's row locked, a refund of 300 waits at the writer,
+// a refund of the rest reads 1,000 left and queues behind it; once the lock goes, the first takes
+// 300 and the second the 700 left (it was refused as exceeding the payment before). Its receipt
+// says 700, and a retry with its key answers the same.
+TEST_F(MerchantFlowE2E, ARefundOfTheRestTakesWhatIsLeftWhenItCommits) {
+  ts::http_client c(port());
+  const auto [alice, a] = account_of(c);
+  const auto [shop, m] = account_of(c, "merchant");
+  ts::deposit(c, op(), a, 1'000);
+  ts::deposit(c, op(), m, 10'000);
+  const auto payment = paid(c, alice.key, a, m, 1'000);
+  ASSERT_FALSE(payment.empty());
+  const auto queued = [&] { return ts::metric_value(c, "wallet_writer_postings_queued"); };
+
+  ts::account_lock lock({m});
+  auto part = std::async(std::launch::async, [&, key = shop.key] {
+    ts::http_client client(port());
+    return refund(client, key, payment, R"({"amount":300})");
+  });
+  ASSERT_TRUE(ts::eventually([&] { return lock.waiters() >= 1; })) << "the first refund never reached the lock";
+  const auto queued_with_one = queued();
+  const std::string rest_key = ts::unique_key("rest");
+  auto rest = std::async(std::launch::async, [&, key = shop.key] {
+    ts::http_client client(port());
+    return refund(client, key, payment, "", rest_key);
+  });
+  ASSERT_TRUE(ts::eventually([&] { return queued() > queued_with_one; }))
+      << "the refund of the rest never queued at the writer";
+  lock.release();
+  const auto first = part.get();
+  const auto second = rest.get();
+  ASSERT_EQ(first.status, 201) << first.body;
+  ASSERT_EQ(second.status, 201) << second.body;
+  EXPECT_EQ(str(second.json().as_object().at("amount")), "700") << second.body;
+  const auto again = refund(c, shop.key, payment, "", rest_key);
+  EXPECT_EQ(again.status, 201) << again.body;
+  EXPECT_EQ(again.body, second.body);
+  EXPECT_EQ(ts::query_value("SELECT refunded FROM payment_refund_total WHERE transaction_id = '" + payment + "'"),
+            "1000");
+  EXPECT_EQ(ts::balance(c, alice.key, a), 1'000);
+  EXPECT_EQ(ts::balance(c, shop.key, m), 10'000);
+  auto none = refund(c, shop.key, payment, "");
+  EXPECT_EQ(none.status, 422) << none.body;
+  EXPECT_TRUE(ts::reconciliation_ok(c, op()));
 }
 
 // A refund debits the merchant through its actor, against its main row and shards together: ten
