@@ -16,7 +16,6 @@
 #include "actors/outcomes.hpp"
 #include "actors/service_core.hpp"
 #include "actors/uuid.hpp"
-#include "base/assert.hpp"
 #include "ledger/flows.hpp"
 #include "ledger/fx.hpp"
 #include "persistence/corrections.hpp"
@@ -112,7 +111,14 @@ void money_flows::quote_fx(fx_quote_command command, query_callback<fx_quote_vie
                   return out;
                 }
                 const auto parsed = ledger::fx::parse_rate(rate->rate);
-                WALLET_ASSERT(parsed.has_value(), "a stored rate is a valid decimal");
+                if (!parsed) {
+                  // The database takes any positive decimal; the rate route, only what parse_rate
+                  // does. A rate written around the API is refused here, not trusted.
+                  out.outcome = ledger::error_code::internal;
+                  out.detail = "the rate stored for " + q.from_currency + "/" + q.to_currency + " is not usable (" +
+                               rate->rate + "); an operator must set it again";
+                  return out;
+                }
                 const auto converted = ledger::fx::convert(q.from_amount, *parsed, q.from_currency, q.to_currency);
                 if (!converted) {
                   out.outcome = ledger::error_code::invalid_request;

@@ -585,6 +585,25 @@ TEST_F(CorrectionsE2E, RatesAreExactDecimals) {
   EXPECT_EQ(audit_rows("fx.rate_set", "fx_rate:GBP/CHF"), audited + 1);
 }
 
+// A rate written around the API (by hand in the database, which takes any positive decimal) that
+// the rate route would refuse makes a quote of its pair fail with 500, not the server; set again
+// through the API, it quotes.
+TEST_F(CorrectionsE2E, AStoredRateTheApiWouldRefuseIsNotTrusted) {
+  ts::http_client c(port());
+  set_rate(c, "SEK", "NOK", "1.05");
+  ts::execute_sql("UPDATE fx_rate SET rate = '1234567890123' WHERE base = 'SEK' AND quote = 'NOK'");
+  const auto who = ts::create_principal(c, op());
+  const auto sek = ts::create_account(c, op(), who.id, "SEK");
+  const auto nok = ts::create_account(c, op(), who.id, "NOK");
+  auto r = quote(c, who, sek, nok, 100);
+  EXPECT_EQ(r.status, 500) << r.body;
+  EXPECT_EQ(field(r, "code"), "internal") << r.body;
+  EXPECT_EQ(c.request("GET", "/healthz", {}, {}).status, 200);
+  set_rate(c, "SEK", "NOK", "1.05");
+  r = quote(c, who, sek, nok, 100);
+  EXPECT_EQ(r.status, 201) << r.body;
+}
+
 // USD → JPY → KWD: each quote converts exactly, rounded down across minor-unit scales; each
 // exchange posts four entries that sum to zero per currency, with rate, source and quote in its
 // metadata, and its event names the currency of each leg; a quote too small to convert, and a
