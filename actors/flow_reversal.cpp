@@ -63,10 +63,10 @@ void money_flows::reverse(reversal_command command, finish_fn done) {
             const auto& t = *r.value.target;
             const auto type = ledger::parse_transaction_type(t.type);
             if (!type || !ledger::flows::is_reversible(*type)) {
-              return finish(
-                  refusal(ledger::error_code::not_reversible,
-                          "a " + t.type +
-                              " transaction is not reversed; TRANSFER, CAPTURE, DEPOSIT, ADJUSTMENT and EXCHANGE are"));
+              return finish(refusal(ledger::error_code::not_reversible,
+                                    "a " + t.type +
+                                        " transaction is not reversed; TRANSFER, CAPTURE, DEPOSIT and EXCHANGE are (an "
+                                        "ADJUSTMENT is corrected by another adjustment)"));
             }
             if (!t.reversed_by.empty()) {
               return finish(decided_early(ledger::error_code::already_reversed,
