@@ -10,6 +10,8 @@
 #include <cstring>
 #include <memory>
 
+#include <spdlog/spdlog.h>
+
 #include "ledger/webhooks.hpp"
 
 namespace events {
@@ -117,7 +119,8 @@ std::shared_ptr<destination_judge> destination_judge::admit() {
 
 std::optional<std::string> destination_judge::refused(const std::string& host, bool allow_loopback) {
   host_addresses found;
-  if (ledger::classify_address(host)) {
+  const bool literal = ledger::classify_address(host).has_value();
+  if (literal) {
     found.addresses.push_back(host);
   } else {
     // Shared with the pool's thread, which may answer after this call has given up.
@@ -146,13 +149,22 @@ std::optional<std::string> destination_judge::refused(const std::string& host, b
     }
     found = std::move(*a->found);
   }
-  if (!found.error.empty()) return "the host " + host + " does not resolve (" + found.error + ")";
+  // What a name resolves to on the server's network is not the caller's to learn (whether an
+  // internal name exists, and its address): a name is refused in one way whatever the reason, which
+  // the log keeps. An address written in the URL is named.
+  auto refuse = [&](const std::string& why) -> std::string {
+    if (literal) return why;
+    spdlog::info("webhook destination {} refused: {}", host, why);
+    return "the host " + host +
+           " does not resolve, or resolves to an address that is not public: webhooks go to public addresses only";
+  };
+  if (!found.error.empty()) return refuse("it does not resolve (" + found.error + ")");
   for (const auto& address : found.addresses) {
     const auto kind = ledger::classify_address(address);
-    if (!kind) return "the host " + host + " resolves to an address of an unknown kind";
+    if (!kind) return refuse(address + " is an address of an unknown kind");
     if (!ledger::destination_allowed(*kind, allow_loopback)) {
-      return "the host " + host + " resolves to " + address + ", a " + std::string(ledger::to_string(*kind)) +
-             " address: webhooks go to public addresses only";
+      return refuse(address + " is a " + std::string(ledger::to_string(*kind)) +
+                    " address: webhooks go to public addresses only");
     }
   }
   return std::nullopt;

@@ -18,6 +18,8 @@
 #include <variant>
 #include <vector>
 
+#include <spdlog/spdlog.h>
+
 #include "ledger/webhooks.hpp"
 
 namespace events {
@@ -89,7 +91,13 @@ class attempt : public std::enable_shared_from_this<attempt<Stream>> {
   }
 
   void on_resolve(const host_addresses& found) {
-    if (!found.error.empty()) return fail("resolving " + url_.host + ": " + found.error);
+    // An endpoint's owner reads its deliveries' errors: what a name resolves to on the server's
+    // network goes to the log only (events::destination_judge says why).
+    const bool literal = ledger::classify_address(url_.host).has_value();
+    if (!found.error.empty()) {
+      spdlog::info("webhook destination {} does not resolve: {}", url_.host, found.error);
+      return fail("refused: " + url_.host + " does not resolve, or resolves to an address that is not public");
+    }
     std::vector<tcp::endpoint> allowed;
     std::string refused;
     for (const auto& text : found.addresses) {
@@ -103,8 +111,10 @@ class attempt : public std::enable_shared_from_this<attempt<Stream>> {
       }
     }
     if (allowed.empty()) {
-      return fail("refused: " + url_.host + " resolves to " + (refused.empty() ? "no address" : refused) +
-                  ", not a public address");
+      if (literal) return fail("refused: " + refused + " is not a public address");
+      spdlog::info("webhook destination {} resolves to {}, not a public address", url_.host,
+                   refused.empty() ? "no address" : refused);
+      return fail("refused: " + url_.host + " does not resolve, or resolves to an address that is not public");
     }
     // The condition stops the walk over the addresses once the attempt has ended.
     beast::get_lowest_layer(stream_).async_connect(
