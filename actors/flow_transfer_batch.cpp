@@ -49,6 +49,7 @@
 #include "base/assert.hpp"
 #include "ledger/flows.hpp"
 #include "ledger/receipt.hpp"
+#include "ledger/types.hpp"
 #include "persistence/transfer_batches.hpp"
 
 namespace actors {
@@ -105,7 +106,9 @@ class transfer_batch_flow : public std::enable_shared_from_this<transfer_batch_f
     // principal's: a single request under it finds item 0 (another request: 422), and a batch
     // under a key a single request used finds that request as its item 0.
     keys_.push_back(command_.idempotency_key);
-    for (std::size_t i = 1; i < n; ++i) keys_.push_back("batch/" + std::to_string(i) + "/" + command_.item_key_base);
+    for (std::size_t i = 1; i < n; ++i) {
+      keys_.push_back(std::string(ledger::k_batch_item_key_prefix) + std::to_string(i) + "/" + command_.item_key_base);
+    }
     results_.resize(n);
     fences_.resize(n);
     settled_.assign(n, 0);
@@ -300,6 +303,7 @@ class transfer_batch_flow : public std::enable_shared_from_this<transfer_batch_f
         p.principal = command_.principal;
         p.idempotency_key = keys_[i];
         p.request_hash = item_hash(i);
+        p.batch_item = true;
         p.metadata_json = json_members({{"payeeId", std::to_string(payee.id)}, {"reference", item.reference}});
         run.postings.push_back(std::move(p));
       }

@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "http/url.hpp"
+#include "ledger/types.hpp"
 
 namespace api {
 
@@ -51,6 +52,12 @@ std::optional<std::string> handler_support::idempotency_key(const exchange_ptr& 
   }
   if (!is_valid_idempotency_key(ex->idempotency_key)) {
     invalid(ex, "the Idempotency-Key header must be 1 to 255 printable ASCII characters without spaces");
+    return std::nullopt;
+  }
+  // A request of the client's own under a batch item's key would take the item's place.
+  if (std::string_view(ex->idempotency_key).starts_with(ledger::k_batch_item_key_prefix)) {
+    invalid(ex, "the Idempotency-Key header must not begin with \"" + std::string(ledger::k_batch_item_key_prefix) +
+                    "\": the server keys the transfers of a batch so");
     return std::nullopt;
   }
   return ex->idempotency_key;

@@ -14,6 +14,10 @@ namespace ledger {
 using account_id = std::int64_t;
 using principal_id = std::int64_t;
 
+// The transfers of a batch after its first are keyed "batch/<index>/<the batch's key>": a
+// client's own Idempotency-Key may not begin so (400).
+inline constexpr std::string_view k_batch_item_key_prefix = "batch/";
+
 // A provider is a payment provider acting through its signed events (it has no API key).
 enum class role : std::uint8_t { user, merchant, operator_role, provider };
 enum class account_status : std::uint8_t { active, frozen, closed };

@@ -20,12 +20,27 @@
 namespace persistence {
 namespace {
 
+// The keys' journal rows, and (id NULL) the stored batches (migration 013) and the holds (011)
+// under the keys of the positions $3: a batch whose first transfer was refused holds its key in
+// transfer_batch alone, and a hold's key lives with the hold. One key is one request of its
+// principal's, whatever the route.
 constexpr const char* k_find_committed = "posting_find_committed";
 constexpr const char* k_find_committed_sql =
     "SELECT k.ord, j.id::text, j.request_hash, j.response_status, j.response_body"
     "  FROM unnest($1::bigint[], $2::text[]) WITH ORDINALITY AS k(principal_id, idempotency_key, ord)"
     "  JOIN journal_transaction j"
-    "    ON j.principal_id = k.principal_id AND j.idempotency_key = k.idempotency_key";
+    "    ON j.principal_id = k.principal_id AND j.idempotency_key = k.idempotency_key"
+    " UNION ALL "
+    "SELECT k.ord, NULL, NULL, NULL, NULL"
+    "  FROM unnest($1::bigint[], $2::text[]) WITH ORDINALITY AS k(principal_id, idempotency_key, ord)"
+    "  JOIN transfer_batch b"
+    "    ON b.principal_id = k.principal_id AND b.idempotency_key = k.idempotency_key"
+    " WHERE k.ord = ANY($3::bigint[])"
+    " UNION ALL "
+    "SELECT k.ord, NULL, NULL, NULL, NULL"
+    "  FROM unnest($1::bigint[], $2::text[]) WITH ORDINALITY AS k(principal_id, idempotency_key, ord)"
+    "  JOIN hold h ON h.principal_id = k.principal_id AND h.idempotency_key = k.idempotency_key"
+    " WHERE k.ord = ANY($3::bigint[])";
 
 // The rows of a batch's accounts, with the fee schedule of the payments each receives (migration
 // 007): its own, or for a hot account's shard its parent's, read in the same statement without
@@ -591,16 +606,25 @@ batch_result commit_once(pqxx::connection& conn, const std::vector<posting_reque
     std::vector<std::int64_t> principals;
     pg_text_array keys;
     std::vector<std::size_t> key_owner;
+    std::vector<std::int64_t> batch_checked;  // 1-based positions in `keys`
     for (std::size_t i : indices) {
       if (!requests[i].principal) continue;
       principals.push_back(*requests[i].principal);
       keys.add(requests[i].idempotency_key);
       key_owner.push_back(i);
+      if (!requests[i].batch_item && makes_journal_row(requests[i])) {
+        batch_checked.push_back(static_cast<std::int64_t>(key_owner.size()));
+      }
     }
     if (!keys.empty()) {
-      auto rows = txn.exec_prepared(k_find_committed, pg_array(principals), keys.take());
+      auto rows = txn.exec_prepared(k_find_committed, pg_array(principals), keys.take(), pg_array(batch_checked));
+      std::vector<std::size_t> keys_held_elsewhere;
       for (const auto& row : rows) {
         const std::size_t i = key_owner.at(row[0].as<std::size_t>() - 1);
+        if (row[1].is_null()) {
+          keys_held_elsewhere.push_back(i);
+          continue;
+        }
         auto& out = result.outcomes[i];
         committed_before[i] = true;
         out.transaction_id = row[1].as<std::string>();
@@ -611,6 +635,13 @@ batch_result commit_once(pqxx::connection& conn, const std::vector<posting_reque
         } else {
           out.outcome = ledger::error_code::idempotency_key_reused;
         }
+      }
+      // A key that only a stored batch or a hold holds: another request under it is refused. (One
+      // the journal holds too was answered above: a batch's own transfers are never checked here.)
+      for (std::size_t i : keys_held_elsewhere) {
+        if (committed_before[i]) continue;
+        committed_before[i] = true;
+        result.outcomes[i].outcome = ledger::error_code::idempotency_key_reused;
       }
     }
   }

@@ -162,6 +162,10 @@ struct posting_request {
   std::shared_ptr<const flow_rows> rows;
   // Set on debits in cluster mode only.
   std::optional<lease_fence> fence;
+  // A transfer of a batch (POST /v1/transfers/batch). Any other posting that makes a journal row is
+  // refused (idempotency_key_reused) when its key is a stored batch's, whose first transfer may
+  // have left no journal row under it (it was refused).
+  bool batch_item = false;
 };
 
 // The committed state of one account row after the batch.

@@ -92,11 +92,22 @@ constexpr const char* k_lock_holds = "posting_lock_holds";
 const std::string k_lock_holds_sql =
     "SELECT " + k_hold_columns_sql + " FROM hold h WHERE h.id = ANY($1::uuid[]) ORDER BY h.id FOR UPDATE";
 
+// The placements' keys among the holds, then (with an empty hash, which no request has) among
+// the journal's transactions and the stored batches: one key is one request of its principal's,
+// whatever the route.
 constexpr const char* k_find_hold_keys = "posting_find_hold_keys";
 constexpr const char* k_find_hold_keys_sql =
     "SELECT h.principal_id, h.idempotency_key, h.request_hash, h.response_body"
     "  FROM unnest($1::bigint[], $2::text[]) AS k(principal_id, idempotency_key)"
-    "  JOIN hold h ON h.principal_id = k.principal_id AND h.idempotency_key = k.idempotency_key";
+    "  JOIN hold h ON h.principal_id = k.principal_id AND h.idempotency_key = k.idempotency_key"
+    " UNION ALL "
+    "SELECT j.principal_id, j.idempotency_key, '', ''"
+    "  FROM unnest($1::bigint[], $2::text[]) AS k(principal_id, idempotency_key)"
+    "  JOIN journal_transaction j ON j.principal_id = k.principal_id AND j.idempotency_key = k.idempotency_key"
+    " UNION ALL "
+    "SELECT b.principal_id, b.idempotency_key, '', ''"
+    "  FROM unnest($1::bigint[], $2::text[]) AS k(principal_id, idempotency_key)"
+    "  JOIN transfer_batch b ON b.principal_id = k.principal_id AND b.idempotency_key = k.idempotency_key";
 
 // The database's clock for a new hold: now, and now + $1 seconds.
 constexpr const char* k_hold_clock = "posting_hold_clock";
@@ -298,8 +309,14 @@ hold_states lock_hold_rows(pqxx::work& txn, const std::vector<posting_request>& 
   }
   if (!keys.empty()) {
     for (const auto& row : txn.exec_prepared(k_find_hold_keys, pg_array(principals), pg_array(keys))) {
-      states.keys[{row[0].as<std::int64_t>(), row[1].as<std::string>()}] = {row[2].as<std::string>(),
-                                                                            row[3].as<std::string>()};
+      std::pair<std::string, std::string> stored{row[2].as<std::string>(), row[3].as<std::string>()};
+      const std::pair<std::int64_t, std::string> key{row[0].as<std::int64_t>(), row[1].as<std::string>()};
+      // A hold's own row is the answer to replay; another request's only refuses the key.
+      if (stored.first.empty()) {
+        states.keys.emplace(key, std::move(stored));
+      } else {
+        states.keys[key] = std::move(stored);
+      }
     }
   }
   return states;

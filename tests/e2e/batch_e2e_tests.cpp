@@ -377,6 +377,45 @@ TEST_F(BatchE2E, ABatchAndASingleTransferDoNotShareAKey) {
   EXPECT_EQ(str(reused.json().as_object().at("code")), "idempotency_key_reused") << reused.body;
   EXPECT_EQ(held(payroll), 600);
   EXPECT_EQ(held(pa), 400);
+
+  // A batch whose first transfer was refused holds its key through its stored answer alone: a
+  // transfer, or a withdrawal, under it is refused all the same, and moves nothing.
+  const auto first_refused = ts::unique_key("first-refused");
+  auto partly = batch(c, boss.key, false, {{payroll, payroll, 1}, {payroll, pa, 100}}, first_refused);
+  ASSERT_EQ(partly.status, 201) << partly.body;
+  EXPECT_EQ(held(payroll), 500);
+  EXPECT_EQ(ts::query_value("SELECT count(*) FROM journal_transaction WHERE idempotency_key = " +
+                            ts::sql_literal(first_refused)),
+            "0");
+  reused = c.post("/v1/transfers", boss.key, ts::transfer_body(payroll, pa, 300), first_refused);
+  EXPECT_EQ(reused.status, 422) << reused.body;
+  EXPECT_EQ(str(reused.json().as_object().at("code")), "idempotency_key_reused") << reused.body;
+  reused = c.post("/v1/withdrawals", boss.key, R"({"accountId":)" + std::to_string(payroll) + R"(,"amount":300})",
+                  first_refused);
+  EXPECT_EQ(reused.status, 422) << reused.body;
+  EXPECT_EQ(str(reused.json().as_object().at("code")), "idempotency_key_reused") << reused.body;
+  EXPECT_EQ(held(payroll), 500);
+  EXPECT_EQ(held(pa), 500);
+  // The batch itself replays its answer.
+  auto again = batch(c, boss.key, false, {{payroll, payroll, 1}, {payroll, pa, 100}}, first_refused);
+  EXPECT_EQ(again.status, 201) << again.body;
+  EXPECT_EQ(again.body, partly.body);
+}
+
+// A client's own Idempotency-Key may not begin "batch/": the transfers of a batch after its first
+// are keyed so, and a request under such a key would take an item's place (400, nothing moves).
+TEST_F(BatchE2E, AKeyThatNamesABatchItemIsRefused) {
+  ts::http_client c(port());
+  const auto [boss, payroll] = account_of(c);
+  ts::deposit(c, op(), payroll, 1'000);
+  const auto [a, pa] = account_of(c);
+  auto r = c.post("/v1/transfers", boss.key, ts::transfer_body(payroll, pa, 100), "batch/1/" + ts::unique_key("k"));
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(r.body.find("must not begin with"), std::string::npos) << r.body;
+  r = batch(c, boss.key, false, {{payroll, pa, 100}}, "batch/" + ts::unique_key("k"));
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(held(payroll), 1'000);
+  EXPECT_EQ(held(pa), 0);
 }
 
 // More transfers than ledger.batch_transfers_max (1,000 by default) is 400 batch_too_large, and
@@ -551,6 +590,53 @@ TEST_F(BatchE2E, FeeRevenueIsHotAndAddsUpUnderConcurrentPayments) {
       k_fee * k_payments);
   EXPECT_EQ(fee_revenue_held() - before, k_fee * k_payments);
   EXPECT_TRUE(ts::reconciliation_ok(c, op()));
+}
+
+// A batch of the most items the server takes, each with a reference of 200 bytes written as JSON
+// escapes (100 "é" as \u00e9, 600 characters), fits the route's body limit: a valid batch is
+// never 413. A reference of 300 bytes (150 "é") is 400, saying that the limit is in bytes.
+TEST(BatchLimits, TheLargestValidBatchFitsItsBodyLimit) {
+  ts::server_process::options options;
+  options.env = ts::unlimited_rates();
+  options.env["WALLET_LEDGER_BATCH_TRANSFERS_MAX"] = "200";
+  ts::server_process server(options);
+  ts::http_client c(server.port());
+  const auto& op = server.operator_key();
+  const auto boss = ts::create_principal(c, op);
+  const auto payroll = ts::create_account(c, op, boss.id);
+  const auto staff = ts::create_principal(c, op);
+  const auto payee = ts::create_account(c, op, staff.id);
+  ts::deposit(c, op, payroll, 200);
+
+  std::string escaped;
+  for (int i = 0; i < 100; ++i) escaped += "\\u00e9";
+  std::string body = R"({"atomic":false,"transfers":[)";
+  for (int i = 0; i < 200; ++i) {
+    if (i > 0) body += ',';
+    body += R"({"fromAccountId":)" + std::to_string(payroll) + R"(,"toAccountId":)" + std::to_string(payee) +
+            R"(,"amount":1,"reference":")" + escaped + R"("})";
+  }
+  body += "]}";
+  ASSERT_GT(body.size(), 512U * 200U);
+  auto r = c.post("/v1/transfers/batch", boss.key, body, ts::unique_key("big"));
+  ASSERT_EQ(r.status, 201) << r.body.substr(0, 500);
+  EXPECT_EQ(r.json().as_object().at("results").as_array().size(), 200U);
+  EXPECT_EQ(ts::balance(c, staff.key, payee), 200);
+  std::string reference;
+  for (int i = 0; i < 100; ++i) reference += "\xc3\xa9";
+  EXPECT_EQ(ts::query_value("SELECT DISTINCT j.metadata->>'reference' FROM journal_transaction j JOIN ledger_entry e"
+                            " ON e.transaction_id = j.id WHERE e.account_id = " +
+                            std::to_string(payee)),
+            reference);
+
+  std::string too_long;
+  for (int i = 0; i < 150; ++i) too_long += "\\u00e9";
+  r = c.post("/v1/transfers/batch", boss.key,
+             R"({"atomic":false,"transfers":[{"fromAccountId":)" + std::to_string(payroll) + R"(,"toAccountId":)" +
+                 std::to_string(payee) + R"(,"amount":1,"reference":")" + too_long + R"("}]})",
+             ts::unique_key("long"));
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(r.body.find("at most 200 bytes"), std::string::npos) << r.body;
 }
 
 }  // namespace

@@ -180,6 +180,18 @@ TEST_F(HoldE2E, AuthorizeThenCapturePaysThePayeeWithItsFee) {
   r = api.place(alice.key, a, m, 3'001, 600, key);
   EXPECT_EQ(r.status, 422);
   EXPECT_EQ(code_of(r), "idempotency_key_reused");
+  // One key is one request, whatever the route: a payment under the hold's key is refused, and a
+  // hold under a payment's key; neither moves or keeps anything.
+  r = c.post("/v1/transfers", alice.key, ts::transfer_body(a, e, 100), key);
+  EXPECT_EQ(r.status, 422) << r.body;
+  EXPECT_EQ(code_of(r), "idempotency_key_reused");
+  const auto payment_key = ts::unique_key("pay");
+  r = c.post("/v1/transfers", alice.key, ts::transfer_body(a, e, 100), payment_key);
+  ASSERT_EQ(r.status, 201) << r.body;
+  r = api.place(alice.key, a, m, 500, 600, payment_key);
+  EXPECT_EQ(r.status, 422) << r.body;
+  EXPECT_EQ(code_of(r), "idempotency_key_reused");
+  ASSERT_EQ(c.post("/v1/transfers", eve.key, ts::transfer_body(e, a, 100), ts::unique_key("back")).status, 201);
 
   // What the hold keeps cannot be spent or held again.
   r = api.pay(alice.key, a, e, 7'001);
