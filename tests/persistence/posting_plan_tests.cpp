@@ -66,10 +66,13 @@ class posting_plans : public ::testing::Test {
   std::unique_ptr<pqxx::connection> writer_;
 };
 
+// The key lookup reads the journal, the stored batches and the holds, each by its unique key.
 TEST_F(posting_plans, the_key_lookup_probes_the_unique_key_on_new_tables) {
-  const auto plan = plan_of("posting_find_committed", empty_arrays(2));
-  EXPECT_NE(plan.find("Index Scan using journal_transaction_principal_id_idempotency_key_key"), std::string::npos)
-      << plan;
+  const auto plan = plan_of("posting_find_committed", empty_arrays(3));
+  for (const auto* index : {"journal_transaction_principal_id_idempotency_key_key", "transfer_batch_pkey",
+                            "hold_principal_id_idempotency_key_key"}) {
+    EXPECT_NE(plan.find(std::string("Scan using ") + index), std::string::npos) << index << ":\n" << plan;
+  }
   EXPECT_EQ(plan.find("Seq Scan"), std::string::npos) << plan;
 }
 
@@ -101,6 +104,12 @@ TEST_F(posting_plans, the_provider_payment_and_hold_key_lookups_probe_their_keys
     const auto plan = plan_of(name, empty_arrays(2));
     EXPECT_NE(plan.find("Index Cond"), std::string::npos) << name << ":\n" << plan;
     EXPECT_EQ(plan.find("Seq Scan"), std::string::npos) << name << ":\n" << plan;
+  }
+  // A placement's key is looked up among the holds, the journal and the stored batches.
+  const auto plan = plan_of("posting_find_hold_keys", empty_arrays(2));
+  for (const auto* index : {"hold_principal_id_idempotency_key_key",
+                            "journal_transaction_principal_id_idempotency_key_key", "transfer_batch_pkey"}) {
+    EXPECT_NE(plan.find(std::string("Scan using ") + index), std::string::npos) << index << ":\n" << plan;
   }
 }
 
