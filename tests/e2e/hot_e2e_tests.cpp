@@ -40,6 +40,20 @@ std::vector<payer> make_payers(ts::http_client& c, const std::string& op, int co
   return payers;
 }
 
+// `count` merchants, each with a hot account of two shards that `from` has paid 100 (its shards
+// hold it, unswept); the accounts whose payment was not made are left out.
+std::vector<std::int64_t> paid_merchants(ts::http_client& c, const std::string& op, const payer& from, int count) {
+  std::vector<std::int64_t> shops;
+  for (int i = 0; i < count; ++i) {
+    auto merchant = ts::create_principal(c, op, "merchant");
+    const auto shop = ts::create_account(c, op, merchant.id, "EUR", 2);
+    const auto r = c.post("/v1/transfers", from.who.key, transfer_body(from.account, shop, 100), ts::unique_key("in"));
+    EXPECT_EQ(r.status, 201) << r.body;
+    if (r.status == 201) shops.push_back(shop);
+  }
+  return shops;
+}
+
 // Sweeps every 200 ms, so they run during the load.
 class HotE2E : public ts::shared_server_test<HotE2E> {
  public:
@@ -273,15 +287,8 @@ TEST(HotUnswept, AnOperatorsSweepReachesEveryPage) {
   ts::http_client c(server.port());
   const auto& op = server.operator_key();
   auto payers = make_payers(c, op, 1, 1000);
-  std::vector<std::int64_t> shops;
-  for (int i = 0; i < 5; ++i) {
-    auto merchant = ts::create_principal(c, op, "merchant");
-    shops.push_back(ts::create_account(c, op, merchant.id, "EUR", 2));
-    ASSERT_EQ(c.post("/v1/transfers", payers[0].who.key, transfer_body(payers[0].account, shops.back(), 100),
-                     ts::unique_key("in"))
-                  .status,
-              201);
-  }
+  const auto shops = paid_merchants(c, op, payers[0], 5);
+  ASSERT_EQ(shops.size(), 5U);
   auto sweep = sweep_now(c, op);
   ASSERT_EQ(sweep.status, 200) << sweep.body;
   EXPECT_GE(sweep.json().as_object().at("sweeps").as_int64(), 5);
@@ -302,15 +309,8 @@ TEST(HotUnswept, AFailedSweepIsReportedAndAudited) {
   ts::http_client c(server.port());
   const auto& op = server.operator_key();
   auto payers = make_payers(c, op, 1, 1000);
-  std::vector<std::int64_t> shops;
-  for (int i = 0; i < 2; ++i) {
-    auto merchant = ts::create_principal(c, op, "merchant");
-    shops.push_back(ts::create_account(c, op, merchant.id, "EUR", 2));
-    ASSERT_EQ(c.post("/v1/transfers", payers[0].who.key, transfer_body(payers[0].account, shops.back(), 100),
-                     ts::unique_key("in"))
-                  .status,
-              201);
-  }
+  const auto shops = paid_merchants(c, op, payers[0], 2);
+  ASSERT_EQ(shops.size(), 2U);
   const auto refused_shard =
       ts::query_value("SELECT id FROM account WHERE balance > 0 AND parent_id = " + std::to_string(shops[0]));
   ASSERT_FALSE(refused_shard.empty());

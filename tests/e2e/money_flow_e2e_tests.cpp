@@ -68,6 +68,22 @@ class MoneyFlowE2E : public ts::shared_server_test<MoneyFlowE2E> {
     return {who, ts::create_account(c, op(), who.id)};
   }
 
+  // Provider `p` pays 5,000 EUR into `account` (event "<prefix>-pay", payment "<prefix>-1"), and
+  // `who` withdraws 1,000 of it through `p`: the withdrawal's id ("" if either failed).
+  std::string paid_in_then_withdrawn(ts::http_client& c, const provider& p, const ts::principal& who,
+                                     std::int64_t account, const std::string& prefix) const {
+    auto r = signed_event(
+        c, p,
+        event(p, prefix + "-pay", "payment.succeeded",
+              {{"paymentId", prefix + "-1"}, {"accountId", account}, {"amount", 5'000}, {"currency", "EUR"}}));
+    EXPECT_EQ(r.status, 200) << r.body;
+    if (r.status != 200) return {};
+    r = post_money(c, "/v1/withdrawals", who.key,
+                   R"({"accountId":)" + std::to_string(account) + R"(,"amount":1000,"provider":")" + p.name + R"("})");
+    EXPECT_EQ(r.status, 201) << r.body;
+    return r.status == 201 ? str(r.json().as_object().at("id")) : std::string();
+  }
+
   // The id and balance of a system account (0 when it does not exist yet).
   // A system account and its shards (fee_revenue is hot).
   static std::int64_t system_balance(const std::string& role) {
@@ -323,14 +339,9 @@ TEST_F(MoneyFlowE2E, EventsInAnotherCurrencyThanWhatTheySettleAre422) {
   ts::http_client c(port());
   const auto p = new_provider(c);
   const auto [alice, a] = wallet(c);
-  auto r = signed_event(c, p,
-                        event(p, "cur-pay", "payment.succeeded",
-                              {{"paymentId", "cur-1"}, {"accountId", a}, {"amount", 5'000}, {"currency", "EUR"}}));
-  ASSERT_EQ(r.status, 200) << r.body;
-  r = post_money(c, "/v1/withdrawals", alice.key,
-                 R"({"accountId":)" + std::to_string(a) + R"(,"amount":1000,"provider":")" + p.name + R"("})");
-  ASSERT_EQ(r.status, 201) << r.body;
-  const auto withdrawal = str(r.json().as_object().at("id"));
+  const auto withdrawal = paid_in_then_withdrawn(c, p, alice, a, "cur");
+  ASSERT_FALSE(withdrawal.empty());
+  ts::response r;
   const auto balance_before = ts::balance(c, alice.key, a);
   for (const auto& body :
        {event(p, "cur-refund", "payment.refunded", {{"paymentId", "cur-1"}, {"amount", 100}, {"currency", "USD"}}),
@@ -360,14 +371,9 @@ TEST_F(MoneyFlowE2E, EventsThatContradictWhatTheySettleAre400) {
   const auto p = new_provider(c);
   const auto [alice, a] = wallet(c);
   const auto [bob, b] = wallet(c);
-  auto r = signed_event(c, p,
-                        event(p, "amt-pay", "payment.succeeded",
-                              {{"paymentId", "amt-1"}, {"accountId", a}, {"amount", 5'000}, {"currency", "EUR"}}));
-  ASSERT_EQ(r.status, 200) << r.body;
-  r = post_money(c, "/v1/withdrawals", alice.key,
-                 R"({"accountId":)" + std::to_string(a) + R"(,"amount":1000,"provider":")" + p.name + R"("})");
-  ASSERT_EQ(r.status, 201) << r.body;
-  const auto withdrawal = str(r.json().as_object().at("id"));
+  const auto withdrawal = paid_in_then_withdrawn(c, p, alice, a, "amt");
+  ASSERT_FALSE(withdrawal.empty());
+  ts::response r;
   const auto balance_before = ts::balance(c, alice.key, a);
   for (const auto& body :
        {event(p, "amt-paid", "payout.paid", {{"withdrawalId", withdrawal}, {"amount", 400}, {"currency", "EUR"}}),
