@@ -128,6 +128,13 @@ class transfer_batch_flow : public std::enable_shared_from_this<transfer_batch_f
           if (r.outcome != ledger::error_code::ok) return self->finish_(database_unavailable(r.outcome));
           if (r.value.batch) return self->replay(*r.value.batch);
           take_legacy_item0(r.value.items);
+          // A hold under the key: another request's. (Items an earlier attempt committed first are
+          // this batch's, and are answered below.)
+          if (r.value.key_held_by_a_hold && std::none_of(r.value.items.begin(), r.value.items.end(),
+                                                         [](const auto& item) { return item.has_value(); })) {
+            return self->finish_(refusal(ledger::error_code::idempotency_key_reused,
+                                         "this Idempotency-Key was already used for a hold"));
+          }
           for (std::size_t i = 0; i < r.value.items.size(); ++i) {
             if (!r.value.items[i]) continue;
             // An item of another batch under this key: the key was used for a different batch.

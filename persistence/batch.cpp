@@ -20,10 +20,10 @@
 namespace persistence {
 namespace {
 
-// The keys' journal rows, and (id NULL) the stored batches (migration 013) and the holds (011)
-// under the keys of the positions $3: a batch whose first transfer was refused holds its key in
-// transfer_batch alone, and a hold's key lives with the hold. One key is one request of its
-// principal's, whatever the route.
+// The keys' journal rows, and (id NULL) the stored batches (migration 013) under the keys of the
+// positions $3 and the holds (011) under those of the positions $4: a batch whose first transfer
+// was refused holds its key in transfer_batch alone, and a hold's key lives with the hold. One key
+// is one request of its principal's, whatever the route.
 constexpr const char* k_find_committed = "posting_find_committed";
 constexpr const char* k_find_committed_sql =
     "SELECT k.ord, j.id::text, j.request_hash, j.response_status, j.response_body"
@@ -40,7 +40,7 @@ constexpr const char* k_find_committed_sql =
     "SELECT k.ord, NULL, NULL, NULL, NULL"
     "  FROM unnest($1::bigint[], $2::text[]) WITH ORDINALITY AS k(principal_id, idempotency_key, ord)"
     "  JOIN hold h ON h.principal_id = k.principal_id AND h.idempotency_key = k.idempotency_key"
-    " WHERE k.ord = ANY($3::bigint[])";
+    " WHERE k.ord = ANY($4::bigint[])";
 
 // The rows of a batch's accounts, with the fee schedule of the payments each receives (migration
 // 007): its own, or for a hot account's shard its parent's, read in the same statement without
@@ -606,18 +606,22 @@ batch_result commit_once(pqxx::connection& conn, const std::vector<posting_reque
     std::vector<std::int64_t> principals;
     pg_text_array keys;
     std::vector<std::size_t> key_owner;
-    std::vector<std::int64_t> batch_checked;  // 1-based positions in `keys`
+    // 1-based positions in `keys` of the postings looked up among the stored batches (a batch's
+    // own transfers are not: their batch is stored under item 0's key), and among the holds.
+    std::vector<std::int64_t> batch_checked, hold_checked;
     for (std::size_t i : indices) {
       if (!requests[i].principal) continue;
       principals.push_back(*requests[i].principal);
       keys.add(requests[i].idempotency_key);
       key_owner.push_back(i);
-      if (!requests[i].batch_item && makes_journal_row(requests[i])) {
-        batch_checked.push_back(static_cast<std::int64_t>(key_owner.size()));
-      }
+      if (!makes_journal_row(requests[i])) continue;
+      const auto position = static_cast<std::int64_t>(key_owner.size());
+      hold_checked.push_back(position);
+      if (!requests[i].batch_item) batch_checked.push_back(position);
     }
     if (!keys.empty()) {
-      auto rows = txn.exec_prepared(k_find_committed, pg_array(principals), keys.take(), pg_array(batch_checked));
+      auto rows = txn.exec_prepared(k_find_committed, pg_array(principals), keys.take(), pg_array(batch_checked),
+                                    pg_array(hold_checked));
       std::vector<std::size_t> keys_held_elsewhere;
       for (const auto& row : rows) {
         const std::size_t i = key_owner.at(row[0].as<std::size_t>() - 1);

@@ -164,7 +164,8 @@ struct posting_request {
   std::optional<lease_fence> fence;
   // A transfer of a batch (POST /v1/transfers/batch). Any other posting that makes a journal row is
   // refused (idempotency_key_reused) when its key is a stored batch's, whose first transfer may
-  // have left no journal row under it (it was refused).
+  // have left no journal row under it (it was refused); every one, batch transfers included, when
+  // its key is a hold's.
   bool batch_item = false;
 };
 

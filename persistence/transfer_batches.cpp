@@ -21,6 +21,9 @@ constexpr const char* k_find_items_sql =
     "  FROM unnest($2::text[]) WITH ORDINALITY AS k(idempotency_key, ord)"
     "  JOIN journal_transaction j ON j.principal_id = $1 AND j.idempotency_key = k.idempotency_key";
 
+constexpr const char* k_find_hold_key = "transfer_batch_find_hold_key";
+constexpr const char* k_find_hold_key_sql = "SELECT 1 FROM hold WHERE principal_id = $1 AND idempotency_key = $2";
+
 constexpr const char* k_store_batch = "transfer_batch_store";
 constexpr const char* k_store_batch_sql =
     "INSERT INTO transfer_batch (principal_id, idempotency_key, request_hash, items, response_status, response_body)"
@@ -37,6 +40,7 @@ constexpr const char* k_lock_leases_sql =
 void prepare(pqxx::connection& conn) {
   conn.prepare(k_find_batch, k_find_batch_sql);
   conn.prepare(k_find_items, k_find_items_sql);
+  conn.prepare(k_find_hold_key, k_find_hold_key_sql);
   conn.prepare(k_store_batch, k_store_batch_sql);
   conn.prepare(k_lock_leases, k_lock_leases_sql);
 }
@@ -58,6 +62,7 @@ batch_lookup find_transfer_batch(pqxx::connection& conn, ledger::principal_id pr
   out.batch = read_batch(txn, principal, key);
   out.items.resize(item_keys.size());
   if (out.batch || item_keys.empty()) return out;
+  out.key_held_by_a_hold = !txn.exec_prepared(k_find_hold_key, principal, key).empty();
   for (const auto& row : txn.exec_prepared(k_find_items, principal, pg_array(item_keys))) {
     const auto i = row[0].as<std::size_t>() - 1;
     out.items.at(i) =

@@ -28,6 +28,8 @@ struct batch_lookup {
   std::optional<stored_batch> batch;
   // Per item key (in the order given): its committed journal transaction's stored receipt.
   std::vector<std::optional<stored_response>> items;
+  // The batch's key is a hold's (migration 011): the batch is another request under it.
+  bool key_held_by_a_hold = false;
 };
 
 // The stored answer of (principal, key), and which of `item_keys` committed already (a batch whose

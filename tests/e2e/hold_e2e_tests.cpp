@@ -185,6 +185,12 @@ TEST_F(HoldE2E, AuthorizeThenCapturePaysThePayeeWithItsFee) {
   r = c.post("/v1/transfers", alice.key, ts::transfer_body(a, e, 100), key);
   EXPECT_EQ(r.status, 422) << r.body;
   EXPECT_EQ(code_of(r), "idempotency_key_reused");
+  r = c.post("/v1/transfers/batch", alice.key,
+             R"({"atomic":false,"transfers":[{"fromAccountId":)" + std::to_string(a) + R"(,"toAccountId":)" +
+                 std::to_string(e) + R"(,"amount":100}]})",
+             key);
+  EXPECT_EQ(r.status, 422) << r.body;
+  EXPECT_EQ(code_of(r), "idempotency_key_reused");
   const auto payment_key = ts::unique_key("pay");
   r = c.post("/v1/transfers", alice.key, ts::transfer_body(a, e, 100), payment_key);
   ASSERT_EQ(r.status, 201) << r.body;

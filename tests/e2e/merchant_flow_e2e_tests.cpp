@@ -31,6 +31,15 @@ std::string fees_body(std::int64_t bps, std::int64_t fixed) {
 }
 
 class MerchantFlowE2E : public ts::shared_server_test<MerchantFlowE2E> {
+ public:
+  // A test holds a merchant's row from its own connection while requests queue behind it: the
+  // writer waits for it as long as the test needs on a slow machine.
+  static ts::server_process::options options() {
+    auto o = ts::shared_server_test<MerchantFlowE2E>::options();
+    o.env["WALLET_DATABASE_LOCK_TIMEOUT_MS"] = "60000";
+    return o;
+  }
+
  protected:
   // A principal with one empty EUR account (hot with `shards` > 0).
   std::pair<ts::principal, std::int64_t> account_of(ts::http_client& c, const std::string& role = "user",

@@ -68,7 +68,7 @@ class posting_plans : public ::testing::Test {
 
 // The key lookup reads the journal, the stored batches and the holds, each by its unique key.
 TEST_F(posting_plans, the_key_lookup_probes_the_unique_key_on_new_tables) {
-  const auto plan = plan_of("posting_find_committed", empty_arrays(3));
+  const auto plan = plan_of("posting_find_committed", empty_arrays(4));
   for (const auto* index : {"journal_transaction_principal_id_idempotency_key_key", "transfer_batch_pkey",
                             "hold_principal_id_idempotency_key_key"}) {
     EXPECT_NE(plan.find(std::string("Scan using ") + index), std::string::npos) << index << ":\n" << plan;
