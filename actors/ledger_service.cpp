@@ -707,6 +707,13 @@ void ledger_service::delete_webhook_endpoint(request_origin origin, std::int64_t
   impl_->webhooks->remove(std::move(origin), id, owner, std::move(done));
 }
 
+void ledger_service::set_webhook_endpoint_enabled(request_origin origin, std::int64_t id,
+                                                  std::optional<ledger::principal_id> owner, bool enabled,
+                                                  std::string reason,
+                                                  query_callback<std::optional<webhook_endpoint_view>> done) {
+  impl_->webhooks->set_enabled(std::move(origin), id, owner, enabled, std::move(reason), std::move(done));
+}
+
 void ledger_service::list_webhook_deliveries(std::int64_t endpoint_id, std::optional<ledger::principal_id> owner,
                                              std::int64_t after, int limit,
                                              query_callback<std::optional<webhook_deliveries_view>> done) {

@@ -229,6 +229,11 @@ class ledger_service {
   // False: no such live endpoint.
   void delete_webhook_endpoint(request_origin origin, std::int64_t id, std::optional<ledger::principal_id> owner,
                                query_callback<bool> done);
+  // Disables (`enabled` false, for `reason`) or enables an endpoint; the endpoint as it is now.
+  // nullopt: no such live endpoint.
+  void set_webhook_endpoint_enabled(request_origin origin, std::int64_t id, std::optional<ledger::principal_id> owner,
+                                    bool enabled, std::string reason,
+                                    query_callback<std::optional<webhook_endpoint_view>> done);
   // nullopt: no such live endpoint.
   void list_webhook_deliveries(std::int64_t endpoint_id, std::optional<ledger::principal_id> owner, std::int64_t after,
                                int limit, query_callback<std::optional<webhook_deliveries_view>> done);

@@ -339,6 +339,8 @@ struct webhook_endpoint_view {
   std::string url;
   std::vector<std::string> event_types;
   std::string created_at;
+  std::string disabled_at;      // empty: enabled
+  std::string disabled_reason;  // empty: enabled
 };
 
 enum class webhook_create_outcome : std::uint8_t {

@@ -12,7 +12,8 @@ namespace actors {
 namespace {
 
 webhook_endpoint_view to_endpoint_view(const persistence::webhook_endpoint_record& e) {
-  return webhook_endpoint_view{e.id, e.owner, e.account, e.url, e.event_types, e.created_at};
+  return webhook_endpoint_view{e.id,          e.owner,      e.account,     e.url,
+                               e.event_types, e.created_at, e.disabled_at, e.disabled_reason};
 }
 
 webhook_delivery_view to_delivery_view(const persistence::webhook_delivery_record& d) {
@@ -102,6 +103,21 @@ void webhook_endpoints::remove(request_origin origin, std::int64_t id, std::opti
       [origin = std::move(origin), id, owner](pqxx::connection& conn) {
         const auto audit = audit_entry_for(origin, "webhook_endpoint.delete");
         return persistence::delete_webhook_endpoint(conn, id, owner, &audit);
+      },
+      std::move(done));
+}
+
+void webhook_endpoints::set_enabled(request_origin origin, std::int64_t id, std::optional<ledger::principal_id> owner,
+                                    bool enabled, std::string reason,
+                                    query_callback<std::optional<webhook_endpoint_view>> done) {
+  readers_->read<std::optional<webhook_endpoint_view>>(
+      [origin = std::move(origin), id, owner, enabled,
+       reason = std::move(reason)](pqxx::connection& conn) -> std::optional<webhook_endpoint_view> {
+        const auto audit = audit_entry_for(origin, enabled ? "webhook_endpoint.enable" : "webhook_endpoint.disable");
+        const auto e = enabled ? persistence::enable_webhook_endpoint(conn, id, owner, &audit)
+                               : persistence::disable_webhook_endpoint(conn, id, owner, reason, &audit);
+        if (!e) return std::nullopt;
+        return to_endpoint_view(*e);
       },
       std::move(done));
 }

@@ -46,6 +46,10 @@ class webhook_endpoints {
   // False: no such live endpoint (of `owner`).
   void remove(request_origin origin, std::int64_t id, std::optional<ledger::principal_id> owner,
               query_callback<bool> done);
+  // Disables (`enabled` false, for `reason`) or enables a live endpoint of `owner`; the endpoint as
+  // it is now. nullopt: no such live endpoint.
+  void set_enabled(request_origin origin, std::int64_t id, std::optional<ledger::principal_id> owner, bool enabled,
+                   std::string reason, query_callback<std::optional<webhook_endpoint_view>> done);
   // nullopt: no such live endpoint (of `owner`).
   void deliveries(std::int64_t endpoint_id, std::optional<ledger::principal_id> owner, std::int64_t after, int limit,
                   query_callback<std::optional<webhook_deliveries_view>> done);

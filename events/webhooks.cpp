@@ -8,6 +8,7 @@
 #include <cmath>
 #include <condition_variable>
 #include <deque>
+#include <limits>
 #include <mutex>
 #include <pqxx/pqxx>
 #include <random>
@@ -127,12 +128,15 @@ class webhook_dispatcher::worker {
       }
       // A false answer means the attempt was fenced out (the lease had expired and another attempt
       // followed): its outcome is not this attempt's to write.
-      const bool written = persistence::record_webhook_attempt(*conn_, o);
+      const auto recorded = persistence::record_webhook_attempt(*conn_, o);
+      const bool written = recorded != persistence::webhook_attempt_recorded::fenced_out;
+      const bool disabled = recorded == persistence::webhook_attempt_recorded::endpoint_disabled;
       {
         std::lock_guard lock(s_.mutex);
         if (written && o.delivered) ++s_.stats.delivered;
         if (written && !o.delivered && o.retry_delay_ms) ++s_.stats.retries;
         if (written && !o.delivered && !o.retry_delay_ms) ++s_.stats.failed;
+        if (disabled) ++s_.stats.endpoints_disabled;
         if (response.timed_out) ++s_.stats.timeouts;
         --s_.stats.in_flight;
       }
@@ -141,6 +145,12 @@ class webhook_dispatcher::worker {
                      claimed.attempts, response.error,
                      o.retry_delay_ms ? fmt::format("; next in {} ms", *o.retry_delay_ms) : "; FAILED");
       }
+      if (disabled) {
+        spdlog::warn(
+            "webhooks: endpoint {} disabled: delivery {} was given up; nothing more is sent to it until it is "
+            "enabled",
+            claimed.endpoint_id, claimed.id);
+      }
       busy_endpoints_.erase(claimed.endpoint_id);
       unrecorded_.pop_front();
       any = true;
@@ -148,28 +158,40 @@ class webhook_dispatcher::worker {
     return any;
   }
 
-  // Moves every live endpoint's cursor over the feed events it has not seen; true when an endpoint
-  // has more waiting than one step takes. The endpoints are read only when the feed grew since
-  // every endpoint was last brought to its end (a new endpoint starts at the end), so an idle
-  // feed costs one query a round.
+  // Moves every live, enabled endpoint's cursor over the feed events it has not seen; true when an
+  // endpoint has more waiting than one step takes. The endpoints are read only when the feed grew
+  // since every endpoint was last brought to its end (a new endpoint starts at the end), or when an
+  // endpoint's cursor is behind where the last round left them all (one enabled again, here or on
+  // another server, after it had missed events), so an idle feed costs two queries a round.
   bool fan_out() {
     const auto end = persistence::webhook_feed_end(*conn_);
-    if (end == fanned_out_to_) return false;
+    if (end == fanned_out_to_ && !persistence::webhook_endpoint_behind(*conn_, caught_up_floor_)) return false;
     bool more = false;
+    auto floor = std::numeric_limits<std::int64_t>::max();
     std::int64_t after = 0;
     for (;;) {
       const auto endpoints = persistence::live_webhook_endpoints(*conn_, after, k_endpoints_page);
       for (const auto& e : endpoints) {
-        if (e.feed_cursor < end) more = fan_out(e) || more;
+        auto cursor = e.feed_cursor;
+        if (e.feed_cursor < end) more = fan_out(e, cursor) || more;
+        floor = std::min(floor, cursor);
       }
       if (static_cast<int>(endpoints.size()) < k_endpoints_page) break;
       after = endpoints.back().id;
     }
-    if (!more) fanned_out_to_ = end;
+    if (!more) {
+      // Every enabled endpoint's cursor is now at the feed's last event or past it; an endpoint
+      // below the lowest of them has events to catch up on.
+      fanned_out_to_ = end;
+      caught_up_floor_ = floor;
+    }
     return more;
   }
 
-  bool fan_out(const persistence::webhook_endpoint_record& e) {
+  // One step of `e`; `cursor` becomes where it now stands. True when it has more waiting, or when
+  // its cursor could not be moved (another server moved it, or it was disabled or deleted meanwhile)
+  // and the endpoints are to be looked at again.
+  bool fan_out(const persistence::webhook_endpoint_record& e, std::int64_t& cursor) {
     persistence::event_filter filter;
     if (!e.all_accounts) filter.owner = e.owner;
     filter.account = e.account;
@@ -181,8 +203,10 @@ class webhook_dispatcher::worker {
       if (!ledger::wants_event_type(e.event_types, event.type)) continue;
       deliveries.push_back({event.cursor, event.transaction_id, event.type, boost::json::serialize(event_json(event))});
     }
-    if (persistence::add_webhook_deliveries(*conn_, e.id, e.feed_cursor, page.next, deliveries)) {
-      created_ += deliveries.size();
+    if (!persistence::add_webhook_deliveries(*conn_, e.id, e.feed_cursor, page.next, deliveries)) return true;
+    cursor = page.next;
+    created_ += deliveries.size();
+    {
       std::lock_guard lock(s_.mutex);
       s_.stats.deliveries_created += deliveries.size();
     }
@@ -224,6 +248,7 @@ class webhook_dispatcher::worker {
   state& s_;
   std::unique_ptr<pqxx::connection> conn_;
   std::set<std::int64_t> busy_endpoints_;  // endpoints with an attempt of this server in flight
+  std::int64_t caught_up_floor_ = 0;       // the lowest cursor of an enabled endpoint then
   std::int64_t fanned_out_to_ = -1;        // the feed end every live endpoint was last brought to
   std::uint64_t created_ = 0;              // deliveries this worker made
   std::deque<std::pair<persistence::claimed_webhook_delivery, webhook_response>> unrecorded_;
@@ -308,6 +333,9 @@ std::string webhook_dispatcher::render_metrics() const {
   counter("wallet_webhook_retries_total", "Failed webhook attempts followed by another.", s.retries);
   counter("wallet_webhook_deliveries_failed_total", "Webhook deliveries given up after the retry span (FAILED).",
           s.failed);
+  counter("wallet_webhook_endpoints_disabled_total",
+          "Webhook endpoints disabled by this server because one of their deliveries was given up.",
+          s.endpoints_disabled);
   counter("wallet_webhook_timeouts_total", "Webhook attempts that ran out of webhooks.timeout_ms.", s.timeouts);
   counter("wallet_webhook_database_errors_total", "Failed rounds of the webhook dispatcher's database work.",
           s.database_errors);

@@ -3,14 +3,15 @@
 // Webhook delivery (docs/events.md, "Webhooks"): on two threads of its own (fan-out, and
 // claim/record), each with a PostgreSQL connection of its own, the dispatcher
 //
-//   fan out:  for each live endpoint, the feed events after its cursor that it wants become
+//   fan out:  for each live, enabled endpoint, the feed events after its cursor that it wants become
 //             webhook_delivery rows, and the cursor moves past them, in one transaction. The feed
 //             holds committed transactions only, so nothing is sent before its COMMIT.
 //   claim:    each endpoint's oldest pending delivery, when due, FOR UPDATE SKIP LOCKED plus a
 //             lease: one attempt at a time per endpoint (order), across every server;
 //   send:     signed (Wallet-Signature, as provider events), on the sender's own I/O thread;
 //   record:   DELIVERED on a 2xx; otherwise the next attempt after an exponential, jittered
-//             pause (events/webhook_backoff.hpp), or FAILED once the retry span is spent.
+//             pause (events/webhook_backoff.hpp), or FAILED once the retry span is spent, which
+//             disables the endpoint until its owner or an operator enables it again.
 //
 // Bounds: `concurrency` attempts in flight at most in this server, one per endpoint. A slow or
 // dead endpoint holds one of them for at most `timeout_ms` an attempt and delays only its own
@@ -44,8 +45,9 @@ struct webhook_stats {
   std::uint64_t deliveries_created = 0;
   std::uint64_t attempts = 0;
   std::uint64_t delivered = 0;
-  std::uint64_t retries = 0;  // failed attempts followed by another
-  std::uint64_t failed = 0;   // deliveries given up (FAILED)
+  std::uint64_t retries = 0;             // failed attempts followed by another
+  std::uint64_t failed = 0;              // deliveries given up (FAILED)
+  std::uint64_t endpoints_disabled = 0;  // by a delivery given up
   std::uint64_t timeouts = 0;
   std::uint64_t database_errors = 0;
   std::int64_t in_flight = 0;

@@ -22,7 +22,7 @@ std::string utc(const std::string& column) {
 const std::string k_endpoint_columns =
     "id, owner_id, all_accounts, account_id, url, array_to_string(event_types, ','),"
     " feed_cursor, " +
-    utc("created_at");
+    utc("created_at") + ", COALESCE(" + utc("disabled_at") + ", ''), COALESCE(disabled_reason, '')";
 
 constexpr const char* k_owner_lock = "webhook_owner_lock";
 const std::string k_owner_lock_sql =
@@ -53,6 +53,33 @@ constexpr const char* k_find_endpoint = "webhook_find_endpoint";
 const std::string k_find_endpoint_sql = "SELECT " + k_endpoint_columns +
                                         " FROM webhook_endpoint WHERE id = $1 AND deleted_at IS NULL AND ($2::bigint "
                                         "IS NULL OR owner_id = $2)";
+
+// Disabling by request keeps the reason of an endpoint disabled already (the 200 shows it).
+constexpr const char* k_disable_endpoint = "webhook_disable_endpoint";
+const std::string k_disable_endpoint_sql =
+    "UPDATE webhook_endpoint SET disabled_at = now(), disabled_reason = $3"
+    " WHERE id = $1 AND deleted_at IS NULL AND disabled_at IS NULL AND ($2::bigint IS NULL OR owner_id = $2)"
+    " RETURNING " +
+    k_endpoint_columns;
+// Enabling answers the delivery that disabled the endpoint (null: none, or disabled by request).
+constexpr const char* k_enable_endpoint = "webhook_enable_endpoint";
+constexpr const char* k_enable_endpoint_sql =
+    "UPDATE webhook_endpoint e SET disabled_at = NULL, disabled_reason = NULL, disabled_by_delivery = NULL"
+    " FROM (SELECT id, disabled_by_delivery FROM webhook_endpoint WHERE id = $1 AND deleted_at IS NULL"
+    "       AND disabled_at IS NOT NULL AND ($2::bigint IS NULL OR owner_id = $2) FOR UPDATE) old"
+    " WHERE e.id = old.id RETURNING old.disabled_by_delivery";
+// A delivery given up disables its endpoint (answers true), or, when the endpoint was disabled
+// meanwhile (an attempt in flight when it was paused on request), becomes the delivery its enabling
+// sends again, unless one is named already (answers false). The endpoint row is locked first and
+// judged as it is then, so that an enable committing meanwhile is seen rather than skipped: the
+// delivery is never left FAILED behind an enabled endpoint with nothing naming it.
+constexpr const char* k_disable_after_failure = "webhook_disable_after_failure";
+constexpr const char* k_disable_after_failure_sql =
+    "UPDATE webhook_endpoint e SET disabled_at = COALESCE(e.disabled_at, now()),"
+    " disabled_reason = COALESCE(e.disabled_reason, $2), disabled_by_delivery = COALESCE(e.disabled_by_delivery, $3)"
+    " FROM (SELECT id, disabled_at IS NULL AS was_enabled FROM webhook_endpoint WHERE id = $1 AND deleted_at IS NULL"
+    "       FOR NO KEY UPDATE) locked"
+    " WHERE e.id = locked.id RETURNING locked.was_enabled";
 
 constexpr const char* k_delete_endpoint = "webhook_delete_endpoint";
 constexpr const char* k_delete_endpoint_sql =
@@ -85,12 +112,18 @@ const std::string k_find_delivery_sql = "SELECT " + k_delivery_columns +
 
 constexpr const char* k_live_endpoints = "webhook_live_endpoints";
 const std::string k_live_endpoints_sql = "SELECT " + k_endpoint_columns +
-                                         " FROM webhook_endpoint WHERE deleted_at IS NULL AND id > $1 ORDER BY id "
-                                         "LIMIT $2";
+                                         " FROM webhook_endpoint WHERE deleted_at IS NULL AND disabled_at IS NULL"
+                                         " AND id > $1 ORDER BY id LIMIT $2";
+
+constexpr const char* k_endpoint_behind = "webhook_endpoint_behind";
+constexpr const char* k_endpoint_behind_sql =
+    "SELECT EXISTS (SELECT 1 FROM webhook_endpoint WHERE deleted_at IS NULL AND disabled_at IS NULL"
+    " AND feed_cursor < $1)";
 
 constexpr const char* k_move_cursor = "webhook_move_cursor";
 constexpr const char* k_move_cursor_sql =
-    "UPDATE webhook_endpoint SET feed_cursor = $3 WHERE id = $1 AND feed_cursor = $2 AND deleted_at IS NULL";
+    "UPDATE webhook_endpoint SET feed_cursor = $3 WHERE id = $1 AND feed_cursor = $2 AND deleted_at IS NULL"
+    " AND disabled_at IS NULL";
 
 constexpr const char* k_insert_deliveries = "webhook_insert_deliveries";
 constexpr const char* k_insert_deliveries_sql =
@@ -98,7 +131,7 @@ constexpr const char* k_insert_deliveries_sql =
     " SELECT $1, c, i, t, b FROM unnest($2::bigint[], $3::text[], $4::text[], $5::text[]) AS u(c, i, t, b)"
     " ON CONFLICT (endpoint_id, event_cursor) DO NOTHING";
 
-// The head of each live endpoint's queue (its oldest pending delivery: one index probe per
+// The head of each live, enabled endpoint's queue (its oldest pending delivery: one index probe per
 // endpoint), when due and not leased, locked without waiting; then its lease and the attempt
 // counted, in the same statement. Two servers never hold one row: the second skips what the first
 // locked, and once the first commits, the lease keeps it out until the attempt is over. The due and
@@ -110,7 +143,7 @@ constexpr const char* k_claim_sql =
     "  SELECT h.id FROM webhook_endpoint e"
     "  CROSS JOIN LATERAL (SELECT d.id FROM webhook_delivery d WHERE d.endpoint_id = e.id AND d.status = 'PENDING'"
     "                      ORDER BY d.event_cursor LIMIT 1) h"
-    "  WHERE e.deleted_at IS NULL AND e.id <> ALL($2::bigint[])),"
+    "  WHERE e.deleted_at IS NULL AND e.disabled_at IS NULL AND e.id <> ALL($2::bigint[])),"
     " claimed AS ("
     "  SELECT d.id FROM webhook_delivery d JOIN heads h ON h.id = d.id"
     "  WHERE d.status = 'PENDING' AND d.next_attempt_at <= now() AND (d.lease_until IS NULL OR d.lease_until < now())"
@@ -135,9 +168,19 @@ constexpr const char* k_record_retry_sql =
 constexpr const char* k_record_failed = "webhook_record_failed";
 constexpr const char* k_record_failed_sql =
     "UPDATE webhook_delivery SET status = 'FAILED', completed_at = now(), lease_until = NULL,"
-    " last_status_code = $3, last_error = $4 WHERE id = $1 AND attempts = $2 AND status = 'PENDING'";
+    " last_status_code = $3, last_error = $4 WHERE id = $1 AND attempts = $2 AND status = 'PENDING'"
+    " RETURNING endpoint_id";
 
 constexpr std::size_t k_error_text_max = 500;
+
+// Why a given-up delivery disabled its endpoint, as its owner reads it.
+std::string failure_reason(const webhook_attempt_outcome& o, const std::string& error) {
+  std::string why =
+      "delivery " + std::to_string(o.delivery_id) + " was given up after " + std::to_string(o.attempts) + " attempts";
+  if (!error.empty()) return why + ": " + error;
+  if (o.status_code) return why + ": answered " + std::to_string(*o.status_code);
+  return why;
+}
 
 std::vector<std::string> split_types(const std::string& text) {
   std::vector<std::string> out;
@@ -161,6 +204,8 @@ webhook_endpoint_record read_endpoint(const pqxx::row& row) {
   e.event_types = split_types(row[5].as<std::string>());
   e.feed_cursor = row[6].as<std::int64_t>();
   e.created_at = row[7].as<std::string>();
+  e.disabled_at = row[8].as<std::string>();
+  e.disabled_reason = row[9].as<std::string>();
   return e;
 }
 
@@ -208,10 +253,14 @@ void prepare_webhook_statements(pqxx::connection& conn) {
   conn.prepare(k_list_endpoints, k_list_endpoints_sql);
   conn.prepare(k_find_endpoint, k_find_endpoint_sql);
   conn.prepare(k_delete_endpoint, k_delete_endpoint_sql);
+  conn.prepare(k_disable_endpoint, k_disable_endpoint_sql);
+  conn.prepare(k_enable_endpoint, k_enable_endpoint_sql);
+  conn.prepare(k_disable_after_failure, k_disable_after_failure_sql);
   conn.prepare(k_list_deliveries, k_list_deliveries_sql);
   conn.prepare(k_retry, k_retry_sql);
   conn.prepare(k_find_delivery, k_find_delivery_sql);
   conn.prepare(k_live_endpoints, k_live_endpoints_sql);
+  conn.prepare(k_endpoint_behind, k_endpoint_behind_sql);
   conn.prepare(k_move_cursor, k_move_cursor_sql);
   conn.prepare(k_insert_deliveries, k_insert_deliveries_sql);
   conn.prepare(k_claim, k_claim_sql);
@@ -253,6 +302,41 @@ bool delete_webhook_endpoint(pqxx::connection& conn, std::int64_t id, std::optio
   if (audit) append_audit(txn, *audit, "webhook_endpoint:" + std::to_string(id));
   txn.commit();
   return true;
+}
+
+std::optional<webhook_endpoint_record> disable_webhook_endpoint(pqxx::connection& conn, std::int64_t id,
+                                                                std::optional<ledger::principal_id> owner,
+                                                                const std::string& reason, const audit_entry* audit) {
+  WALLET_ASSERT(!reason.empty(), "a disabled endpoint says why");
+  pqxx::work txn(conn);
+  const auto disabled = txn.exec_prepared(k_disable_endpoint, id, owner, reason);
+  if (disabled.empty()) {
+    const auto found = txn.exec_prepared(k_find_endpoint, id, owner);
+    if (found.empty()) return std::nullopt;
+    return read_endpoint(found[0]);
+  }
+  if (audit) append_audit(txn, *audit, "webhook_endpoint:" + std::to_string(id));
+  auto out = read_endpoint(disabled[0]);
+  txn.commit();
+  return out;
+}
+
+std::optional<webhook_endpoint_record> enable_webhook_endpoint(pqxx::connection& conn, std::int64_t id,
+                                                               std::optional<ledger::principal_id> owner,
+                                                               const audit_entry* audit) {
+  pqxx::work txn(conn);
+  const auto enabled = txn.exec_prepared(k_enable_endpoint, id, owner);
+  if (!enabled.empty()) {
+    // The delivery that disabled it is sent again first (it is the oldest pending one when nothing
+    // older was retried meanwhile), unless an operator's retry made it PENDING already.
+    if (!enabled[0][0].is_null()) txn.exec_prepared(k_retry, enabled[0][0].as<std::int64_t>(), id);
+    if (audit) append_audit(txn, *audit, "webhook_endpoint:" + std::to_string(id));
+  }
+  const auto found = txn.exec_prepared(k_find_endpoint, id, owner);
+  if (found.empty()) return std::nullopt;
+  auto out = read_endpoint(found[0]);
+  txn.commit();
+  return out;
 }
 
 std::optional<webhook_deliveries_page> list_webhook_deliveries(pqxx::connection& conn, std::int64_t endpoint_id,
@@ -297,6 +381,11 @@ std::int64_t webhook_feed_end(pqxx::connection& conn) {
   pqxx::read_transaction txn(conn);
   const auto top = txn.exec_prepared1(k_feed_end)[0].as<std::int64_t>();
   return top == 0 ? 0 : event_cursor(top, k_events_per_row_max - 1);
+}
+
+bool webhook_endpoint_behind(pqxx::connection& conn, std::int64_t cursor) {
+  pqxx::read_transaction txn(conn);
+  return txn.exec_prepared1(k_endpoint_behind, cursor)[0].as<bool>();
 }
 
 std::vector<webhook_endpoint_record> live_webhook_endpoints(pqxx::connection& conn, std::int64_t after, int limit) {
@@ -352,23 +441,29 @@ std::vector<claimed_webhook_delivery> claim_webhook_deliveries(pqxx::connection&
   return out;
 }
 
-bool record_webhook_attempt(pqxx::connection& conn, const webhook_attempt_outcome& o) {
+webhook_attempt_recorded record_webhook_attempt(pqxx::connection& conn, const webhook_attempt_outcome& o) {
   pqxx::work txn(conn);
   const auto error = o.error.substr(0, k_error_text_max);
   const std::optional<std::string> error_or_null = error.empty() ? std::nullopt : std::optional<std::string>(error);
-  std::size_t changed = 0;
+  auto out = webhook_attempt_recorded::fenced_out;
   if (o.delivered) {
-    changed = txn.exec_prepared(k_record_delivered, o.delivery_id, o.attempts, o.status_code).affected_rows();
+    if (txn.exec_prepared(k_record_delivered, o.delivery_id, o.attempts, o.status_code).affected_rows() == 1)
+      out = webhook_attempt_recorded::recorded;
   } else if (o.retry_delay_ms) {
-    changed =
-        txn.exec_prepared(k_record_retry, o.delivery_id, o.attempts, o.status_code, error_or_null, *o.retry_delay_ms)
-            .affected_rows();
+    if (txn.exec_prepared(k_record_retry, o.delivery_id, o.attempts, o.status_code, error_or_null, *o.retry_delay_ms)
+            .affected_rows() == 1)
+      out = webhook_attempt_recorded::recorded;
   } else {
-    changed =
-        txn.exec_prepared(k_record_failed, o.delivery_id, o.attempts, o.status_code, error_or_null).affected_rows();
+    const auto failed = txn.exec_prepared(k_record_failed, o.delivery_id, o.attempts, o.status_code, error_or_null);
+    if (!failed.empty()) {
+      out = webhook_attempt_recorded::recorded;
+      const auto endpoint = failed[0][0].as<std::int64_t>();
+      const auto judged = txn.exec_prepared(k_disable_after_failure, endpoint, failure_reason(o, error), o.delivery_id);
+      if (!judged.empty() && judged[0][0].as<bool>()) out = webhook_attempt_recorded::endpoint_disabled;
+    }
   }
   txn.commit();
-  return changed == 1;
+  return out;
 }
 
 }  // namespace persistence

@@ -26,6 +26,8 @@ struct webhook_endpoint_record {
   std::vector<std::string> event_types;  // ["*"] or transaction types
   std::int64_t feed_cursor = 0;
   std::string created_at;
+  std::string disabled_at;      // empty: enabled
+  std::string disabled_reason;  // empty: enabled
 };
 
 struct new_webhook_endpoint {
@@ -53,6 +55,17 @@ std::vector<webhook_endpoint_record> list_webhook_endpoints(pqxx::connection& co
 // is no such live endpoint.
 bool delete_webhook_endpoint(pqxx::connection& conn, std::int64_t id, std::optional<ledger::principal_id> owner,
                              const audit_entry* audit);
+
+// Disables or enables a live endpoint of `owner` (any when nullopt). Disabling keeps the reason of
+// an endpoint disabled already; enabling makes the delivery that disabled it PENDING again, due now,
+// with a new retry span, when it is still FAILED. The audit row is written only when the state
+// changed. nullopt: there is no such live endpoint.
+std::optional<webhook_endpoint_record> disable_webhook_endpoint(pqxx::connection& conn, std::int64_t id,
+                                                                std::optional<ledger::principal_id> owner,
+                                                                const std::string& reason, const audit_entry* audit);
+std::optional<webhook_endpoint_record> enable_webhook_endpoint(pqxx::connection& conn, std::int64_t id,
+                                                               std::optional<ledger::principal_id> owner,
+                                                               const audit_entry* audit);
 
 enum class webhook_delivery_status : std::uint8_t { pending, delivered, failed };
 std::string_view to_string(webhook_delivery_status s);
@@ -107,12 +120,16 @@ struct new_webhook_delivery {
 // The cursor of the feed's end now (the last event of the highest position given; 0: none yet).
 std::int64_t webhook_feed_end(pqxx::connection& conn);
 
-// Live endpoints after the id `after`, at most `limit`, by id.
+// Whether a live, enabled endpoint's cursor is below `cursor`.
+bool webhook_endpoint_behind(pqxx::connection& conn, std::int64_t cursor);
+
+// Live endpoints that are not disabled, after the id `after`, at most `limit`, by id.
 std::vector<webhook_endpoint_record> live_webhook_endpoints(pqxx::connection& conn, std::int64_t after, int limit);
 
 // In one transaction: inserts `deliveries` (an event already made into a delivery of this endpoint
 // is skipped) and moves the endpoint's cursor from `from` to `to`. False, and nothing written,
-// when the cursor is no longer `from` (another server moved it) or the endpoint was deleted.
+// when the cursor is no longer `from` (another server moved it) or the endpoint was deleted or
+// disabled.
 bool add_webhook_deliveries(pqxx::connection& conn, std::int64_t endpoint_id, std::int64_t from, std::int64_t to,
                             const std::vector<new_webhook_delivery>& deliveries);
 
@@ -129,7 +146,8 @@ struct claimed_webhook_delivery {
   std::string body;
 };
 
-// Claims at most `limit` due deliveries, each the oldest pending one of its live endpoint, none
+// Claims at most `limit` due deliveries, each the oldest pending one of its live endpoint (not
+// disabled), none
 // of `busy_endpoints`, none leased by anyone: FOR UPDATE SKIP LOCKED, then a lease of `lease_ms`
 // and the attempt counted, in one statement.
 std::vector<claimed_webhook_delivery> claim_webhook_deliveries(pqxx::connection& conn, int limit,
@@ -138,7 +156,8 @@ std::vector<claimed_webhook_delivery> claim_webhook_deliveries(pqxx::connection&
 
 // What an attempt got. `delay_ms`: nullopt when it was delivered or is given up (FAILED);
 // otherwise the pause before the next attempt. Written only while the attempt is still the
-// delivery's latest (its number is `attempts`) and the delivery pending; false otherwise.
+// delivery's latest (its number is `attempts`) and the delivery pending. A delivery given up
+// disables its endpoint (unless it is disabled or deleted already), in the same transaction.
 struct webhook_attempt_outcome {
   std::int64_t delivery_id = 0;
   int attempts = 0;
@@ -147,7 +166,12 @@ struct webhook_attempt_outcome {
   std::string error;
   std::optional<std::int64_t> retry_delay_ms;
 };
-bool record_webhook_attempt(pqxx::connection& conn, const webhook_attempt_outcome& o);
+enum class webhook_attempt_recorded : std::uint8_t {
+  fenced_out,         // not this attempt's to write (its lease expired and another followed): nothing written
+  recorded,           // delivered, or another attempt scheduled, or given up
+  endpoint_disabled,  // given up, and its endpoint disabled by it
+};
+webhook_attempt_recorded record_webhook_attempt(pqxx::connection& conn, const webhook_attempt_outcome& o);
 
 void prepare_webhook_statements(pqxx::connection& conn);
 

@@ -1,6 +1,8 @@
 // Webhook endpoints (docs/events.md, "Webhooks"): a principal registers URLs that receive its
 // events, signed like provider events; lists and deletes them; and reads each one's deliveries.
-// An operator sees and deletes every endpoint, and makes a FAILED delivery PENDING again.
+// An operator sees and deletes every endpoint, and makes a FAILED delivery PENDING again. An
+// endpoint whose delivery was given up is disabled; its owner or an operator enables it again (and
+// may disable it, to pause deliveries).
 // Another principal's endpoint is not found. The signing secret is shown once, in the 201.
 
 #include <boost/json.hpp>
@@ -32,6 +34,9 @@ json::object endpoint_json(const actors::webhook_endpoint_view& e) {
   for (const auto& t : e.event_types) types.emplace_back(t);
   o["events"] = std::move(types);
   o["createdAt"] = e.created_at;
+  o["status"] = e.disabled_at.empty() ? "ENABLED" : "DISABLED";
+  o["disabledAt"] = text_or_null(e.disabled_at);
+  o["disabledReason"] = text_or_null(e.disabled_reason);
   return o;
 }
 
@@ -220,6 +225,17 @@ void delete_endpoint(handler_support& s, const exchange_ptr& ex, const principal
                                     });
 }
 
+void set_enabled(handler_support& s, const exchange_ptr& ex, const principal& who, std::int64_t id, bool enabled) {
+  const auto reason = "disabled on request of principal " + std::to_string(who.id);
+  s.service.set_webhook_endpoint_enabled(
+      {who.id, ex->request_id}, id, owner_filter(who), enabled, reason,
+      [&s, ex, id](actors::query_result<std::optional<actors::webhook_endpoint_view>> r) {
+        if (r.outcome != ledger::error_code::ok) return s.unavailable(ex, r.outcome, r.detail);
+        if (!r.value) return endpoint_not_found(s, ex, id);
+        ex->respond(json_reply(200, endpoint_json(*r.value)));
+      });
+}
+
 void list_deliveries(handler_support& s, const exchange_ptr& ex, const principal& who, std::int64_t id) {
   std::int64_t after = 0, limit = 0;
   if (!read_page(s, ex, after, limit, "a delivery id")) return;
@@ -268,6 +284,14 @@ void add_webhook_routes(router& r, handler_support& s) {
   r.add({"DELETE", "/v1/webhook-endpoints/{id}", access::principal, rate_class::read, param_kind::integer, false,
          [&s](const exchange_ptr& ex, const principal& who, const path_params& p) {
            delete_endpoint(s, ex, who, p.id);
+         }});
+  r.add({"POST", "/v1/webhook-endpoints/{id}/disable", access::principal, rate_class::read, param_kind::integer, false,
+         [&s](const exchange_ptr& ex, const principal& who, const path_params& p) {
+           set_enabled(s, ex, who, p.id, false);
+         }});
+  r.add({"POST", "/v1/webhook-endpoints/{id}/enable", access::principal, rate_class::read, param_kind::integer, false,
+         [&s](const exchange_ptr& ex, const principal& who, const path_params& p) {
+           set_enabled(s, ex, who, p.id, true);
          }});
   r.add({"GET", "/v1/webhook-endpoints/{id}/deliveries", access::principal, rate_class::read, param_kind::integer,
          false, [&s](const exchange_ptr& ex, const principal& who, const path_params& p) {

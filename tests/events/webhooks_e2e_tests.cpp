@@ -7,6 +7,7 @@
 
 #include <openssl/hmac.h>
 
+#include <algorithm>
 #include <atomic>
 #include <boost/json.hpp>
 #include <filesystem>
@@ -209,8 +210,9 @@ TEST_F(webhooks_e2e, a_receiver_that_never_answers_is_retried_until_failed_and_a
   // 200 ms), one answers 200. Three payments. The healthy endpoint gets all three, once each and
   // first time, while the first delivery of the dead one is still being retried; that delivery is
   // tried again and again with growing pauses and marked FAILED once the retry span (3 s) is spent,
-  // the receiver having seen each attempt. An operator's retry makes it PENDING again; only an
-  // operator may, and only a FAILED delivery.
+  // the receiver having seen each attempt, and the endpoint is disabled. An operator's retry makes
+  // the delivery PENDING again (only an operator may, and only a FAILED delivery); it is attempted
+  // again once the endpoint is enabled.
   server_process server(server_options(quick_webhooks({{"WALLET_WEBHOOKS_TIMEOUT_MS", "200"},
                                                        {"WALLET_WEBHOOKS_RETRY_SPAN_MS", "3000"},
                                                        {"WALLET_WEBHOOKS_BACKOFF_BASE_MS", "50"},
@@ -264,8 +266,12 @@ TEST_F(webhooks_e2e, a_receiver_that_never_answers_is_retried_until_failed_and_a
   }
   EXPECT_EQ(first_event_attempts, attempts);
   EXPECT_GE(metric_value(server.port(), "wallet_webhook_retries_total"), attempts - 1);
-  EXPECT_GE(metric_value(server.port(), "wallet_webhook_deliveries_failed_total"), 1);
+  // The counters move just after the rows are written: waited for, not read once.
+  EXPECT_TRUE(eventually([&] { return metric_value(server.port(), "wallet_webhook_deliveries_failed_total") >= 1; },
+                         std::chrono::seconds(60), std::chrono::milliseconds(20)));
   EXPECT_GE(metric_value(server.port(), "wallet_webhook_timeouts_total"), attempts);
+  EXPECT_TRUE(eventually([&] { return metric_value(server.port(), "wallet_webhook_endpoints_disabled_total") == 1; },
+                         std::chrono::seconds(60), std::chrono::milliseconds(20)));
 
   // Retry: only an operator, only a FAILED delivery.
   const auto first_id = field(first, "id");
@@ -283,7 +289,10 @@ TEST_F(webhooks_e2e, a_receiver_that_never_answers_is_retried_until_failed_and_a
       c.post("/v1/webhook-endpoints/" + std::to_string(healthy_ep.id) + "/deliveries/" + first_id + "/retry", op, "")
           .status,
       404);
-  // The retried delivery is attempted again.
+  // The retried delivery is attempted again once its endpoint is enabled.
+  const auto enabled = c.post("/v1/webhook-endpoints/" + std::to_string(dead_ep.id) + "/enable", merchant.key, "");
+  ASSERT_EQ(enabled.status, 200) << enabled.body;
+  EXPECT_EQ(field(enabled.json(), "status"), "ENABLED");
   EXPECT_TRUE(eventually(
       [&] {
         int n = 0;
@@ -291,6 +300,120 @@ TEST_F(webhooks_e2e, a_receiver_that_never_answers_is_retried_until_failed_and_a
         return n > attempts;
       },
       std::chrono::seconds(60), std::chrono::milliseconds(20)));
+}
+
+// The endpoint `id` as `key` lists it; an empty object when it is not listed.
+json::object listed_endpoint(http_client& c, const std::string& key, std::int64_t id) {
+  const auto r = c.get("/v1/webhook-endpoints", key);
+  EXPECT_EQ(r.status, 200) << r.body;
+  if (r.status != 200) return {};
+  const auto page = r.json();
+  for (const auto& e : page.as_object().at("endpoints").as_array()) {
+    if (e.as_object().at("id").as_int64() == id) return e.as_object();
+  }
+  return {};
+}
+
+// The event ids of the requests `r` answered 2xx, in the order they came.
+std::vector<std::string> accepted_events(const webhook_receiver& r) {
+  std::vector<std::string> out;
+  for (const auto& q : r.requests()) {
+    if (q.answered >= 200 && q.answered < 300) out.push_back(field(json::parse(q.body), "eventId"));
+  }
+  return out;
+}
+
+bool received(const webhook_receiver& r, const std::string& event_id) {
+  const auto accepted = accepted_events(r);
+  return std::find(accepted.begin(), accepted.end(), event_id) != accepted.end();
+}
+
+TEST_F(webhooks_e2e, a_given_up_delivery_disables_its_endpoint_and_enabling_it_misses_no_event) {
+  // A merchant's endpoint whose receiver answers 503 has its first delivery given up once the retry
+  // span (1 s) is spent: the endpoint is DISABLED and says which delivery and what it got. A payment
+  // made meanwhile reaches the merchant's other endpoint and makes no delivery for the disabled one.
+  // Another principal can neither enable nor disable it (404). The receiver recovers and the owner
+  // enables the endpoint: the given-up delivery is sent again, then the payment made while it was
+  // disabled, each accepted once, in that order. The owner then pauses it: the next payment waits
+  // until an operator enables it. Enabling an enabled endpoint changes nothing. Each change is
+  // audited once.
+  server_process server(server_options(quick_webhooks({{"WALLET_WEBHOOKS_RETRY_SPAN_MS", "1000"},
+                                                       {"WALLET_WEBHOOKS_BACKOFF_BASE_MS", "50"},
+                                                       {"WALLET_WEBHOOKS_BACKOFF_CAP_MS", "200"}})));
+  http_client c(server.port());
+  const auto& op = server.operator_key();
+  const auto merchant = make_party(c, op, "merchant");
+  const auto payer = make_party(c, op, "user", 100'000);
+  std::atomic<bool> up{false};
+  webhook_receiver flaky([&up](int) { return up.load() ? 204 : 503; });
+  webhook_receiver witness([](int) { return 204; });
+  const auto ep = create_endpoint(c, merchant.key, flaky.url(), R"(["TRANSFER"])");
+  const auto witness_ep = create_endpoint(c, merchant.key, witness.url(), R"(["TRANSFER"])");
+  ASSERT_NE(ep.id, 0);
+  ASSERT_NE(witness_ep.id, 0);
+  EXPECT_EQ(field(listed_endpoint(c, merchant.key, ep.id), "status"), "ENABLED");
+  const auto path = "/v1/webhook-endpoints/" + std::to_string(ep.id);
+
+  const auto first = transfer(c, payer.key, payer.account, merchant.account, 10);
+  ASSERT_TRUE(eventually([&] { return field(listed_endpoint(c, merchant.key, ep.id), "status") == "DISABLED"; },
+                         std::chrono::seconds(60), std::chrono::milliseconds(20)));
+  const auto disabled = listed_endpoint(c, merchant.key, ep.id);
+  auto list = deliveries(c, merchant.key, ep.id);
+  ASSERT_EQ(list.size(), 1u);
+  EXPECT_EQ(field(list[0], "eventId"), first);
+  EXPECT_EQ(field(list[0], "status"), "FAILED");
+  EXPECT_EQ(field(disabled, "disabledReason"), "delivery " + field(list[0], "id") + " was given up after " +
+                                                   field(list[0], "attempts") + " attempts: answered 503");
+  EXPECT_NE(field(disabled, "disabledAt"), "null");
+  EXPECT_TRUE(eventually([&] { return metric_value(server.port(), "wallet_webhook_endpoints_disabled_total") == 1; },
+                         std::chrono::seconds(60), std::chrono::milliseconds(20)));
+
+  // The witness endpoint (a higher id, fanned out after this one in each round) gets the second
+  // payment: had the disabled endpoint been fanned out, its delivery would exist by now.
+  const auto second = transfer(c, payer.key, payer.account, merchant.account, 11);
+  ASSERT_TRUE(
+      eventually([&] { return received(witness, second); }, std::chrono::seconds(60), std::chrono::milliseconds(20)));
+  EXPECT_EQ(deliveries(c, merchant.key, ep.id).size(), 1u);
+  EXPECT_TRUE(accepted_events(flaky).empty());
+
+  const auto other = make_party(c, op, "merchant");
+  EXPECT_EQ(c.post(path + "/enable", other.key, "").status, 404);
+  EXPECT_EQ(c.post(path + "/disable", other.key, "").status, 404);
+  EXPECT_EQ(c.post("/v1/webhook-endpoints/999999999/enable", op, "").status, 404);
+  EXPECT_EQ(field(listed_endpoint(c, merchant.key, ep.id), "status"), "DISABLED");
+
+  up = true;
+  const auto enabled = c.post(path + "/enable", merchant.key, "");
+  ASSERT_EQ(enabled.status, 200) << enabled.body;
+  EXPECT_EQ(field(enabled.json(), "status"), "ENABLED");
+  EXPECT_EQ(field(enabled.json(), "disabledAt"), "null");
+  EXPECT_EQ(field(enabled.json(), "disabledReason"), "null");
+  ASSERT_TRUE(eventually([&] { return count_with_status(deliveries(c, merchant.key, ep.id), "DELIVERED") == 2; },
+                         std::chrono::seconds(60), std::chrono::milliseconds(20)));
+  EXPECT_EQ(accepted_events(flaky), (std::vector<std::string>{first, second}));
+
+  // Paused on request: the next payment waits, and is sent once an operator enables it.
+  const auto paused = c.post(path + "/disable", merchant.key, "");
+  ASSERT_EQ(paused.status, 200) << paused.body;
+  EXPECT_EQ(field(paused.json(), "status"), "DISABLED");
+  EXPECT_EQ(field(paused.json(), "disabledReason"), "disabled on request of principal " + std::to_string(merchant.id));
+  const auto third = transfer(c, payer.key, payer.account, merchant.account, 12);
+  ASSERT_TRUE(
+      eventually([&] { return received(witness, third); }, std::chrono::seconds(60), std::chrono::milliseconds(20)));
+  EXPECT_EQ(deliveries(c, merchant.key, ep.id).size(), 2u);
+  ASSERT_EQ(c.post(path + "/enable", op, "").status, 200);
+  ASSERT_TRUE(eventually([&] { return count_with_status(deliveries(c, merchant.key, ep.id), "DELIVERED") == 3; },
+                         std::chrono::seconds(60), std::chrono::milliseconds(20)));
+  EXPECT_EQ(accepted_events(flaky), (std::vector<std::string>{first, second, third}));
+
+  const auto again = c.post(path + "/enable", merchant.key, "");
+  ASSERT_EQ(again.status, 200) << again.body;
+  EXPECT_EQ(field(again.json(), "status"), "ENABLED");
+  EXPECT_EQ(sql_value(owner_url(),
+                      "SELECT string_agg(action, ',' ORDER BY id) FROM audit_log WHERE target = "
+                      "'webhook_endpoint:" +
+                          std::to_string(ep.id) + "' AND action <> 'webhook_endpoint.create'"),
+            "webhook_endpoint.enable,webhook_endpoint.disable,webhook_endpoint.enable");
 }
 
 TEST_F(webhooks_e2e, urls_at_private_addresses_and_bad_registrations_are_refused_and_change_nothing) {

@@ -133,6 +133,8 @@ const std::vector<route> k_routes = {
     {"POST", "/v1/webhook-endpoints", "any", "read"},
     {"GET", "/v1/webhook-endpoints", "any", "read"},
     {"DELETE", "/v1/webhook-endpoints/{id}", "any", "read"},
+    {"POST", "/v1/webhook-endpoints/{id}/disable", "any", "read"},
+    {"POST", "/v1/webhook-endpoints/{id}/enable", "any", "read"},
     {"GET", "/v1/webhook-endpoints/{id}/deliveries", "any", "read"},
     {"POST", "/v1/webhook-endpoints/{id}/deliveries/{deliveryId}/retry", "operator", "read"},
 };
