@@ -125,6 +125,12 @@ constexpr const char* k_find_payments_sql =
 //   zero-sum trigger sees them all at the end of the statement); the batch's outbox row, when it
 //   has transactions (migration 003).
 // The CTEs all run on one snapshot and none reads what another writes.
+//   Journal rows and entries are stamped with this statement's start (`created_at`), not the
+//   transaction's: a locked attempt holds every row by then, and an unlocked one whose rows moved
+//   while it waited is redone, so no entry on any of its rows commits after its stamp. On every
+//   row, then, a larger entry id never has an earlier created_at, and a balance as of any time is
+//   one that existed (docs/keys-and-audit.md). A transaction's start would be taken before a
+//   locked attempt waited for its rows, while others committed entries on them.
 constexpr const char* k_write_batch = "posting_write_batch";
 constexpr const char* k_write_batch_sql =
     "WITH locked AS ("
@@ -146,13 +152,15 @@ constexpr const char* k_write_batch_sql =
     "    AS yes FROM held),"
     " journal AS ("
     "  INSERT INTO journal_transaction"
-    "    (id, principal_id, idempotency_key, request_hash, type, response_status, response_body, metadata)"
-    "  SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::int[],"
-    "                       $7::text[], $8::jsonb[])"
+    "    (id, principal_id, idempotency_key, request_hash, type, response_status, response_body, metadata,"
+    "     created_at)"
+    "  SELECT *, statement_timestamp() FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::text[],"
+    "                                              $6::int[], $7::text[], $8::jsonb[])"
     "   WHERE (SELECT yes FROM all_held)),"
     " entries AS ("
-    "  INSERT INTO ledger_entry (transaction_id, account_id, currency, amount, balance_after)"
-    "  SELECT * FROM unnest($9::uuid[], $10::bigint[], $11::bpchar[], $12::bigint[], $13::bigint[])"
+    "  INSERT INTO ledger_entry (transaction_id, account_id, currency, amount, balance_after, created_at)"
+    "  SELECT *, statement_timestamp() FROM unnest($9::uuid[], $10::bigint[], $11::bpchar[], $12::bigint[],"
+    "                                              $13::bigint[])"
     "   WHERE (SELECT yes FROM all_held)),"
     " outbox AS ("
     "  INSERT INTO outbox_event (transaction_ids, topic, payload)"

@@ -954,6 +954,56 @@ TEST_P(key_race, a_key_committed_while_the_batch_waits_for_its_rows_is_replayed_
 INSTANTIATE_TEST_SUITE_P(unlocked_and_locked, key_race, ::testing::Values(true, false),
                          [](const auto& info) { return info.param ? "plain_batch" : "batch_with_flow_rows"; });
 
+class stamp_order : public ledger_db, public ::testing::WithParamInterface<bool> {};
+
+TEST_P(stamp_order, an_entry_is_stamped_after_its_rows_are_held_so_a_balance_as_of_any_time_existed) {
+  // A batch moves 10 from a to d and waits for a's row, which another transaction holds without
+  // changing it. Meanwhile a second batch moves 50 from b to d and commits. Then the first gets its
+  // rows and commits: its entry on d has the larger id and a balance_after that includes the 50,
+  // so its created_at must not be earlier than the second's. (Stamped with the start of its
+  // database transaction, it was: a balance as of a moment between the two stamps then read the
+  // first entry's balance_after, 60, while only the 10 was stamped by then; no such balance ever
+  // existed.) A plain batch waits at its write instead, finds d moved, and redoes the batch.
+  const bool plain = GetParam();
+  fund(a_, 100);
+  fund(b_, 100);
+  const posting_request mine =
+      plain ? transfer(a_, d_, 10, unique_key("first")) : with_locked_rows(transfer(a_, d_, 10, unique_key("first")));
+  const posting_request theirs = transfer(b_, d_, 50, unique_key("second"));
+
+  pqxx::work other(*owner_);
+  other.exec("SELECT id FROM account WHERE id = " + std::to_string(a_) + " FOR UPDATE");
+  auto waiting = app_connection_named(unique_key("batch-waits"));
+  batch_result first;
+  std::thread batch([&] { first = commit_batch(*waiting, {mine}); });
+  const bool waited =
+      test_support::eventually([&] { return test_support::backends_blocked_by(owner_->backendpid()) > 0; });
+  const auto second = commit_batch(*app_, {theirs});
+  other.commit();
+  batch.join();
+  ASSERT_TRUE(waited);
+  ASSERT_EQ(second.outcomes.at(0).outcome, ledger::error_code::ok);
+  ASSERT_EQ(first.outcomes.at(0).outcome, ledger::error_code::ok);
+  EXPECT_EQ(balance(d_), 60);
+
+  // On d's row, entries in id order are in created_at order, and each entry's balance_after is
+  // what the entries stamped at or before it add up to: the balance as of its time.
+  const auto d = std::to_string(d_);
+  EXPECT_EQ(int_of(*owner_,
+                   "SELECT count(*) FROM (SELECT created_at < lag(created_at) OVER (ORDER BY id) AS back"
+                   " FROM ledger_entry WHERE account_id = " +
+                       d + ") s WHERE back"),
+            0);
+  EXPECT_EQ(int_of(*owner_, "SELECT count(*) FROM ledger_entry e WHERE e.account_id = " + d +
+                                " AND e.balance_after <> (SELECT sum(f.amount) FROM ledger_entry f"
+                                " WHERE f.account_id = e.account_id AND f.created_at <= e.created_at)"),
+            0);
+  expect_caches_match_entries();
+}
+
+INSTANTIATE_TEST_SUITE_P(unlocked_and_locked, stamp_order, ::testing::Values(true, false),
+                         [](const auto& info) { return info.param ? "plain_batch" : "batch_with_flow_rows"; });
+
 TEST_F(ledger_db, a_hot_accounts_page_never_ends_past_an_entry_still_in_flight) {
   // Two writers credit two shards of a hot account. The first has drawn its entry's id and holds
   // its shard's row, not yet committed; the second commits an entry with a larger id. A page read
