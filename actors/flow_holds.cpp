@@ -115,12 +115,40 @@ void money_flows::hold_on(hold_command command, account_facts payer, account_fac
   request.principal = command.principal;
   request.idempotency_key = std::move(command.idempotency_key);
   request.request_hash = std::move(command.request_hash);
-  debit(command.principal, std::move(request), std::move(payer), [finish](money_result r) {
-    // The key was looked up before the actor decided; its refusal needs no second lookup in the
-    // journal (a placement has no journal row).
-    r.decided_before_writer = false;
-    finish(std::move(r));
-  });
+  const auto principal = command.principal;
+  auto key = request.idempotency_key;
+  auto hash = request.request_hash;
+  debit(principal, std::move(request), std::move(payer),
+        [this, principal, key = std::move(key), hash = std::move(hash), finish](money_result r) {
+          // A placement has no journal row, so the flow's own settling (which reads the journal) does
+          // not apply: an actor's refusal is checked against the holds instead. The key was looked
+          // up before the actor decided, but a placement whose COMMIT had an unknown outcome may
+          // have become visible since, and the actor's refusal may come from the very hold it placed
+          // (its reload counts the hold's amount as held).
+          if (!r.decided_before_writer) return finish(std::move(r));
+          r.decided_before_writer = false;
+          core_.readers->read<std::optional<persistence::stored_hold_answer>>(
+              [principal, key](pqxx::connection& conn) { return persistence::find_hold_answer(conn, principal, key); },
+              [refused = std::move(r), hash,
+               finish](query_result<std::optional<persistence::stored_hold_answer>> found) mutable {
+                if (found.outcome != ledger::error_code::ok) {
+                  return finish(unavailable(ledger::error_code::outcome_unknown,
+                                            "the outcome of this request could not be confirmed; retry with the "
+                                            "same Idempotency-Key",
+                                            ledger::k_retry_after_default_s));
+                }
+                if (!found.value) return finish(std::move(refused));
+                if (found.value->request_hash != hash) {
+                  return finish(refusal(ledger::error_code::idempotency_key_reused,
+                                        "this Idempotency-Key was already used for a different request"));
+                }
+                money_result replay;
+                replay.replayed = true;
+                replay.status = 201;
+                replay.body = found.value->body;
+                finish(std::move(replay));
+              });
+        });
 }
 
 void money_flows::capture_hold(hold_capture_command command, finish_fn done) {
