@@ -70,16 +70,20 @@ constexpr const char* k_lock_due_payer_sql =
     " FOR NO KEY UPDATE";
 
 // Under the payers' locks: their due holds expire, and their held money shrinks by as much. At
-// most $2 holds, the longest due first: a payer with a backlog of many thousand due holds (a
-// marketplace's, after an outage) is worked off over several ticks, each statement bounded, rather
-// than by one statement that the statement timeout cancels at every tick, with every other payer's
-// expiry behind it.
+// most $2 holds, and each payer's share of them at most (the longest due of its own first): a
+// payer with a backlog of many thousand due holds (a marketplace's, after an outage) is worked off
+// over several ticks, each statement bounded, rather than by one statement that the statement
+// timeout cancels at every tick; and its backlog takes only its share of a tick, so the other
+// payers locked with it have theirs released in the same tick.
 constexpr const char* k_expire = "hold_expire";
 constexpr const char* k_expire_sql =
     "WITH expired AS ("
     "  UPDATE hold SET status = 'EXPIRED', settled_at = clock_timestamp()"
-    "   WHERE id IN (SELECT id FROM hold WHERE payer_id = ANY($1::bigint[]) AND status = 'ACTIVE'"
-    "                   AND expires_at <= (SELECT clock_timestamp()) ORDER BY expires_at LIMIT $2)"
+    "   WHERE id IN (SELECT d.id FROM unnest($1::bigint[]) AS p(id)"
+    "                CROSS JOIN LATERAL (SELECT h.id FROM hold h WHERE h.payer_id = p.id AND h.status = 'ACTIVE'"
+    "                                      AND h.expires_at <= (SELECT clock_timestamp()) ORDER BY h.expires_at"
+    "                                      LIMIT GREATEST(1, $2 / GREATEST(cardinality($1::bigint[]), 1))) d"
+    "                LIMIT $2)"
     "     AND status = 'ACTIVE'"
     "  RETURNING payer_id, amount),"
     " totals AS (SELECT payer_id, sum(amount)::bigint AS total, count(*) AS n FROM expired GROUP BY payer_id)"

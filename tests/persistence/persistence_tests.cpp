@@ -29,6 +29,7 @@
 #include "persistence/binary_array.hpp"
 #include "persistence/database.hpp"
 #include "persistence/history.hpp"
+#include "persistence/holds.hpp"
 #include "persistence/migrations.hpp"
 #include "tests/support/connections.hpp"
 #include "tests/support/support.hpp"
@@ -1003,6 +1004,52 @@ TEST_P(stamp_order, an_entry_is_stamped_after_its_rows_are_held_so_a_balance_as_
 
 INSTANTIATE_TEST_SUITE_P(unlocked_and_locked, stamp_order, ::testing::Values(true, false),
                          [](const auto& info) { return info.param ? "plain_batch" : "batch_with_flow_rows"; });
+
+TEST_F(ledger_db, one_payers_backlog_of_due_holds_takes_only_its_share_of_an_expiry_statement) {
+  // Payer a has more due holds than one expiry statement releases (5,000), all due before payer
+  // b's one. Expiring both payers at once releases b's hold too: a's backlog takes its share of
+  // the statement, not all of it. (Taking the longest due across both payers, a's backlog alone
+  // filled the statement, tick after tick, while b's money stayed held past its expiry.)
+  constexpr int k_backlog = 5'001;
+  fund(a_, k_backlog);
+  fund(b_, 10);
+  const auto a = std::to_string(a_), b = std::to_string(b_), d = std::to_string(d_);
+  const auto insert_holds = [&](const std::string& payer, int n, const std::string& due) {
+    run(*owner_,
+        "INSERT INTO hold (id, payer_id, payee_id, principal_id, idempotency_key, request_hash, response_body,"
+        " currency, amount, expires_at) SELECT gen_random_uuid(), " +
+            payer + ", " + d + ", " + std::to_string(principal_) + ", " + sql_literal(unique_key("expiry")) +
+            " || '-' || n, 'h', '{}', 'XTS', 1, now() - interval '" + due + "' - n * interval '1 ms'" +
+            " FROM generate_series(1, " + std::to_string(n) + ") AS n");
+    run(*owner_, "UPDATE account SET held = held + " + std::to_string(n) + ", held_version = held_version + 1" +
+                     " WHERE id = " + payer);
+  };
+  insert_holds(a, k_backlog, "1 hour");
+  insert_holds(b, 1, "1 minute");
+  // Other suites' payers with due holds, if any, are left out of this call.
+  std::vector<std::int64_t> others;
+  for (const auto& row : run(*owner_,
+                             "SELECT DISTINCT payer_id FROM hold WHERE status = 'ACTIVE' AND expires_at"
+                             " <= now() AND payer_id NOT IN (" +
+                                 a + ", " + b + ")")) {
+    others.push_back(row[0].as<std::int64_t>());
+  }
+
+  const auto first = expire_due_holds(*app_, 10, others);
+  EXPECT_TRUE(first.failed.empty());
+  EXPECT_EQ(text_of(*owner_, "SELECT status FROM hold WHERE payer_id = " + b), "EXPIRED");
+  EXPECT_EQ(int_of(*owner_, "SELECT held FROM account WHERE id = " + b), 0);
+  const auto a_left = int_of(*owner_, "SELECT count(*) FROM hold WHERE status = 'ACTIVE' AND payer_id = " + a);
+  EXPECT_GT(a_left, 0);
+  EXPECT_EQ(first.expired, 1 + (k_backlog - a_left));
+  // The rest of a's backlog goes in later calls, the longest due first; held follows.
+  for (int i = 0;
+       i < 10 && int_of(*owner_, "SELECT count(*) FROM hold WHERE status = 'ACTIVE' AND payer_id = " + a) > 0; ++i) {
+    expire_due_holds(*app_, 10, others);
+  }
+  EXPECT_EQ(int_of(*owner_, "SELECT count(*) FROM hold WHERE status = 'ACTIVE' AND payer_id = " + a), 0);
+  EXPECT_EQ(int_of(*owner_, "SELECT held FROM account WHERE id = " + a), 0);
+}
 
 TEST_F(ledger_db, a_hot_accounts_page_never_ends_past_an_entry_still_in_flight) {
   // Two writers credit two shards of a hot account. The first has drawn its entry's id and holds
