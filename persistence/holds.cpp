@@ -175,6 +175,11 @@ constexpr int k_cancelled_payers_max = 2;
 // statement thrown instead, a payer whose holds take too long to expire would stop every other
 // payer's expiry at every tick.
 void expire_locked(pqxx::work& txn, const std::vector<std::int64_t>& payers, expiry_result& result) {
+  // A hot payer's holds are checked against main + shards by deferred triggers (migration 011),
+  // which would refuse at COMMIT, past every savepoint: the whole tick would fail, for every payer,
+  // and again at the next tick. Checked at each statement's end instead, a refusal is the refused
+  // payer's alone, as any other.
+  txn.exec0("SET CONSTRAINTS account_hot_held_main, account_hot_held_shard IMMEDIATE");
   // In a savepoint: a refusal undoes it alone, and the payers' locks stay. (Written out:
   // libpqxx 6's subtransaction leaves its parent aborted when a prepared statement fails in it.)
   auto expire = [&](const std::vector<std::int64_t>& ids) {

@@ -1005,6 +1005,56 @@ TEST_P(stamp_order, an_entry_is_stamped_after_its_rows_are_held_so_a_balance_as_
 INSTANTIATE_TEST_SUITE_P(unlocked_and_locked, stamp_order, ::testing::Values(true, false),
                          [](const auto& info) { return info.param ? "plain_batch" : "batch_with_flow_rows"; });
 
+TEST_F(ledger_db, a_hot_payer_whose_holds_the_database_refuses_to_expire_holds_back_no_other) {
+  // A hot payer's held exceeds its main row and shards (an invariant broken behind the writers'
+  // backs, written here with its trigger off), so lowering it by its due hold is still refused, by
+  // a trigger that checks at COMMIT. Expiring it together with another payer releases the other's
+  // hold and names the hot payer as failed. (Refused at COMMIT, past the per-payer savepoints, the
+  // whole call failed and the other payer's hold stayed held, at every tick.)
+  const auto hot = new_hot_account();
+  fund(b_, 10);
+  const auto h = std::to_string(hot.id), b = std::to_string(b_), d = std::to_string(d_);
+  const auto insert_hold = [&](const std::string& payer, int amount) {
+    run(*owner_,
+        "INSERT INTO hold (id, payer_id, payee_id, principal_id, idempotency_key, request_hash, response_body,"
+        " currency, amount, expires_at) VALUES (gen_random_uuid(), " +
+            payer + ", " + d + ", " + std::to_string(principal_) + ", " + sql_literal(unique_key("refused")) +
+            ", 'h', '{}', 'XTS', " + std::to_string(amount) + ", now() - interval '1 minute')");
+  };
+  insert_hold(h, 5);
+  insert_hold(b, 1);
+  {
+    pqxx::work txn(*owner_);
+    txn.exec0("ALTER TABLE account DISABLE TRIGGER account_hot_held_main");
+    txn.exec0("UPDATE account SET shard_count = 2, held = 5, held_version = held_version + 1 WHERE id = " + h);
+    txn.exec0("ALTER TABLE account ENABLE TRIGGER account_hot_held_main");
+    txn.commit();
+  }
+  run(*owner_, "UPDATE account SET held = held + 1, held_version = held_version + 1 WHERE id = " + b);
+  std::vector<std::int64_t> others;
+  for (const auto& row : run(*owner_,
+                             "SELECT DISTINCT payer_id FROM hold WHERE status = 'ACTIVE' AND expires_at"
+                             " <= now() AND payer_id NOT IN (" +
+                                 h + ", " + b + ")")) {
+    others.push_back(row[0].as<std::int64_t>());
+  }
+
+  const auto r = expire_due_holds(*app_, 10, others);
+  EXPECT_EQ(r.failed, std::vector<std::int64_t>{hot.id});
+  EXPECT_EQ(r.expired, 1);
+  EXPECT_EQ(text_of(*owner_, "SELECT status FROM hold WHERE payer_id = " + b), "EXPIRED");
+  EXPECT_EQ(int_of(*owner_, "SELECT held FROM account WHERE id = " + b), 0);
+  EXPECT_EQ(text_of(*owner_, "SELECT status FROM hold WHERE payer_id = " + h), "ACTIVE");
+  EXPECT_EQ(int_of(*owner_, "SELECT held FROM account WHERE id = " + h), 5);
+  // Leave no due hold behind for other suites' expirers: the hot payer's is voided by hand.
+  pqxx::work txn(*owner_);
+  txn.exec0("ALTER TABLE account DISABLE TRIGGER account_hot_held_main");
+  txn.exec0("UPDATE hold SET status = 'VOIDED', settled_at = now() WHERE payer_id = " + h);
+  txn.exec0("UPDATE account SET held = 0, held_version = held_version + 1 WHERE id = " + h);
+  txn.exec0("ALTER TABLE account ENABLE TRIGGER account_hot_held_main");
+  txn.commit();
+}
+
 TEST_F(ledger_db, one_payers_backlog_of_due_holds_takes_only_its_share_of_an_expiry_statement) {
   // Payer a has more due holds than one expiry statement releases (5,000), all due before payer
   // b's one. Expiring both payers at once releases b's hold too: a's backlog takes its share of
