@@ -68,6 +68,10 @@ std::vector<descriptor> describe(settings& s) {
       {"http", "settlement_deadline_ms",
        "Deadline for the answer to a settlement report (POST /v1/admin/settlements), which it is matched within.",
        int_rule{&s.http.settlement_deadline_ms, 10, 600'000}},
+      {"http", "shutdown_drain_ms",
+       "On SIGTERM, how long requests are still served, each answer closing its connection, while /readyz "
+       "answers 503 (for a load balancer to take the node out); a second SIGTERM ends it early.",
+       int_rule{&s.http.shutdown_drain_ms, 0, 600'000}},
       {"http", "shutdown_grace_ms",
        "On SIGTERM, how long in-flight requests may still finish; any still in flight then are answered 503.",
        int_rule{&s.http.shutdown_grace_ms, 0, 600'000}},

@@ -30,6 +30,9 @@ struct http_settings {
   std::int64_t request_deadline_ms = 5'000;
   // A settlement report is matched while its request waits: its answer has a deadline of its own.
   std::int64_t settlement_deadline_ms = 120'000;
+  // On SIGTERM, first this long of serving as usual while /readyz answers 503 and every answer
+  // closes its connection: a load balancer takes the node out before its connections close.
+  std::int64_t shutdown_drain_ms = 0;
   std::int64_t shutdown_grace_ms = 5'000;
   // An error answered before the body was read (413, 431, 400) is followed by reading and
   // discarding what the client still sends, up to these bounds, so that a client which sends its

@@ -32,6 +32,9 @@ class metrics {
   std::atomic<std::uint64_t> unauthenticated_refused{0};  // 429 before a key lookup, per address
   std::atomic<std::uint64_t> unknown_account_refused{0};  // 429 to a principal naming unknown accounts
   std::atomic<std::uint64_t> bodies_lingered{0};          // error answers followed by reading the body
+  // Set when a shutdown begins: /readyz answers 503 from then on, so that a load balancer stops
+  // sending requests here during http.shutdown_drain_ms, while they are still served.
+  std::atomic<bool> shutting_down{false};
   // Series of parts the HTTP layer does not know (the outbox relay), appended to the page: set
   // before the server starts, then only called.
   std::function<std::string()> more_series;

@@ -65,20 +65,23 @@ struct server::impl {
   // Peers whose X-Forwarded-For names the client (validated with the settings).
   const std::vector<base::ip_network> trusted_proxies =
       base::parse_networks(settings.trusted_proxies).value_or(std::vector<base::ip_network>{});
-  // Per context, touched only on its thread: the sessions whose request is in flight (an
-  // intrusive list, so joining and leaving it allocate nothing), for the end of the grace period.
-  std::vector<session*> inflight_heads;
+  // Per context, touched only on its thread: its sessions (an intrusive list, so joining and
+  // leaving it allocate nothing), for a shutdown to close the idle ones and answer the rest.
+  std::vector<session*> session_heads;
   std::vector<std::unique_ptr<asio::io_context>> contexts;
   std::vector<work_guard> guards;  // keep an idle context's thread running until shutdown
   std::size_t next_context = 0;
   asio::io_context& ioc;  // the first context: acceptor, signals, shutdown
   tcp::acceptor acceptor{ioc};
   std::vector<std::thread> threads;
-  std::atomic<bool> draining{false};
+  // Set once a shutdown stops serving (after its drain): the listener is closed, idle
+  // connections are closed, and a request that still arrives is refused (503, then closed).
+  std::atomic<bool> stopping{false};
   log_throttle shed_log{1'000'000};
   log_throttle accept_log{1'000'000};
   asio::steady_timer accept_retry{ioc};
   asio::signal_set signals{ioc, SIGINT, SIGTERM};
+  asio::steady_timer drain_timer{ioc};
   std::uint16_t bound_port = 0;
 
   static std::vector<std::unique_ptr<asio::io_context>> make_contexts(std::int64_t n) {
@@ -96,7 +99,7 @@ struct server::impl {
         contexts(make_contexts(s.io_threads)),
         ioc(*contexts.front()) {
     for (auto& c : contexts) guards.push_back(asio::make_work_guard(*c));
-    inflight_heads.assign(contexts.size(), nullptr);
+    session_heads.assign(contexts.size(), nullptr);
   }
 
   void stop_all() {
@@ -105,8 +108,13 @@ struct server::impl {
   }
 
   void do_accept();
+  void wait_for_signal();
   void begin_shutdown();
-  void answer_what_is_left();
+  void stop_serving();
+  // Runs `f` on each session of every context, each on its own thread.
+  template <typename F>
+  void for_each_session(F f);
+  void close_connections_and_stop();
 };
 
 namespace {
@@ -145,22 +153,35 @@ class session : public std::enable_shared_from_this<session> {
                                        ledger::k_retry_after_default_s);
     write(problem_reply(p, ex->request_id), ex);
   }
-  session* next_inflight() const { return next_; }
 
   void start() {
-    asio::dispatch(stream_.get_executor(), beast::bind_front_handler(&session::wait_for_request, shared_from_this()));
+    asio::dispatch(stream_.get_executor(), [self = shared_from_this()] {
+      self->list();
+      self->wait_for_request();
+    });
   }
+
+  // Shutting down: a connection that waits for its next request is closed now (a request in
+  // progress is answered first, and its answer closes the connection).
+  void close_if_idle() {
+    if (idle_) close();
+  }
+  void close_now() { close(); }
+  session* next_session() const { return next_; }
 
  private:
   // Phase 1: an idle keep-alive connection may wait keep_alive_timeout_ms for its next request.
   void wait_for_request() {
     if (buffer_.size() > 0) return read_request();
+    if (srv_.stopping.load()) return close();
+    idle_ = true;
     stream_.expires_after(std::chrono::milliseconds(srv_.settings.keep_alive_timeout_ms));
     stream_.async_read_some(buffer_.prepare(4096),
                             beast::bind_front_handler(&session::on_first_bytes, shared_from_this()));
   }
 
   void on_first_bytes(beast::error_code ec, std::size_t n) {
+    idle_ = false;
     if (ec) return close();
     buffer_.commit(n);
     read_request();
@@ -222,8 +243,8 @@ class session : public std::enable_shared_from_this<session> {
                                  "the request is not valid HTTP/1.1: " + ec.message()));
     }
     if (ec) return close();
-    if (srv_.draining.load()) {
-      // Shutting down: a request on a kept-alive connection is not started; the client is told
+    if (srv_.stopping.load()) {
+      // Shut down: a request on a kept-alive connection is not started; the client is told
       // to go elsewhere (or come back) and the connection closes after the answer.
       return refuse(problem_for(ledger::error_code::server_busy,
                                 "the server is shutting down; retry (with the same Idempotency-Key) later",
@@ -260,7 +281,6 @@ class session : public std::enable_shared_from_this<session> {
     current_ = ex;
     ex->deadline = std::chrono::milliseconds(limits_.deadline_ms);
     arm_deadline(ex);
-    list();
     srv_.handle(ex);
   }
 
@@ -308,7 +328,9 @@ class session : public std::enable_shared_from_this<session> {
     res->set("X-Request-Id", ex ? ex->request_id : "");
     for (const auto& [name, value] : r.headers) res->set(name, value);
     res->body() = std::move(r.body);
-    res->keep_alive(keep_alive_ && !srv_.draining.load());
+    // Once a shutdown has begun, every answer closes its connection: a load balancer opens its
+    // next one elsewhere, and no idle connection is left for the end to close under a request.
+    res->keep_alive(keep_alive_ && !srv_.stats.shutting_down.load());
     res->prepare_payload();
 
     if (ex) {
@@ -364,7 +386,6 @@ class session : public std::enable_shared_from_this<session> {
 
   void on_write(beast::error_code ec, bool keep_alive) {
     --srv_.stats.inflight_requests;
-    unlist();
     deadline_.cancel();
     current_.reset();
     parser_.reset();
@@ -399,15 +420,16 @@ class session : public std::enable_shared_from_this<session> {
   }
 
   void close() {
+    idle_ = false;
     beast::error_code ignored;
     stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
     stream_.socket().close(ignored);
   }
 
-  // Joins or leaves the list of sessions with a request in flight on this context.
+  // Joins or leaves the list of this context's sessions (on its thread, or once it has stopped).
   void list() {
     if (listed_) return;
-    session*& head = srv_.inflight_heads[context_];
+    session*& head = srv_.session_heads[context_];
     prev_ = nullptr;
     next_ = head;
     if (head != nullptr) head->prev_ = this;
@@ -419,7 +441,7 @@ class session : public std::enable_shared_from_this<session> {
     if (prev_ != nullptr) {
       prev_->next_ = next_;
     } else {
-      srv_.inflight_heads[context_] = next_;
+      srv_.session_heads[context_] = next_;
     }
     if (next_ != nullptr) next_->prev_ = prev_;
     prev_ = next_ = nullptr;
@@ -433,9 +455,10 @@ class session : public std::enable_shared_from_this<session> {
   request_limits limits_;  // the current request's, once its header is read
   server::impl& srv_;
   const std::size_t context_;  // the index of the io_context this session lives on
-  session* prev_ = nullptr;    // the in-flight list (list(), unlist())
+  session* prev_ = nullptr;    // the context's list (list(), unlist())
   session* next_ = nullptr;
   bool listed_ = false;
+  bool idle_ = false;  // waiting for the first bytes of its next request
   bool keep_alive_ = true;
   bool linger_ = false;
   std::int64_t lingered_bytes_ = 0;
@@ -504,27 +527,57 @@ void server::impl::do_accept() {
   });
 }
 
-// Every session still waiting for its request's answer is answered, each on its own context.
-void server::impl::answer_what_is_left() {
+template <typename F>
+void server::impl::for_each_session(F f) {
   for (std::size_t i = 0; i < contexts.size(); ++i) {
-    asio::post(*contexts[i], [this, i] {
-      // Answering may write at once but never unlists before the write completes; take the next
-      // link first all the same.
-      for (session* s = inflight_heads[i]; s != nullptr;) {
-        session* next = s->next_inflight();
-        s->answer_before_stopping();
+    asio::post(*contexts[i], [this, i, f] {
+      // `f` may close a session, never unlist it (that happens when it is destroyed, later on
+      // this thread); take the next link first all the same.
+      for (session* s = session_heads[i]; s != nullptr;) {
+        session* next = s->next_session();
+        f(*s);
         s = next;
       }
     });
   }
 }
 
+void server::impl::wait_for_signal() {
+  signals.async_wait([this](beast::error_code ec, int signal) {
+    if (ec) return;
+    spdlog::info("received signal {}", signal);
+    begin_shutdown();
+    wait_for_signal();
+  });
+}
+
+// Phase 1, the drain (http.shutdown_drain_ms): requests are served as usual, but /readyz answers
+// 503 and every answer closes its connection, so that a load balancer takes the node out and
+// opens no connection to it that the end would close under a request. A second signal ends it.
 void server::impl::begin_shutdown() {
-  if (draining.exchange(true)) return;
+  if (stats.shutting_down.exchange(true)) {
+    drain_timer.cancel();
+    return;
+  }
+  if (settings.shutdown_drain_ms <= 0) return stop_serving();
+  spdlog::info("shutting down: draining for {} ms (/readyz answers 503, answers close their connections)",
+               settings.shutdown_drain_ms);
+  drain_timer.expires_after(std::chrono::milliseconds(settings.shutdown_drain_ms));
+  drain_timer.async_wait([this](beast::error_code) { stop_serving(); });
+}
+
+// Phase 2: no new connections, idle ones closed, requests in flight given shutdown_grace_ms to
+// finish and then answered 503; phase 3: every connection left is closed and the I/O threads
+// stop, so that no connection outlives them unread (a request sent on it would meet a reset
+// when the process exits, where a closed connection tells the client to retry elsewhere).
+void server::impl::stop_serving() {
+  if (stopping.exchange(true)) return;
   spdlog::info("shutting down: no new connections; waiting up to {} ms for {} requests in flight",
                settings.shutdown_grace_ms, stats.inflight_requests.load());
   beast::error_code ignored;
   acceptor.close(ignored);
+  accept_retry.cancel();
+  for_each_session([](session& s) { s.close_if_idle(); });
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(settings.shutdown_grace_ms);
   auto answered = std::make_shared<bool>(false);
   auto timer = std::make_shared<asio::steady_timer>(ioc);
@@ -536,11 +589,11 @@ void server::impl::begin_shutdown() {
       // the answers get a little longer to reach their clients.
       spdlog::warn("shutting down: answering the requests still in flight ({})", left);
       *answered = true;
-      answer_what_is_left();
+      for_each_session([](session& s) { s.answer_before_stopping(); });
       deadline = std::chrono::steady_clock::now() + k_last_answers_wait;
     } else if (left <= 0 || std::chrono::steady_clock::now() >= deadline) {
       if (left > 0) spdlog::warn("shutting down with {} answers not yet written", left);
-      stop_all();
+      close_connections_and_stop();
       *poll = nullptr;  // break the self-reference
       return;
     }
@@ -550,6 +603,15 @@ void server::impl::begin_shutdown() {
     });
   };
   (*poll)();
+}
+
+void server::impl::close_connections_and_stop() {
+  for (std::size_t i = 0; i < contexts.size(); ++i) {
+    asio::post(*contexts[i], [this, i] {
+      for (session* s = session_heads[i]; s != nullptr; s = s->next_session()) s->close_now();
+      contexts[i]->stop();
+    });
+  }
 }
 
 server::server(const config::http_settings& settings, metrics& m, handler handle, limits_of limits)
@@ -571,11 +633,7 @@ void server::start() {
   d.acceptor.bind(endpoint);
   d.acceptor.listen(asio::socket_base::max_listen_connections);
   d.bound_port = d.acceptor.local_endpoint().port();
-  d.signals.async_wait([this](beast::error_code ec, int signal) {
-    if (ec) return;
-    spdlog::info("received signal {}", signal);
-    impl_->begin_shutdown();
-  });
+  d.wait_for_signal();
   d.do_accept();
   for (auto& context : d.contexts) {
     d.threads.emplace_back([&context] {

@@ -4,10 +4,16 @@
 // and header limit, a bounded number of connections, one strand per connection, answers
 // written with Content-Length. Requests are handed to a handler that answers asynchronously.
 //
-// Shutdown (SIGTERM/SIGINT): stop accepting, let requests in flight finish within
-// `shutdown_grace_ms`, answer those still in flight then with 503 (`outcome_unknown`: retry with
-// the same Idempotency-Key; `server_busy` for reads), and stop the I/O threads once those answers
-// are written (at most a second more).
+// Shutdown (SIGTERM/SIGINT), in three phases:
+// 1. the drain, `shutdown_drain_ms` (0: none; a second signal ends it): requests are served as
+//    usual, /readyz answers 503 and every answer closes its connection, so that a load balancer
+//    stops sending requests here before any connection is closed under one;
+// 2. stop accepting, close idle connections, let requests in flight finish within
+//    `shutdown_grace_ms`, and answer those still in flight then with 503 (`outcome_unknown`:
+//    retry with the same Idempotency-Key; `server_busy` for reads); a request that arrives on a
+//    kept-alive connection now is refused (503 `server_busy`, Connection: close);
+// 3. once those answers are written (at most a second more), close every connection left and
+//    stop the I/O threads.
 
 #include <cstdint>
 #include <functional>
@@ -35,8 +41,9 @@ class server {
 
   // Binds and starts accepting on the I/O threads; throws if the address cannot be bound.
   void start();
-  // Blocks until SIGINT or SIGTERM (or request_stop()), then shuts down gracefully.
+  // Blocks until SIGINT or SIGTERM (or request_stop()) has shut the server down gracefully.
   void run_until_stopped();
+  // As SIGTERM: begins a shutdown, or ends its drain early.
   void request_stop();
   std::uint16_t port() const;
 

@@ -71,16 +71,36 @@ start_node() {
     WALLET_CLUSTER_ENABLED=true WALLET_CLUSTER_NODE_ID=node$i \
     WALLET_CLUSTER_ADVERTISE_ADDRESS=127.0.0.1:$((base_port + 100 + i)) \
     WALLET_HTTP_TRUSTED_PROXIES=${WALLET_HTTP_TRUSTED_PROXIES-127.0.0.1} \
+    WALLET_HTTP_SHUTDOWN_DRAIN_MS=${WALLET_HTTP_SHUTDOWN_DRAIN_MS-30000} \
     setsid "$build_dir/tools/server/wallet-server" >>"$var_dir/node$i.log" 2>&1 </dev/null &
   echo $! > "$var_dir/node$i.pid"
   wait_for "node$i /readyz" 120 node_ready "$i"
 }
 
+# What HAProxy last logged of node I: UP (also when it logged nothing yet) or DOWN.
+haproxy_state() {
+  local last
+  last=$(grep -o "wallet_nodes/node$1 is \(UP\|DOWN\)" "$var_dir/haproxy.log" 2>/dev/null | tail -n 1 || true)
+  [[ $last == *DOWN ]] && echo DOWN || echo UP
+}
+
+# SIGTERM starts the node's drain (http.shutdown_drain_ms): it still serves while /readyz answers
+# 503, until HAProxy has taken it out of rotation; a second SIGTERM then ends the drain, so that
+# no connection closes under a request HAProxy sends it. Other signals are sent once.
 stop_node() {
   local i=$1 signal=${2:-TERM} pid
   pid_alive "$var_dir/node$i.pid" || { rm -f "$var_dir/node$i.pid"; return 0; }
   pid=$(cat "$var_dir/node$i.pid")
   kill -s "$signal" "$pid"
+  if [[ $signal == TERM ]]; then
+    if pid_alive "$var_dir/haproxy.pid" && [[ $(haproxy_state "$i") == UP ]]; then
+      local out_by=$((SECONDS + 60))
+      while kill -0 "$pid" 2>/dev/null && [[ $(haproxy_state "$i") == UP ]] && ((SECONDS < out_by)); do
+        sleep 0.1
+      done
+    fi
+    kill -TERM "$pid" 2>/dev/null || true
+  fi
   local deadline=$((SECONDS + 60))
   while kill -0 "$pid" 2>/dev/null; do
     if ((SECONDS >= deadline)); then

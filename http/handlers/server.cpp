@@ -24,6 +24,12 @@ class readiness {
   readiness(handler_support& s, pipeline& p) : support_(s), pipeline_(p) {}
 
   void handle(const exchange_ptr& ex) {
+    if (support_.stats.shutting_down.load()) {
+      return ex->respond(problem_reply(problem_for(ledger::error_code::server_busy,
+                                                   "not ready: the server is shutting down; send requests elsewhere",
+                                                   ledger::k_retry_after_default_s),
+                                       ex->request_id));
+    }
     const auto now = std::chrono::steady_clock::now();
     bool start_probe = false;
     {

@@ -570,6 +570,7 @@ shutdown_setup shutdown_scene(const std::string& grace_ms) {
   o.env["WALLET_DATABASE_LOCK_TIMEOUT_MS"] = "30000";
   o.env["WALLET_DATABASE_STATEMENT_TIMEOUT_MS"] = "30000";
   o.env["WALLET_HTTP_REQUEST_DEADLINE_MS"] = "30000";
+  o.env["WALLET_HTTP_READ_TIMEOUT_MS"] = "60000";
   o.env["WALLET_HTTP_SHUTDOWN_GRACE_MS"] = grace_ms;
   shutdown_setup out;
   out.server = std::make_unique<ts::server_process>(o);
@@ -585,8 +586,8 @@ shutdown_setup shutdown_scene(const std::string& grace_ms) {
 
 // A transfer in flight when SIGTERM arrives still completes: an owner transaction holds the
 // payer's row lock so the ledger writer waits; SIGTERM is sent; the server stops accepting
-// connections but keeps running; the lock is released; the transfer answers 201 and commits;
-// then the process exits 0.
+// connections and closes its idle ones but keeps running; a request whose body arrives now is
+// refused; the lock is released; the transfer answers 201 and commits; then the process exits 0.
 TEST(HttpShutdown, RequestInFlightAtSigtermCompletes) {
   auto scene = shutdown_scene("30000");
   auto& [server, alice, a, b] = scene;
@@ -594,16 +595,32 @@ TEST(HttpShutdown, RequestInFlightAtSigtermCompletes) {
   ts::account_lock lock({a});
 
   const std::string key = ts::unique_key("shutdown");
-  // A client with a kept-alive connection, opened before SIGTERM.
-  ts::http_client kept(server->port(), 60s);
-  ASSERT_EQ(kept.request("GET", "/healthz").status, 200);
+  // A connection kept alive from before SIGTERM, idle.
+  ts::raw_connection kept(server->port());
+  ASSERT_TRUE(kept.send("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"));
+  ASSERT_TRUE(ts::eventually([&] {
+    return !kept.peer_closed() && kept.received().find("\"ok\"") != std::string::npos;
+  })) << kept.received();
+  // A request begun before SIGTERM (its header read: the server asked for the body with
+  // 100 Continue) whose body arrives after it.
+  const std::string late_key = ts::unique_key("late");
+  const std::string late_body = transfer_body(a, b, 100);
+  ts::raw_connection late(server->port());
+  ASSERT_TRUE(late.send("POST /v1/transfers HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer " + alice.key +
+                        "\r\nContent-Type: application/json\r\nIdempotency-Key: " + late_key +
+                        "\r\nExpect: 100-continue\r\nContent-Length: " + std::to_string(late_body.size()) +
+                        "\r\n\r\n"));
+  ASSERT_TRUE(ts::eventually([&] {
+    late.peer_closed();
+    return late.received().find("100 Continue") != std::string::npos;
+  })) << late.received();
   auto transfer = scene.transfer(key);
   // The transfer is in flight once the ledger writer waits on our lock.
   ASSERT_TRUE(ts::eventually([&] { return lock.waiters() >= 1; }, 15s, 20ms))
       << "the transfer never reached the database";
 
   auto exit_code = std::async(std::launch::async, [&] { return server->terminate(60s); });
-  // Draining: new connections are refused while the transfer is still waiting.
+  // Stopping: new connections are refused while the transfer is still waiting.
   bool refused = false;
   const auto refuse_deadline = std::chrono::steady_clock::now() + 10s;
   while (!refused && std::chrono::steady_clock::now() < refuse_deadline) {
@@ -615,14 +632,21 @@ TEST(HttpShutdown, RequestInFlightAtSigtermCompletes) {
     }
   }
   EXPECT_TRUE(refused) << "the server still accepts connections after SIGTERM";
-  // A new money-moving request on the kept-alive connection is not started: 503 server_busy,
-  // Retry-After, and the connection closes; nothing of it is written.
-  const std::string late_key = ts::unique_key("late");
-  auto late = kept.post("/v1/transfers", alice.key, transfer_body(a, b, 100), late_key);
-  EXPECT_EQ(late.status, 503) << late.body;
-  EXPECT_EQ(problem_code(late), "server_busy");
-  EXPECT_FALSE(late.header("Retry-After").empty());
-  EXPECT_EQ(lower(late.header("Connection")), "close");
+  // The idle connection is closed, in order (not reset), with nothing more said on it.
+  const std::string kept_before = kept.received();
+  const auto kept_end = kept.read_until_closed(30s);
+  EXPECT_TRUE(kept_end.closed) << "the idle kept-alive connection was left open";
+  EXPECT_FALSE(kept_end.reset);
+  EXPECT_EQ(kept_end.bytes, kept_before);
+  // The begun request is not started: 503 server_busy, Retry-After, and the connection closes;
+  // nothing of it is written.
+  ASSERT_TRUE(late.send(late_body));
+  const auto late_end = late.read_until_closed(30s);
+  EXPECT_TRUE(late_end.closed);
+  EXPECT_NE(late_end.bytes.find("HTTP/1.1 503"), std::string::npos) << late_end.bytes;
+  EXPECT_NE(late_end.bytes.find("\"code\":\"server_busy\""), std::string::npos) << late_end.bytes;
+  EXPECT_NE(late_end.bytes.find("Retry-After: "), std::string::npos) << late_end.bytes;
+  EXPECT_NE(late_end.bytes.find("Connection: close"), std::string::npos) << late_end.bytes;
   ASSERT_EQ(transfer.wait_for(0ms), std::future_status::timeout) << "the transfer ended before the lock was released";
   ASSERT_EQ(exit_code.wait_for(0ms), std::future_status::timeout) << "the server exited with a request in flight";
 

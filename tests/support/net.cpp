@@ -112,6 +112,7 @@ raw_connection::read_result raw_connection::read_until_closed(std::chrono::milli
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       out.closed = true;
+      out.reset = n < 0;
       break;
     }
     received_.append(buf, static_cast<std::size_t>(n));

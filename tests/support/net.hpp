@@ -31,6 +31,7 @@ class raw_connection {
   struct read_result {
     std::string bytes;
     bool closed = false;
+    bool reset = false;  // closed by a reset (ECONNRESET) rather than an orderly close
   };
   read_result read_until_closed(std::chrono::milliseconds timeout);
   // Non-blocking: true when the peer has closed (EOF or reset) by now; received bytes are kept.
