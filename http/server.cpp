@@ -267,8 +267,14 @@ class session : public std::enable_shared_from_this<session> {
     std::weak_ptr<exchange> weak_ex = ex;
     ex->respond = [weak_self, weak_ex](reply r) {
       auto self = weak_self.lock();
+      if (!self) return;
       auto ex = weak_ex.lock();
-      if (!self || !ex || ex->answered.exchange(true)) return;
+      if (!ex || ex->answered.exchange(true)) {
+        // Answered already (its deadline, the end of a shutdown's grace): this may be the last
+        // reference to the session, which must end on its own thread, where its list is kept.
+        asio::post(self->stream_.get_executor(), [self = std::move(self)] {});
+        return;
+      }
       // On the answering thread, which is the one that added them (see exchange.hpp).
       r.headers.insert(r.headers.begin(), std::make_move_iterator(ex->extra_headers.begin()),
                        std::make_move_iterator(ex->extra_headers.end()));
@@ -316,6 +322,7 @@ class session : public std::enable_shared_from_this<session> {
     auto ex = std::make_shared<exchange>();
     ex->request_id = new_request_id();
     ex->route = "malformed";
+    ex->answered = true;  // by this answer: the end of a shutdown's grace must not answer it again
     ++srv_.stats.inflight_requests;
     current_ = ex;
     write(problem_reply(p, ex->request_id), ex);
@@ -566,32 +573,37 @@ void server::impl::begin_shutdown() {
   drain_timer.async_wait([this](beast::error_code) { stop_serving(); });
 }
 
-// Phase 2: no new connections, idle ones closed, requests in flight given shutdown_grace_ms to
-// finish and then answered 503; phase 3: every connection left is closed and the I/O threads
-// stop, so that no connection outlives them unread (a request sent on it would meet a reset
-// when the process exits, where a closed connection tells the client to retry elsewhere).
+// Phase 2: no new connections, idle ones closed, and shutdown_grace_ms for the others to end (a
+// request in flight finishes, one still arriving is refused); what is in flight then is answered
+// 503. Phase 3: every connection left is closed and the I/O threads stop, so that no connection
+// outlives them unread (a request sent on it would meet a reset when the process exits, where a
+// closed connection tells the client to retry elsewhere).
 void server::impl::stop_serving() {
   if (stopping.exchange(true)) return;
-  spdlog::info("shutting down: no new connections; waiting up to {} ms for {} requests in flight",
-               settings.shutdown_grace_ms, stats.inflight_requests.load());
+  spdlog::info("shutting down: no new connections; waiting up to {} ms for {} connections ({} requests in flight)",
+               settings.shutdown_grace_ms, stats.open_connections.load(), stats.inflight_requests.load());
   beast::error_code ignored;
   acceptor.close(ignored);
   accept_retry.cancel();
   for_each_session([](session& s) { s.close_if_idle(); });
+  // Every connection left ends by itself: a request still arriving is refused, one in flight
+  // answered, each with Connection: close. The grace bounds the wait for them.
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(settings.shutdown_grace_ms);
   auto answered = std::make_shared<bool>(false);
   auto timer = std::make_shared<asio::steady_timer>(ioc);
   auto poll = std::make_shared<std::function<void()>>();
   *poll = [this, timer, deadline, answered, poll]() mutable {
+    const auto open = stats.open_connections.load();
     const auto left = stats.inflight_requests.load();
-    if (left > 0 && !*answered && std::chrono::steady_clock::now() >= deadline) {
+    const bool over = std::chrono::steady_clock::now() >= deadline;
+    if (open > 0 && !*answered && over) {
       // The grace is over: what is still in flight is answered now (503, outcome unknown), and
       // the answers get a little longer to reach their clients.
-      spdlog::warn("shutting down: answering the requests still in flight ({})", left);
+      if (left > 0) spdlog::warn("shutting down: answering the requests still in flight ({})", left);
       *answered = true;
       for_each_session([](session& s) { s.answer_before_stopping(); });
       deadline = std::chrono::steady_clock::now() + k_last_answers_wait;
-    } else if (left <= 0 || std::chrono::steady_clock::now() >= deadline) {
+    } else if (open <= 0 || over) {
       if (left > 0) spdlog::warn("shutting down with {} answers not yet written", left);
       close_connections_and_stop();
       *poll = nullptr;  // break the self-reference

@@ -8,10 +8,10 @@
 // 1. the drain, `shutdown_drain_ms` (0: none; a second signal ends it): requests are served as
 //    usual, /readyz answers 503 and every answer closes its connection, so that a load balancer
 //    stops sending requests here before any connection is closed under one;
-// 2. stop accepting, close idle connections, let requests in flight finish within
-//    `shutdown_grace_ms`, and answer those still in flight then with 503 (`outcome_unknown`:
-//    retry with the same Idempotency-Key; `server_busy` for reads); a request that arrives on a
-//    kept-alive connection now is refused (503 `server_busy`, Connection: close);
+// 2. stop accepting, close idle connections, and give the others `shutdown_grace_ms` to end: a
+//    request in flight finishes, one whose bytes arrive now is refused (503 `server_busy`,
+//    Connection: close); what is still in flight then is answered 503 (`outcome_unknown`:
+//    retry with the same Idempotency-Key; `server_busy` for reads);
 // 3. once those answers are written (at most a second more), close every connection left and
 //    stop the I/O threads.
 

@@ -86,15 +86,19 @@ haproxy_state() {
 
 # SIGTERM starts the node's drain (http.shutdown_drain_ms): it still serves while /readyz answers
 # 503, until HAProxy has taken it out of rotation; a second SIGTERM then ends the drain, so that
-# no connection closes under a request HAProxy sends it. Other signals are sent once.
+# no connection closes under a request HAProxy sends it. It is sent once the node's /readyz no
+# longer answers 200 (two signals sent at once may arrive as one). Other signals are sent once.
 stop_node() {
-  local i=$1 signal=${2:-TERM} pid
+  local i=$1 signal=${2:-TERM} pid out_by
   pid_alive "$var_dir/node$i.pid" || { rm -f "$var_dir/node$i.pid"; return 0; }
   pid=$(cat "$var_dir/node$i.pid")
   kill -s "$signal" "$pid"
   if [[ $signal == TERM ]]; then
-    if pid_alive "$var_dir/haproxy.pid" && [[ $(haproxy_state "$i") == UP ]]; then
-      local out_by=$((SECONDS + 60))
+    out_by=$((SECONDS + 60))
+    while kill -0 "$pid" 2>/dev/null && node_ready "$i" >/dev/null 2>&1 && ((SECONDS < out_by)); do
+      sleep 0.05
+    done
+    if pid_alive "$var_dir/haproxy.pid"; then
       while kill -0 "$pid" 2>/dev/null && [[ $(haproxy_state "$i") == UP ]] && ((SECONDS < out_by)); do
         sleep 0.1
       done
@@ -129,6 +133,8 @@ haproxy_ready() {
 start_haproxy() {
   command -v haproxy >/dev/null || die "haproxy is not installed (scripts/install-deps.sh)"
   haproxy_config > "$var_dir/haproxy.cfg"
+  # A new log: stop_node reads the nodes' states in it (an earlier run's would mislead it).
+  if [[ -s $var_dir/haproxy.log ]]; then mv "$var_dir/haproxy.log" "$var_dir/haproxy.log.1"; fi
   HAPROXY_BIND=127.0.0.1:$base_port haproxy -c -q -f "$var_dir/haproxy.cfg"
   HAPROXY_BIND=127.0.0.1:$base_port setsid haproxy -db -f "$var_dir/haproxy.cfg" \
     >>"$var_dir/haproxy.log" 2>&1 </dev/null &

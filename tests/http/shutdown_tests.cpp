@@ -14,7 +14,6 @@
 #include <vector>
 
 #include "tests/support/http_client.hpp"
-#include "tests/support/metrics.hpp"
 #include "tests/support/net.hpp"
 #include "tests/support/services.hpp"
 #include "tests/support/support.hpp"
@@ -218,64 +217,6 @@ TEST(HttpShutdownDrain, ServesWhileReadyzSendsTrafficElsewhereUntilASecondSignal
 
   EXPECT_EQ(server.terminate(std::chrono::seconds(60)), 0) << "the second SIGTERM did not end the drain:\n"
                                                            << server.log();
-}
-
-// Once the server stops serving, a connection kept alive with no request on it is closed at
-// once, in order (a FIN, not a reset), while a request still in flight (its rate-limit check
-// waiting for a paused Redis) is still being worked on; that request is answered afterwards and
-// its answer closes its connection. No connection is left open for the process's exit to reset
-// under a request a load balancer sends on it.
-TEST(HttpShutdownPhases, IdleConnectionsCloseInOrderWhileARequestIsStillInFlight) {
-  ts::redis_process redis(ts::free_port());
-  redis.start();
-  ts::server_process::options o;
-  o.env = ts::unlimited_rates();
-  o.env["WALLET_RATELIMIT_RATE_PER_SECOND"] = "100";
-  o.env["WALLET_RATELIMIT_BURST"] = "20";
-  o.env["WALLET_REDIS_URL"] = redis.url();
-  o.env["WALLET_REDIS_COMMAND_TIMEOUT_MS"] = "10000";
-  o.env["WALLET_HTTP_SHUTDOWN_GRACE_MS"] = "120000";
-  o.env["WALLET_HTTP_REQUEST_DEADLINE_MS"] = "120000";
-  ts::server_process server(o);
-  ts::http_client c(server.port());
-  const auto alice = ts::create_principal(c, server.operator_key());
-  const auto bob = ts::create_principal(c, server.operator_key());
-  const auto a = ts::create_account(c, server.operator_key(), alice.id);
-  const auto b = ts::create_account(c, server.operator_key(), bob.id);
-  ts::deposit(c, server.operator_key(), a, 100);
-
-  // A connection that was answered once and is now kept alive, idle.
-  ts::raw_connection idle(server.port());
-  ASSERT_TRUE(idle.send("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"));
-  ASSERT_TRUE(ts::eventually([&] {
-    return !idle.peer_closed() && idle.received().find("\"ok\"") != std::string::npos;
-  })) << idle.received();
-  const std::string answered_before = idle.received();
-
-  redis.pause();
-  const std::string body = ts::transfer_body(a, b, 1);
-  ts::raw_connection stuck(server.port());
-  ASSERT_TRUE(stuck.send("POST /v1/transfers HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer " + alice.key +
-                         "\r\nContent-Type: application/json\r\nIdempotency-Key: " + ts::unique_key("stuck") +
-                         "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body));
-  // In flight: the transfer and this scrape.
-  ASSERT_TRUE(ts::eventually([&] { return ts::metric_value(c, "wallet_http_inflight_requests") >= 2; }, 60s))
-      << "the transfer's rate-limit check did not get stuck behind the paused Redis";
-
-  server.send_signal(SIGTERM);
-  const auto closed = idle.read_until_closed(60s);
-  EXPECT_TRUE(closed.closed) << "the idle connection was not closed";
-  EXPECT_FALSE(closed.reset) << "the idle connection was reset rather than closed";
-  EXPECT_EQ(closed.bytes, answered_before);
-  EXPECT_FALSE(stuck.peer_closed());
-  EXPECT_EQ(stuck.received(), "") << "the request in flight was answered before the idle connection closed";
-
-  redis.resume();
-  const auto answer = stuck.read_until_closed(60s);
-  EXPECT_TRUE(answer.closed);
-  EXPECT_EQ(answer.bytes.rfind("HTTP/1.1 201", 0), 0u) << answer.bytes;
-  EXPECT_NE(answer.bytes.find("Connection: close"), std::string::npos) << answer.bytes;
-  EXPECT_EQ(server.terminate(std::chrono::seconds(120)), 0) << server.log();
 }
 
 }  // namespace
