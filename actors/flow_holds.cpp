@@ -53,6 +53,20 @@ persistence::posting_request hold_posting(ledger::account_id payer, ledger::amou
   return request;
 }
 
+// The answer a placement stored with its hold, given to a request under the same key: its receipt
+// again, or a refusal when the key was used for a different request (`hash`).
+money_result answer_stored_with_hold(const persistence::stored_hold_answer& stored, const std::string& hash) {
+  if (stored.request_hash != hash) {
+    return refusal(ledger::error_code::idempotency_key_reused,
+                   "this Idempotency-Key was already used for a different request");
+  }
+  money_result replay;
+  replay.replayed = true;
+  replay.status = 201;
+  replay.body = stored.body;
+  return replay;
+}
+
 }  // namespace
 
 void money_flows::place_hold(hold_command command, finish_fn done) {
@@ -68,17 +82,7 @@ void money_flows::place_hold(hold_command command, finish_fn done) {
         [this, command = std::move(command),
          finish](query_result<std::optional<persistence::stored_hold_answer>> r) mutable {
           if (r.outcome != ledger::error_code::ok) return finish(database_unavailable(r.outcome));
-          if (r.value) {
-            if (r.value->request_hash != command.request_hash) {
-              return finish(refusal(ledger::error_code::idempotency_key_reused,
-                                    "this Idempotency-Key was already used for a different request"));
-            }
-            money_result replay;
-            replay.replayed = true;
-            replay.status = 201;
-            replay.body = r.value->body;
-            return finish(std::move(replay));
-          }
+          if (r.value) return finish(answer_stored_with_hold(*r.value, command.request_hash));
           const auto from = command.from;
           accounts_.facts(from, [this, command = std::move(command), finish](
                                     ledger::error_code code, std::optional<account_facts> payer) mutable {
@@ -138,15 +142,7 @@ void money_flows::hold_on(hold_command command, account_facts payer, account_fac
                                             ledger::k_retry_after_default_s));
                 }
                 if (!found.value) return finish(std::move(refused));
-                if (found.value->request_hash != hash) {
-                  return finish(refusal(ledger::error_code::idempotency_key_reused,
-                                        "this Idempotency-Key was already used for a different request"));
-                }
-                money_result replay;
-                replay.replayed = true;
-                replay.status = 201;
-                replay.body = found.value->body;
-                finish(std::move(replay));
+                finish(answer_stored_with_hold(*found.value, hash));
               });
         });
 }
