@@ -4,8 +4,14 @@
 
 #include <gtest/gtest.h>
 
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <future>
+#include <thread>
 #include <iostream>
 #include <fstream>
 #include <sstream>
@@ -72,6 +78,35 @@ TEST(run, correct_server_passes_verification) {
   EXPECT_EQ(outcome.total.classes.at("201").count, 300);
   EXPECT_EQ(server.transfers_recorded(), 300);
   EXPECT_NE(out.str().find("verification: PASS"), std::string::npos) << out.str();
+  show(out, err);
+}
+
+// SIGINT during the load ends it early: nothing more is sent, what was sent is answered and
+// verified (PASS, exit code 0), and the report says so, with rates over the time the load ran.
+TEST(run, sigint_ends_the_load_early_and_what_was_sent_is_verified) {
+  fake_wallet server(k_operator_key, {});
+  auto o = short_run(server.port(), loadgen::workload_kind::hot_merchant);
+  o.duration_s = 600;
+  std::ostringstream out, err;
+  auto run = std::async(std::launch::async, [&] { return run_loadgen(o, out, err); });
+  // The load phase has begun (its handler is in place) once transfers arrive.
+  const auto bound = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (server.transfers_recorded() < 100 && std::chrono::steady_clock::now() < bound) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_GE(server.transfers_recorded(), 100);
+  ASSERT_EQ(::kill(::getpid(), SIGINT), 0);
+  ASSERT_EQ(run.wait_for(std::chrono::seconds(120)), std::future_status::ready) << "the run did not end early";
+  const auto outcome = run.get();
+  ASSERT_TRUE(outcome.verdict) << err.str();
+  EXPECT_TRUE(outcome.verdict->pass) << text_of(*outcome.verdict) << err.str();
+  EXPECT_EQ(outcome.exit_code, 0);
+  EXPECT_LT(outcome.total.scheduled, 300 * 600);
+  EXPECT_EQ(outcome.total.finished, outcome.total.scheduled);
+  EXPECT_EQ(outcome.total.classes.at("201").count, outcome.total.scheduled);
+  EXPECT_EQ(server.transfers_recorded(), outcome.total.scheduled);
+  EXPECT_NE(out.str().find("ended early by a signal"), std::string::npos) << out.str();
+  EXPECT_NE(err.str().find("interrupted: the load ended early"), std::string::npos) << err.str();
   show(out, err);
 }
 

@@ -10,8 +10,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <cinttypes>
+#include <csignal>
 #include <cstdio>
 #include <iomanip>
 #include <optional>
@@ -51,6 +53,7 @@ struct driver::open_sender : std::enable_shared_from_this<open_sender> {
   }
 
   void tick() {
+    if (owner.stop_sending_.load()) next_ns.reset();
     const auto now = steady::now();
     int batch = 0;
     while (next_ns && phase_start + std::chrono::nanoseconds(*next_ns) <= now) {
@@ -215,7 +218,7 @@ void driver::on_answer(std::size_t t, const std::shared_ptr<operation>& op, http
 }
 
 void driver::next_closed(std::size_t t, int user) {
-  if (steady::now() >= closed_end_) {
+  if (stop_sending_.load() || steady::now() >= closed_end_) {
     --senders_active_;
     return;
   }
@@ -253,13 +256,40 @@ void progress_printer::end_line() {
   dirty_ = false;
 }
 
+namespace {
+std::atomic<bool> interrupt_seen{false};
+static_assert(std::atomic<bool>::is_always_lock_free, "set from a signal handler");
+
+extern "C" void on_interrupt(int signal_number) {
+  interrupt_seen.store(true);
+  std::signal(signal_number, SIG_DFL);  // the next one ends the program
+}
+}  // namespace
+
+void catch_interrupts() {
+  interrupt_seen = false;
+  std::signal(SIGINT, on_interrupt);
+  std::signal(SIGTERM, on_interrupt);
+}
+
+void release_interrupts() {
+  std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
+}
+
+bool interrupted() { return interrupt_seen.load(); }
+
 std::int64_t wait_phase(const options& o, driver& d, run_stats& stats, progress_printer& progress,
                         steady::time_point schedule_end, const std::string& label) {
   auto next_print = steady::now() + std::chrono::seconds(1);
-  const auto drain_deadline =
-      schedule_end + std::chrono::microseconds(static_cast<std::int64_t>(o.drain_timeout_s * 1e6));
+  auto drain_deadline = schedule_end + std::chrono::microseconds(static_cast<std::int64_t>(o.drain_timeout_s * 1e6));
   // Bounded by the drain deadline: a phase that does not drain is given up.
   while (d.senders_active() > 0 || d.in_flight() > 0) {
+    if (interrupted() && !d.stopped_sending()) {
+      d.stop_sending();
+      schedule_end = steady::now();
+      drain_deadline = schedule_end + std::chrono::microseconds(static_cast<std::int64_t>(o.drain_timeout_s * 1e6));
+    }
     const auto now = steady::now();
     if (now >= drain_deadline && now >= schedule_end) break;
     if (now >= next_print) {

@@ -44,6 +44,13 @@ class driver {
   void start_closed(std::int64_t users, std::chrono::steady_clock::time_point end);
 
   std::int64_t senders_active() const { return senders_active_.load(); }
+  // Ends the load now: no request is scheduled or sent from here on (retries of those sent go
+  // on); the requests in flight are still waited for, resolved and verified.
+  void stop_sending() {
+    if (!stop_sending_.exchange(true)) stopped_at_s_ = now_s();
+  }
+  bool stopped_sending() const { return stop_sending_.load(); }
+  double stopped_at_s() const { return stopped_at_s_; }  // since the origin, once stopped
   std::int64_t in_flight() const { return in_flight_.load(); }
   std::int64_t malformed_acknowledgements() const { return malformed_201_.load(); }
   std::int64_t retries_found_committed() const { return retry_found_committed_.load(); }
@@ -88,6 +95,8 @@ class driver {
   std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
   std::chrono::steady_clock::time_point closed_end_;
   std::atomic<std::int64_t> senders_active_{0};
+  std::atomic<bool> stop_sending_{false};
+  double stopped_at_s_ = 0;
   std::atomic<std::int64_t> in_flight_{0};
   std::atomic<std::int64_t> malformed_201_{0};
   std::atomic<std::int64_t> retry_found_committed_{0};
@@ -107,6 +116,13 @@ class progress_printer {
   bool tty_;
   bool dirty_ = false;
 };
+
+// While the load runs, the first SIGINT or SIGTERM ends it early (wait_phase stops the driver's
+// sending; what was sent is waited for, resolved and verified as at the end of its schedule); a
+// second one ends the program.
+void catch_interrupts();
+void release_interrupts();  // back to the signals' default actions
+bool interrupted();
 
 // Waits for a phase to finish sending and for its answers, printing progress once a second.
 // Returns the requests still unanswered when the drain timeout ran out.

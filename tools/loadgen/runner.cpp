@@ -82,6 +82,7 @@ run_outcome run_loadgen(const options& o, std::ostream& out, std::ostream& err) 
 
     driver d(o, client, setup, stats, run_id);
     progress_printer progress(err, o.quiet);
+    catch_interrupts();
     const auto cpu_start = cpu_now();
     const double io_cpu_start = client.io_cpu_seconds();
     const auto wall_start = steady::now();
@@ -140,6 +141,13 @@ run_outcome run_loadgen(const options& o, std::ostream& out, std::ostream& err) 
       d.start_open(profile, wall_start);
       abandoned += wait_phase(o, d, stats, progress, end, "open");
       description << ", open loop, " << profile.describe();
+    }
+    release_interrupts();
+    if (d.stopped_sending()) {
+      err << "wallet-loadgen: interrupted: the load ended early, at " << std::fixed << std::setprecision(1)
+          << d.stopped_at_s() << " s; what was sent is resolved and verified\n";
+      description << ", ended early by a signal";
+      stats.end_window_early(d.stopped_at_s());
     }
     const auto cpu_end = cpu_now();
     report.cpu.user_s = cpu_end.user_s - cpu_start.user_s;

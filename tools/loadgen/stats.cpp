@@ -54,6 +54,13 @@ void run_stats::begin_window(std::string name, double start_s, double end_s) {
   total_.end_s = std::max(total_.end_s, end_s);
 }
 
+void run_stats::end_window_early(double end_s) {
+  std::lock_guard lock(mutex_);
+  if (windows_.empty() || end_s >= windows_.back().end_s) return;
+  windows_.back().end_s = end_s;
+  total_.end_s = end_s;
+}
+
 second_stats* run_stats::second_at(double t_s) {
   if (t_s < 0) t_s = 0;
   const auto second = static_cast<std::size_t>(t_s);

@@ -86,6 +86,9 @@ class run_stats {
 
   // Starts a new window (e.g. a search step); the whole-run window goes on.
   void begin_window(std::string name, double start_s, double end_s);
+  // The load ended before its schedule did (a signal): the current window, and the run, end at
+  // `end_s` instead, so that their rates count the time the load ran.
+  void end_window_early(double end_s);
   void on_scheduled(double scheduled_s, std::int64_t send_lag_us);
   // One HTTP answer (or transport failure) of an attempt; `first` for a request's first attempt.
   void on_attempt(const std::string& status_class, bool first);
