@@ -272,7 +272,8 @@ class session : public std::enable_shared_from_this<session> {
       if (!ex || ex->answered.exchange(true)) {
         // Answered already (its deadline, the end of a shutdown's grace): this may be the last
         // reference to the session, which must end on its own thread, where its list is kept.
-        asio::post(self->stream_.get_executor(), [self = std::move(self)] {});
+        auto executor = self->stream_.get_executor();  // before `self` is moved from
+        asio::post(executor, [self = std::move(self)] {});
         return;
       }
       // On the answering thread, which is the one that added them (see exchange.hpp).

@@ -648,6 +648,57 @@ TEST(HttpShutdown, RequestInFlightAtSigtermCompletes) {
   EXPECT_EQ(exit_code.get(), 0) << server->log();
 }
 
+// An answer that comes after the request's deadline answered it (503 deadline_exceeded) is
+// dropped, and the server goes on. The payer's row is locked past the deadline, so the writer
+// commits the transfer, and its answer arrives, after the client was told the outcome is unknown
+// (on a connection still open: a server once crashed on exactly that). A retry with the same key
+// then finds the committed transfer. The accounts are made by a server with the usual deadline.
+TEST(HttpDeadline, ALateAnswerIsDroppedAndTheServerGoesOn) {
+  auto scene = shutdown_scene("5000");
+  auto& [setup_server, alice, a, b] = scene;
+  setup_server.reset();
+  ts::server_process::options o;
+  o.env["WALLET_DATABASE_LOCK_TIMEOUT_MS"] = "30000";
+  o.env["WALLET_DATABASE_STATEMENT_TIMEOUT_MS"] = "30000";
+  o.env["WALLET_HTTP_REQUEST_DEADLINE_MS"] = "300";
+  ts::server_process server(o);
+  ts::http_client c(server.port(), 60s);
+  const std::string key = ts::unique_key("late-answer");
+  // The key and both accounts known to this server first, so that the transfer below goes
+  // straight to the writer (retried while a cold lookup takes longer than the deadline).
+  const std::string warm_key = ts::unique_key("warm");
+  ASSERT_TRUE(ts::eventually(
+      [&] { return c.post("/v1/transfers", alice.key, transfer_body(a, b, 1), warm_key).status == 201; }, 60s, 50ms));
+
+  ts::account_lock lock({a});
+  const auto first = c.post("/v1/transfers", alice.key, transfer_body(a, b, 1200), key);
+  EXPECT_EQ(first.status, 503) << first.body;
+  EXPECT_EQ(problem_code(first), "deadline_exceeded") << first.body;
+  ASSERT_TRUE(ts::eventually([&] { return lock.waiters() >= 1; }, 30s, 20ms))
+      << "the transfer never reached the database";
+  lock.release();
+  ASSERT_TRUE(ts::eventually(
+      [&] {
+        return ts::query_value("SELECT count(*) FROM journal_transaction WHERE principal_id = " +
+                               std::to_string(alice.id) + " AND idempotency_key = '" + key + "'") == "1";
+      },
+      30s, 20ms))
+      << "the transfer did not commit once its row was free";
+  // The late answer has been dropped by now or is being dropped: the connection that got the
+  // deadline's answer still works, and a retry with the key is answered from the stored result.
+  ts::response retry;
+  ASSERT_TRUE(ts::eventually(
+      [&] {
+        retry = c.post("/v1/transfers", alice.key, transfer_body(a, b, 1200), key);
+        return retry.status != 503;
+      },
+      60s, 50ms))
+      << retry.body;
+  EXPECT_EQ(retry.status, 201) << retry.body;
+  EXPECT_EQ(c.request("GET", "/healthz").status, 200);
+  EXPECT_EQ(server.terminate(60s), 0) << server.log();
+}
+
 // A request begun before SIGTERM (its header read: the server asked for the body with 100
 // Continue) whose body arrives after it, with nothing else in flight: the server waits for it
 // rather than closing its connection, refuses it (503 server_busy, Retry-After, Connection:
