@@ -28,6 +28,7 @@ loadgen_pids=()
 cleanup() {
   local status=$?
   for pid in "${loadgen_pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  pkill -KILL -f -- "--out-dir $work/" 2>/dev/null || true
   cluster stop >/dev/null 2>&1 || echo "warning: the cluster did not stop cleanly" >&2
   if ((status != 0)); then
     echo "---- logs kept in $work" >&2

@@ -114,7 +114,7 @@ void driver::start_closed(std::int64_t users, steady::time_point end) {
   senders_active_ += users;
   for (std::int64_t u = 0; u < users; ++u) {
     const auto t = static_cast<std::size_t>(u) % client_.threads();
-    asio::post(client_.context(t), [this, t, u] { dispatch(t, steady::now(), static_cast<int>(u)); });
+    asio::post(client_.context(t), [this, t, u] { next_closed(t, static_cast<int>(u), false); });
   }
 }
 
@@ -217,16 +217,16 @@ void driver::on_answer(std::size_t t, const std::shared_ptr<operation>& op, http
   if (op->closed_user >= 0) next_closed(t, op->closed_user);
 }
 
-void driver::next_closed(std::size_t t, int user) {
+void driver::next_closed(std::size_t t, int user, bool think) {
   if (stop_sending_.load() || steady::now() >= closed_end_) {
     --senders_active_;
     return;
   }
-  if (options_.think_time_ms <= 0) return dispatch(t, steady::now(), user);
+  if (!think || options_.think_time_ms <= 0) return dispatch(t, steady::now(), user);
   auto timer = std::make_shared<asio::steady_timer>(client_.context(t));
   timer->expires_after(std::chrono::microseconds(static_cast<std::int64_t>(options_.think_time_ms * 1000)));
   timer->async_wait([this, t, user, timer](boost::system::error_code ec) {
-    if (!ec) dispatch(t, steady::now(), user);
+    if (!ec) next_closed(t, user, false);
   });
 }
 
@@ -285,10 +285,13 @@ std::int64_t wait_phase(const options& o, driver& d, run_stats& stats, progress_
   auto drain_deadline = schedule_end + std::chrono::microseconds(static_cast<std::int64_t>(o.drain_timeout_s * 1e6));
   // Bounded by the drain deadline: a phase that does not drain is given up.
   while (d.senders_active() > 0 || d.in_flight() > 0) {
-    if (interrupted() && !d.stopped_sending()) {
+    // An interrupt while the schedule is still sending ends it; once only answers are awaited
+    // there is nothing to end early (and a second interrupt ends the program).
+    if (interrupted() && !d.stopped_sending() && d.senders_active() > 0) {
       d.stop_sending();
       schedule_end = steady::now();
-      drain_deadline = schedule_end + std::chrono::microseconds(static_cast<std::int64_t>(o.drain_timeout_s * 1e6));
+      drain_deadline = std::min(
+          drain_deadline, schedule_end + std::chrono::microseconds(static_cast<std::int64_t>(o.drain_timeout_s * 1e6)));
     }
     const auto now = steady::now();
     if (now >= drain_deadline && now >= schedule_end) break;

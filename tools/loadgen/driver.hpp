@@ -83,7 +83,9 @@ class driver {
   void dispatch(std::size_t t, std::chrono::steady_clock::time_point scheduled, int closed_user);
   void send(std::size_t t, const std::shared_ptr<operation>& op);
   void on_answer(std::size_t t, const std::shared_ptr<operation>& op, http_response&& r);
-  void next_closed(std::size_t t, int user);
+  // A closed-loop user's next request: after its think time when `think`, none once the loop
+  // has ended or sending stopped.
+  void next_closed(std::size_t t, int user, bool think = true);
 
   const options& options_;
   http_client& client_;
@@ -117,7 +119,7 @@ class progress_printer {
   bool dirty_ = false;
 };
 
-// While the load runs, the first SIGINT or SIGTERM ends it early (wait_phase stops the driver's
+// While the load of an open- or closed-loop run is sent, the first SIGINT or SIGTERM ends it early (wait_phase stops the driver's
 // sending; what was sent is waited for, resolved and verified as at the end of its schedule); a
 // second one ends the program.
 void catch_interrupts();

@@ -59,6 +59,7 @@ run_outcome run_loadgen(const options& o, std::ostream& out, std::ostream& err) 
   std::vector<committed_transfer> committed;
   std::vector<std::shared_ptr<operation>> unknown;
   std::int64_t abandoned = 0;
+  bool ended_early = false;
   std::int64_t malformed = 0;
   const std::string run_id = make_run_id(o.seed);
 
@@ -82,7 +83,9 @@ run_outcome run_loadgen(const options& o, std::ostream& out, std::ostream& err) 
 
     driver d(o, client, setup, stats, run_id);
     progress_printer progress(err, o.quiet);
-    catch_interrupts();
+    // A search's steps are judged against their planned length: an interrupt keeps its default
+    // action there.
+    if (o.mode != run_mode::search) catch_interrupts();
     const auto cpu_start = cpu_now();
     const double io_cpu_start = client.io_cpu_seconds();
     const auto wall_start = steady::now();
@@ -143,7 +146,8 @@ run_outcome run_loadgen(const options& o, std::ostream& out, std::ostream& err) 
       description << ", open loop, " << profile.describe();
     }
     release_interrupts();
-    if (d.stopped_sending()) {
+    ended_early = d.stopped_sending();
+    if (ended_early) {
       err << "wallet-loadgen: interrupted: the load ended early, at " << std::fixed << std::setprecision(1)
           << d.stopped_at_s() << " s; what was sent is resolved and verified\n";
       description << ", ended early by a signal";
@@ -169,7 +173,10 @@ run_outcome run_loadgen(const options& o, std::ostream& out, std::ostream& err) 
   }
 
   report.total = stats.total();
-  if (o.mode == run_mode::open && o.profile == profile_kind::spike) report.spike = analyze_spike(o, stats);
+  // A spike is judged over its whole schedule: a run ended early is not.
+  if (o.mode == run_mode::open && o.profile == profile_kind::spike && !ended_early) {
+    report.spike = analyze_spike(o, stats);
+  }
 
   if (o.verify) {
     http_client client(pool, static_cast<std::size_t>(o.io_threads));
