@@ -279,8 +279,10 @@ class session : public std::enable_shared_from_this<session> {
       // On the answering thread, which is the one that added them (see exchange.hpp).
       r.headers.insert(r.headers.begin(), std::make_move_iterator(ex->extra_headers.begin()),
                        std::make_move_iterator(ex->extra_headers.end()));
-      asio::post(self->stream_.get_executor(),
-                 [self, r = std::move(r), ex]() mutable { self->write(std::move(r), ex); });
+      auto executor = self->stream_.get_executor();  // before `self` is moved from
+      asio::post(executor, [self = std::move(self), r = std::move(r), ex = std::move(ex)]() mutable {
+        self->write(std::move(r), ex);
+      });
     };
     ++srv_.stats.inflight_requests;
     // The request's admission, with its large body's reservation, now lives as long as its work.
@@ -427,11 +429,16 @@ class session : public std::enable_shared_from_this<session> {
     read_and_discard();
   }
 
+  // On the session's thread. It leaves its context's list here, not only when destroyed: the last
+  // reference to a closed session may be dropped on another thread (a late answer's), where the
+  // list must not be touched. A listed session always has an operation pending on its context,
+  // so its last reference is dropped there, or once the context has stopped.
   void close() {
     idle_ = false;
     beast::error_code ignored;
     stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
     stream_.socket().close(ignored);
+    unlist();
   }
 
   // Joins or leaves the list of this context's sessions (on its thread, or once it has stopped).
@@ -539,8 +546,7 @@ template <typename F>
 void server::impl::for_each_session(F f) {
   for (std::size_t i = 0; i < contexts.size(); ++i) {
     asio::post(*contexts[i], [this, i, f] {
-      // `f` may close a session, never unlist it (that happens when it is destroyed, later on
-      // this thread); take the next link first all the same.
+      // `f` may close a session, which unlists it: take the next link first.
       for (session* s = session_heads[i]; s != nullptr;) {
         session* next = s->next_session();
         f(*s);
@@ -621,7 +627,11 @@ void server::impl::stop_serving() {
 void server::impl::close_connections_and_stop() {
   for (std::size_t i = 0; i < contexts.size(); ++i) {
     asio::post(*contexts[i], [this, i] {
-      for (session* s = session_heads[i]; s != nullptr; s = s->next_session()) s->close_now();
+      for (session* s = session_heads[i]; s != nullptr;) {
+        session* next = s->next_session();  // closing unlists it
+        s->close_now();
+        s = next;
+      }
       contexts[i]->stop();
     });
   }
