@@ -565,6 +565,20 @@ struct shutdown_setup {
     });
   }
 };
+// Whether connections to `port` are refused (the listener closed) within 30 s.
+bool refuses_connections(int port) {
+  return ts::eventually(
+      [port] {
+        try {
+          ts::raw_connection probe(port);
+          return false;
+        } catch (const std::runtime_error&) {
+          return true;
+        }
+      },
+      30s, 20ms);
+}
+
 shutdown_setup shutdown_scene(const std::string& grace_ms) {
   ts::server_process::options o;
   o.env["WALLET_DATABASE_LOCK_TIMEOUT_MS"] = "30000";
@@ -608,17 +622,7 @@ TEST(HttpShutdown, RequestInFlightAtSigtermCompletes) {
 
   auto exit_code = std::async(std::launch::async, [&] { return server->terminate(60s); });
   // Stopping: new connections are refused while the transfer is still waiting.
-  bool refused = false;
-  const auto refuse_deadline = std::chrono::steady_clock::now() + 10s;
-  while (!refused && std::chrono::steady_clock::now() < refuse_deadline) {
-    try {
-      ts::raw_connection probe(server->port());
-      std::this_thread::sleep_for(20ms);
-    } catch (const std::runtime_error&) {
-      refused = true;
-    }
-  }
-  EXPECT_TRUE(refused) << "the server still accepts connections after SIGTERM";
+  EXPECT_TRUE(refuses_connections(server->port())) << "the server still accepts connections after SIGTERM";
   // The idle connection is closed, in order (not reset), with nothing more said on it.
   const std::string kept_before = kept.received();
   const auto kept_end = kept.read_until_closed(30s);
@@ -718,17 +722,7 @@ TEST(HttpShutdown, ARequestBegunBeforeSigtermIsRefusedNotDropped) {
   })) << late.received();
 
   auto exit_code = std::async(std::launch::async, [&] { return server->terminate(60s); });
-  bool refused = false;
-  const auto refuse_deadline = std::chrono::steady_clock::now() + 10s;
-  while (!refused && std::chrono::steady_clock::now() < refuse_deadline) {
-    try {
-      ts::raw_connection probe(server->port());
-      std::this_thread::sleep_for(20ms);
-    } catch (const std::runtime_error&) {
-      refused = true;
-    }
-  }
-  EXPECT_TRUE(refused) << "the server still accepts connections after SIGTERM";
+  EXPECT_TRUE(refuses_connections(server->port())) << "the server still accepts connections after SIGTERM";
   ASSERT_EQ(exit_code.wait_for(0ms), std::future_status::timeout) << "the server exited with a request arriving";
 
   ASSERT_TRUE(late.send(body));
