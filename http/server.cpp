@@ -266,16 +266,11 @@ class session : public std::enable_shared_from_this<session> {
     std::weak_ptr<session> weak_self = shared_from_this();
     std::weak_ptr<exchange> weak_ex = ex;
     ex->respond = [weak_self, weak_ex](reply r) {
+      // This may hold the last reference to the session (answered already, by its deadline or at
+      // the end of a shutdown's grace, and closed since): see close() for why that is safe here.
       auto self = weak_self.lock();
-      if (!self) return;
       auto ex = weak_ex.lock();
-      if (!ex || ex->answered.exchange(true)) {
-        // Answered already (its deadline, the end of a shutdown's grace): this may be the last
-        // reference to the session, which must end on its own thread, where its list is kept.
-        auto executor = self->stream_.get_executor();  // before `self` is moved from
-        asio::post(executor, [self = std::move(self)] {});
-        return;
-      }
+      if (!self || !ex || ex->answered.exchange(true)) return;
       // On the answering thread, which is the one that added them (see exchange.hpp).
       r.headers.insert(r.headers.begin(), std::make_move_iterator(ex->extra_headers.begin()),
                        std::make_move_iterator(ex->extra_headers.end()));
