@@ -493,25 +493,53 @@ void ledger_service::make_hot(request_origin origin, ledger::account_id id, int 
       std::move(done));
 }
 
+namespace {
+
+// A change of an account's status, run on a reader connection. A refusal of the change itself
+// (closed, not empty) is the answer; otherwise the account as it stands, or nullopt.
+void change_status(service_core& core, ledger::account_id id,
+                   std::function<persistence::status_change(pqxx::connection&)> change,
+                   query_callback<std::optional<account_view>> done) {
+  core.readers->read<persistence::status_change>(
+      std::move(change), [&core, id, done = std::move(done)](query_result<persistence::status_change> r) {
+        if (r.outcome == ledger::error_code::ok && r.value.outcome != ledger::error_code::ok &&
+            r.value.outcome != ledger::error_code::not_found) {
+          return done({r.value.outcome, std::move(r.value.detail), std::nullopt});
+        }
+        auto view = to_view(r.value.account);
+        // The account's live actor learns the new status before the caller is answered, so every
+        // payment sent after the answer is decided under it (the registry shard forwards in order).
+        if (r.outcome == ledger::error_code::ok && view && !core.stopped.load()) {
+          caf::anon_send(core.registry_for(id), status_atom::value, id, view->status, view->status_version);
+        }
+        done({r.outcome, std::move(r.detail), std::move(view)});
+      });
+}
+
+}  // namespace
+
 void ledger_service::set_status(request_origin origin, ledger::account_id id, ledger::account_status status,
                                 query_callback<std::optional<account_view>> done) {
-  read_view<std::optional<persistence::account_record>>(
-      *impl_->core.readers,
+  change_status(
+      impl_->core, id,
       [origin = std::move(origin), id, status](pqxx::connection& conn) {
         const auto audit =
             audit_entry_for(origin, status == ledger::account_status::frozen ? "account.freeze" : "account.unfreeze",
                             "account:" + std::to_string(id));
         return persistence::set_status(conn, id, status, &audit);
       },
-      [this, id, done](query_result<std::optional<account_view>> r) {
-        // The account's live actor learns the new status before the caller is answered, so every
-        // payment sent after the answer is decided under it (the registry shard forwards in order).
-        auto& core = impl_->core;
-        if (r.outcome == ledger::error_code::ok && r.value && !core.stopped.load()) {
-          caf::anon_send(core.registry_for(id), status_atom::value, id, r.value->status, r.value->status_version);
-        }
-        done(std::move(r));
-      });
+      std::move(done));
+}
+
+void ledger_service::close_account(request_origin origin, ledger::account_id id,
+                                   query_callback<std::optional<account_view>> done) {
+  change_status(
+      impl_->core, id,
+      [origin = std::move(origin), id](pqxx::connection& conn) {
+        const auto audit = audit_entry_for(origin, "account.close", "account:" + std::to_string(id));
+        return persistence::close_account(conn, id, &audit);
+      },
+      std::move(done));
 }
 
 void ledger_service::set_fees(request_origin origin, ledger::account_id id, ledger::fee_schedule schedule,

@@ -132,6 +132,14 @@ problem problem_for(ledger::error_code code, std::string detail, std::int64_t re
       p.status = 422;
       p.title = "Hold exceeds available";
       break;
+    case error_code::account_closed:
+      p.status = 409;
+      p.title = "Account closed";
+      break;
+    case error_code::account_not_empty:
+      p.status = 409;
+      p.title = "Account not empty";
+      break;
     case error_code::fees_changed:
       p.status = 503;
       p.title = "Fees changed";

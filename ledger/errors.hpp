@@ -52,6 +52,10 @@ enum class error_code : std::uint8_t {
   // spend is not placed.
   hold_expired,
   hold_exceeds_available,
+  // 409: an account is closed once and for good, and only when it holds nothing and owes nothing
+  // (docs/money-flows.md, "Closing an account").
+  account_closed,
+  account_not_empty,
   // 503: a payment was built from an outdated fee schedule of its payee (the writer refused it
   // under the row lock); its flow builds it again at once, so a client sees this rarely.
   fees_changed,
@@ -100,6 +104,8 @@ constexpr std::string_view to_string(error_code code) {
     case error_code::hold_voided: return "hold_voided";
     case error_code::hold_expired: return "hold_expired";
     case error_code::hold_exceeds_available: return "hold_exceeds_available";
+    case error_code::account_closed: return "account_closed";
+    case error_code::account_not_empty: return "account_not_empty";
     case error_code::fees_changed: return "fees_changed";
     case error_code::server_busy: return "server_busy";
     case error_code::account_busy: return "account_busy";

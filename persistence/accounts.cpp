@@ -1,5 +1,7 @@
 #include "persistence/accounts.hpp"
 
+#include <functional>
+
 #include <pqxx/pqxx>
 
 #include "base/assert.hpp"
@@ -78,6 +80,11 @@ constexpr const char* k_lock_for_status_sql =
     "SELECT id FROM account WHERE (id = $1 OR parent_id = $1) AND kind <> 'system'"
     "   AND EXISTS (SELECT 1 FROM account m WHERE m.id = $1 AND m.parent_id IS NULL AND m.kind <> 'system')"
     " ORDER BY id FOR NO KEY UPDATE";
+// Withdrawals of an account still waiting for their payout (withdrawal_account index).
+constexpr const char* k_pending_withdrawals = "account_pending_withdrawals";
+constexpr const char* k_pending_withdrawals_sql =
+    "SELECT count(*) FROM withdrawal WHERE account_id = $1 AND status = 'PENDING'";
+
 constexpr const char* k_set_status = "account_set_status";
 constexpr const char* k_set_status_sql =
     "UPDATE account SET status = $2, status_version = status_version + 1"
@@ -162,6 +169,7 @@ void prepare_account_statements(pqxx::connection& conn) {
   conn.prepare(k_set_shard_count, k_set_shard_count_sql);
   conn.prepare(k_lock_for_status, k_lock_for_status_sql);
   conn.prepare(k_set_status, k_set_status_sql);
+  conn.prepare(k_pending_withdrawals, k_pending_withdrawals_sql);
   conn.prepare(k_insert_system, k_insert_system_sql);
   conn.prepare(k_find_system, k_find_system_sql);
   conn.prepare(k_sweep_candidates, k_sweep_candidates_sql);
@@ -248,28 +256,79 @@ std::optional<account_record> make_system_hot(pqxx::connection& conn, ledger::ac
   return loaded;
 }
 
-std::optional<account_record> set_status(pqxx::connection& conn, ledger::account_id id, ledger::account_status status,
-                                         const audit_entry* audit) {
-  // Writers lock account rows in ascending id order as this does (persistence/batch.cpp), so they
-  // should never deadlock with it. Should PostgreSQL still roll it back to break a deadlock with
-  // another locker, the change is the same however often it is made: it is made again.
+namespace {
+
+// Runs `change` on the account as it stands under the locks of its rows (main row and shards,
+// in ascending id order as every writer and sweep locks them, so they should never deadlock with
+// it), and commits when it answers ok. A statement after the locks sees whatever the transactions
+// that held them committed. Should PostgreSQL still roll it back to break a deadlock with another
+// locker, it is run again: nothing was changed.
+status_change under_status_locks(pqxx::connection& conn, ledger::account_id id,
+                                 const std::function<status_change(pqxx::work&, const account_record&)>& change) {
   constexpr int k_attempts_max = 3;
   for (int attempt = 1;; ++attempt) {
     try {
       pqxx::work txn(conn);
-      if (txn.exec_prepared(k_lock_for_status, id).empty()) return std::nullopt;
-      auto updated = txn.exec_prepared(k_set_status, id, std::string(ledger::to_string(status)));
-      if (updated.affected_rows() == 0) return std::nullopt;
-      auto loaded = load_account(txn, id, false);
-      if (audit != nullptr) append_audit(txn, *audit);
-      txn.commit();
-      return loaded;
+      if (txn.exec_prepared(k_lock_for_status, id).empty()) return {ledger::error_code::not_found, {}, std::nullopt};
+      const auto current = load_account(txn, id, false);
+      WALLET_ASSERT(current.has_value(), "an account whose rows this transaction locked is found");
+      auto out = change(txn, *current);
+      if (out.outcome == ledger::error_code::ok) txn.commit();
+      return out;
     } catch (const pqxx::statement_completion_unknown&) {
       throw;
     } catch (const pqxx::transaction_rollback&) {
       if (attempt >= k_attempts_max) throw;
     }
   }
+}
+
+std::string closed_detail(ledger::account_id id) {
+  return "account " + std::to_string(id) + " is closed, and a closed account's status never changes again";
+}
+
+}  // namespace
+
+status_change set_status(pqxx::connection& conn, ledger::account_id id, ledger::account_status status,
+                         const audit_entry* audit) {
+  WALLET_ASSERT(status != ledger::account_status::closed, "an account is closed by close_account");
+  return under_status_locks(conn, id, [&](pqxx::work& txn, const account_record& current) -> status_change {
+    if (current.status == ledger::account_status::closed) {
+      return {ledger::error_code::account_closed, closed_detail(id), std::nullopt};
+    }
+    txn.exec_prepared(k_set_status, id, std::string(ledger::to_string(status)));
+    auto loaded = load_account(txn, id, false);
+    if (audit != nullptr) append_audit(txn, *audit);
+    return {ledger::error_code::ok, {}, std::move(loaded)};
+  });
+}
+
+status_change close_account(pqxx::connection& conn, ledger::account_id id, const audit_entry* audit) {
+  return under_status_locks(conn, id, [&](pqxx::work& txn, const account_record& current) -> status_change {
+    if (current.status == ledger::account_status::closed) return {ledger::error_code::ok, {}, current};
+    const auto refuse = [&](std::string why) {
+      return status_change{ledger::error_code::account_not_empty,
+                           "account " + std::to_string(id) + " " + std::move(why) + "; nothing was changed",
+                           std::nullopt};
+    };
+    if (const auto balance = current.total_balance(); balance != 0) {
+      return refuse("holds " + std::to_string(balance) + " " + current.currency +
+                    " (minor units): pay it out first, by a transfer or a withdrawal");
+    }
+    if (current.held != 0) {
+      return refuse("has active holds of " + std::to_string(current.held) + " " + current.currency +
+                    ": capture or void them first, or wait until they expire");
+    }
+    if (const auto pending = txn.exec_prepared1(k_pending_withdrawals, id)[0].as<std::int64_t>(); pending > 0) {
+      return refuse("has " + std::to_string(pending) +
+                    " withdrawal(s) still PENDING, which pay it back if the payout fails: wait until they are "
+                    "settled");
+    }
+    txn.exec_prepared(k_set_status, id, std::string(ledger::to_string(ledger::account_status::closed)));
+    auto loaded = load_account(txn, id, false);
+    if (audit != nullptr) append_audit(txn, *audit);
+    return {ledger::error_code::ok, {}, std::move(loaded)};
+  });
 }
 
 std::optional<account_record> set_fees(pqxx::connection& conn, ledger::account_id id,

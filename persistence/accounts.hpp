@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "ledger/errors.hpp"
 #include "ledger/fees.hpp"
 #include "ledger/money.hpp"
 #include "ledger/types.hpp"
@@ -71,9 +72,29 @@ std::optional<account_record> make_system_hot(pqxx::connection& conn, ledger::ac
 
 std::optional<account_record> make_hot(pqxx::connection& conn, ledger::account_id id, int shard_count,
                                        const audit_entry* audit = nullptr);
-// Sets the status of an account and of its shards.
-std::optional<account_record> set_status(pqxx::connection& conn, ledger::account_id id, ledger::account_status status,
-                                         const audit_entry* audit = nullptr);
+// What a change of an account's status found (set_status, close_account).
+struct status_change {
+  // ok: `account` is the account as it stands now. not_found: no user account of that id (a
+  // shard's or a system account's id names none). account_closed: a closed account's status never
+  // changes again. account_not_empty: close_account found money or obligations, which `detail`
+  // names with what to do first.
+  ledger::error_code outcome = ledger::error_code::ok;
+  std::string detail;
+  std::optional<account_record> account;
+};
+
+// Sets the status of an account and of its shards to active or frozen.
+status_change set_status(pqxx::connection& conn, ledger::account_id id, ledger::account_status status,
+                         const audit_entry* audit = nullptr);
+
+// Closes an account and its shards for good, if it holds nothing (main row and shards), keeps
+// nothing for active holds, and has no withdrawal still PENDING (a failed payout would pay it
+// back). Checked under the rows' locks, which every posting of the account needs too, so no
+// payment commits between the check and the change. Closing a closed account changes nothing and
+// answers ok. Every posting that would move money into or out of it is refused afterwards
+// (account_inactive), except a chargeback or a provider-reported refund, whose shortfall account
+// pays what the account cannot (it holds nothing).
+status_change close_account(pqxx::connection& conn, ledger::account_id id, const audit_entry* audit = nullptr);
 
 // Sets the fee schedule of the payments a user account receives (migration 007); nullopt if there
 // is no such user account.

@@ -1,5 +1,6 @@
 // Accounts: create one, read one with its balance and what is available, page through its
-// entries, read its balance as of a time, and (operators) make it hot, freeze it, unfreeze it.
+// entries, read its balance as of a time, close it (its owner or an operator), and (operators)
+// make it hot, freeze it, unfreeze it.
 
 #include "http/handlers/handlers.hpp"
 #include "http/presenters.hpp"
@@ -83,10 +84,13 @@ void list_entries(handler_support& s, const exchange_ptr& ex, const principal& w
   });
 }
 
-// The answer of an operator's change to an account: the account as it is now, or 404.
+// The answer of a change to an account: the account as it is now, 404, or why it was refused.
 actors::query_callback<std::optional<actors::account_view>> changed_account(handler_support& s, const exchange_ptr& ex,
                                                                             ledger::account_id id) {
   return [&s, ex, id](actors::query_result<std::optional<actors::account_view>> r) {
+    if (r.outcome == ledger::error_code::account_closed || r.outcome == ledger::error_code::account_not_empty) {
+      return s.fail(ex, r.outcome, r.detail);
+    }
     if (r.outcome != ledger::error_code::ok) return s.unavailable(ex, r.outcome, r.detail);
     if (!r.value) return s.fail(ex, ledger::error_code::not_found, "account " + std::to_string(id) + " was not found");
     ex->respond(json_reply(200, account_json(*r.value)));
@@ -102,6 +106,14 @@ void make_hot(handler_support& s, const exchange_ptr& ex, const principal& who, 
   if (!f.ok()) return s.invalid(ex, f.error());
   const int count = static_cast<int>(shards.value_or(s.settings.ledger.hot_shards_default));
   s.service.make_hot({who.id, ex->request_id}, id, count, changed_account(s, ex, id));
+}
+
+// Closes an account for good: its owner or an operator, once it holds nothing (persistence::
+// close_account says what else it must not have). Asked again, it answers the closed account.
+void close_account(handler_support& s, const exchange_ptr& ex, const principal& who, ledger::account_id id) {
+  s.visible_account(ex, who, id, [&s, ex, who, id](const actors::account_view&) {
+    s.service.close_account({who.id, ex->request_id}, id, changed_account(s, ex, id));
+  });
 }
 
 // The balance (main + shards) as of ?asOf=<RFC 3339>, from the balance_after of the entries made
@@ -151,6 +163,9 @@ void add_account_routes(router& r, handler_support& s) {
            s.service.set_status({who.id, ex->request_id}, p.id, ledger::account_status::active,
                                 changed_account(s, ex, p.id));
          }});
+  r.add(
+      {"POST", "/v1/accounts/{id}/close", access::principal, rate_class::write, param_kind::integer, true,
+       [&s](const exchange_ptr& ex, const principal& who, const path_params& p) { close_account(s, ex, who, p.id); }});
   r.add(
       {"GET", "/v1/accounts/{id}/balance", access::principal, rate_class::read, param_kind::integer, true,
        [&s](const exchange_ptr& ex, const principal& who, const path_params& p) { balance_as_of(s, ex, who, p.id); }});

@@ -88,6 +88,7 @@ const std::vector<route> k_routes = {
     {"POST", "/v1/accounts/{id}/hot", "operator", "read"},
     {"POST", "/v1/accounts/{id}/freeze", "operator", "read"},
     {"POST", "/v1/accounts/{id}/unfreeze", "operator", "read"},
+    {"POST", "/v1/accounts/{id}/close", "any", "write"},
     {"POST", "/v1/deposits", "operator", "write"},
     {"POST", "/v1/deposits/{id}/refunds", "operator", "write"},
     {"POST", "/v1/deposits/{id}/chargebacks", "operator", "write"},

@@ -110,7 +110,8 @@ TEST(router, the_server_table_keeps_the_pipeline_rules) {
                                             "POST /v1/holds",
                                             "POST /v1/holds/{id}/capture",
                                             "POST /v1/holds/{id}/void",
-                                            "POST /v1/transfers/batch"};
+                                            "POST /v1/transfers/batch",
+                                            "POST /v1/accounts/{id}/close"};
   std::set<std::string> seen;
   for (const auto& r : server_routes.table().table()) {
     EXPECT_TRUE(seen.insert(r.method + " " + r.pattern).second) << r.pattern;

@@ -1,0 +1,279 @@
+// End-to-end tests of closing an account (docs/money-flows.md, "Closing an account"): it closes
+// only when it holds nothing and owes nothing, it stays closed, and afterwards it neither pays nor
+// is paid. A close racing payments into the account either finds them all or refuses every one.
+
+#include <gtest/gtest.h>
+
+#include <boost/json/object.hpp>
+
+#include <atomic>
+#include <future>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/support/database.hpp"
+#include "tests/support/support.hpp"
+
+namespace ts = test_support;
+using test_support::transfer_body;
+
+namespace {
+
+std::string str(const boost::json::value& v) { return std::string(v.as_string()); }
+
+std::string code_of(const ts::response& r) { return str(r.json().as_object().at("code")); }
+
+class AccountCloseE2E : public ts::shared_server_test<AccountCloseE2E> {
+ protected:
+  ts::response close(ts::http_client& c, const std::string& key, std::int64_t account) const {
+    return c.post("/v1/accounts/" + std::to_string(account) + "/close", key, "");
+  }
+
+  std::string status_of(ts::http_client& c, std::int64_t account) const {
+    auto r = c.get("/v1/accounts/" + std::to_string(account), op());
+    EXPECT_EQ(r.status, 200) << r.body;
+    return str(r.json().as_object().at("status"));
+  }
+};
+
+// An account with money is refused (and stays active); emptied, its owner closes it. Closed, it
+// is neither paid nor pays, is never frozen or unfrozen, and closing it again answers it as it is.
+TEST_F(AccountCloseE2E, AnEmptyAccountClosesForGoodAndThenNeitherPaysNorIsPaid) {
+  ts::http_client c(port());
+  auto alice = ts::create_principal(c, op());
+  auto bob = ts::create_principal(c, op());
+  const auto a = ts::create_account(c, op(), alice.id);
+  const auto b = ts::create_account(c, op(), bob.id);
+  ts::deposit(c, op(), a, 1'000);
+  ts::deposit(c, op(), b, 1'000);
+
+  auto r = close(c, alice.key, a);
+  ASSERT_EQ(r.status, 409) << r.body;
+  EXPECT_EQ(code_of(r), "account_not_empty");
+  EXPECT_NE(str(r.json().as_object().at("detail")).find("holds 1000 EUR"), std::string::npos) << r.body;
+  EXPECT_EQ(status_of(c, a), "active");
+
+  // Someone else's account is not found; an account's owner (or an operator) closes it.
+  r = close(c, bob.key, a);
+  EXPECT_EQ(r.status, 404) << r.body;
+  ASSERT_EQ(c.post("/v1/transfers", alice.key, transfer_body(a, b, 1'000), ts::unique_key("out")).status, 201);
+  r = close(c, alice.key, a);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(str(r.json().as_object().at("status")), "closed");
+  EXPECT_EQ(str(r.json().as_object().at("balance")), "0");
+  r = close(c, op(), a);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(str(r.json().as_object().at("status")), "closed");
+  EXPECT_EQ(ts::query_value("SELECT count(*) FROM audit_log WHERE action = 'account.close' AND target = 'account:" +
+                            std::to_string(a) + "'"),
+            "1");
+
+  // Neither paid nor paying.
+  r = c.post("/v1/transfers", bob.key, transfer_body(b, a, 10), ts::unique_key("in"));
+  ASSERT_EQ(r.status, 422) << r.body;
+  EXPECT_EQ(code_of(r), "account_inactive");
+  r = c.post("/v1/deposits", op(), R"({"accountId":)" + std::to_string(a) + R"(,"amount":10})", ts::unique_key("dep"));
+  ASSERT_EQ(r.status, 422) << r.body;
+  EXPECT_EQ(code_of(r), "account_inactive");
+  r = c.post("/v1/transfers", alice.key, transfer_body(a, b, 1), ts::unique_key("out"));
+  ASSERT_EQ(r.status, 422) << r.body;
+  EXPECT_EQ(code_of(r), "account_inactive");
+
+  // Never frozen or unfrozen again, by the API or in the database.
+  for (const char* action : {"freeze", "unfreeze"}) {
+    r = c.post("/v1/accounts/" + std::to_string(a) + "/" + action, op(), "");
+    ASSERT_EQ(r.status, 409) << action << " " << r.body;
+    EXPECT_EQ(code_of(r), "account_closed");
+  }
+  EXPECT_THROW(ts::execute_sql("UPDATE account SET status = 'active' WHERE id = " + std::to_string(a)),
+               std::exception);
+  EXPECT_EQ(status_of(c, a), "closed");
+  EXPECT_EQ(ts::balance(c, alice.key, a), 0);
+  EXPECT_EQ(ts::balance(c, bob.key, b), 2'000);
+}
+
+// A withdrawal still PENDING keeps the account open even when it holds nothing: a failed payout
+// would pay it back. Once the payout is confirmed it closes.
+TEST_F(AccountCloseE2E, APendingWithdrawalKeepsItOpenUntilItSettles) {
+  ts::http_client c(port());
+  auto alice = ts::create_principal(c, op());
+  const auto a = ts::create_account(c, op(), alice.id);
+  ts::deposit(c, op(), a, 700);
+  auto r = c.post("/v1/withdrawals", alice.key, R"({"accountId":)" + std::to_string(a) + R"(,"amount":700})",
+                  ts::unique_key("w"));
+  ASSERT_EQ(r.status, 201) << r.body;
+  const auto withdrawal = str(r.json().as_object().at("id"));
+  ASSERT_EQ(ts::balance(c, alice.key, a), 0);
+
+  r = close(c, alice.key, a);
+  ASSERT_EQ(r.status, 409) << r.body;
+  EXPECT_EQ(code_of(r), "account_not_empty");
+  EXPECT_NE(str(r.json().as_object().at("detail")).find("PENDING"), std::string::npos) << r.body;
+  EXPECT_EQ(status_of(c, a), "active");
+
+  r = c.post("/v1/withdrawals/" + withdrawal + "/confirm", op(), "", ts::unique_key("paid"));
+  ASSERT_EQ(r.status, 201) << r.body;
+  r = close(c, alice.key, a);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(str(r.json().as_object().at("status")), "closed");
+}
+
+// A hot account counts its shards: money on a shard keeps it open. Closed, its shards are closed
+// with it, so a payment that would credit one is refused too.
+TEST_F(AccountCloseE2E, AHotAccountClosesWithItsShardsOnlyWhenTheyAreEmpty) {
+  ts::http_client c(port());
+  auto merchant = ts::create_principal(c, op(), "merchant");
+  auto payer = ts::create_principal(c, op());
+  const auto m = ts::create_account(c, op(), merchant.id, "EUR", 4);
+  const auto p = ts::create_account(c, op(), payer.id);
+  ts::deposit(c, op(), p, 1'000);
+  ASSERT_EQ(c.post("/v1/transfers", payer.key, transfer_body(p, m, 300), ts::unique_key("pay")).status, 201);
+
+  auto r = close(c, merchant.key, m);
+  ASSERT_EQ(r.status, 409) << r.body;
+  EXPECT_NE(str(r.json().as_object().at("detail")).find("holds 300 EUR"), std::string::npos) << r.body;
+
+  ASSERT_EQ(c.post("/v1/transfers", merchant.key, transfer_body(m, p, 300), ts::unique_key("back")).status, 201);
+  r = close(c, merchant.key, m);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(ts::query_value("SELECT count(*) FROM account WHERE parent_id = " + std::to_string(m) +
+                            " AND status <> 'closed'"),
+            "0");
+  r = c.post("/v1/transfers", payer.key, transfer_body(p, m, 1), ts::unique_key("pay"));
+  ASSERT_EQ(r.status, 422) << r.body;
+  EXPECT_EQ(code_of(r), "account_inactive");
+  EXPECT_EQ(ts::balance(c, payer.key, p), 1'000);
+}
+
+// Payments into an empty account race its close, from several clients at once. Whichever order
+// the database puts them in, the outcome is exact: a close that succeeds found no payment
+// committed (every one is refused, and the account holds nothing); a close that is refused found
+// at least one, and every payment went through. Each round uses a new account.
+TEST_F(AccountCloseE2E, ACloseRacingPaymentsIntoTheAccountFindsAllOrRefusesAll) {
+  ts::http_client c(port());
+  auto owner = ts::create_principal(c, op());
+  auto payer = ts::create_principal(c, op());
+  constexpr int k_payers = 4;
+  constexpr int k_payments_each = 5;
+  std::vector<std::int64_t> payers;
+  for (int i = 0; i < k_payers; ++i) {
+    payers.push_back(ts::create_account(c, op(), payer.id));
+    ts::deposit(c, op(), payers.back(), 1'000'000);
+  }
+  int closed_rounds = 0;
+  int refused_rounds = 0;
+  for (int round = 0; round < 6; ++round) {
+    const auto target = ts::create_account(c, op(), owner.id);
+    std::atomic<int> accepted{0};
+    std::atomic<int> inactive{0};
+    std::atomic<int> other{0};
+    std::atomic<bool> go{false};
+    std::vector<std::thread> threads;
+    for (int i = 0; i < k_payers; ++i) {
+      threads.emplace_back([&, from = payers[static_cast<std::size_t>(i)]] {
+        ts::http_client client(port());
+        while (!go) std::this_thread::yield();
+        for (int n = 0; n < k_payments_each; ++n) {
+          auto r = client.post("/v1/transfers", payer.key, transfer_body(from, target, 1), ts::unique_key("race"));
+          if (r.status == 201) {
+            ++accepted;
+          } else if (r.status == 422 && code_of(r) == "account_inactive") {
+            ++inactive;
+          } else {
+            ++other;
+          }
+        }
+      });
+    }
+    ts::http_client closer(port());
+    go = true;
+    // Even rounds close as the payments start; odd ones once the first has gone through.
+    if (round % 2 == 1) {
+      EXPECT_TRUE(ts::eventually([&] { return accepted.load() > 0; }));
+    }
+    const auto r = close(closer, owner.key, target);
+    for (auto& t : threads) t.join();
+    ASSERT_EQ(other.load(), 0) << "round " << round;
+    const auto balance = ts::balance(c, owner.key, target);
+    if (r.status == 200) {
+      ++closed_rounds;
+      EXPECT_EQ(accepted.load(), 0) << "round " << round;
+      EXPECT_EQ(inactive.load(), k_payers * k_payments_each) << "round " << round;
+      EXPECT_EQ(balance, 0) << "round " << round;
+      EXPECT_EQ(status_of(c, target), "closed");
+    } else {
+      ++refused_rounds;
+      ASSERT_EQ(r.status, 409) << r.body;
+      EXPECT_EQ(code_of(r), "account_not_empty");
+      EXPECT_EQ(accepted.load(), k_payers * k_payments_each) << "round " << round;
+      EXPECT_EQ(balance, accepted.load()) << "round " << round;
+      EXPECT_EQ(status_of(c, target), "active");
+    }
+  }
+  // Odd rounds close after a payment committed: those are refused whatever the timing.
+  EXPECT_GE(refused_rounds, 3);
+  EXPECT_EQ(closed_rounds + refused_rounds, 6);
+}
+
+// The two orders in which a close and a payment into the account can meet at the account's row
+// lock, each forced by holding the lock until both wait for it. The payment queued first commits,
+// and the close behind it finds the money (409). The close queued first commits, and the
+// payment's batch, which read the row before the close, finds the row's version changed, is
+// decided again under the lock and refused (422 account_inactive). Nothing else moves.
+TEST_F(AccountCloseE2E, AtTheRowLockACloseAndAPaymentAreDecidedInTheOrderTheyQueue) {
+  ts::http_client c(port());
+  auto owner = ts::create_principal(c, op());
+  auto payer = ts::create_principal(c, op());
+  const auto p = ts::create_account(c, op(), payer.id);
+  ts::deposit(c, op(), p, 1'000);
+  std::int64_t paid = 0;
+  for (const bool close_first : {true, false}) {
+    const auto target = ts::create_account(c, op(), owner.id);
+    ts::account_lock lock({target});
+    auto start_close = [&] {
+      return std::async(std::launch::async, [&] {
+        ts::http_client client(port());
+        return close(client, owner.key, target);
+      });
+    };
+    auto start_payment = [&] {
+      return std::async(std::launch::async, [&] {
+        ts::http_client client(port());
+        return client.post("/v1/transfers", payer.key, transfer_body(p, target, 5), ts::unique_key("queued"));
+      });
+    };
+    std::future<ts::response> closing;
+    std::future<ts::response> paying;
+    if (close_first) {
+      closing = start_close();
+      EXPECT_TRUE(ts::eventually([&] { return lock.waiters() >= 1; }));
+      paying = start_payment();
+    } else {
+      paying = start_payment();
+      EXPECT_TRUE(ts::eventually([&] { return lock.waiters() >= 1; }));
+      closing = start_close();
+    }
+    EXPECT_TRUE(ts::eventually([&] { return lock.waiters() >= 2; }));
+    lock.release();
+    const auto closed = closing.get();
+    const auto payment = paying.get();
+    if (close_first) {
+      EXPECT_EQ(closed.status, 200) << closed.body;
+      ASSERT_EQ(payment.status, 422) << payment.body;
+      EXPECT_EQ(code_of(payment), "account_inactive");
+      EXPECT_EQ(status_of(c, target), "closed");
+      EXPECT_EQ(ts::balance(c, owner.key, target), 0);
+    } else {
+      ASSERT_EQ(closed.status, 409) << closed.body;
+      EXPECT_EQ(code_of(closed), "account_not_empty");
+      EXPECT_EQ(payment.status, 201) << payment.body;
+      paid += 5;
+      EXPECT_EQ(status_of(c, target), "active");
+      EXPECT_EQ(ts::balance(c, owner.key, target), 5);
+    }
+  }
+  EXPECT_EQ(ts::balance(c, payer.key, p), 1'000 - paid);
+}
+
+}  // namespace
