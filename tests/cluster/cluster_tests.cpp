@@ -355,20 +355,40 @@ TEST_F(two_nodes, a_paused_node_commits_no_debit_under_the_lease_it_lost) {
   std::map<std::string, int> codes;  // of the 503 answers
   std::atomic<bool> stop{false};
   std::atomic<int> created{0};
+  std::vector<std::string> client_errors;  // a client that could not reach b, and when
   std::vector<std::thread> clients;
+  // Should this thread leave the test early (a failed ASSERT, an exception), the clients stop, b
+  // resumes, and they are joined: a thread left joinable would abort the whole suite.
+  struct resume_and_join {
+    server_process& paused;
+    std::atomic<bool>& stop;
+    std::vector<std::thread>& threads;
+    ~resume_and_join() {
+      stop = true;
+      paused.send_signal(SIGCONT);
+      for (auto& t : threads)
+        if (t.joinable()) t.join();
+    }
+  } guard{b(), stop, clients};
   for (int t = 0; t < 4; ++t) {
     clients.emplace_back([&] {
-      http_client c(b().port(), 120s);
-      while (!stop.load()) {
-        const auto key = unique_key("paused");
-        auto r = c.post("/v1/transfers", user.key, transfer_body(payer, payee, 10), key);
-        if (r.status == 201) ++created;
-        std::lock_guard lock(answers_mutex);
-        if (r.status == 503) {
-          const auto problem = r.json();
-          ++codes[std::string(problem.as_object().at("code").as_string())];
+      try {
+        http_client c(b().port(), 120s);
+        while (!stop.load()) {
+          const auto key = unique_key("paused");
+          auto r = c.post("/v1/transfers", user.key, transfer_body(payer, payee, 10), key);
+          if (r.status == 201) ++created;
+          std::lock_guard lock(answers_mutex);
+          if (r.status == 503) {
+            const auto problem = r.json();
+            ++codes[std::string(problem.as_object().at("code").as_string())];
+          }
+          answers.push_back({key, r.status, r.header("Retry-After")});
         }
-        answers.push_back({key, r.status, r.header("Retry-After")});
+      } catch (const std::exception& e) {
+        std::lock_guard lock(answers_mutex);
+        client_errors.push_back(std::string(e.what()) + " (b running: " + (b().running() ? "yes" : "no") +
+                                ", answers so far: " + std::to_string(answers.size()) + ")");
       }
     });
   }
@@ -408,6 +428,7 @@ TEST_F(two_nodes, a_paused_node_commits_no_debit_under_the_lease_it_lost) {
   ASSERT_TRUE(eventually([&] { return settled(); }, 60s, 50ms)) << held_text();
   stop = true;
   for (auto& t : clients) t.join();
+  for (const auto& e : client_errors) ADD_FAILURE() << "a client of b: " << e << "\nb's log:\n" << b().log();
 
   int retried = 0;
   for (const auto& a : answers) {
