@@ -477,31 +477,16 @@ void ledger_service::find_account(ledger::account_id id, query_callback<std::opt
       std::move(done));
 }
 
-void ledger_service::make_hot(request_origin origin, ledger::account_id id, int shards,
-                              query_callback<std::optional<account_view>> done) {
-  read_view<std::optional<persistence::account_record>>(
-      *impl_->core.readers,
-      [this, origin = std::move(origin), id, shards](pqxx::connection& conn) {
-        boost::json::object detail;
-        detail["shards"] = shards;
-        const auto audit = audit_entry_for(origin, "account.make_hot", "account:" + std::to_string(id),
-                                           boost::json::serialize(detail));
-        auto out = persistence::make_hot(conn, id, shards, &audit);
-        if (out) impl_->accounts->remember(*out);
-        return out;
-      },
-      std::move(done));
-}
-
 namespace {
 
-// A change of an account's status, run on a reader connection. A refusal of the change itself
-// (closed, not empty) is the answer; otherwise the account as it stands, or nullopt.
-void change_status(service_core& core, ledger::account_id id,
-                   std::function<persistence::status_change(pqxx::connection&)> change,
-                   query_callback<std::optional<account_view>> done) {
+// A change of an account (its status, its shards), run on a reader connection. A refusal of the
+// change itself (closed, not empty) is the answer; otherwise the account as it stands, or nullopt.
+// With `announce`, the account's live actor learns the status it has now.
+void change_account(service_core& core, ledger::account_id id, bool announce,
+                    std::function<persistence::status_change(pqxx::connection&)> change,
+                    query_callback<std::optional<account_view>> done) {
   core.readers->read<persistence::status_change>(
-      std::move(change), [&core, id, done = std::move(done)](query_result<persistence::status_change> r) {
+      std::move(change), [&core, id, announce, done = std::move(done)](query_result<persistence::status_change> r) {
         if (r.outcome == ledger::error_code::ok && r.value.outcome != ledger::error_code::ok &&
             r.value.outcome != ledger::error_code::not_found) {
           return done({r.value.outcome, std::move(r.value.detail), std::nullopt});
@@ -509,7 +494,7 @@ void change_status(service_core& core, ledger::account_id id,
         auto view = to_view(r.value.account);
         // The account's live actor learns the new status before the caller is answered, so every
         // payment sent after the answer is decided under it (the registry shard forwards in order).
-        if (r.outcome == ledger::error_code::ok && view && !core.stopped.load()) {
+        if (announce && r.outcome == ledger::error_code::ok && view && !core.stopped.load()) {
           caf::anon_send(core.registry_for(id), status_atom::value, id, view->status, view->status_version);
         }
         done({r.outcome, std::move(r.detail), std::move(view)});
@@ -518,10 +503,26 @@ void change_status(service_core& core, ledger::account_id id,
 
 }  // namespace
 
+void ledger_service::make_hot(request_origin origin, ledger::account_id id, int shards,
+                              query_callback<std::optional<account_view>> done) {
+  change_account(
+      impl_->core, id, false,
+      [this, origin = std::move(origin), id, shards](pqxx::connection& conn) {
+        boost::json::object detail;
+        detail["shards"] = shards;
+        const auto audit = audit_entry_for(origin, "account.make_hot", "account:" + std::to_string(id),
+                                           boost::json::serialize(detail));
+        auto out = persistence::make_hot(conn, id, shards, &audit);
+        if (out.account) impl_->accounts->remember(*out.account);
+        return out;
+      },
+      std::move(done));
+}
+
 void ledger_service::set_status(request_origin origin, ledger::account_id id, ledger::account_status status,
                                 query_callback<std::optional<account_view>> done) {
-  change_status(
-      impl_->core, id,
+  change_account(
+      impl_->core, id, true,
       [origin = std::move(origin), id, status](pqxx::connection& conn) {
         const auto audit =
             audit_entry_for(origin, status == ledger::account_status::frozen ? "account.freeze" : "account.unfreeze",
@@ -533,8 +534,8 @@ void ledger_service::set_status(request_origin origin, ledger::account_id id, le
 
 void ledger_service::close_account(request_origin origin, ledger::account_id id,
                                    query_callback<std::optional<account_view>> done) {
-  change_status(
-      impl_->core, id,
+  change_account(
+      impl_->core, id, true,
       [origin = std::move(origin), id](pqxx::connection& conn) {
         const auto audit = audit_entry_for(origin, "account.close", "account:" + std::to_string(id));
         return persistence::close_account(conn, id, &audit);

@@ -85,6 +85,11 @@ constexpr const char* k_pending_withdrawals = "account_pending_withdrawals";
 constexpr const char* k_pending_withdrawals_sql =
     "SELECT count(*) FROM withdrawal WHERE account_id = $1 AND status = 'PENDING'";
 
+// Adjustments of an account still awaiting a second operator (migration 023's partial index).
+constexpr const char* k_pending_adjustments = "account_pending_adjustments";
+constexpr const char* k_pending_adjustments_sql =
+    "SELECT count(*) FROM adjustment WHERE account_id = $1 AND status = 'PENDING_APPROVAL'";
+
 constexpr const char* k_set_status = "account_set_status";
 constexpr const char* k_set_status_sql =
     "UPDATE account SET status = $2, status_version = status_version + 1"
@@ -170,6 +175,7 @@ void prepare_account_statements(pqxx::connection& conn) {
   conn.prepare(k_lock_for_status, k_lock_for_status_sql);
   conn.prepare(k_set_status, k_set_status_sql);
   conn.prepare(k_pending_withdrawals, k_pending_withdrawals_sql);
+  conn.prepare(k_pending_adjustments, k_pending_adjustments_sql);
   conn.prepare(k_insert_system, k_insert_system_sql);
   conn.prepare(k_find_system, k_find_system_sql);
   conn.prepare(k_sweep_candidates, k_sweep_candidates_sql);
@@ -238,14 +244,19 @@ std::optional<account_record> add_missing_shards(pqxx::work& txn, ledger::accoun
 
 }  // namespace
 
-std::optional<account_record> make_hot(pqxx::connection& conn, ledger::account_id id, int shard_count,
-                                       const audit_entry* audit) {
+status_change make_hot(pqxx::connection& conn, ledger::account_id id, int shard_count, const audit_entry* audit) {
   pqxx::work txn(conn);
+  const auto locked = load_account(txn, id, true);
+  if (!locked || locked->kind != ledger::account_kind::user) return {ledger::error_code::not_found, {}, std::nullopt};
+  if (locked->status == ledger::account_status::closed) {
+    return {ledger::error_code::account_closed, "account " + std::to_string(id) + " is closed: it takes no shards",
+            std::nullopt};
+  }
   auto loaded = add_missing_shards(txn, id, shard_count, ledger::account_kind::user);
-  if (!loaded) return std::nullopt;
+  if (!loaded) return {ledger::error_code::not_found, {}, std::nullopt};
   if (audit != nullptr) append_audit(txn, *audit);
   txn.commit();
-  return loaded;
+  return {ledger::error_code::ok, {}, std::move(loaded)};
 }
 
 std::optional<account_record> make_system_hot(pqxx::connection& conn, ledger::account_id id, int shard_count) {
@@ -270,6 +281,10 @@ status_change under_status_locks(pqxx::connection& conn, ledger::account_id id,
     try {
       pqxx::work txn(conn);
       if (txn.exec_prepared(k_lock_for_status, id).empty()) return {ledger::error_code::not_found, {}, std::nullopt};
+      // Again: the first statement locked only the rows its snapshot held. A make_hot that held
+      // the main row while it waited may have added shards, which this one finds and locks; none
+      // can be added now that the main row is held.
+      txn.exec_prepared(k_lock_for_status, id);
       const auto current = load_account(txn, id, false);
       WALLET_ASSERT(current.has_value(), "an account whose rows this transaction locked is found");
       auto out = change(txn, *current);
@@ -323,6 +338,10 @@ status_change close_account(pqxx::connection& conn, ledger::account_id id, const
       return refuse("has " + std::to_string(pending) +
                     " withdrawal(s) still PENDING, which pay it back if the payout fails: wait until they are "
                     "settled");
+    }
+    if (const auto pending = txn.exec_prepared1(k_pending_adjustments, id)[0].as<std::int64_t>(); pending > 0) {
+      return refuse("has " + std::to_string(pending) +
+                    " adjustment(s) awaiting approval: an operator approves or rejects them first");
     }
     txn.exec_prepared(k_set_status, id, std::string(ledger::to_string(ledger::account_status::closed)));
     auto loaded = load_account(txn, id, false);

@@ -70,8 +70,6 @@ std::optional<account_record> find_account_after_writers(pqxx::connection& conn,
 // with its shards; nullopt when `id` is no system account.
 std::optional<account_record> make_system_hot(pqxx::connection& conn, ledger::account_id id, int shard_count);
 
-std::optional<account_record> make_hot(pqxx::connection& conn, ledger::account_id id, int shard_count,
-                                       const audit_entry* audit = nullptr);
 // What a change of an account's status found (set_status, close_account).
 struct status_change {
   // ok: `account` is the account as it stands now. not_found: no user account of that id (a
@@ -88,13 +86,18 @@ status_change set_status(pqxx::connection& conn, ledger::account_id id, ledger::
                          const audit_entry* audit = nullptr);
 
 // Closes an account and its shards for good, if it holds nothing (main row and shards), keeps
-// nothing for active holds, and has no withdrawal still PENDING (a failed payout would pay it
-// back). Checked under the rows' locks, which every posting of the account needs too, so no
+// nothing for active holds, has no withdrawal still PENDING (a failed payout would pay it back) and
+// no adjustment awaiting approval. Checked under the rows' locks, which every posting of the account needs too, so no
 // payment commits between the check and the change. Closing a closed account changes nothing and
 // answers ok. Every posting that would move money into or out of it is refused afterwards
 // (account_inactive), except a chargeback or a provider-reported refund, whose shortfall account
 // pays what the account cannot (it holds nothing).
 status_change close_account(pqxx::connection& conn, ledger::account_id id, const audit_entry* audit = nullptr);
+
+// Adds credit shards to a user account until it has `shard_count`: not_found when there is no such
+// user account, account_closed when it is closed.
+status_change make_hot(pqxx::connection& conn, ledger::account_id id, int shard_count,
+                       const audit_entry* audit = nullptr);
 
 // Sets the fee schedule of the payments a user account receives (migration 007); nullopt if there
 // is no such user account.

@@ -1159,7 +1159,7 @@ TEST_F(ledger_db, two_requests_that_make_one_account_hot_both_succeed) {
   std::string failure;
   std::thread second([&] {
     try {
-      made = make_hot(*conn, hot, 4, nullptr);
+      made = make_hot(*conn, hot, 4, nullptr).account;
     } catch (const std::exception& e) {
       failure = e.what();
     }
