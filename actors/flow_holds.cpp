@@ -77,12 +77,23 @@ void money_flows::place_hold(hold_command command, finish_fn done) {
     // A placement has no journal row: its key's answer is stored with the hold.
     const auto principal = command.principal;
     const auto key = command.idempotency_key;
-    core_.readers->read<std::optional<persistence::stored_hold_answer>>(
-        [principal, key](pqxx::connection& conn) { return persistence::find_hold_answer(conn, principal, key); },
-        [this, command = std::move(command),
-         finish](query_result<std::optional<persistence::stored_hold_answer>> r) mutable {
+    const auto payee = command.to;
+    core_.readers->read<persistence::placement_reading>(
+        [principal, key, payee](pqxx::connection& conn) {
+          return persistence::read_for_placement(conn, principal, key, payee);
+        },
+        [this, command = std::move(command), finish](query_result<persistence::placement_reading> r) mutable {
           if (r.outcome != ledger::error_code::ok) return finish(database_unavailable(r.outcome));
-          if (r.value) return finish(answer_stored_with_hold(*r.value, command.request_hash));
+          if (r.value.stored) return finish(answer_stored_with_hold(*r.value.stored, command.request_hash));
+          // The payer's writer reads no row of the payee: a hold for a payee that cannot be paid is
+          // refused here, or its capture would be. One frozen or closed after this read is refused
+          // at the capture, and the hold waits for its void or its expiry (docs/money-flows.md).
+          if (r.value.payee_status && *r.value.payee_status != ledger::account_status::active) {
+            return finish(refusal(ledger::error_code::account_inactive,
+                                  "account " + std::to_string(command.to) + " (toAccountId) is " +
+                                      std::string(ledger::to_string(*r.value.payee_status)) +
+                                      ": it cannot be paid, so no hold is placed for it"));
+          }
           const auto from = command.from;
           accounts_.facts(from, [this, command = std::move(command), finish](
                                     ledger::error_code code, std::optional<account_facts> payer) mutable {

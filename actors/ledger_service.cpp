@@ -532,13 +532,13 @@ void ledger_service::set_status(request_origin origin, ledger::account_id id, le
       std::move(done));
 }
 
-void ledger_service::close_account(request_origin origin, ledger::account_id id,
+void ledger_service::close_account(request_origin origin, ledger::account_id id, ledger::role closer,
                                    query_callback<std::optional<account_view>> done) {
   change_account(
       impl_->core, id, true,
-      [origin = std::move(origin), id](pqxx::connection& conn) {
+      [origin = std::move(origin), id, closer](pqxx::connection& conn) {
         const auto audit = audit_entry_for(origin, "account.close", "account:" + std::to_string(id));
-        return persistence::close_account(conn, id, &audit);
+        return persistence::close_account(conn, id, closer, &audit);
       },
       std::move(done));
 }

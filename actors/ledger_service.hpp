@@ -157,9 +157,10 @@ class ledger_service {
   void set_status(request_origin origin, ledger::account_id id, ledger::account_status status,
                   query_callback<std::optional<account_view>> done);
   // Closes an account for good (persistence::close_account); nullopt: no such user account.
-  // Refused with account_not_empty (the detail says what to do first); a closed account is
-  // answered as it is.
-  void close_account(request_origin origin, ledger::account_id id, query_callback<std::optional<account_view>> done);
+  // Refused with account_not_empty (the detail says what to do first), or forbidden when it is
+  // frozen and `closer` is not an operator; a closed account is answered as it is.
+  void close_account(request_origin origin, ledger::account_id id, ledger::role closer,
+                     query_callback<std::optional<account_view>> done);
   // Sets the fee schedule of the payments a user account receives; nullopt: no such user account.
   void set_fees(request_origin origin, ledger::account_id id, ledger::fee_schedule schedule,
                 query_callback<std::optional<account_view>> done);

@@ -318,9 +318,15 @@ status_change set_status(pqxx::connection& conn, ledger::account_id id, ledger::
   });
 }
 
-status_change close_account(pqxx::connection& conn, ledger::account_id id, const audit_entry* audit) {
+status_change close_account(pqxx::connection& conn, ledger::account_id id, ledger::role closer,
+                            const audit_entry* audit) {
   return under_status_locks(conn, id, [&](pqxx::work& txn, const account_record& current) -> status_change {
     if (current.status == ledger::account_status::closed) return {ledger::error_code::ok, {}, current};
+    if (current.status == ledger::account_status::frozen && closer != ledger::role::operator_role) {
+      return {ledger::error_code::forbidden,
+              "account " + std::to_string(id) + " is frozen: only an operator can close it; nothing was changed",
+              std::nullopt};
+    }
     const auto refuse = [&](std::string why) {
       return status_change{ledger::error_code::account_not_empty,
                            "account " + std::to_string(id) + " " + std::move(why) + "; nothing was changed",

@@ -91,8 +91,10 @@ status_change set_status(pqxx::connection& conn, ledger::account_id id, ledger::
 // payment commits between the check and the change. Closing a closed account changes nothing and
 // answers ok. Every posting that would move money into or out of it is refused afterwards
 // (account_inactive), except a chargeback or a provider-reported refund, whose shortfall account
-// pays what the account cannot (it holds nothing).
-status_change close_account(pqxx::connection& conn, ledger::account_id id, const audit_entry* audit = nullptr);
+// pays what the account cannot (it holds nothing). A frozen account is closed by an operator only
+// (`closer`): a freeze is an operator's decision, which its owner does not end (forbidden).
+status_change close_account(pqxx::connection& conn, ledger::account_id id, ledger::role closer,
+                            const audit_entry* audit = nullptr);
 
 // Adds credit shards to a user account until it has `shard_count`: not_found when there is no such
 // user account, account_closed when it is closed.

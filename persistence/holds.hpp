@@ -34,6 +34,15 @@ struct stored_hold_answer {
 std::optional<stored_hold_answer> find_hold_answer(pqxx::connection& conn, ledger::principal_id principal,
                                                    const std::string& key);
 
+// What a placement reads before its payer's actor decides: the answer stored under its key, if
+// any, and its payee's status (nullopt: no such account), read in one snapshot.
+struct placement_reading {
+  std::optional<stored_hold_answer> stored;
+  std::optional<ledger::account_status> payee_status;
+};
+placement_reading read_for_placement(pqxx::connection& conn, ledger::principal_id principal, const std::string& key,
+                                     ledger::account_id payee);
+
 // Expires at most `limit` payers' due holds, in one transaction: locks the payers' account rows in
 // id order (as the ledger writer does, so neither waits on the other in a cycle), marks their due
 // ACTIVE holds EXPIRED and gives their amounts back. A capture or a void of the same hold is

@@ -88,7 +88,8 @@ void list_entries(handler_support& s, const exchange_ptr& ex, const principal& w
 actors::query_callback<std::optional<actors::account_view>> changed_account(handler_support& s, const exchange_ptr& ex,
                                                                             ledger::account_id id) {
   return [&s, ex, id](actors::query_result<std::optional<actors::account_view>> r) {
-    if (r.outcome == ledger::error_code::account_closed || r.outcome == ledger::error_code::account_not_empty) {
+    if (r.outcome == ledger::error_code::account_closed || r.outcome == ledger::error_code::account_not_empty ||
+        r.outcome == ledger::error_code::forbidden) {
       return s.fail(ex, r.outcome, r.detail);
     }
     if (r.outcome != ledger::error_code::ok) return s.unavailable(ex, r.outcome, r.detail);
@@ -112,7 +113,7 @@ void make_hot(handler_support& s, const exchange_ptr& ex, const principal& who, 
 // close_account says what else it must not have). Asked again, it answers the closed account.
 void close_account(handler_support& s, const exchange_ptr& ex, const principal& who, ledger::account_id id) {
   s.visible_account(ex, who, id, [&s, ex, who, id](const actors::account_view&) {
-    s.service.close_account({who.id, ex->request_id}, id, changed_account(s, ex, id));
+    s.service.close_account({who.id, ex->request_id}, id, who.role, changed_account(s, ex, id));
   });
 }
 

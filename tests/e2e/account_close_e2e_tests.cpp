@@ -50,6 +50,14 @@ class AccountCloseE2E : public ts::shared_server_test<AccountCloseE2E> {
     }
   }
 
+  // A close refused because the account still has something (409 account_not_empty), with a
+  // detail that says what: `reason`.
+  static void expect_not_empty(const ts::response& r, const std::string& reason) {
+    ASSERT_EQ(r.status, 409) << r.body;
+    EXPECT_EQ(code_of(r), "account_not_empty");
+    EXPECT_NE(str(r.json().as_object().at("detail")).find(reason), std::string::npos) << r.body;
+  }
+
   std::string status_of(ts::http_client& c, std::int64_t account) const {
     auto r = c.get("/v1/accounts/" + std::to_string(account), op());
     EXPECT_EQ(r.status, 200) << r.body;
@@ -69,9 +77,7 @@ TEST_F(AccountCloseE2E, AnEmptyAccountClosesForGoodAndThenNeitherPaysNorIsPaid) 
   ts::deposit(c, op(), b, 1'000);
 
   auto r = close(c, alice.key, a);
-  ASSERT_EQ(r.status, 409) << r.body;
-  EXPECT_EQ(code_of(r), "account_not_empty");
-  EXPECT_NE(str(r.json().as_object().at("detail")).find("holds 1000 EUR"), std::string::npos) << r.body;
+  expect_not_empty(r, "holds 1000 EUR");
   EXPECT_EQ(status_of(c, a), "active");
 
   // Someone else's account is not found; an account's owner (or an operator) closes it.
@@ -129,9 +135,7 @@ TEST_F(AccountCloseE2E, APendingWithdrawalKeepsItOpenUntilItSettles) {
   ASSERT_EQ(ts::balance(c, alice.key, a), 0);
 
   r = close(c, alice.key, a);
-  ASSERT_EQ(r.status, 409) << r.body;
-  EXPECT_EQ(code_of(r), "account_not_empty");
-  EXPECT_NE(str(r.json().as_object().at("detail")).find("PENDING"), std::string::npos) << r.body;
+  expect_not_empty(r, "PENDING");
   EXPECT_EQ(status_of(c, a), "active");
 
   r = c.post("/v1/withdrawals/" + withdrawal + "/confirm", op(), "", ts::unique_key("paid"));
@@ -154,13 +158,38 @@ TEST_F(AccountCloseE2E, AnAdjustmentAwaitingApprovalKeepsItOpenUntilDecided) {
   const auto adjustment = str(r.json().as_object().at("id"));
 
   r = close(c, alice.key, a);
-  ASSERT_EQ(r.status, 409) << r.body;
-  EXPECT_EQ(code_of(r), "account_not_empty");
-  EXPECT_NE(str(r.json().as_object().at("detail")).find("awaiting approval"), std::string::npos) << r.body;
+  expect_not_empty(r, "awaiting approval");
 
   const auto second = ts::create_operator();
   r = c.post("/v1/adjustments/" + adjustment + "/reject", second.key, "");
   ASSERT_EQ(r.status, 200) << r.body;
+  r = close(c, alice.key, a);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(str(r.json().as_object().at("status")), "closed");
+}
+
+// A freeze is an operator's decision: the owner of a frozen account cannot end it by closing the
+// account (403, nothing changes); an operator can.
+TEST_F(AccountCloseE2E, AFrozenAccountIsClosedByAnOperatorOnly) {
+  ts::http_client c(port());
+  auto alice = ts::create_principal(c, op());
+  const auto a = ts::create_account(c, op(), alice.id);
+  ASSERT_EQ(c.post("/v1/accounts/" + std::to_string(a) + "/freeze", op(), "").status, 200);
+
+  auto r = close(c, alice.key, a);
+  ASSERT_EQ(r.status, 403) << r.body;
+  EXPECT_EQ(code_of(r), "forbidden");
+  EXPECT_NE(str(r.json().as_object().at("detail")).find("is frozen: only an operator can close it"), std::string::npos)
+      << r.body;
+  EXPECT_EQ(status_of(c, a), "frozen");
+  EXPECT_EQ(ts::query_value("SELECT count(*) FROM audit_log WHERE action = 'account.close' AND target = 'account:" +
+                            std::to_string(a) + "'"),
+            "0");
+
+  r = close(c, op(), a);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(str(r.json().as_object().at("status")), "closed");
+  // Closed, it answers its owner as it is.
   r = close(c, alice.key, a);
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(str(r.json().as_object().at("status")), "closed");

@@ -249,6 +249,51 @@ TEST_F(HoldE2E, AuthorizeThenCapturePaysThePayeeWithItsFee) {
   EXPECT_TRUE(ts::reconciliation_ok(c, op()));
 }
 
+// A hold for a payee that cannot be paid is refused and keeps nothing: a frozen payee (placed again
+// once it is unfrozen) and a closed one. A hold placed before its payee was frozen is not captured
+// while it is: it stays until it is voided, and the payer's money is free again.
+TEST_F(HoldE2E, AHoldForAFrozenOrClosedPayeeIsRefused) {
+  ts::http_client c(port());
+  hold_api api{c};
+  const auto [alice, a] = wallet(c, 1'000);
+  const auto [shop, m] = wallet(c, 0);
+  const auto [gone, g] = wallet(c, 0);
+  const auto earlier = api.place_ok(alice.key, a, m, 300, 600);
+  ASSERT_FALSE(earlier.empty());
+  ASSERT_EQ(c.post("/v1/accounts/" + std::to_string(m) + "/freeze", op(), "").status, 200);
+  ASSERT_EQ(c.post("/v1/accounts/" + std::to_string(g) + "/close", gone.key, "").status, 200);
+
+  const auto key = ts::unique_key("hold");
+  for (const auto payee : {m, g}) {
+    auto r = api.place(alice.key, a, payee, 200, 600, key);
+    ASSERT_EQ(r.status, 422) << r.body;
+    EXPECT_EQ(code_of(r), "account_inactive");
+    const auto detail = str(r.json().as_object().at("detail"));
+    EXPECT_NE(detail.find(std::to_string(payee) + " (toAccountId) is " + (payee == m ? "frozen" : "closed")),
+              std::string::npos)
+        << detail;
+  }
+  auto got = account_money(c, alice.key, a);
+  EXPECT_EQ(got.held, 300);
+  EXPECT_EQ(got.available, 700);
+  EXPECT_EQ(ts::query_value("SELECT count(*) FROM hold WHERE payer_id = " + std::to_string(a)), "1");
+
+  auto r = api.capture(shop.key, earlier);
+  ASSERT_EQ(r.status, 422) << r.body;
+  EXPECT_EQ(code_of(r), "account_inactive");
+  ASSERT_EQ(api.void_hold(alice.key, earlier).status, 200);
+  EXPECT_EQ(account_money(c, alice.key, a).available, 1'000);
+
+  // Unfrozen, the payee is held for again, under the key the refusal did not use up.
+  ASSERT_EQ(c.post("/v1/accounts/" + std::to_string(m) + "/unfreeze", op(), "").status, 200);
+  r = api.place(alice.key, a, m, 200, 600, key);
+  ASSERT_EQ(r.status, 201) << r.body;
+  got = account_money(c, alice.key, a);
+  EXPECT_EQ(got.held, 200);
+  EXPECT_EQ(got.balance, 1'000);
+  expect_held_is_the_active_holds(a);
+}
+
 // A hold names when it ends: without expiresInSeconds, with null, zero or more than thirty days,
 // the request is 400 invalid_request with what to fix, and nothing is held.
 TEST_F(HoldE2E, AHoldWithoutAnEndIsRefusedAndHoldsNothing) {
