@@ -44,21 +44,24 @@ void money_flows::request_adjustment(adjustment_request_command command, query_c
                                              {"reason", command.reason}}));
   const auto key = command.idempotency_key;
   const auto account = command.account;
-  core_.readers->read<std::optional<persistence::adjustment_created>>(
+  core_.readers->read<persistence::adjustment_created>(
       [a, key, audit](pqxx::connection& conn) { return persistence::create_adjustment(conn, a, key, audit); },
-      [done, account, hash = a.request_hash](query_result<std::optional<persistence::adjustment_created>> r) {
+      [done, account, hash = a.request_hash](query_result<persistence::adjustment_created> r) {
         query_result<adjustment_created_view> out;
         out.outcome = r.outcome;
         out.detail = r.detail;
         if (r.outcome == ledger::error_code::ok) {
-          if (!r.value) {
+          if (r.value.outcome == ledger::error_code::not_found) {
             out.outcome = ledger::error_code::not_found;
             out.detail = "account " + std::to_string(account) + " (accountId) was not found";
-          } else if (!r.value->created && r.value->adjustment.request_hash != hash) {
+          } else if (r.value.outcome == ledger::error_code::account_closed) {
+            out.outcome = ledger::error_code::account_closed;
+            out.detail = "account " + std::to_string(account) + " (accountId) is closed: no adjustment posts to it";
+          } else if (!r.value.created && r.value.adjustment.request_hash != hash) {
             out.outcome = ledger::error_code::idempotency_key_reused;
             out.detail = "this Idempotency-Key was already used for a different adjustment";
           } else {
-            out.value = adjustment_created_view{to_view(r.value->adjustment), r.value->created};
+            out.value = adjustment_created_view{to_view(r.value.adjustment), r.value.created};
           }
         }
         done(std::move(out));

@@ -18,6 +18,7 @@
 #include "actors/uuid.hpp"
 #include "ledger/flows.hpp"
 #include "ledger/fx.hpp"
+#include "persistence/accounts.hpp"
 #include "persistence/corrections.hpp"
 
 namespace actors {
@@ -104,6 +105,17 @@ void money_flows::quote_fx(fx_quote_command command, query_callback<fx_quote_vie
           core_.readers->read<made>(
               [q, ttl_ms](pqxx::connection& conn) mutable {
                 made out;
+                // A quote for an account that can neither pay nor be paid could never be exchanged.
+                for (const auto& [id, field] :
+                     {std::pair{q.from_account, "fromAccountId"}, std::pair{q.to_account, "toAccountId"}}) {
+                  const auto status = persistence::find_account_status(conn, id);
+                  if (status && *status != ledger::account_status::active) {
+                    out.outcome = ledger::error_code::account_inactive;
+                    out.detail = "account " + std::to_string(id) + " (" + field + ") is " +
+                                 std::string(ledger::to_string(*status)) + ": no exchange can post to it";
+                    return out;
+                  }
+                }
                 auto rate = persistence::find_fx_rate(conn, q.from_currency, q.to_currency);
                 if (!rate) {
                   out.outcome = ledger::error_code::rate_not_found;

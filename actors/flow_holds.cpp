@@ -85,17 +85,8 @@ void money_flows::place_hold(hold_command command, finish_fn done) {
         [this, command = std::move(command), finish](query_result<persistence::placement_reading> r) mutable {
           if (r.outcome != ledger::error_code::ok) return finish(database_unavailable(r.outcome));
           if (r.value.stored) return finish(answer_stored_with_hold(*r.value.stored, command.request_hash));
-          // The payer's writer reads no row of the payee: a hold for a payee that cannot be paid is
-          // refused here, or its capture would be. One frozen or closed after this read is refused
-          // at the capture, and the hold waits for its void or its expiry (docs/money-flows.md).
-          if (r.value.payee_status && *r.value.payee_status != ledger::account_status::active) {
-            return finish(refusal(ledger::error_code::account_inactive,
-                                  "account " + std::to_string(command.to) + " (toAccountId) is " +
-                                      std::string(ledger::to_string(*r.value.payee_status)) +
-                                      ": it cannot be paid, so no hold is placed for it"));
-          }
           const auto from = command.from;
-          accounts_.facts(from, [this, command = std::move(command), finish](
+          accounts_.facts(from, [this, command = std::move(command), payee_status = r.value.payee_status, finish](
                                     ledger::error_code code, std::optional<account_facts> payer) mutable {
             if (code != ledger::error_code::ok) return finish(database_unavailable(code));
             if (!payer || payer->kind != ledger::account_kind::user || payer->owner_id != command.principal) {
@@ -105,20 +96,55 @@ void money_flows::place_hold(hold_command command, finish_fn done) {
             auto missing = refusal(ledger::error_code::not_found,
                                    "account " + std::to_string(command.to) + " (toAccountId) was not found");
             const auto to = command.to;
-            user_account(
-                to, std::move(missing), finish,
-                [this, command = std::move(command), payer = std::move(*payer), finish](account_facts payee) mutable {
-                  hold_on(std::move(command), std::move(payer), std::move(payee), finish);
-                });
+            user_account(to, std::move(missing), finish,
+                         [this, command = std::move(command), payer = std::move(*payer), payee_status,
+                          finish](account_facts payee) mutable {
+                           hold_on(std::move(command), std::move(payer), std::move(payee), payee_status, finish);
+                         });
           });
         });
   });
 }
 
-void money_flows::hold_on(hold_command command, account_facts payer, account_facts payee, finish_fn finish) {
+void money_flows::hold_on(hold_command command, account_facts payer, account_facts payee,
+                          std::optional<ledger::account_status> payee_status, finish_fn finish) {
   if (payer.id == payee.id) return finish(refusal(ledger::error_code::same_account, "an account cannot pay itself"));
   if (payer.currency != payee.currency) {
     return finish(refusal(ledger::error_code::currency_mismatch, "both accounts must hold the same currency"));
+  }
+  const auto principal = command.principal;
+  // A placement has no journal row, so the flow's own settling (which reads the journal) does not
+  // apply: a refusal decided before the writer is checked against the holds instead. The key was
+  // looked up before, but a placement whose COMMIT had an unknown outcome may have become visible
+  // since, and the actor's refusal may come from the very hold it placed (its reload counts the
+  // hold's amount as held).
+  auto answer = [this, principal, key = command.idempotency_key, hash = command.request_hash, finish](money_result r) {
+    if (!r.decided_before_writer) return finish(std::move(r));
+    r.decided_before_writer = false;
+    core_.readers->read<std::optional<persistence::stored_hold_answer>>(
+        [principal, key](pqxx::connection& conn) { return persistence::find_hold_answer(conn, principal, key); },
+        [refused = std::move(r), hash,
+         finish](query_result<std::optional<persistence::stored_hold_answer>> found) mutable {
+          if (found.outcome != ledger::error_code::ok) {
+            return finish(unavailable(ledger::error_code::outcome_unknown,
+                                      "the outcome of this request could not be confirmed; retry with the "
+                                      "same Idempotency-Key",
+                                      ledger::k_retry_after_default_s));
+          }
+          if (!found.value) return finish(std::move(refused));
+          finish(answer_stored_with_hold(*found.value, hash));
+        });
+  };
+  // The payer's writer reads no row of the payee: a hold for a payee that cannot be paid is refused
+  // here, or only its capture would be. A payee frozen or closed after the status was read has its
+  // capture refused, and the hold waits for its void or its expiry (docs/money-flows.md).
+  if (payee_status && *payee_status != ledger::account_status::active) {
+    auto refused =
+        refusal(ledger::error_code::account_inactive, "account " + std::to_string(payee.id) + " (toAccountId) is " +
+                                                          std::string(ledger::to_string(*payee_status)) +
+                                                          ": it cannot be paid, so no hold is placed for it");
+    refused.decided_before_writer = true;
+    return answer(std::move(refused));
   }
   persistence::flow_rows::hold_change change;
   change.what = persistence::flow_rows::hold_change::kind::place;
@@ -130,32 +156,7 @@ void money_flows::hold_on(hold_command command, account_facts payer, account_fac
   request.principal = command.principal;
   request.idempotency_key = std::move(command.idempotency_key);
   request.request_hash = std::move(command.request_hash);
-  const auto principal = command.principal;
-  auto key = request.idempotency_key;
-  auto hash = request.request_hash;
-  debit(principal, std::move(request), std::move(payer),
-        [this, principal, key = std::move(key), hash = std::move(hash), finish](money_result r) {
-          // A placement has no journal row, so the flow's own settling (which reads the journal) does
-          // not apply: an actor's refusal is checked against the holds instead. The key was looked
-          // up before the actor decided, but a placement whose COMMIT had an unknown outcome may
-          // have become visible since, and the actor's refusal may come from the very hold it placed
-          // (its reload counts the hold's amount as held).
-          if (!r.decided_before_writer) return finish(std::move(r));
-          r.decided_before_writer = false;
-          core_.readers->read<std::optional<persistence::stored_hold_answer>>(
-              [principal, key](pqxx::connection& conn) { return persistence::find_hold_answer(conn, principal, key); },
-              [refused = std::move(r), hash,
-               finish](query_result<std::optional<persistence::stored_hold_answer>> found) mutable {
-                if (found.outcome != ledger::error_code::ok) {
-                  return finish(unavailable(ledger::error_code::outcome_unknown,
-                                            "the outcome of this request could not be confirmed; retry with the "
-                                            "same Idempotency-Key",
-                                            ledger::k_retry_after_default_s));
-                }
-                if (!found.value) return finish(std::move(refused));
-                finish(answer_stored_with_hold(*found.value, hash));
-              });
-        });
+  debit(principal, std::move(request), std::move(payer), std::move(answer));
 }
 
 void money_flows::capture_hold(hold_capture_command command, finish_fn done) {

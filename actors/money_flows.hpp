@@ -140,7 +140,9 @@ class money_flows {
                   std::shared_ptr<persistence::flow_rows> rows, finish_fn finish);
   void claim(deposit_claim_command command, persistence::deposit_record deposit,
              std::shared_ptr<persistence::flow_rows> rows, finish_fn finish);
-  void hold_on(hold_command command, account_facts payer, account_facts payee, finish_fn finish);
+  // `payee_status`: the payee's status as read with the placement's key (nullopt: not read).
+  void hold_on(hold_command command, account_facts payer, account_facts payee,
+               std::optional<ledger::account_status> payee_status, finish_fn finish);
   void capture_from(hold_capture_command command, persistence::hold_record hold, finish_fn finish);
   void settle_to(settle_command command, persistence::withdrawal_record withdrawal,
                  std::shared_ptr<persistence::flow_rows> rows, finish_fn finish);

@@ -179,9 +179,11 @@ posting_plan plan_posting(const posting& p, account_states& accounts) {
     const bool debit_may_act = shortfall != nullptr || debit->status == account_status::active;
     // A failed payout gives the wallet back its own money and settles its withdrawal: like a
     // chargeback it is not the owner's choice, and refusing it would leave the money in
-    // pending_withdrawal with the withdrawal PENDING for good. So it reaches a frozen wallet too.
+    // pending_withdrawal with the withdrawal PENDING for good. So it reaches a frozen wallet too
+    // (never a closed one: a wallet with a PENDING withdrawal does not close).
     const bool credit_may_receive =
-        p.type == transaction_type::payout_failed || credit->status == account_status::active;
+        credit->status == account_status::active ||
+        (p.type == transaction_type::payout_failed && credit->status == account_status::frozen);
     if (!debit_may_act || !credit_may_receive) return rejected(error_code::account_inactive);
   }
   if (debit->currency != p.currency || credit->currency != p.currency) {

@@ -204,6 +204,11 @@ account_record create_account(pqxx::connection& conn, ledger::principal_id owner
   return *loaded;
 }
 
+std::optional<ledger::account_status> find_account_status(pqxx::connection& conn, ledger::account_id id) {
+  pqxx::read_transaction txn(conn);
+  return account_status_in(txn, id);
+}
+
 std::optional<account_record> find_account(pqxx::connection& conn, ledger::account_id id) {
   pqxx::read_transaction txn(conn);
   return load_account(txn, id, false);

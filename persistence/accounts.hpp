@@ -57,6 +57,8 @@ struct account_record {
 account_record create_account(pqxx::connection& conn, ledger::principal_id owner, const std::string& currency,
                               int shard_count, const audit_entry* audit = nullptr);
 std::optional<account_record> find_account(pqxx::connection& conn, ledger::account_id id);
+// The status of user account `id`; nullopt: no such user account.
+std::optional<ledger::account_status> find_account_status(pqxx::connection& conn, ledger::account_id id);
 // The same, read once no transaction that had locked the account's rows is still open: a writer
 // whose COMMIT this server could not confirm (its connection broke during it) may still hold them,
 // and its outcome is then read, not the state before it. It waits for a share lock on each row in

@@ -44,7 +44,8 @@ const std::string k_adjustment_columns =
 constexpr const char* k_insert_adjustment = "corrections_insert_adjustment";
 const std::string k_insert_adjustment_sql =
     "INSERT INTO adjustment (id, account_id, currency, amount, reason, requested_by, idempotency_key, request_hash)"
-    " SELECT $1::uuid, a.id, a.currency, $3, $4, $5, $6, $7 FROM account a WHERE a.id = $2 AND a.kind = 'user'"
+    " SELECT $1::uuid, a.id, a.currency, $3, $4, $5, $6, $7 FROM account a"
+    " WHERE a.id = $2 AND a.kind = 'user' AND a.status <> 'closed'"
     " ON CONFLICT (requested_by, idempotency_key) DO NOTHING RETURNING " +
     k_adjustment_columns;
 
@@ -166,19 +167,20 @@ reversal_links find_reversal_links(pqxx::connection& conn, const std::string& tr
   return links;
 }
 
-std::optional<adjustment_created> create_adjustment(pqxx::connection& conn, const adjustment_record& a,
-                                                    const std::string& key, const audit_entry& audit) {
+adjustment_created create_adjustment(pqxx::connection& conn, const adjustment_record& a, const std::string& key,
+                                     const audit_entry& audit) {
   prepare(conn);
   pqxx::work txn(conn);
   auto rows = txn.exec_prepared(k_insert_adjustment, a.id, a.account_id, a.amount, a.reason, a.requested_by, key,
                                 a.request_hash);
   if (rows.empty()) {
-    // Either the key made one already, or the account is no user account.
+    // Either the key made one already, or the account is no user account, or it is closed.
     auto existing = txn.exec_prepared(k_adjustment_by_key, a.requested_by, key);
-    if (existing.empty()) return std::nullopt;
-    return adjustment_created{read_adjustment(existing[0]), false};
+    if (!existing.empty()) return {ledger::error_code::ok, read_adjustment(existing[0]), false};
+    const bool closed = account_status_in(txn, a.account_id) == ledger::account_status::closed;
+    return {closed ? ledger::error_code::account_closed : ledger::error_code::not_found, {}, false};
   }
-  adjustment_created out{read_adjustment(rows[0]), true};
+  adjustment_created out{ledger::error_code::ok, read_adjustment(rows[0]), true};
   append_audit(txn, audit, "adjustment:" + out.adjustment.id);
   txn.commit();
   return out;

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "ledger/errors.hpp"
 #include "ledger/money.hpp"
 #include "ledger/types.hpp"
 #include "persistence/audit.hpp"
@@ -65,13 +66,16 @@ struct adjustment_record {
 
 // Makes a PENDING_APPROVAL adjustment of a user account (its currency is the account's) with its
 // audit row; a repeat of (requested_by, idempotency key) returns the adjustment it made
-// (`created` false), whatever it asked. nullopt: the account is no user account.
+// (`created` false), whatever it asked. Otherwise `outcome` is not_found when the account is no
+// user account, account_closed when it is closed (its approval could never post), and nothing is
+// made.
 struct adjustment_created {
+  ledger::error_code outcome = ledger::error_code::ok;
   adjustment_record adjustment;
   bool created = false;
 };
-std::optional<adjustment_created> create_adjustment(pqxx::connection& conn, const adjustment_record& a,
-                                                    const std::string& key, const audit_entry& audit);
+adjustment_created create_adjustment(pqxx::connection& conn, const adjustment_record& a, const std::string& key,
+                                     const audit_entry& audit);
 std::optional<adjustment_record> find_adjustment(pqxx::connection& conn, const std::string& id);
 
 // Rejects a pending adjustment with its audit row. The answer says what stands after: the

@@ -9,6 +9,7 @@
 #include "persistence/audit.hpp"
 #include "persistence/database.hpp"
 #include "persistence/hold_rows.hpp"
+#include "persistence/rows.hpp"
 
 namespace persistence {
 namespace {
@@ -38,9 +39,6 @@ const std::string k_find_sql = "SELECT " + k_hold_columns_sql +
 constexpr const char* k_find_answer = "hold_find_answer";
 constexpr const char* k_find_answer_sql =
     "SELECT request_hash, response_body FROM hold WHERE principal_id = $1 AND idempotency_key = $2";
-
-constexpr const char* k_payee_status = "hold_payee_status";
-constexpr const char* k_payee_status_sql = "SELECT status FROM account WHERE id = $1";
 
 // The payers with due holds, a bounded number a tick, locked in id order. A payer whose row is
 // locked already (a writer's batch) is skipped, not waited for: its holds expire at a later tick.
@@ -165,15 +163,12 @@ std::optional<stored_hold_answer> find_hold_answer(pqxx::connection& conn, ledge
 placement_reading read_for_placement(pqxx::connection& conn, ledger::principal_id principal, const std::string& key,
                                      ledger::account_id payee) {
   conn.prepare(k_find_answer, k_find_answer_sql);
-  conn.prepare(k_payee_status, k_payee_status_sql);
   pqxx::read_transaction txn(conn);
   placement_reading out;
   if (auto rows = txn.exec_prepared(k_find_answer, principal, key); !rows.empty()) {
     out.stored = stored_hold_answer{rows[0][0].as<std::string>(), rows[0][1].as<std::string>()};
   }
-  if (auto rows = txn.exec_prepared(k_payee_status, payee); !rows.empty()) {
-    out.payee_status = ledger::parse_account_status(rows[0][0].as<std::string>());
-  }
+  out.payee_status = account_status_in(txn, payee);
   return out;
 }
 

@@ -35,7 +35,7 @@ std::optional<stored_hold_answer> find_hold_answer(pqxx::connection& conn, ledge
                                                    const std::string& key);
 
 // What a placement reads before its payer's actor decides: the answer stored under its key, if
-// any, and its payee's status (nullopt: no such account), read in one snapshot.
+// any, and its payee's status (nullopt: no such user account), in one read-only transaction.
 struct placement_reading {
   std::optional<stored_hold_answer> stored;
   std::optional<ledger::account_status> payee_status;

@@ -14,6 +14,12 @@ principal_record read_principal(const pqxx::row& row) {
   return p;
 }
 
+std::optional<ledger::account_status> account_status_in(pqxx::transaction_base& txn, ledger::account_id id) {
+  const auto rows = txn.exec_params("SELECT status FROM account WHERE id = $1 AND kind = 'user'", id);
+  if (rows.empty()) return std::nullopt;
+  return parse_column(ledger::parse_account_status, rows[0][0].as<std::string>(), "account.status");
+}
+
 std::vector<ledger::account_id> parse_id_array(const char* text) {
   std::vector<ledger::account_id> out;
   pqxx::array_parser parser(text);

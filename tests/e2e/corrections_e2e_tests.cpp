@@ -735,6 +735,48 @@ TEST_F(CorrectionsE2E, AQuoteIsUsedOnce) {
   EXPECT_EQ(ts::balance(c, alice.key, eur), 3'900);
 }
 
+// Nothing is prepared that could never post: no quote names a frozen or closed account (422
+// account_inactive, naming which), and no adjustment is requested for a closed one (409
+// account_closed). A frozen account may still have an adjustment requested: it posts once unfrozen.
+TEST_F(CorrectionsE2E, NoQuoteOrAdjustmentIsMadeForAnAccountThatCannotBePaid) {
+  ts::http_client c(port());
+  const auto alice = ts::create_principal(c, op());
+  const auto eur = ts::create_account(c, op(), alice.id, "EUR");
+  const auto usd = ts::create_account(c, op(), alice.id, "USD");
+  set_rate(c, "EUR", "USD", "1.0825");
+  const auto quotes = [&] {
+    return ts::query_value("SELECT count(*) FROM fx_quote WHERE principal_id = " + std::to_string(alice.id));
+  };
+  const auto expect_refused = [&](const ts::response& r, const std::string& what) {
+    EXPECT_EQ(r.status, 422) << r.body;
+    EXPECT_EQ(code(r), "account_inactive") << r.body;
+    EXPECT_NE(field(r, "detail").find(what), std::string::npos) << r.body;
+  };
+
+  ASSERT_EQ(c.post("/v1/accounts/" + std::to_string(usd) + "/freeze", op(), "").status, 200);
+  expect_refused(quote(c, alice, eur, usd, 1'000), std::to_string(usd) + " (toAccountId) is frozen");
+  expect_refused(quote(c, alice, usd, eur, 1'000), std::to_string(usd) + " (fromAccountId) is frozen");
+  EXPECT_EQ(quotes(), "0");
+  const auto adjustment = request_adjustment(c, op(), usd, "250");
+
+  ASSERT_EQ(c.post("/v1/accounts/" + std::to_string(usd) + "/unfreeze", op(), "").status, 200);
+  ASSERT_EQ(c.post("/v1/accounts/" + std::to_string(eur) + "/close", alice.key, "").status, 200);
+  expect_refused(quote(c, alice, eur, usd, 1'000), std::to_string(eur) + " (fromAccountId) is closed");
+  EXPECT_EQ(quotes(), "0");
+  auto r = post_money(c, "/v1/adjustments", op(),
+                      R"({"accountId":)" + std::to_string(eur) + R"(,"amount":"100","reason":"goodwill"})");
+  EXPECT_EQ(r.status, 409) << r.body;
+  EXPECT_EQ(code(r), "account_closed");
+  EXPECT_NE(field(r, "detail").find(std::to_string(eur) + " (accountId) is closed"), std::string::npos) << r.body;
+  EXPECT_EQ(ts::query_value("SELECT count(*) FROM adjustment WHERE account_id = " + std::to_string(eur)), "0");
+
+  // The frozen account's adjustment, requested while it was frozen, posts now that it is not.
+  const auto second = new_operator(c);
+  r = post_money(c, "/v1/adjustments/" + adjustment + "/approve", second.key, "");
+  ASSERT_EQ(r.status, 201) << r.body;
+  EXPECT_EQ(ts::balance(c, alice.key, usd), 250);
+}
+
 // A fixture whose quotes expire after 50 ms.
 class ExpiringQuotesE2E : public ts::shared_server_test<ExpiringQuotesE2E> {
  public:

@@ -251,21 +251,30 @@ TEST_F(HoldE2E, AuthorizeThenCapturePaysThePayeeWithItsFee) {
 
 // A hold for a payee that cannot be paid is refused and keeps nothing: a frozen payee (placed again
 // once it is unfrozen) and a closed one. A hold placed before its payee was frozen is not captured
-// while it is: it stays until it is voided, and the payer's money is free again.
+// while it is: it stays until it is voided, and the payer's money is free again. The refusal tells
+// nothing about accounts the caller may not name: a payer of someone else's and a closed shard are
+// 404, and a retry of the earlier placement is answered with its hold.
 TEST_F(HoldE2E, AHoldForAFrozenOrClosedPayeeIsRefused) {
   ts::http_client c(port());
   hold_api api{c};
   const auto [alice, a] = wallet(c, 1'000);
   const auto [shop, m] = wallet(c, 0);
   const auto [gone, g] = wallet(c, 0);
-  const auto earlier = api.place_ok(alice.key, a, m, 300, 600);
-  ASSERT_FALSE(earlier.empty());
+  const auto [mallory, x] = wallet(c, 0);
+  auto r = c.post("/v1/accounts/" + std::to_string(g) + "/hot", op(), R"({"shards":2})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  const auto shard = r.json().as_object().at("shards").as_array().at(0).as_object().at("id").as_int64();
+  const auto earlier_key = ts::unique_key("hold");
+  r = api.place(alice.key, a, m, 300, 600, earlier_key);
+  ASSERT_EQ(r.status, 201) << r.body;
+  const auto earlier = str(r.json().as_object().at("id"));
+  const auto earlier_body = r.body;
   ASSERT_EQ(c.post("/v1/accounts/" + std::to_string(m) + "/freeze", op(), "").status, 200);
   ASSERT_EQ(c.post("/v1/accounts/" + std::to_string(g) + "/close", gone.key, "").status, 200);
 
   const auto key = ts::unique_key("hold");
   for (const auto payee : {m, g}) {
-    auto r = api.place(alice.key, a, payee, 200, 600, key);
+    r = api.place(alice.key, a, payee, 200, 600, key);
     ASSERT_EQ(r.status, 422) << r.body;
     EXPECT_EQ(code_of(r), "account_inactive");
     const auto detail = str(r.json().as_object().at("detail"));
@@ -273,12 +282,25 @@ TEST_F(HoldE2E, AHoldForAFrozenOrClosedPayeeIsRefused) {
               std::string::npos)
         << detail;
   }
+  for (const auto payee : {m, shard}) {
+    r = api.place(mallory.key, a, payee, 200, 600);
+    EXPECT_EQ(r.status, 404) << r.body;
+    EXPECT_NE(str(r.json().as_object().at("detail")).find("(fromAccountId) was not found"), std::string::npos)
+        << r.body;
+  }
+  r = api.place(alice.key, a, shard, 200, 600);
+  EXPECT_EQ(r.status, 404) << r.body;
+  EXPECT_NE(str(r.json().as_object().at("detail")).find("(toAccountId) was not found"), std::string::npos) << r.body;
+  r = api.place(alice.key, a, m, 300, 600, earlier_key);
+  EXPECT_EQ(r.status, 201) << r.body;
+  EXPECT_EQ(r.body, earlier_body);
+  EXPECT_EQ(r.header("idempotent-replayed"), "true");
   auto got = account_money(c, alice.key, a);
   EXPECT_EQ(got.held, 300);
   EXPECT_EQ(got.available, 700);
   EXPECT_EQ(ts::query_value("SELECT count(*) FROM hold WHERE payer_id = " + std::to_string(a)), "1");
 
-  auto r = api.capture(shop.key, earlier);
+  r = api.capture(shop.key, earlier);
   ASSERT_EQ(r.status, 422) << r.body;
   EXPECT_EQ(code_of(r), "account_inactive");
   ASSERT_EQ(api.void_hold(alice.key, earlier).status, 200);

@@ -203,6 +203,15 @@ TEST(flow_rules, a_failed_payout_reaches_a_frozen_wallet_but_a_deposit_does_not)
   EXPECT_EQ(entries_of(plan), (std::vector<entry>{{k_pending, -500, 0}, {k_wallet, 500, 600}}));
 }
 
+TEST(flow_rules, a_failed_payout_never_reaches_a_closed_wallet) {
+  // A wallet with a PENDING withdrawal does not close; were one closed anyway, it stays at zero.
+  auto states = accounts(0);
+  states.at(k_wallet).status = account_status::closed;
+  EXPECT_EQ(plan_posting(flows::payout_failed(k_pending, k_wallet, k_wallet, 500, "EUR"), states).outcome,
+            error_code::account_inactive);
+  EXPECT_EQ(states.at(k_wallet).balance, 0);
+}
+
 TEST(flow_rules, a_shortfall_account_must_be_allowed_to_go_negative) {
   // Booking a loss to an account that may not go negative would break its own invariant.
   auto states = accounts(0);
