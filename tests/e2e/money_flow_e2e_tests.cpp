@@ -742,6 +742,30 @@ TEST_F(MoneyFlowE2E, AProviderRefundReachesAFrozenWalletAndBooksWhatItLacks) {
   EXPECT_TRUE(ts::reconciliation_ok(c, op()));
 }
 
+// A provider's payment for a frozen wallet is refused and leaves no trace, so the same event
+// delivered again once the wallet is unfrozen posts (once).
+TEST_F(MoneyFlowE2E, APaymentForAFrozenWalletPostsWhenDeliveredAfterTheUnfreeze) {
+  ts::http_client c(port());
+  const auto p = new_provider(c);
+  const auto [alice, a] = wallet(c);
+  ASSERT_EQ(c.post("/v1/accounts/" + std::to_string(a) + "/freeze", op(), "{}").status, 200);
+  const auto paid = event(p, "ev-frozen-pay", "payment.succeeded",
+                          {{"paymentId", "frozen-1"}, {"accountId", a}, {"amount", 700}, {"currency", "EUR"}});
+  auto r = signed_event(c, p, paid);
+  ASSERT_EQ(r.status, 422) << r.body;
+  EXPECT_EQ(str(r.json().as_object().at("code")), "account_inactive");
+  EXPECT_EQ(ts::query_value("SELECT count(*) FROM ledger_entry WHERE account_id = " + std::to_string(a)), "0");
+
+  ASSERT_EQ(c.post("/v1/accounts/" + std::to_string(a) + "/unfreeze", op(), "{}").status, 200);
+  r = signed_event(c, p, paid);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_FALSE(r.json().as_object().at("duplicate").as_bool());
+  r = signed_event(c, p, paid);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_TRUE(r.json().as_object().at("duplicate").as_bool());
+  EXPECT_EQ(ts::balance(c, alice.key, a), 700);
+}
+
 TEST_F(MoneyFlowE2E, ASettledWithdrawalNeverChangesAgain) {
   ts::http_client c(port());
   const auto [alice, a] = wallet(c);
