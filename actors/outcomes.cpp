@@ -32,7 +32,11 @@ money_result to_money_result(const persistence::posting_outcome& o) {
     case error_code::insufficient_funds:
       return refusal(o.outcome, "the debited account holds too little for this amount");
     case error_code::currency_mismatch: return refusal(o.outcome, "both accounts must hold the same currency");
-    case error_code::account_inactive: return refusal(o.outcome, "one of the accounts is frozen or closed");
+    case error_code::account_inactive:
+      if (o.inactive_account == 0) return refusal(o.outcome, "one of the accounts is frozen or closed");
+      return refusal(o.outcome, "account " + std::to_string(o.inactive_account) + " is " +
+                                    std::string(ledger::to_string(o.inactive_status)) +
+                                    ": it can neither pay nor be paid");
     case error_code::same_account: return refusal(o.outcome, "an account cannot pay itself");
     case error_code::not_found: return refusal(o.outcome, "the credited account does not exist");
     case error_code::idempotency_key_reused:

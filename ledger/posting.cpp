@@ -19,6 +19,14 @@ posting_plan rejected(error_code code) {
   return plan;
 }
 
+// account_inactive, naming row `id`'s account (its parent for a shard) and its status.
+posting_plan inactive(account_id id, const account_state& row) {
+  posting_plan plan = rejected(error_code::account_inactive);
+  plan.inactive_account = row.parent_id != 0 ? row.parent_id : id;
+  plan.inactive_status = row.status;
+  return plan;
+}
+
 // A posting of explicit legs. Every check comes before any change, on copies of the rows it
 // touches: a refused posting leaves `accounts` as it was.
 posting_plan plan_legs(const posting& p, account_states& accounts) {
@@ -30,7 +38,7 @@ posting_plan plan_legs(const posting& p, account_states& accounts) {
     const account_state* row = find(accounts, leg.account);
     if (row == nullptr) return rejected(error_code::not_found);
     if (row->currency != leg.currency) return rejected(error_code::currency_mismatch);
-    if (row->status != account_status::active) return rejected(error_code::account_inactive);
+    if (row->status != account_status::active) return inactive(leg.account, *row);
     auto sum = checked_add(sums[leg.currency], leg.amount);
     if (!sum) return rejected(error_code::invalid_request);
     sums[leg.currency] = *sum;
@@ -184,7 +192,8 @@ posting_plan plan_posting(const posting& p, account_states& accounts) {
     const bool credit_may_receive =
         credit->status == account_status::active ||
         (p.type == transaction_type::payout_failed && credit->status == account_status::frozen);
-    if (!debit_may_act || !credit_may_receive) return rejected(error_code::account_inactive);
+    if (!debit_may_act) return inactive(p.debit_account, *debit);
+    if (!credit_may_receive) return inactive(p.credit_account, *credit);
   }
   if (debit->currency != p.currency || credit->currency != p.currency) {
     return rejected(error_code::currency_mismatch);
