@@ -234,7 +234,7 @@ void process(account_actor* self, debit_request& req, const reply_sink& sink) {
   // reserves what it can take, as a taking posting does.
   const bool takes_at_most = posting.rows && posting.rows->takes_the_rest();
   if (st.status != ledger::account_status::active && !takes_what_is_there && may_refuse_before_writer(st)) {
-    money_result r = refusal(ledger::error_code::account_inactive, "the debited account is not active");
+    money_result r = refusal(ledger::error_code::account_inactive, inactive_detail(st.id));
     r.decided_before_writer = true;
     sink.deliver(std::move(r));
     return;
@@ -352,7 +352,7 @@ void decide_run(account_actor* self, debit_run& run) {
     return refuse_all(refusal(ledger::error_code::not_found, "account " + std::to_string(st.id) + " was not found"));
   }
   if (st.status != ledger::account_status::active && may_refuse_before_writer(st)) {
-    return refuse_all(refusal(ledger::error_code::account_inactive, "the debited account is not active"));
+    return refuse_all(refusal(ledger::error_code::account_inactive, inactive_detail(st.id)));
   }
   std::optional<persistence::lease_fence> fence;
   if (rt->ownership) {

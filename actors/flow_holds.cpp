@@ -139,10 +139,10 @@ void money_flows::hold_on(hold_command command, account_facts payer, account_fac
   // here, or only its capture would be. A payee frozen or closed after the status was read has its
   // capture refused, and the hold waits for its void or its expiry (docs/money-flows.md).
   if (payee_status && *payee_status != ledger::account_status::active) {
-    auto refused =
-        refusal(ledger::error_code::account_inactive, "account " + std::to_string(payee.id) + " (toAccountId) is " +
-                                                          std::string(ledger::to_string(*payee_status)) +
-                                                          ": it cannot be paid, so no hold is placed for it");
+    // Frozen or closed, not which: a freeze is an operator's decision, not told to a payer.
+    auto refused = refusal(ledger::error_code::account_inactive,
+                           "account " + std::to_string(payee.id) +
+                               " (toAccountId) is frozen or closed: it cannot be paid, so no hold is placed for it");
     refused.decided_before_writer = true;
     return answer(std::move(refused));
   }

@@ -19,6 +19,10 @@ money_result refusal(ledger::error_code code, std::string detail) {
   return r;
 }
 
+std::string inactive_detail(ledger::account_id id) {
+  return "account " + std::to_string(id) + " is frozen or closed: it cannot pay or be paid";
+}
+
 money_result to_money_result(const persistence::posting_outcome& o) {
   using ledger::error_code;
   if (o.outcome == error_code::ok) {
@@ -34,9 +38,7 @@ money_result to_money_result(const persistence::posting_outcome& o) {
     case error_code::currency_mismatch: return refusal(o.outcome, "both accounts must hold the same currency");
     case error_code::account_inactive:
       if (o.inactive_account == 0) return refusal(o.outcome, "one of the accounts is frozen or closed");
-      return refusal(o.outcome, "account " + std::to_string(o.inactive_account) + " is " +
-                                    std::string(ledger::to_string(o.inactive_status)) +
-                                    ": it can neither pay nor be paid");
+      return refusal(o.outcome, inactive_detail(o.inactive_account));
     case error_code::same_account: return refusal(o.outcome, "an account cannot pay itself");
     case error_code::not_found: return refusal(o.outcome, "the credited account does not exist");
     case error_code::idempotency_key_reused:

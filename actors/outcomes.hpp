@@ -16,4 +16,9 @@ money_result unavailable(ledger::error_code code, std::string detail,
 // A refusal that changes nothing (4xx).
 money_result refusal(ledger::error_code code, std::string detail);
 
+// The detail of an account_inactive refusal naming account `id`. It does not say whether the
+// account is frozen or closed: a freeze is an operator's decision, which the account's
+// counterparties are not told of.
+std::string inactive_detail(ledger::account_id id);
+
 }  // namespace actors

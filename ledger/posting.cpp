@@ -19,11 +19,10 @@ posting_plan rejected(error_code code) {
   return plan;
 }
 
-// account_inactive, naming row `id`'s account (its parent for a shard) and its status.
+// account_inactive, naming row `id`'s account (its parent for a shard).
 posting_plan inactive(account_id id, const account_state& row) {
   posting_plan plan = rejected(error_code::account_inactive);
   plan.inactive_account = row.parent_id != 0 ? row.parent_id : id;
-  plan.inactive_status = row.status;
   return plan;
 }
 

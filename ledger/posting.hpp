@@ -86,9 +86,8 @@ struct posting_plan {
   amount_minor debit_balance_after = 0;
   // What the shortfall account paid (0 unless the debited account held too little).
   amount_minor shortfall = 0;
-  // account_inactive: the account (a shard's parent) that may not take part, and its status.
+  // account_inactive: the account (a shard's parent) that may not take part.
   account_id inactive_account = 0;
-  account_status inactive_status = account_status::active;
 };
 
 using account_states = std::unordered_map<account_id, account_state>;

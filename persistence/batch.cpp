@@ -775,7 +775,6 @@ batch_result commit_once(pqxx::connection& conn, const std::vector<posting_reque
     out.outcome = plan.outcome;
     out.amount = plan.amount;
     out.inactive_account = plan.inactive_account;
-    out.inactive_status = plan.inactive_status;
     if (all_or_nothing && plan.outcome != ledger::error_code::ok) {
       result.refused_at = i;
       return result;  // rolled back: the transaction is aborted when it goes out of scope

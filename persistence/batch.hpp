@@ -195,7 +195,6 @@ struct posting_outcome {
   std::vector<row_state> rows_after;
   // account_inactive: which account may not take part (ledger::posting_plan), when known.
   ledger::account_id inactive_account = 0;
-  ledger::account_status inactive_status = ledger::account_status::active;
 };
 
 struct batch_result {

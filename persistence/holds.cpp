@@ -389,6 +389,7 @@ bool plan_hold_change(pqxx::work& txn, const posting_request& r, ledger::account
       return false;
     }
     out.outcome = ledger::holds::place(accounts, payer, r.posting.debit_shards, r.posting.amount, r.posting.currency);
+    if (out.outcome == ledger::error_code::account_inactive) out.inactive_account = payer;
     if (out.outcome != ledger::error_code::ok) return false;
     const auto clock = txn.exec_prepared1(k_hold_clock, change.expires_in_seconds);
     ledger::holds::hold_facts f;

@@ -14,8 +14,17 @@ principal_record read_principal(const pqxx::row& row) {
   return p;
 }
 
+namespace {
+
+constexpr const char* k_account_status = "rows_account_status";
+constexpr const char* k_account_status_sql = "SELECT status FROM account WHERE id = $1 AND kind = 'user'";
+
+}  // namespace
+
 std::optional<ledger::account_status> account_status_in(pqxx::transaction_base& txn, ledger::account_id id) {
-  const auto rows = txn.exec_params("SELECT status FROM account WHERE id = $1 AND kind = 'user'", id);
+  // Defining a statement libpqxx knows already, with the same text, does nothing.
+  txn.conn().prepare(k_account_status, k_account_status_sql);
+  const auto rows = txn.exec_prepared(k_account_status, id);
   if (rows.empty()) return std::nullopt;
   return parse_column(ledger::parse_account_status, rows[0][0].as<std::string>(), "account.status");
 }

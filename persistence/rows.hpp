@@ -8,7 +8,6 @@
 #include <pqxx/transaction_base>
 
 #include <optional>
-
 #include <vector>
 
 #include "ledger/types.hpp"

@@ -100,7 +100,7 @@ TEST_F(AccountCloseE2E, AnEmptyAccountClosesForGoodAndThenNeitherPaysNorIsPaid) 
   ASSERT_EQ(r.status, 422) << r.body;
   EXPECT_EQ(code_of(r), "account_inactive");
   EXPECT_EQ(str(r.json().as_object().at("detail")),
-            "account " + std::to_string(a) + " is closed: it can neither pay nor be paid");
+            "account " + std::to_string(a) + " is frozen or closed: it cannot pay or be paid");
   r = c.post("/v1/deposits", op(), R"({"accountId":)" + std::to_string(a) + R"(,"amount":10})", ts::unique_key("dep"));
   ASSERT_EQ(r.status, 422) << r.body;
   EXPECT_EQ(code_of(r), "account_inactive");
@@ -250,7 +250,7 @@ TEST_F(AccountCloseE2E, AHotAccountClosesWithItsShardsOnlyWhenTheyAreEmpty) {
   EXPECT_EQ(code_of(r), "account_inactive");
   // The refusal names the account the payer named, not the shard that would have been credited.
   EXPECT_EQ(str(r.json().as_object().at("detail")),
-            "account " + std::to_string(m) + " is closed: it can neither pay nor be paid");
+            "account " + std::to_string(m) + " is frozen or closed: it cannot pay or be paid");
   EXPECT_EQ(ts::balance(c, payer.key, p), 1'000);
 }
 

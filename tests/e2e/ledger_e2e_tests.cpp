@@ -281,6 +281,8 @@ TEST_F(LedgerE2E, BadInputIsRefusedPrecisely) {
   auto frozen = c.post("/v1/transfers", alice.key, transfer_body(a, b, 10), ts::unique_key("frozen"));
   EXPECT_EQ(frozen.status, 422) << frozen.body;
   EXPECT_EQ(frozen.json().as_object().at("code").as_string(), "account_inactive");
+  EXPECT_EQ(frozen.json().as_object().at("detail").as_string(),
+            "account " + from + " is frozen or closed: it cannot pay or be paid");
 }
 
 // Accounts, entries and transactions read back what was written; another user's account is 404.
