@@ -142,9 +142,11 @@ insert_transfers() {
   local from=$1 to=$2
   psql_owner <<SQL
 BEGIN;
-INSERT INTO journal_transaction (id, principal_id, idempotency_key, request_hash, type, response_status, response_body)
+INSERT INTO journal_transaction (id, principal_id, idempotency_key, request_hash, type, response_status, response_body,
+                                 first_entry_id, last_entry_id)
 SELECT ('00000000-0000-4000-8000-' || lpad(to_hex($accounts + i), 12, '0'))::uuid, NULL,
-       'bench-' || lpad(($accounts + i)::text, 12, '0'), 'bench', 'TRANSFER', 201, '{}'
+       'bench-' || lpad(($accounts + i)::text, 12, '0'), 'bench', 'TRANSFER', 201, '{}',
+       2 * $accounts + 2 * i + 1, 2 * $accounts + 2 * i + 2
   FROM generate_series($from::bigint, $to::bigint - 1) AS i;
 INSERT INTO ledger_entry (id, transaction_id, account_id, currency, amount, balance_after)
 SELECT 2 * $accounts + 2 * i + leg,
@@ -213,9 +215,10 @@ INSERT INTO account (id, currency, kind, allow_negative, system_role, balance, v
   VALUES (1, 'EUR', 'system', TRUE, 'clearing', -$b0::bigint * $accounts, $accounts);
 INSERT INTO account (id, owner_id, currency, kind) SELECT 1 + s, 1, 'EUR', 'user' FROM generate_series(1, $accounts) AS s;
 SELECT setval('account_id_seq', $accounts + 1);
-INSERT INTO journal_transaction (id, principal_id, idempotency_key, request_hash, type, response_status, response_body)
+INSERT INTO journal_transaction (id, principal_id, idempotency_key, request_hash, type, response_status, response_body,
+                                 first_entry_id, last_entry_id)
 SELECT ('00000000-0000-4000-8000-' || lpad(to_hex(k), 12, '0'))::uuid, NULL,
-       'bench-' || lpad(k::text, 12, '0'), 'bench', 'DEPOSIT', 201, '{}'
+       'bench-' || lpad(k::text, 12, '0'), 'bench', 'DEPOSIT', 201, '{}', 2 * k + 1, 2 * k + 2
   FROM generate_series(0, $accounts - 1) AS k;
 INSERT INTO ledger_entry (id, transaction_id, account_id, currency, amount, balance_after)
 SELECT 2 * k + leg, ('00000000-0000-4000-8000-' || lpad(to_hex(k), 12, '0'))::uuid,

@@ -110,15 +110,19 @@ CREATE TEMP TABLE bench_tx AS
          CASE WHEN i < $deposits THEN timestamptz '2026-11-01 00:00:00+00' + i * interval '1 second'
               ELSE timestamptz '2026-10-31 00:00:00+00' + ((i::bigint * 7919) % 259200) * interval '1 second' END AS created_at
     FROM generate_series(0, $deposits + $background - 1) AS i;
-INSERT INTO journal_transaction (id, principal_id, idempotency_key, request_hash, type, response_status, response_body,
-                                 metadata, created_at)
-  SELECT id, NULL, 'bench-' || i, 'bench', type, 201, '{}', metadata, created_at FROM bench_tx;
 -- balance_after is not what this benchmark reads; the entries carry their amounts exactly.
 INSERT INTO ledger_entry (transaction_id, account_id, currency, amount, balance_after, created_at)
   SELECT id, CASE leg WHEN 1 THEN debit ELSE credit END, 'EUR', CASE leg WHEN 1 THEN -amount ELSE amount END, 0,
          created_at
     FROM bench_tx, (VALUES (1), (2)) AS legs(leg)
    ORDER BY i, leg;
+-- Each journal row with its entries' range of ids (migration 024).
+INSERT INTO journal_transaction (id, principal_id, idempotency_key, request_hash, type, response_status, response_body,
+                                 metadata, created_at, first_entry_id, last_entry_id)
+  SELECT t.id, NULL, 'bench-' || t.i, 'bench', t.type, 201, '{}', t.metadata, t.created_at, r.first_id, r.last_id
+    FROM bench_tx t
+    JOIN (SELECT transaction_id, min(id) AS first_id, max(id) AS last_id FROM ledger_entry GROUP BY transaction_id) r
+      ON r.transaction_id = t.id;
 COMMIT;
 VACUUM (ANALYZE) journal_transaction;
 VACUUM (ANALYZE) ledger_entry;

@@ -121,10 +121,13 @@ constexpr const char* k_find_payments_sql =
 //   rows unlocked can meet: nothing more is written, and the batch is rolled back and redone under
 //   the locks. A row a locked attempt holds already is locked again at no cost.
 //   Then, only once every row is held, so that a key is never inserted before the rows' locks
-//   are taken (as in a locked attempt): the journal rows with their receipts; the entries (the
-//   zero-sum trigger sees them all at the end of the statement); the batch's outbox row, when it
-//   has transactions (migration 003).
-// The CTEs all run on one snapshot and none reads what another writes.
+//   are taken (as in a locked attempt): the entries (the zero-sum trigger sees them all at the end
+//   of the statement); the journal rows with their receipts and the range of entry ids each
+//   transaction's entries were given (migration 024: readers find a transaction's entries through
+//   it; a transaction without entries has no range, and the journal refuses it); the batch's
+//   outbox row, when it has transactions (migration 003).
+// The CTEs all run on one snapshot; none reads a table another writes (the journal reads the
+// entries' RETURNING rows, not the table).
 //   Journal rows and entries are stamped with this statement's start (`created_at`), not the
 //   transaction's: a locked attempt holds every row by then, and an unlocked one whose rows moved
 //   while it waited is redone, so no entry on any of its rows commits after its stamp. On every
@@ -150,17 +153,23 @@ constexpr const char* k_write_batch_sql =
     " all_held AS ("
     "  SELECT updated = cardinality($14::bigint[]) AND locked = cardinality($14::bigint[]) + cardinality($22::bigint[])"
     "    AS yes FROM held),"
-    " journal AS ("
-    "  INSERT INTO journal_transaction"
-    "    (id, principal_id, idempotency_key, request_hash, type, response_status, response_body, metadata,"
-    "     created_at)"
-    "  SELECT *, statement_timestamp() FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::text[],"
-    "                                              $6::int[], $7::text[], $8::jsonb[])"
-    "   WHERE (SELECT yes FROM all_held)),"
     " entries AS ("
     "  INSERT INTO ledger_entry (transaction_id, account_id, currency, amount, balance_after, created_at)"
     "  SELECT *, statement_timestamp() FROM unnest($9::uuid[], $10::bigint[], $11::bpchar[], $12::bigint[],"
     "                                              $13::bigint[])"
+    "   WHERE (SELECT yes FROM all_held)"
+    "  RETURNING id, transaction_id),"
+    " ranges AS ("
+    "  SELECT transaction_id, min(id) AS first_id, max(id) AS last_id FROM entries GROUP BY transaction_id),"
+    " journal AS ("
+    "  INSERT INTO journal_transaction"
+    "    (id, principal_id, idempotency_key, request_hash, type, response_status, response_body, metadata,"
+    "     first_entry_id, last_entry_id, created_at)"
+    "  SELECT t.*, r.first_id, r.last_id, statement_timestamp()"
+    "    FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::int[], $7::text[],"
+    "                $8::jsonb[])"
+    "           AS t(id, principal_id, idempotency_key, request_hash, type, response_status, response_body, metadata)"
+    "    LEFT JOIN ranges AS r ON r.transaction_id = t.id"
     "   WHERE (SELECT yes FROM all_held)),"
     " outbox AS ("
     "  INSERT INTO outbox_event (transaction_ids, topic, payload)"

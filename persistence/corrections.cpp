@@ -27,9 +27,11 @@ const std::string k_reversal_entries_sql =
     "SELECT e.account_id, p.id, e.amount, e.currency, p.kind = 'user',"
     "       COALESCE((SELECT array_agg(s.id ORDER BY s.id) FROM account s WHERE s.parent_id = p.id), '{}')::text,"
     "       p.owner_id"
-    "  FROM ledger_entry e JOIN account a ON a.id = e.account_id"
+    "  FROM " +
+    entries_of_journal_sql("j.id = $1::uuid") +
+    " AS e JOIN account a ON a.id = e.account_id"
     "  JOIN account p ON p.id = COALESCE(a.parent_id, a.id)"
-    " WHERE e.transaction_id = $1::uuid ORDER BY e.id";
+    " ORDER BY e.id";
 
 constexpr const char* k_reversal_links = "corrections_reversal_links";
 const std::string k_reversal_links_sql =

@@ -52,7 +52,8 @@ constexpr const char* k_transaction_entries = "history_transaction_entries";
 const std::string k_transaction_entries_sql =
     "SELECT " + k_entry_columns_sql +
     ", (SELECT a.owner_id FROM account a WHERE a.id = ledger_entry.account_id)"
-    " FROM ledger_entry WHERE transaction_id = $1::uuid ORDER BY id";
+    " FROM " +
+    entries_of_journal_sql("j.id = $1::uuid") + " AS ledger_entry ORDER BY id";
 
 // Many transactions at once (POST /v1/transactions/lookup), with what the single read gathers one
 // query each: a payment's refunded total and refunds (at most $2, oldest first, comma-separated),
@@ -70,12 +71,14 @@ const std::string k_lookup_transactions_sql =
     " (SELECT v.transaction_id::text FROM transaction_reversal v WHERE v.reversal_id = j.id)"
     " FROM journal_transaction j WHERE j.id = ANY($1::uuid[])";
 
-// The entries of those transactions, each transaction's in entry order (ledger_entry_transaction).
+// The entries of those transactions, each transaction's in entry order (each read through its
+// journal row's range of entry ids).
 constexpr const char* k_lookup_entries = "history_lookup_entries";
-const std::string k_lookup_entries_sql =
-    "SELECT " + k_entry_columns_sql +
-    ", (SELECT a.owner_id FROM account a WHERE a.id = ledger_entry.account_id)"
-    " FROM ledger_entry WHERE transaction_id = ANY($1::uuid[]) ORDER BY transaction_id, id";
+const std::string k_lookup_entries_sql = "SELECT " + k_entry_columns_sql +
+                                         ", (SELECT a.owner_id FROM account a WHERE a.id = ledger_entry.account_id)"
+                                         " FROM " +
+                                         entries_of_journal_sql("j.id = ANY($1::uuid[])") +
+                                         " AS ledger_entry ORDER BY transaction_id, id";
 
 constexpr const char* k_find_committed = "history_find_committed";
 constexpr const char* k_find_committed_sql =

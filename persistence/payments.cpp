@@ -2,16 +2,19 @@
 
 #include <pqxx/pqxx>
 
+#include "persistence/rows.hpp"
+
 namespace persistence {
 namespace {
 
 // A payment's entries (a TRANSFER, or a hold's CAPTURE, which posts the same legs) summed per
 // account, a shard counted as its parent: the payer is the one account that paid (negative), the
 // payee the user account that was paid, fee_revenue the system account that was paid. The payee's owner comes with it.
-constexpr const char* k_payment_sql =
+const std::string k_payment_sql =
     "SELECT COALESCE(a.parent_id, a.id), m.kind, m.owner_id, e.currency, sum(e.amount)::bigint, j.id::text"
     "  FROM journal_transaction j"
-    "  JOIN ledger_entry e ON e.transaction_id = j.id"
+    "  JOIN ledger_entry e ON " +
+    entries_of_sql("e", "j") +
     "  JOIN account a ON a.id = e.account_id"
     "  JOIN account m ON m.id = COALESCE(a.parent_id, a.id)"
     " WHERE j.id = $1::uuid AND j.type IN ('TRANSFER', 'CAPTURE')"

@@ -9,6 +9,7 @@
 
 #include "base/assert.hpp"
 #include "persistence/database.hpp"
+#include "persistence/rows.hpp"
 
 namespace persistence {
 namespace {
@@ -226,13 +227,26 @@ constexpr const char* k_currencies_full_sql =
 
 // Transactions: the (transaction, currency) sums checked, and the ids of those that are not zero.
 // Incremental: every transaction with an entry after the previous watermark $2, all its entries,
-// each looked up by the transaction index (a lateral aggregate: never a scan of the table).
+// read through its journal row's range of entry ids (a lateral aggregate: never a scan of the
+// table). An entry the range would miss is the next statement's finding.
 constexpr const char* k_transactions_incremental = "reconcile_transactions_incremental";
-constexpr const char* k_transactions_incremental_sql =
-    "SELECT count(*), (array_agg(DISTINCT t.transaction_id) FILTER (WHERE s.total <> 0))[1:$1]::text"
-    "  FROM (SELECT DISTINCT transaction_id FROM ledger_entry WHERE id > $2) t"
+const std::string k_transactions_incremental_sql =
+    "SELECT count(*), (array_agg(DISTINCT t.id) FILTER (WHERE s.total <> 0))[1:$1]::text"
+    "  FROM (SELECT DISTINCT transaction_id FROM ledger_entry WHERE id > $2) d"
+    "  JOIN journal_transaction t ON t.id = d.transaction_id"
     "  CROSS JOIN LATERAL (SELECT sum(e.amount) AS total FROM ledger_entry e"
-    "                       WHERE e.transaction_id = t.transaction_id GROUP BY e.currency) s";
+    "                       WHERE " +
+    entries_of_sql("e", "t") + " GROUP BY e.currency) s";
+
+// Entries after $2 (0: all of them) that their transaction's journal row does not cover: no
+// journal row, or an id outside the row's range (migration 024), so that reading the transaction
+// through its range would miss them. One primary-key probe of the journal per entry.
+constexpr const char* k_entry_ranges = "reconcile_entry_ranges";
+constexpr const char* k_entry_ranges_sql =
+    "SELECT e.id, e.transaction_id::text, e.account_id, e.currency, j.id IS NULL, j.first_entry_id, j.last_entry_id"
+    "  FROM ledger_entry e LEFT JOIN journal_transaction j ON j.id = e.transaction_id"
+    " WHERE e.id > $2 AND (j.id IS NULL OR e.id NOT BETWEEN j.first_entry_id AND j.last_entry_id)"
+    " ORDER BY e.id LIMIT $1";
 
 constexpr const char* k_transactions_full = "reconcile_transactions_full";
 constexpr const char* k_transactions_full_sql =
@@ -240,11 +254,13 @@ constexpr const char* k_transactions_full_sql =
     "  FROM (SELECT transaction_id, currency, sum(amount) AS total FROM ledger_entry"
     "         GROUP BY transaction_id, currency) per";
 
-// The unbalanced transactions named by the query above, per currency (by the transaction index).
+// The unbalanced transactions named by the queries above, per currency (through their journal
+// rows' ranges).
 constexpr const char* k_transaction_sums = "reconcile_transaction_sums";
-constexpr const char* k_transaction_sums_sql =
-    "SELECT transaction_id::text, currency, sum(amount) FROM ledger_entry WHERE transaction_id = ANY($1::uuid[])"
-    " GROUP BY transaction_id, currency HAVING sum(amount) <> 0 ORDER BY 1, 2";
+const std::string k_transaction_sums_sql =
+    "SELECT e.transaction_id::text, e.currency, sum(e.amount) FROM " +
+    entries_of_journal_sql("j.id = ANY($1::uuid[])") +
+    " AS e GROUP BY e.transaction_id, e.currency HAVING sum(e.amount) <> 0 ORDER BY 1, 2";
 
 // Full runs: each stored checkpoint against its entries as they are now. The entries up to a
 // checkpoint are all of them (read by the full run) less those after it, which the indexes find:
@@ -496,10 +512,19 @@ void check_transactions(pqxx::transaction_base& txn, run_state& state) {
   const auto row = full ? txn.exec_prepared1(k_transactions_full, k_findings_per_check_max)
                         : txn.exec_prepared1(k_transactions_incremental, k_findings_per_check_max, state.from_entry_id);
   state.transactions_checked = row[0].as<std::int64_t>();
-  if (row[1].is_null()) return;
-  for (const auto& t : txn.exec_prepared(k_transaction_sums, row[1].as<std::string>())) {
-    state.add(reconcile_check::transaction_zero_sum, std::nullopt, t[0].as<std::string>(), t[1].as<std::string>(),
-              std::nullopt, "the entries sum to " + text(t[2]) + " in " + t[1].as<std::string>());
+  if (!row[1].is_null()) {
+    for (const auto& t : txn.exec_prepared(k_transaction_sums, row[1].as<std::string>())) {
+      state.add(reconcile_check::transaction_zero_sum, std::nullopt, t[0].as<std::string>(), t[1].as<std::string>(),
+                std::nullopt, "the entries sum to " + text(t[2]) + " in " + t[1].as<std::string>());
+    }
+  }
+  for (const auto& e : txn.exec_prepared(k_entry_ranges, k_findings_per_check_max, full ? 0 : state.from_entry_id)) {
+    const auto entry = e[0].as<std::int64_t>();
+    state.add(reconcile_check::transaction_zero_sum, e[2].as<std::int64_t>(), e[1].as<std::string>(),
+              e[3].as<std::string>(), entry,
+              e[4].as<bool>() ? "entry " + std::to_string(entry) + " names a transaction with no journal row"
+                              : "entry " + std::to_string(entry) + " lies outside its journal row's entries (ids " +
+                                    text(e[5]) + " to " + text(e[6]) + ")");
   }
 }
 
@@ -678,6 +703,7 @@ void prepare_reconcile_statements(pqxx::connection& conn) {
       {k_transactions_incremental, k_transactions_incremental_sql},
       {k_transactions_full, k_transactions_full_sql},
       {k_transaction_sums, k_transaction_sums_sql},
+      {k_entry_ranges, k_entry_ranges_sql},
       {k_account_checkpoints, k_account_checkpoints_sql},
       {k_currency_checkpoints, k_currency_checkpoints_sql},
       {k_counts_incremental, k_counts_incremental_sql},

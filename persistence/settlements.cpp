@@ -10,6 +10,7 @@
 #include "base/assert.hpp"
 #include "ledger/settlement_report.hpp"
 #include "persistence/database.hpp"
+#include "persistence/rows.hpp"
 
 namespace persistence {
 namespace {
@@ -105,7 +106,10 @@ const std::string k_fill_posted_sql =
     " SELECT t.id, t.type, t.metadata ->> 'paymentId', abs(sum(e.amount))::bigint, min(e.currency), t.created_at,"
     "        t.created_at BETWEEN " +
     from_us("$5") + " AND " + from_us("$3") +
-    "   FROM journal_transaction t JOIN ledger_entry e ON e.transaction_id = t.id"
+    "   FROM journal_transaction t"
+    "  CROSS JOIN LATERAL (SELECT e.amount, e.currency, e.account_id FROM ledger_entry e WHERE " +
+    entries_of_sql("e", "t") +
+    " OFFSET 0) e"
     "  WHERE t.metadata ->> 'provider' = $1"
     "    AND t.type IN ('DEPOSIT', 'DEPOSIT_REFUND', 'CHARGEBACK', 'PAYOUT')"
     "    AND t.created_at >= " +

@@ -102,17 +102,17 @@ class BatchE2E : public ts::shared_server_test<BatchE2E> {
     pqxx::connection conn(ts::owner_database_url());
     pqxx::work earlier(conn);
     earlier.exec("LOCK TABLE account IN ACCESS EXCLUSIVE MODE");
+    earlier.exec("INSERT INTO ledger_entry (transaction_id, account_id, currency, amount, balance_after) VALUES ('" +
+                 id + "', " + std::to_string(payroll) + ", 'EUR', -100, 0), ('" + id + "', " + std::to_string(payee) +
+                 ", 'EUR', 100, 100)");
     earlier.exec(
         "INSERT INTO journal_transaction (id, principal_id, idempotency_key, request_hash, type, response_status,"
-        " response_body) VALUES ('" +
+        " response_body, first_entry_id, last_entry_id) SELECT '" +
         id + "', " + std::to_string(boss.id) + ", " + ts::sql_literal(legacy ? "batch/0/" + key : key) + ", " +
         ts::sql_literal(hash + "/0") + ", 'TRANSFER', 201, " +
         ts::sql_literal("{\"transactionId\":\"" + id +
                         "\",\"status\":\"COMPLETED\",\"fromBalanceAfter\":\"0\",\"fee\":\"0\",\"netAmount\":\"100\"}") +
-        ")");
-    earlier.exec("INSERT INTO ledger_entry (transaction_id, account_id, currency, amount, balance_after) VALUES ('" +
-                 id + "', " + std::to_string(payroll) + ", 'EUR', -100, 0), ('" + id + "', " + std::to_string(payee) +
-                 ", 'EUR', 100, 100)");
+        ", min(id), max(id) FROM ledger_entry WHERE transaction_id = '" + id + "'");
     earlier.exec("UPDATE account SET balance = balance - 100, version = version + 1 WHERE id = " +
                  std::to_string(payroll));
     earlier.exec("UPDATE account SET balance = balance + 100, version = version + 1 WHERE id = " +

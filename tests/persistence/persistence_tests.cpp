@@ -112,19 +112,21 @@ class ledger_db : public ::testing::Test {
 
   std::string new_uuid() { return text_of(*owner_, "SELECT gen_random_uuid()::text"); }
 
-  // Transfer `tx` of `amount` from `from` to `to` written directly in `txn`: its journal row and
-  // both entries, balanced in one statement, with the two accounts' balances after it.
+  // Transfer `tx` of `amount` from `from` to `to` written directly in `txn`: both entries, balanced
+  // in one statement, with the two accounts' balances after it, and its journal row with their
+  // range of ids (migration 024).
   void insert_transfer(pqxx::work& txn, const std::string& tx, std::int64_t from, std::int64_t from_after,
                        std::int64_t to, std::int64_t to_after, std::int64_t amount) {
-    txn.exec(
-        "INSERT INTO journal_transaction (id, principal_id, idempotency_key, request_hash, type,"
-        " response_status, response_body) VALUES (" +
-        sql_literal(tx) + ", " + std::to_string(principal_) + ", " + sql_literal(unique_key("direct")) +
-        ", 'direct', 'TRANSFER', 201, '{}')");
     txn.exec("INSERT INTO ledger_entry (transaction_id, account_id, currency, amount, balance_after) VALUES (" +
              sql_literal(tx) + ", " + std::to_string(from) + ", 'XTS', " + std::to_string(-amount) + ", " +
              std::to_string(from_after) + "), (" + sql_literal(tx) + ", " + std::to_string(to) + ", 'XTS', " +
              std::to_string(amount) + ", " + std::to_string(to_after) + ")");
+    txn.exec(
+        "INSERT INTO journal_transaction (id, principal_id, idempotency_key, request_hash, type,"
+        " response_status, response_body, first_entry_id, last_entry_id) SELECT " +
+        sql_literal(tx) + ", " + std::to_string(principal_) + ", " + sql_literal(unique_key("direct")) +
+        ", 'direct', 'TRANSFER', 201, '{}', min(id), max(id) FROM ledger_entry WHERE transaction_id = " +
+        sql_literal(tx));
   }
 
   // A hot account with two shards, made directly: its id, then its shards' in shard order.
@@ -636,9 +638,9 @@ TEST_F(ledger_db, a_key_reused_with_another_request_fails_alone) {
   const std::string stored_tx = new_uuid();
   run(*owner_,
       "INSERT INTO journal_transaction (id, principal_id, idempotency_key, request_hash, type,"
-      " response_status, response_body) VALUES (" +
+      " response_status, response_body, first_entry_id, last_entry_id) VALUES (" +
           sql_literal(stored_tx) + ", " + std::to_string(principal_) + ", " + sql_literal(reused_key) +
-          ", 'another-request', 'TRANSFER', 201, '{\"stored\":true}')");
+          ", 'another-request', 'TRANSFER', 201, '{\"stored\":true}', 0, 0)");
 
   std::vector<posting_request> batch = {transfer(a_, b_, 100, unique_key("k")), transfer(a_, d_, 200, reused_key),
                                         transfer(a_, b_, 300, unique_key("k"))};
@@ -927,14 +929,15 @@ TEST_P(key_race, a_key_committed_while_the_batch_waits_for_its_rows_is_replayed_
   batch_result r;
   std::thread batch([&] { r = commit_batch(*waiting, {mine}); });
   ASSERT_TRUE(test_support::eventually([&] { return test_support::backends_blocked_by(owner_->backendpid()) > 0; }));
-  other.exec(
-      "INSERT INTO journal_transaction (id, principal_id, idempotency_key, request_hash, type,"
-      " response_status, response_body) VALUES (" +
-      sql_literal(theirs) + ", " + std::to_string(principal_) + ", " + sql_literal(key) + ", " +
-      sql_literal(mine.request_hash) + ", 'TRANSFER', 201, " + sql_literal(stored_body) + ")");
   other.exec("INSERT INTO ledger_entry (transaction_id, account_id, currency, amount, balance_after) VALUES (" +
              sql_literal(theirs) + ", " + std::to_string(a_) + ", 'XTS', -500, 0), (" + sql_literal(theirs) + ", " +
              std::to_string(b_) + ", 'XTS', 500, 500)");
+  other.exec(
+      "INSERT INTO journal_transaction (id, principal_id, idempotency_key, request_hash, type,"
+      " response_status, response_body, first_entry_id, last_entry_id) SELECT " +
+      sql_literal(theirs) + ", " + std::to_string(principal_) + ", " + sql_literal(key) + ", " +
+      sql_literal(mine.request_hash) + ", 'TRANSFER', 201, " + sql_literal(stored_body) +
+      ", min(id), max(id) FROM ledger_entry WHERE transaction_id = " + sql_literal(theirs));
   other.exec("UPDATE account SET balance = balance - 500, version = version + 1 WHERE id = " + std::to_string(a_));
   other.exec("UPDATE account SET balance = balance + 500, version = version + 1 WHERE id = " + std::to_string(b_));
   other.commit();
@@ -1378,8 +1381,8 @@ TEST_F(ledger_db, the_isolation_fallback_answers_each_posting_by_what_became_of_
   pqxx::work holder(*owner_);
   holder.exec(
       "INSERT INTO journal_transaction (id, principal_id, idempotency_key, request_hash, type,"
-      " response_status, response_body) VALUES (gen_random_uuid(), " +
-      std::to_string(principal_) + ", " + sql_literal(contended_key) + ", 'held', 'TRANSFER', 201, '{}')");
+      " response_status, response_body, first_entry_id, last_entry_id) VALUES (gen_random_uuid(), " +
+      std::to_string(principal_) + ", " + sql_literal(contended_key) + ", 'held', 'TRANSFER', 201, '{}', 0, 0)");
   connection_options o = options_for(test_support::database_url(), k_application_name);
   o.lock_timeout_ms = 200;
   auto conn = connect(o);

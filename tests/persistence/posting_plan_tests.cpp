@@ -15,8 +15,10 @@
 
 #include "persistence/batch.hpp"
 #include "persistence/database.hpp"
+#include "persistence/history.hpp"
 #include "persistence/holds.hpp"
 #include "persistence/migrations.hpp"
+#include "persistence/reconcile.hpp"
 #include "tests/support/connections.hpp"
 #include "tests/support/support.hpp"
 
@@ -142,6 +144,55 @@ TEST_F(posting_plans, the_expirers_scans_take_due_holds_from_the_expiry_index) {
       }
     }
     EXPECT_TRUE(expiry_bounds_an_index) << name << ":\n" << plan;
+  }
+}
+
+// A transaction's entries are read through its journal row's range of entry ids (migration 024):
+// the readers' plans take each range from ledger_entry's primary key, never the whole table, for
+// one transaction and for a thousand at once, on a ledger the planner has statistics of.
+TEST_F(posting_plans, a_transactions_entries_are_read_as_ranges_of_the_primary_key) {
+  {
+    pqxx::work txn(*owner_);
+    txn.exec(
+        "INSERT INTO principal (name, role) VALUES ('plans', 'user');"
+        "INSERT INTO account (owner_id, currency, kind, allow_negative)"
+        "  SELECT 1, 'XTS', 'user', TRUE FROM generate_series(1, 100);"
+        "CREATE TEMP TABLE plan_tx AS SELECT gen_random_uuid() AS id, i FROM generate_series(1, 20000) AS i;"
+        "INSERT INTO ledger_entry (transaction_id, account_id, currency, amount, balance_after)"
+        "  SELECT id, 1 + (i + leg) % 100, 'XTS', CASE leg WHEN 0 THEN -1 ELSE 1 END, 0"
+        "    FROM plan_tx, (VALUES (0), (1)) AS legs(leg) ORDER BY i, leg;"
+        "INSERT INTO journal_transaction (id, principal_id, idempotency_key, request_hash, type, response_status,"
+        "                                 response_body, first_entry_id, last_entry_id)"
+        "  SELECT transaction_id, 1, 'plan-' || transaction_id, 'h', 'TRANSFER', 201, '{}', min(id), max(id)"
+        "    FROM ledger_entry GROUP BY transaction_id;");
+    txn.commit();
+  }
+  {
+    pqxx::nontransaction txn(*owner_);
+    txn.exec("ANALYZE ledger_entry");
+    txn.exec("ANALYZE journal_transaction");
+  }
+  const auto one = "'" + test_support::text_of(*owner_, "SELECT id::text FROM journal_transaction LIMIT 1") + "'";
+  const auto many = "'" +
+                    test_support::text_of(*owner_,
+                                          "SELECT array_agg(id)::text FROM (SELECT id FROM journal_transaction"
+                                          " ORDER BY random() LIMIT 1000) t") +
+                    "'";
+  auto reader = connect(options_for(test_support::scratch_database_url(), k_application_name));
+  prepare_history_statements(*reader);
+  prepare_reconcile_statements(*reader);
+  for (const auto& [name, args] :
+       std::vector<std::pair<std::string, std::string>>{{"history_transaction_entries", one},
+                                                        {"history_lookup_entries", many},
+                                                        {"reconcile_transaction_sums", many}}) {
+    reader->prepare_now(name);
+    pqxx::work txn(*reader);
+    std::string plan;
+    for (const auto& row : txn.exec("EXPLAIN EXECUTE " + name + "(" + args + ")")) {
+      plan += row[0].as<std::string>() + "\n";
+    }
+    EXPECT_NE(plan.find("using ledger_entry_pkey on ledger_entry"), std::string::npos) << name << ":\n" << plan;
+    EXPECT_EQ(plan.find("Seq Scan on ledger_entry"), std::string::npos) << name << ":\n" << plan;
   }
 }
 

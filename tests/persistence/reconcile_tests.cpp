@@ -135,11 +135,16 @@ class scratch_ledger : public ::testing::Test {
   std::string insert_directly(const std::vector<line>& lines, bool move_caches = true) {
     const std::string tx = text_of("SELECT gen_random_uuid()::text");
     pqxx::work txn(*owner_);
-    txn.exec(
-        "INSERT INTO journal_transaction (id, principal_id, idempotency_key, request_hash, type, response_status,"
-        " response_body) VALUES (" +
-        sql_literal(tx) + ", " + std::to_string(principal_) + ", " + sql_literal("direct-" + tx) +
-        ", 'direct', 'TRANSFER', 201, '{}')");
+    insert_entries(txn, tx, lines, move_caches);
+    insert_journal_row(txn, tx);
+    txn.commit();
+    return tx;
+  }
+
+  // Entries of transaction `tx` in one statement, and no journal row; the caches moved by the
+  // amounts when asked.
+  void insert_entries(pqxx::transaction_base& txn, const std::string& tx, const std::vector<line>& lines,
+                      bool move_caches = true) {
     std::string values;
     for (const auto& l : lines) {
       if (!values.empty()) values += ", ";
@@ -153,8 +158,18 @@ class scratch_ledger : public ::testing::Test {
                  ", version = version + 1 WHERE id = " + std::to_string(l.account));
       }
     }
-    txn.commit();
-    return tx;
+  }
+
+  // The journal row of transaction `tx`, whose entries `txn` inserted already: it records their
+  // range of ids, as the writer's does (migration 024).
+  void insert_journal_row(pqxx::transaction_base& txn, const std::string& tx) {
+    txn.exec(
+        "INSERT INTO journal_transaction (id, principal_id, idempotency_key, request_hash, type, response_status,"
+        " response_body, first_entry_id, last_entry_id)"
+        " SELECT " +
+        sql_literal(tx) + ", " + std::to_string(principal_) + ", " + sql_literal("direct-" + tx) +
+        ", 'direct', 'TRANSFER', 201, '{}', min(id), max(id) FROM ledger_entry WHERE transaction_id = " +
+        sql_literal(tx));
   }
 
   std::int64_t balance(std::int64_t account) {
@@ -319,6 +334,121 @@ TEST_F(scratch_ledger, an_entry_that_breaks_zero_sum_is_reported_for_its_transac
   EXPECT_EQ(incremental.ok, false);
   const auto full = run(reconcile_kind::full);
   EXPECT_EQ(names_of(full), expected) << describe(full);
+}
+
+TEST_F(scratch_ledger, an_entry_its_journal_row_does_not_cover_is_reported_with_its_transaction) {
+  // A transaction's entries are read through its journal row's range of entry ids (migration 024).
+  // The owner adds a balanced pair of entries to a committed transaction after its range, and a
+  // balanced pair under a transaction with no journal row, caches and balance_after kept right:
+  // every sum is still zero, only the journal rows do not cover these four entries. Both runs name
+  // each of them, with its account and transaction, and nothing else.
+  const auto a = new_account();
+  const auto b = new_account();
+  fund(a, 100);
+  fund(b, 100);
+  const auto tx = insert_directly({{a, "XTS", -10, 90}, {b, "XTS", 10, 110}});
+  clean_run(reconcile_kind::full);
+
+  const auto orphan = text_of("SELECT gen_random_uuid()::text");
+  {
+    pqxx::work txn(*owner_);
+    insert_entries(txn, tx, {{a, "XTS", -3, 87}, {b, "XTS", 3, 113}});
+    insert_entries(txn, orphan, {{a, "XTS", -2, 85}, {b, "XTS", 2, 115}});
+    txn.commit();
+  }
+  const auto last_of = [&](const std::string& t, std::int64_t account) {
+    return int_of("SELECT max(id) FROM ledger_entry WHERE transaction_id = " + sql_literal(t) +
+                  " AND account_id = " + std::to_string(account));
+  };
+  const std::multiset<named> expected{{check::transaction_zero_sum, a, tx, "XTS", last_of(tx, a)},
+                                      {check::transaction_zero_sum, b, tx, "XTS", last_of(tx, b)},
+                                      {check::transaction_zero_sum, a, orphan, "XTS", last_of(orphan, a)},
+                                      {check::transaction_zero_sum, b, orphan, "XTS", last_of(orphan, b)}};
+  const auto incremental = run(reconcile_kind::incremental);
+  EXPECT_EQ(names_of(incremental), expected) << describe(incremental);
+  EXPECT_EQ(incremental.ok, false);
+  const auto full = run(reconcile_kind::full);
+  EXPECT_EQ(names_of(full), expected) << describe(full);
+  EXPECT_EQ(full.ok, false);
+}
+
+// Migration 024 on a ledger written before it: two transactions whose entries took interleaved
+// ids, their journal rows without ranges. The migration gives each row the smallest and largest id
+// of its own entries, drops the index of entries by transaction, and leaves the journal
+// append-only and refusing a row without a range.
+TEST(entry_range_migration, gives_each_journal_row_written_before_it_the_range_of_its_entries) {
+  const auto owner_url = test_support::scratch_owner_database_url();
+  auto owner = connect(options_for(owner_url));
+  test_support::drop_public_schema(*owner);
+  {
+    pqxx::work txn(*owner);
+    txn.exec(
+        "CREATE TABLE schema_migrations (version TEXT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())");
+    txn.commit();
+  }
+  for (const auto& m : migrations()) {
+    if (m.version == "024_entry_ranges") break;
+    pqxx::work txn(*owner);
+    txn.exec(m.sql);
+    txn.exec_params("INSERT INTO schema_migrations (version) VALUES ($1)", m.version);
+    txn.commit();
+  }
+  const std::string t1 = test_support::text_of(*owner, "SELECT gen_random_uuid()::text");
+  const std::string t2 = test_support::text_of(*owner, "SELECT gen_random_uuid()::text");
+  {
+    pqxx::work txn(*owner);
+    const auto principal =
+        txn.exec1("INSERT INTO principal (name, role) VALUES ('migration', 'user') RETURNING id")[0].as<std::string>();
+    const auto a = txn.exec1("INSERT INTO account (owner_id, currency, kind, allow_negative) VALUES (" + principal +
+                             ", 'XTS', 'user', TRUE) RETURNING id")[0]
+                       .as<std::string>();
+    const auto b = txn.exec1("INSERT INTO account (owner_id, currency, kind) VALUES (" + principal +
+                             ", 'XTS', 'user') RETURNING id")[0]
+                       .as<std::string>();
+    txn.exec(
+        "INSERT INTO journal_transaction (id, principal_id, idempotency_key, request_hash, type, response_status,"
+        " response_body) VALUES (" +
+        sql_literal(t1) + ", " + principal + ", 'k1', 'h', 'TRANSFER', 201, '{}'), (" + sql_literal(t2) + ", " +
+        principal + ", 'k2', 'h', 'TRANSFER', 201, '{}')");
+    txn.exec("INSERT INTO ledger_entry (transaction_id, account_id, currency, amount, balance_after) VALUES (" +
+             sql_literal(t1) + ", " + a + ", 'XTS', -5, -5), (" + sql_literal(t2) + ", " + a + ", 'XTS', -7, -12), (" +
+             sql_literal(t1) + ", " + b + ", 'XTS', 5, 5), (" + sql_literal(t2) + ", " + b + ", 'XTS', 7, 12)");
+    txn.commit();
+  }
+
+  EXPECT_EQ(apply_migrations(options_for(owner_url)), std::vector<std::string>{"024_entry_ranges"});
+  for (const auto& t : {t1, t2}) {
+    EXPECT_EQ(
+        test_support::text_of(*owner,
+                              "SELECT first_entry_id || '-' || last_entry_id FROM journal_transaction"
+                              " WHERE id = " +
+                                  sql_literal(t)),
+        test_support::text_of(
+            *owner, "SELECT min(id) || '-' || max(id) FROM ledger_entry WHERE transaction_id = " + sql_literal(t)));
+  }
+  // The ranges overlap (ids 1 and 3 against 2 and 4), and each still reads exactly its own entries.
+  EXPECT_EQ(test_support::int_of(*owner,
+                                 "SELECT count(*) FROM journal_transaction j JOIN ledger_entry e"
+                                 "  ON e.id BETWEEN j.first_entry_id AND j.last_entry_id AND e.transaction_id = j.id"
+                                 " WHERE j.id = " +
+                                     sql_literal(t1)),
+            2);
+  EXPECT_EQ(
+      test_support::int_of(*owner, "SELECT count(*) FROM pg_indexes WHERE indexname = 'ledger_entry_transaction'"), 0);
+  EXPECT_THROW(
+      {
+        pqxx::work txn(*owner);
+        txn.exec("UPDATE journal_transaction SET type = type WHERE id = " + sql_literal(t1));
+      },
+      pqxx::sql_error);
+  EXPECT_THROW(
+      {
+        pqxx::work txn(*owner);
+        txn.exec(
+            "INSERT INTO journal_transaction (id, principal_id, idempotency_key, request_hash, type, response_status,"
+            " response_body) VALUES (gen_random_uuid(), NULL, 'k3', 'h', 'TRANSFER', 201, '{}')");
+      },
+      pqxx::sql_error);
 }
 
 TEST_F(scratch_ledger, a_wrong_balance_after_is_reported_for_its_account_and_entry) {
@@ -486,6 +616,7 @@ TEST_F(scratch_ledger, the_watermark_waits_for_a_writer_that_took_its_ids_before
   writer_a.exec("INSERT INTO ledger_entry (transaction_id, account_id, currency, amount, balance_after) VALUES (" +
                 sql_literal(tx) + ", " + std::to_string(a1) + ", 'XTS', -100, 900), (" + sql_literal(tx) + ", " +
                 std::to_string(a2) + ", 'XTS', 100, 100)");
+  insert_journal_row(writer_a, tx);
   writer_a.exec("UPDATE account SET balance = balance - 100, version = version + 1 WHERE id = " + std::to_string(a1));
   writer_a.exec("UPDATE account SET balance = balance + 100, version = version + 1 WHERE id = " + std::to_string(a2));
   const auto a_max = writer_a.exec1("SELECT max(id) FROM ledger_entry")[0].as<std::int64_t>();
