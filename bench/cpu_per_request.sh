@@ -25,6 +25,9 @@
 #
 # NAME=VALUE pairs are passed to the server's environment, to compare settings side by side, e.g.
 #   bench/cpu_per_request.sh --rate 5300 WALLET_ACTORS_SCHEDULER_THREADS=2
+# BENCH_SETUP_SQL, when set, runs in the migrated database before the setup, to compare one schema
+# change on the same binaries (as in bench/pg_cost.sh), e.g. an index a migration dropped:
+#   BENCH_SETUP_SQL='CREATE INDEX ledger_entry_transaction ON ledger_entry (transaction_id)' bench/cpu_per_request.sh
 # Uses the benchmark's private services under var/bench (PostgreSQL 55434, Redis 56381).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -89,6 +92,9 @@ operator_key="cpu-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 ) > "$out/server.log" 2>&1 &
 server_pid=$!
 wait_until_ready "$http_port" "$out/server.log"
+if [[ -n ${BENCH_SETUP_SQL:-} ]]; then
+  pg_port=55434 psql_admin -d wallet -c "$BENCH_SETUP_SQL" >/dev/null
+fi
 
 loadgen() {
   nice -n -10 build-bench/tools/loadgen/wallet-loadgen --host 127.0.0.1 --port "$http_port" \

@@ -16,6 +16,9 @@
 #   PGCOST_PG_PORT / PGCOST_REDIS_PORT / PGCOST_HTTP_PORT: ports (default 55473 / 56423 / 18900).
 #   PGCOST_BUILD_DIR: where the Release binaries are (default build-bench); PGCOST_SKIP_BUILD=1 uses
 #   them as they are instead of building them first.
+#   BENCH_SETUP_SQL: SQL run in the migrated database before the setup, to measure one schema
+#   change on the same binaries, e.g. an index a migration dropped, created again:
+#     BENCH_SETUP_SQL='CREATE INDEX ledger_entry_transaction ON ledger_entry (transaction_id)'
 #
 # Writes bench/out/pg-cost/LABEL/report.md (a markdown section) and prints it; raw snapshots beside
 # it. The private PostgreSQL gets pg_stat_statements preloaded (ALTER SYSTEM in its own data
@@ -87,6 +90,10 @@ server_pid=$!
 wait_until_ready "$http_port" "$out/server.log"
 psql_admin -d wallet -c "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" \
   -c "CREATE EXTENSION IF NOT EXISTS pg_walinspect"
+if [[ -n ${BENCH_SETUP_SQL:-} ]]; then
+  psql_admin -d wallet -c "$BENCH_SETUP_SQL"
+  echo "$BENCH_SETUP_SQL" > "$out/setup.sql"
+fi
 
 loadgen() {
   nice -n -10 "$build_dir"/tools/loadgen/wallet-loadgen --host 127.0.0.1 --port "$http_port" \
