@@ -238,21 +238,32 @@ const std::string k_transactions_incremental_sql =
     "                       WHERE " +
     entries_of_sql("e", "t") + " GROUP BY e.currency) s";
 
-// Entries after $2 (0: all of them) that their transaction's journal row does not cover: no
-// journal row, or an id outside the row's range (migration 024), so that reading the transaction
-// through its range would miss them. One primary-key probe of the journal per entry.
-constexpr const char* k_entry_ranges = "reconcile_entry_ranges";
-constexpr const char* k_entry_ranges_sql =
-    "SELECT e.id, e.transaction_id::text, e.account_id, e.currency, j.id IS NULL, j.first_entry_id, j.last_entry_id"
-    "  FROM ledger_entry e LEFT JOIN journal_transaction j ON j.id = e.transaction_id"
-    " WHERE e.id > $2 AND (j.id IS NULL OR e.id NOT BETWEEN j.first_entry_id AND j.last_entry_id)"
-    " ORDER BY e.id LIMIT $1";
+// Entries that their transaction's journal row does not cover: no journal row, or an id outside
+// the row's range (migration 024), so that reading the transaction through its range would miss
+// them. Incremental: the entries after $2, one primary-key probe of the journal each. Full: the
+// entries of the transactions $2 that the full aggregate named (rare: the table is read whole).
+#define WALLET_RECONCILE_ENTRY_RANGES                                                                              \
+  "SELECT e.id, e.transaction_id::text, e.account_id, e.currency, j.id IS NULL, j.first_entry_id, j.last_entry_id" \
+  "  FROM ledger_entry e LEFT JOIN journal_transaction j ON j.id = e.transaction_id"                               \
+  " WHERE (j.id IS NULL OR e.id NOT BETWEEN j.first_entry_id AND j.last_entry_id) AND "
+constexpr const char* k_entry_ranges_incremental = "reconcile_entry_ranges_incremental";
+constexpr const char* k_entry_ranges_incremental_sql = WALLET_RECONCILE_ENTRY_RANGES "e.id > $2 ORDER BY e.id LIMIT $1";
+constexpr const char* k_entry_ranges_full = "reconcile_entry_ranges_full";
+constexpr const char* k_entry_ranges_full_sql =
+    WALLET_RECONCILE_ENTRY_RANGES "e.transaction_id = ANY($2::uuid[]) ORDER BY e.id LIMIT $1";
 
 constexpr const char* k_transactions_full = "reconcile_transactions_full";
+// Full: one aggregate of every entry per (transaction, currency), which also names the
+// transactions whose entries reach outside their journal row's range, or that have none (the
+// third column): the smallest and largest id per group against the row, one join of the groups
+// instead of one of every entry.
 constexpr const char* k_transactions_full_sql =
-    "SELECT count(*), (array_agg(DISTINCT transaction_id) FILTER (WHERE total <> 0))[1:$1]::text"
-    "  FROM (SELECT transaction_id, currency, sum(amount) AS total FROM ledger_entry"
-    "         GROUP BY transaction_id, currency) per";
+    "SELECT count(*), (array_agg(DISTINCT per.transaction_id) FILTER (WHERE per.total <> 0))[1:$1]::text,"
+    "       (array_agg(DISTINCT per.transaction_id) FILTER (WHERE j.id IS NULL OR per.first_id < j.first_entry_id"
+    "                                                      OR per.last_id > j.last_entry_id))[1:$1]::text"
+    "  FROM (SELECT transaction_id, currency, sum(amount) AS total, min(id) AS first_id, max(id) AS last_id"
+    "          FROM ledger_entry GROUP BY transaction_id, currency) per"
+    "  LEFT JOIN journal_transaction j ON j.id = per.transaction_id";
 
 // The unbalanced transactions named by the queries above, per currency (through their journal
 // rows' ranges).
@@ -518,7 +529,11 @@ void check_transactions(pqxx::transaction_base& txn, run_state& state) {
                 std::nullopt, "the entries sum to " + text(t[2]) + " in " + t[1].as<std::string>());
     }
   }
-  for (const auto& e : txn.exec_prepared(k_entry_ranges, k_findings_per_check_max, full ? 0 : state.from_entry_id)) {
+  if (full && row[2].is_null()) return;
+  const auto outside =
+      full ? txn.exec_prepared(k_entry_ranges_full, k_findings_per_check_max, row[2].as<std::string>())
+           : txn.exec_prepared(k_entry_ranges_incremental, k_findings_per_check_max, state.from_entry_id);
+  for (const auto& e : outside) {
     const auto entry = e[0].as<std::int64_t>();
     state.add(reconcile_check::transaction_zero_sum, e[2].as<std::int64_t>(), e[1].as<std::string>(),
               e[3].as<std::string>(), entry,
@@ -703,7 +718,8 @@ void prepare_reconcile_statements(pqxx::connection& conn) {
       {k_transactions_incremental, k_transactions_incremental_sql},
       {k_transactions_full, k_transactions_full_sql},
       {k_transaction_sums, k_transaction_sums_sql},
-      {k_entry_ranges, k_entry_ranges_sql},
+      {k_entry_ranges_incremental, k_entry_ranges_incremental_sql},
+      {k_entry_ranges_full, k_entry_ranges_full_sql},
       {k_account_checkpoints, k_account_checkpoints_sql},
       {k_currency_checkpoints, k_currency_checkpoints_sql},
       {k_counts_incremental, k_counts_incremental_sql},
