@@ -149,6 +149,9 @@ std::string metrics::render_page(const actors::service_stats& s,
           l.using_fallback ? 1 : 0);
     gauge("wallet_ratelimit_local_spends_total", "Rate-limit checks admitted from a leased allowance, no Redis call.",
           "counter", l.local_spends);
+    gauge("wallet_ratelimit_local_admissions_total",
+          "Rate-limit checks admitted from the local allowance (ratelimit.local_tokens), no Redis call.", "counter",
+          l.local_admissions);
     gauge("wallet_ratelimit_lease_tokens_expired_total", "Leased rate-limit tokens that expired unspent.", "counter",
           l.lease_tokens_expired);
   }

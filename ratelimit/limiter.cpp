@@ -270,6 +270,8 @@ class limiter::impl {
         lease_tokens_{lease_size(policies_[0], limits.lease_tokens, limits.lease_ms),
                       lease_size(policies_[1], limits.lease_tokens, limits.lease_ms)},
         lease_ms_(limits.lease_ms),
+        local_shares_{local_share_for(policies_[0], algorithm_, limits.local_tokens, limits.processes_max),
+                      local_share_for(policies_[1], algorithm_, limits.local_tokens, limits.processes_max)},
         local_(algorithm_, bounds.fallback_entries_max),
         allowances_(bounds.lease_entries_max) {
     WALLET_ASSERT(lease_tokens_[0] >= 1 && lease_tokens_[1] >= 1 && lease_ms_ >= 1,
@@ -307,17 +309,25 @@ class limiter::impl {
     }
     bool lease = false;
     const std::int64_t lease_tokens = lease_tokens_[class_index(cls)];
-    if (lease_tokens > 1) {
-      // A token leased earlier is spent here, on the caller's thread: no queue, no round trip,
-      // no hand-off. Tokens leased before a switch to fallback were counted in Redis, so they
-      // are spent in fallback too.
+    const local_share& share = local_shares_[class_index(cls)];
+    if (lease_tokens > 1 || share.tokens > 0) {
+      // A token leased earlier, or the local allowance, is spent here, on the caller's thread: no
+      // queue, no round trip, no hand-off. Tokens leased before a switch to fallback were counted
+      // in Redis, so they are spent in fallback too; the local allowance is not, since the
+      // fallback counts for itself.
       // A check that finds a lease in flight waits for it instead of asking Redis itself.
-      const auto ticket = allowances_.take(principal_id, cls, steady_now_ms(),
-                                           !using_fallback_.load(std::memory_order_acquire), &done, lease_tokens - 1);
+      const bool redis_usable = !using_fallback_.load(std::memory_order_acquire);
+      const auto ticket =
+          allowances_.take(principal_id, cls, steady_now_ms(), redis_usable && lease_tokens > 1,
+                           {redis_usable ? share.tokens : 0, policy.window_ms}, &done, lease_tokens - 1);
       switch (ticket.kind) {
         case allowance_table::verdict::spent:
           local_spends_.fetch_add(1, std::memory_order_relaxed);
           invoke(done, spent_locally(policy, ticket.tokens));
+          return;
+        case allowance_table::verdict::local:
+          local_admissions_.fetch_add(1, std::memory_order_relaxed);
+          invoke(done, admitted_locally(policy, share, ticket.local_count));
           return;
         case allowance_table::verdict::waiting: return;
         case allowance_table::verdict::lease: lease = true; break;
@@ -363,7 +373,8 @@ class limiter::impl {
         redis_decisions_.load(std::memory_order_relaxed), fallback_decisions_.load(std::memory_order_relaxed),
         redis_failures_.load(std::memory_order_relaxed),  transitions_to_fallback_.load(std::memory_order_relaxed),
         using_fallback_.load(std::memory_order_relaxed),  local_spends_.load(std::memory_order_relaxed),
-        leases_.load(std::memory_order_relaxed),          allowances_.expired_tokens()};
+        leases_.load(std::memory_order_relaxed),          allowances_.expired_tokens(),
+        local_admissions_.load(std::memory_order_relaxed)};
   }
 
  private:
@@ -395,6 +406,16 @@ class limiter::impl {
 
   decision spent_locally(const window_policy& policy, const allowance_table::spend& tokens) const {
     return to_decision(policy, outcome{true, tokens.remaining, tokens.reset_ms, 0}, false);
+  }
+
+  // Admitted from the local allowance, with `count` local admissions in the last window. What other
+  // processes, or this one's leases, took from the shared limit in this window is not known here:
+  // `remaining` is what this process alone would still admit had nothing been counted in Redis,
+  // and `reset` the end of the current window by this server's clock.
+  static decision admitted_locally(const window_policy& policy, const local_share& share, std::int64_t count) {
+    const std::int64_t remaining = std::max<std::int64_t>(0, policy.limit - share.reserved + share.tokens - count);
+    const std::int64_t reset_ms = policy.window_ms - unix_now_ms() % policy.window_ms;
+    return to_decision(policy, outcome{true, remaining, reset_ms, 0}, false);
   }
 
   // A lease take() started that will never reach Redis (fallback, a full queue, shutdown, a
@@ -566,7 +587,8 @@ class limiter::impl {
     const window_policy& policy = policies_[class_index(item.cls)];
     const std::int64_t want = item.lease ? lease_tokens_[class_index(item.cls)] : 1;
     redisAppendCommand(session.get(), "EVALSHA %s 1 %s %lld %lld %lld", session.script_sha().c_str(),
-                       key_prefix(item.principal_id, item.cls).c_str(), static_cast<long long>(policy.limit),
+                       key_prefix(item.principal_id, item.cls).c_str(),
+                       static_cast<long long>(policy.limit - local_shares_[class_index(item.cls)].reserved),
                        static_cast<long long>(policy.window_ms), static_cast<long long>(want));
   }
 
@@ -657,7 +679,7 @@ class limiter::impl {
       if (!result.allowed && lease_tokens_[class_index(item.cls)] > 1) {
         // A lease that arrived in this batch (or on another connection) for the same principal
         // would otherwise sit unspent while this request is refused.
-        const auto ticket = allowances_.take(item.principal_id, item.cls, steady_now_ms(), false);
+        const auto ticket = allowances_.take(item.principal_id, item.cls, steady_now_ms(), false, {});
         if (ticket.kind == allowance_table::verdict::spent) {
           local_spends_.fetch_add(1, std::memory_order_relaxed);
           invoke(item.done, spent_locally(policy, ticket.tokens));
@@ -736,6 +758,8 @@ class limiter::impl {
   // Tokens per lease, by class_index() (lease_size): 1, no leases, every check asks Redis.
   const std::array<std::int64_t, 2> lease_tokens_;
   const std::int64_t lease_ms_;
+  // The local allowance by class_index(): admitted without Redis, kept back from Redis's limit.
+  const std::array<local_share, 2> local_shares_;
   local_limiter local_;
   allowance_table allowances_;
 
@@ -761,6 +785,7 @@ class limiter::impl {
   std::atomic<std::uint64_t> transitions_to_fallback_{0};
   std::atomic<std::uint64_t> local_spends_{0};
   std::atomic<std::uint64_t> leases_{0};
+  std::atomic<std::uint64_t> local_admissions_{0};
 
   std::vector<std::thread> workers_;
   std::thread pinger_;

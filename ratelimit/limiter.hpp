@@ -5,7 +5,8 @@
 // Every check is decided by a Lua script in Redis (so every server process sharing that Redis
 // shares one allowance), on one of `redis.connections` worker threads that pipeline many checks
 // per round trip, or spends a token this process leased from Redis earlier
-// (ratelimit.lease_tokens; ratelimit/allowance.hpp). When Redis is down, slow or refuses a command, checks are decided in process
+// (ratelimit.lease_tokens; ratelimit/allowance.hpp), or admits from the few requests per window a
+// process may admit alone (ratelimit.local_tokens, kept back from the shared limit). When Redis is down, slow or refuses a command, checks are decided in process
 // with the same limits and the same algorithm until Redis answers again. See ratelimit/README.md
 // for how `burst` and `rate_per_second` become a window.
 //
@@ -71,7 +72,7 @@ class limiter {
   void ping(std::function<void(bool ok, std::string detail)> done);
 
   // Every decided check is counted once: in Redis (its own answer, or the refusal of a lease it
-  // waited for), from a leased allowance, or in process.
+  // waited for), from a leased allowance, from the local allowance, or in process.
   struct stats {
     std::uint64_t redis_decisions;
     std::uint64_t fallback_decisions;
@@ -81,6 +82,7 @@ class limiter {
     std::uint64_t local_spends;          // checks admitted from a leased allowance, no Redis call
     std::uint64_t leases;                // Redis answers that left spare tokens in the table
     std::uint64_t lease_tokens_expired;  // leased tokens that expired unspent
+    std::uint64_t local_admissions;      // checks admitted from the local allowance, no Redis call
   };
   stats snapshot() const;  // for /metrics
 

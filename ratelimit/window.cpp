@@ -30,6 +30,16 @@ std::int64_t lease_size(const window_policy& policy, std::int64_t lease_tokens, 
   return std::min(lease_tokens, 1 + stranded_max);
 }
 
+local_share local_share_for(const window_policy& policy, algorithm algo, std::int64_t local_tokens,
+                            std::int64_t processes_max) {
+  WALLET_ASSERT(local_tokens >= 0 && local_tokens <= local_tokens_max && processes_max >= 1,
+                "local allowance settings are validated");
+  const std::int64_t windows_counted = algo == algorithm::sliding ? 2 : 1;
+  const std::int64_t per_token = windows_counted * processes_max;
+  const std::int64_t tokens = std::min(local_tokens, policy.limit / (2 * per_token));
+  return local_share{tokens, tokens * per_token};
+}
+
 outcome evaluate_sliding(std::int64_t current, std::int64_t previous, std::int64_t elapsed_ms,
                          const window_policy& policy) {
   WALLET_ASSERT(elapsed_ms >= 0 && elapsed_ms < policy.window_ms, "elapsed outside window");

@@ -34,6 +34,22 @@ window_policy policy_for(const config::ratelimit_settings& settings, route_class
 // the limit. A limit too small for that is not leased: every check asks Redis.
 std::int64_t lease_size(const window_policy& policy, std::int64_t lease_tokens, std::int64_t lease_ms);
 
+// The most requests per principal and class one process may admit without asking Redis.
+inline constexpr std::int64_t local_tokens_max = 8;
+
+// The local allowance of one class (ratelimit/README.md, "Local allowance"): each process admits at
+// most `tokens` requests of a principal in any interval one window long without asking Redis, and
+// the limit Redis enforces is lowered by `reserved`, what every process's local admissions can add
+// to one window's count: `tokens` per process for the fixed window, twice that for the sliding one
+// (its estimate weighs the previous window too), times `processes_max`. Never more than half of the
+// limit is kept back: `tokens` is cut to fit, and a limit too small for one token has none.
+struct local_share {
+  std::int64_t tokens = 0;
+  std::int64_t reserved = 0;
+};
+local_share local_share_for(const window_policy& policy, algorithm algo, std::int64_t local_tokens,
+                            std::int64_t processes_max);
+
 // One answer in milliseconds; converted to whole seconds only at the edge (`to_decision`).
 struct outcome {
   bool allowed = false;

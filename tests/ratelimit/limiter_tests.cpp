@@ -48,8 +48,10 @@ config::ratelimit_settings small_limits(const std::string& algo = "sliding") {
   s.rate_per_second = burst * 1000 / window_ms;
   s.read_burst = 50;
   s.read_rate_per_second = 25;
-  // Every check asks Redis (no leased allowance), so these tests count Redis decisions exactly.
+  // Every check asks Redis (no leased or local allowance), so these tests count Redis decisions
+  // exactly.
   s.lease_tokens = 1;
+  s.local_tokens = 0;
   return s;
 }
 
@@ -65,6 +67,7 @@ config::ratelimit_settings leasing_limits(std::int64_t burst_size, std::int64_t 
   s.read_rate_per_second = burst_size / 10;
   s.lease_tokens = lease_tokens;
   s.lease_ms = lease_ms;
+  s.local_tokens = 0;
   return s;
 }
 constexpr std::int64_t leasing_window_ms = 10'000;
@@ -666,6 +669,75 @@ TEST(limiter_leases, leftovers_expire_and_the_next_check_asks_redis) {
   EXPECT_EQ(stats.lease_tokens_expired, 48u);
   // The expired tokens stay counted in Redis: 50 + 50 taken, so the new lease is what is left.
   EXPECT_EQ(after.remaining, 1949);
+}
+
+// The local allowance (ratelimit/README.md): limiters standing for server processes, hammering one
+// principal each until refused, with and without leases. Redis enforces the limit less what every
+// process may admit alone, so the totals are exact: 200 per 10 s, local allowances of 2 for at most
+// two processes, keep back 8 under the sliding window (2 x 2 x 2: its estimate weighs the previous
+// window too) and 4 under the fixed one.
+TEST(limiter_local, processes_admit_their_share_alone_and_never_more_than_the_limit_together) {
+  const std::string url = test_support::redis_url();
+  constexpr std::int64_t allowance = 200;
+  for (const std::string algo : {"sliding", "fixed"}) {
+    const std::int64_t reserved = algo == "sliding" ? 8 : 4;
+    for (std::int64_t lease : {1, 8}) {
+      config::ratelimit_settings limits = leasing_limits(allowance, lease, 60'000, algo);
+      limits.local_tokens = 2;
+      limits.processes_max = 2;
+      limiter first(redis_at(url), limits);
+      limiter second(redis_at(url), limits);
+      limiter third(redis_at(url), limits);
+      ratelimit_test::wait_for_window_room(url, leasing_window_ms, 5s);
+      const std::string what = algo + ", lease " + std::to_string(lease);
+
+      // Two processes, as many as configured: the shared part plus 2 each, never above the limit.
+      EXPECT_EQ(hammer_until_refused({&first, &second}, unique_principal(), 8), allowance - reserved + 4) << what;
+      EXPECT_EQ(first.snapshot().local_admissions, 2u) << what;
+      EXPECT_EQ(second.snapshot().local_admissions, 2u) << what;
+
+      // One process alone is refused early by what the others could have admitted.
+      const std::int64_t alone = unique_principal();
+      EXPECT_EQ(hammer_until_refused({&first}, alone, 4), allowance - reserved + 2) << what;
+      const decision refused = check_now(first, alone);
+      EXPECT_FALSE(refused.allowed) << what;
+      EXPECT_GE(refused.retry_after_s, 1) << what;
+      expect_header_matches(refused);
+
+      // A third process, one more than configured: past the limit by at most its own 2.
+      const std::int64_t three = hammer_until_refused({&first, &second, &third}, unique_principal(), 9);
+      EXPECT_EQ(three, allowance - reserved + 6) << what;
+      EXPECT_LE(three, allowance + 2) << what;
+    }
+  }
+}
+
+TEST(limiter_local, a_local_admission_reports_the_limit_and_what_this_process_would_still_admit) {
+  // A principal's first checks are admitted without Redis; their headers announce the configured
+  // limit, and `remaining` counts down from what this process alone could still admit.
+  const std::string url = test_support::redis_url();
+  config::ratelimit_settings limits = leasing_limits(200, 1, 60'000);
+  limits.local_tokens = 2;
+  limits.processes_max = 2;
+  limiter l(redis_at(url), limits);
+  ratelimit_test::wait_for_window_room(url, leasing_window_ms, 5s);
+  const std::int64_t principal = unique_principal();
+  std::vector<std::int64_t> remaining;
+  for (int i = 0; i < 3; ++i) {
+    const decision d = check_now(l, principal);
+    ASSERT_TRUE(d.allowed);
+    EXPECT_FALSE(d.fallback);
+    expect_header_matches(d);
+    EXPECT_EQ(d.limit, 200);
+    EXPECT_EQ(d.policy, "200;w=10");
+    remaining.push_back(d.remaining);
+  }
+  // 200 - 8 kept back + 2 local: 194 in all, so 193 and 192 after the local two; the third asks
+  // Redis, which counts against its 192 only.
+  EXPECT_EQ(remaining, (std::vector<std::int64_t>{193, 192, 191}));
+  const limiter::stats stats = l.snapshot();
+  EXPECT_EQ(stats.local_admissions, 2u);
+  EXPECT_EQ(stats.redis_decisions, 1u);
 }
 
 }  // namespace

@@ -3,7 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
+#include <vector>
 
 #include "ratelimit/allowance.hpp"
 #include "ratelimit/local_limiter.hpp"
@@ -263,7 +265,7 @@ TEST(allowance_table, waiters_are_served_from_the_lease_in_order) {
   std::vector<int> order;
   for (int i = 0; i < 4; ++i) {
     allowance_table::callback done = [&order, i](decision) { order.push_back(i); };
-    const auto t = table.take(9, route_class::write, now, true, &done, 3);
+    const auto t = table.take(9, route_class::write, now, true, {}, &done, 3);
     EXPECT_EQ(t.kind, i < 3 ? verdict::waiting : verdict::ask) << i;
   }
   auto waiters = table.settle(9, route_class::write, 2, 5, now + 2, now + 100, now + 900);
@@ -278,11 +280,120 @@ TEST(allowance_table, waiters_are_served_from_the_lease_in_order) {
   // The lease is used up: the next check leases again.
   ASSERT_EQ(table.take(9, route_class::write, now + 3, true).kind, verdict::lease);
   allowance_table::callback late = [](decision) {};
-  ASSERT_EQ(table.take(9, route_class::write, now + 3, true, &late, 3).kind, verdict::waiting);
+  ASSERT_EQ(table.take(9, route_class::write, now + 3, true, {}, &late, 3).kind, verdict::waiting);
   waiters = table.settle(9, route_class::write, 0, 0, now + 4, now + 100, now + 900);
   ASSERT_EQ(waiters.size(), 1u);
   EXPECT_FALSE(waiters[0].tokens);
   EXPECT_EQ(table.size(), 0);
+}
+
+TEST(window_policy, the_local_allowance_keeps_back_what_every_process_may_admit) {
+  // The defaults: 2 per process, 4 processes; the sliding estimate weighs two windows, so 16 of 200
+  // are kept back from Redis's limit, 8 under the fixed window.
+  const config::ratelimit_settings defaults;
+  const window_policy write = policy_for(defaults, route_class::write);
+  const local_share sliding = local_share_for(write, algorithm::sliding, defaults.local_tokens, defaults.processes_max);
+  EXPECT_EQ(sliding.tokens, 2);
+  EXPECT_EQ(sliding.reserved, 16);
+  const local_share fixed = local_share_for(write, algorithm::fixed, defaults.local_tokens, defaults.processes_max);
+  EXPECT_EQ(fixed.tokens, 2);
+  EXPECT_EQ(fixed.reserved, 8);
+  // A small limit is cut, then has none: 20 keeps back 8 for 1 token, 5 keeps back nothing.
+  EXPECT_EQ(local_share_for(policy_for(limits(10, 20), route_class::write), algorithm::sliding, 2, 4).tokens, 1);
+  const local_share five = local_share_for(policy_for(limits(1, 5), route_class::write), algorithm::sliding, 2, 4);
+  EXPECT_EQ(five.tokens, 0);
+  EXPECT_EQ(five.reserved, 0);
+  // 0 turns it off; whatever the settings, never more than half the limit is kept back, and what
+  // is kept back covers every process's tokens in the windows the algorithm counts.
+  EXPECT_EQ(local_share_for(write, algorithm::sliding, 0, 4).reserved, 0);
+  for (std::int64_t limit = 1; limit <= 300; ++limit) {
+    for (std::int64_t tokens = 0; tokens <= local_tokens_max; ++tokens) {
+      for (std::int64_t processes : {1, 2, 3, 7, 50}) {
+        for (algorithm algo : {algorithm::sliding, algorithm::fixed}) {
+          const local_share share = local_share_for(window_policy{limit, 1000}, algo, tokens, processes);
+          EXPECT_LE(share.tokens, tokens);
+          EXPECT_LE(2 * share.reserved, limit) << limit << " " << tokens << " " << processes;
+          EXPECT_EQ(share.reserved, share.tokens * processes * (algo == algorithm::sliding ? 2 : 1));
+        }
+      }
+    }
+  }
+}
+
+TEST(allowance_table, local_admissions_never_exceed_the_tokens_in_any_window_long_interval) {
+  // Checks at uneven instants: every admission without Redis is more than a window after the one
+  // `tokens` admissions before it, so no interval one window long, wherever it starts, holds more
+  // than `tokens`; and a check finding fewer than `tokens` in the last window is admitted.
+  for (std::int64_t tokens = 1; tokens <= 3; ++tokens) {
+    allowance_table table(1000);
+    const allowance_table::local_rule rule{tokens, 1000};
+    std::vector<std::int64_t> admitted;
+    std::int64_t now = 5'000'000;
+    for (int i = 0; i < 2000; ++i) {
+      now += (i * 7919) % 700;  // 0 to 699 ms apart, in no regular pattern
+      const std::int64_t within = static_cast<std::int64_t>(
+          std::count_if(admitted.begin(), admitted.end(), [&](std::int64_t t) { return now - t <= 1000; }));
+      const auto t = table.take(3, route_class::write, now, false, rule);
+      if (within < tokens) {
+        ASSERT_EQ(t.kind, verdict::local) << "tokens " << tokens << ", check " << i;
+        EXPECT_EQ(t.local_count, within + 1);
+        admitted.push_back(now);
+      } else {
+        ASSERT_EQ(t.kind, verdict::ask) << "tokens " << tokens << ", check " << i;
+      }
+    }
+    ASSERT_GT(admitted.size(), 100u);
+    for (std::size_t i = static_cast<std::size_t>(tokens); i < admitted.size(); ++i) {
+      EXPECT_GT(admitted[i] - admitted[i - static_cast<std::size_t>(tokens)], 1000);
+    }
+  }
+}
+
+TEST(allowance_table, leased_tokens_go_before_the_local_allowance_and_a_lease_follows_it) {
+  // Tokens already counted in Redis are spent first; with none, the local allowance; with that
+  // used up, a lease is started.
+  allowance_table table(1000);
+  const allowance_table::local_rule rule{1, 1000};
+  const std::int64_t now = 6'000'000;
+  EXPECT_EQ(table.take(4, route_class::write, now, true, rule).kind, verdict::local);
+  ASSERT_EQ(table.take(4, route_class::write, now + 1, true, rule).kind, verdict::lease);
+  table.settle(4, route_class::write, 2, 10, now + 2, now + 500, now + 900);
+  EXPECT_EQ(table.take(4, route_class::write, now + 3, true, rule).kind, verdict::spent);
+  EXPECT_EQ(table.take(4, route_class::write, now + 4, true, rule).kind, verdict::spent);
+  ASSERT_EQ(table.take(4, route_class::write, now + 5, true, rule).kind, verdict::lease);
+  table.settle(4, route_class::write, 0, 0, now + 6, now + 6, now + 6);
+  // The settled lease left no tokens, but the entry stays while its local admission counts.
+  EXPECT_EQ(table.size(), 1);
+  EXPECT_EQ(table.take(4, route_class::write, now + 1000, false, rule).kind, verdict::ask);
+  EXPECT_EQ(table.take(4, route_class::write, now + 1001, false, rule).kind, verdict::local);
+}
+
+TEST(allowance_table, an_entry_whose_local_admissions_still_count_is_never_dropped) {
+  // One entry per shard: newcomers may take the place of entries whose admissions are more than a
+  // window old, never of one admitted within the last window, or that principal could be admitted
+  // locally again within it.
+  const allowance_table::local_rule rule{1, 1000};
+  const std::int64_t now = 7'000'000;
+  allowance_table table(16);
+  std::vector<std::int64_t> kept;
+  for (std::int64_t p = 0; p < 1000; ++p) {
+    if (table.take(p, route_class::write, now, false, rule).kind == verdict::local) kept.push_back(p);
+  }
+  ASSERT_FALSE(kept.empty());
+  EXPECT_LE(table.size(), 16);
+  // Half a window later, a flood of newcomers (past the prune interval) finds no room ...
+  for (std::int64_t p = 10'000; p < 11'000; ++p) {
+    EXPECT_EQ(table.take(p, route_class::write, now + 500, false, rule).kind, verdict::ask);
+  }
+  // ... and every principal admitted is still refused a second local admission in its window.
+  for (std::int64_t p : kept) EXPECT_EQ(table.take(p, route_class::write, now + 999, false, rule).kind, verdict::ask);
+  // A window later their entries make room.
+  std::int64_t newcomers = 0;
+  for (std::int64_t p = 20'000; p < 21'000; ++p) {
+    newcomers += table.take(p, route_class::write, now + 1200, false, rule).kind == verdict::local;
+  }
+  EXPECT_GE(newcomers, 1);
+  EXPECT_LE(table.size(), 16);
 }
 
 TEST(redis_url, parses_what_hiredis_can_use) {
