@@ -59,9 +59,9 @@ class limiter {
   limiter& operator=(const limiter&) = delete;
 
   // Never blocks the caller: `done` runs exactly once, either later on a Redis worker thread or,
-  // when the check is decided without Redis (a token leased earlier is spent, rate limiting is
-  // disabled, Redis is unusable or its queue is full, the limiter is stopping), at once on the
-  // caller's thread before check() returns. `done` may also run on the caller's thread for other
+  // when the check is decided without Redis (a token leased earlier is spent, the local allowance
+  // admits it, rate limiting is disabled, Redis is unusable or its queue is full, the limiter is
+  // stopping), at once on the caller's thread before check() returns. `done` may also run on the caller's thread for other
   // checks that waited for a lease this one gives up. Either way it must be cheap (e.g. post to
   // a strand) and must not call check() of the same limiter while holding a lock check() needs.
   void check(std::int64_t principal_id, route_class cls, std::function<void(decision)> done);
