@@ -72,6 +72,7 @@ start_node() {
     WALLET_CLUSTER_ADVERTISE_ADDRESS=127.0.0.1:$((base_port + 100 + i)) \
     WALLET_HTTP_TRUSTED_PROXIES=${WALLET_HTTP_TRUSTED_PROXIES-127.0.0.1} \
     WALLET_HTTP_SHUTDOWN_DRAIN_MS=${WALLET_HTTP_SHUTDOWN_DRAIN_MS-30000} \
+    WALLET_RATELIMIT_PROCESSES_MAX=${WALLET_RATELIMIT_PROCESSES_MAX-$((nodes > 4 ? nodes : 4))} \
     setsid "$build_dir/tools/server/wallet-server" >>"$var_dir/node$i.log" 2>&1 </dev/null &
   echo $! > "$var_dir/node$i.pid"
   wait_for "node$i /readyz" 120 node_ready "$i"
