@@ -255,8 +255,14 @@ SQL
   echo "bench: $n entries: full ${full_s} s, incremental ${incr_s} s ($incr_entries entries), full again ${full2_s} s" >&2
 done
 
+# The command as it would be typed again: an argument with spaces in quotes.
+command_line=bench/reconcile.sh
+for argument in "${command[@]:1}"; do
+  [[ $argument == *' '* ]] && argument="\"$argument\""
+  command_line+=" $argument"
+done
 cat > "$meta" <<META
-command_line='bench/reconcile.sh ${command[*]:1}'
+command_line=$(printf '%q' "$command_line")
 started_utc='$started_utc'
 load_start='$load_start'
 load_end='$(cut -d' ' -f1 /proc/loadavg)'
