@@ -202,11 +202,12 @@ std::vector<descriptor> describe(settings& s) {
        int_rule{&s.ratelimit.lease_ms, 1, 60'000}},
       {"ratelimit", "local_tokens",
        "Requests per principal and class a server admits in any window without asking Redis; the shared limit keeps "
-       "them back for ratelimit.processes_max servers (0: every request spends the shared limit).",
+       "them back for every server it counts, at most ratelimit.processes_max (0: every request spends the shared "
+       "limit).",
        int_rule{&s.ratelimit.local_tokens, 0, 8}},
       {"ratelimit", "processes_max",
-       "The most server processes sharing one Redis; with more, a principal may pass its limit by local_tokens per "
-       "extra process and window.",
+       "The most server processes sharing one Redis the limit keeps room for (it counts those running); with more, a "
+       "principal may pass its limit by local_tokens per extra process and window.",
        int_rule{&s.ratelimit.processes_max, 1, 1'000}},
 
       {"events", "enabled", "Run the outbox relay: publish committed transactions to the Redis Stream wallet:events.",

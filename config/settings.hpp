@@ -127,7 +127,7 @@ struct ratelimit_settings {
   std::int64_t read_burst = 1'000;
   std::int64_t lease_tokens = 8;
   std::int64_t lease_ms = 2'000;
-  std::int64_t local_tokens = 2;
+  std::int64_t local_tokens = 4;
   std::int64_t processes_max = 4;
 };
 

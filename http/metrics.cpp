@@ -152,6 +152,11 @@ std::string metrics::render_page(const actors::service_stats& s,
     gauge("wallet_ratelimit_local_admissions_total",
           "Rate-limit checks admitted from the local allowance (ratelimit.local_tokens), no Redis call.", "counter",
           l.local_admissions);
+    gauge("wallet_ratelimit_processes_counted",
+          "Server processes whose local allowance the shared limit keeps back now (0: no local allowance).", "gauge",
+          l.processes_counted);
+    gauge("wallet_ratelimit_local_ready", "1 while this process may admit from its local allowance.", "gauge",
+          l.local_ready ? 1 : 0);
     gauge("wallet_ratelimit_lease_tokens_expired_total", "Leased rate-limit tokens that expired unspent.", "counter",
           l.lease_tokens_expired);
   }

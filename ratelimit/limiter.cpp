@@ -1,6 +1,7 @@
 #include "ratelimit/limiter.hpp"
 
 #include <pthread.h>
+#include <unistd.h>
 #include <hiredis/hiredis.h>
 #include <spdlog/spdlog.h>
 
@@ -14,6 +15,7 @@
 #include <exception>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <stdexcept>
 #include <thread>
 #include <utility>
@@ -102,6 +104,19 @@ if before < limit then
   return {granted, limit - before - granted, left, 0}
 end
 return {0, 0, left, left}
+)lua";
+
+// Renews this process's entry in the set of processes sharing the limit (ratelimit/roster.hpp):
+// entries past their expiry by Redis's clock go, this one's expiry moves `ARGV[2]` ms ahead, and
+// the set's key lives as long as its longest-lived entry. Answers how many entries are left.
+constexpr const char* roster_script = R"lua(
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
+local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
+redis.call('PEXPIREAT', KEYS[1], tonumber(last[2]))
+return redis.call('ZCARD', KEYS[1])
 )lua";
 
 // The allowance table's clock: leases are timed locally, on a clock no one can set back.
@@ -247,6 +262,7 @@ struct pending_check {
 //      |                              |  (failure: decide in process)
 //      +-- disabled / fallback / queue full / a leased token: decided on the caller's thread
 //   ping() --(bounded pings_)--> pinger (own short-lived connection)
+//   roster thread: renews this process's entry every beat (own connection; ratelimit/roster.hpp)
 //
 // Mode switches:
 //
@@ -272,6 +288,11 @@ class limiter::impl {
         lease_ms_(limits.lease_ms),
         local_shares_{local_share_for(policies_[0], algorithm_, limits.local_tokens, limits.processes_max),
                       local_share_for(policies_[1], algorithm_, limits.local_tokens, limits.processes_max)},
+        roster_(bounds.roster_timing_override.value_or(
+                    roster_timing_for(std::max(policies_[0].window_ms, policies_[1].window_ms))),
+                limits.processes_max),
+        roster_used_(enabled_ && (local_shares_[0].tokens > 0 || local_shares_[1].tokens > 0)),
+        roster_member_(roster_member_name()),
         local_(algorithm_, bounds.fallback_entries_max),
         allowances_(bounds.lease_entries_max) {
     WALLET_ASSERT(lease_tokens_[0] >= 1 && lease_tokens_[1] >= 1 && lease_ms_ >= 1,
@@ -285,6 +306,12 @@ class limiter::impl {
         pthread_setname_np(pthread_self(), "wallet-rl-ping");
         pinger_main();
       });
+      if (roster_used_) {
+        roster_thread_ = std::thread([this] {
+          pthread_setname_np(pthread_self(), "wallet-rl-roster");
+          roster_main();
+        });
+      }
       // With rate limiting off nothing is ever queued; the workers would only hold connections.
       const std::int64_t workers = enabled_ ? redis.connections : 0;
       for (std::int64_t i = 0; i < workers; ++i) {
@@ -316,10 +343,13 @@ class limiter::impl {
       // in Redis, so they are spent in fallback too; the local allowance is not, since the
       // fallback counts for itself.
       // A check that finds a lease in flight waits for it instead of asking Redis itself.
+      // The local allowance also waits until every count next to its admissions includes this
+      // process (ratelimit/roster.hpp).
       const bool redis_usable = !using_fallback_.load(std::memory_order_acquire);
-      const auto ticket =
-          allowances_.take(principal_id, cls, steady_now_ms(), redis_usable && lease_tokens > 1,
-                           {redis_usable ? share.tokens : 0, policy.window_ms}, &done, lease_tokens - 1);
+      const std::int64_t now = steady_now_ms();
+      const bool local = redis_usable && share.tokens > 0 && roster_.may_admit_locally(now);
+      const auto ticket = allowances_.take(principal_id, cls, now, redis_usable && lease_tokens > 1,
+                                           {local ? share.tokens : 0, policy.window_ms}, &done, lease_tokens - 1);
       switch (ticket.kind) {
         case allowance_table::verdict::spent:
           local_spends_.fetch_add(1, std::memory_order_relaxed);
@@ -327,7 +357,7 @@ class limiter::impl {
           return;
         case allowance_table::verdict::local:
           local_admissions_.fetch_add(1, std::memory_order_relaxed);
-          invoke(done, admitted_locally(policy, share, ticket.local_count));
+          invoke(done, admitted_locally(policy, share, reserved(cls), ticket.local_count));
           return;
         case allowance_table::verdict::waiting: return;
         case allowance_table::verdict::lease: lease = true; break;
@@ -369,12 +399,17 @@ class limiter::impl {
   }
 
   stats snapshot() const {
-    return stats{
-        redis_decisions_.load(std::memory_order_relaxed), fallback_decisions_.load(std::memory_order_relaxed),
-        redis_failures_.load(std::memory_order_relaxed),  transitions_to_fallback_.load(std::memory_order_relaxed),
-        using_fallback_.load(std::memory_order_relaxed),  local_spends_.load(std::memory_order_relaxed),
-        leases_.load(std::memory_order_relaxed),          allowances_.expired_tokens(),
-        local_admissions_.load(std::memory_order_relaxed)};
+    return stats{redis_decisions_.load(std::memory_order_relaxed),
+                 fallback_decisions_.load(std::memory_order_relaxed),
+                 redis_failures_.load(std::memory_order_relaxed),
+                 transitions_to_fallback_.load(std::memory_order_relaxed),
+                 using_fallback_.load(std::memory_order_relaxed),
+                 local_spends_.load(std::memory_order_relaxed),
+                 leases_.load(std::memory_order_relaxed),
+                 allowances_.expired_tokens(),
+                 local_admissions_.load(std::memory_order_relaxed),
+                 roster_used_ ? roster_.processes(steady_now_ms()) : 0,
+                 roster_used_ && roster_.may_admit_locally(steady_now_ms())};
   }
 
  private:
@@ -412,10 +447,17 @@ class limiter::impl {
   // processes, or this one's leases, took from the shared limit in this window is not known here:
   // `remaining` is what this process alone would still admit had nothing been counted in Redis,
   // and `reset` the end of the current window by this server's clock.
-  static decision admitted_locally(const window_policy& policy, const local_share& share, std::int64_t count) {
-    const std::int64_t remaining = std::max<std::int64_t>(0, policy.limit - share.reserved + share.tokens - count);
+  static decision admitted_locally(const window_policy& policy, const local_share& share, std::int64_t reserved,
+                                   std::int64_t count) {
+    const std::int64_t remaining = std::max<std::int64_t>(0, policy.limit - reserved + share.tokens - count);
     const std::int64_t reset_ms = policy.window_ms - unix_now_ms() % policy.window_ms;
     return to_decision(policy, outcome{true, remaining, reset_ms, 0}, false);
+  }
+
+  // What Redis's scripts keep back of this class's limit now: the local allowance of every process
+  // counted.
+  std::int64_t reserved(route_class cls) const {
+    return local_shares_[class_index(cls)].reserved_for(roster_.processes(steady_now_ms()));
   }
 
   // A lease take() started that will never reach Redis (fallback, a full queue, shutdown, a
@@ -588,7 +630,7 @@ class limiter::impl {
     const std::int64_t want = item.lease ? lease_tokens_[class_index(item.cls)] : 1;
     redisAppendCommand(session.get(), "EVALSHA %s 1 %s %lld %lld %lld", session.script_sha().c_str(),
                        key_prefix(item.principal_id, item.cls).c_str(),
-                       static_cast<long long>(policy.limit - local_shares_[class_index(item.cls)].reserved),
+                       static_cast<long long>(policy.limit - reserved(item.cls)),
                        static_cast<long long>(policy.window_ms), static_cast<long long>(want));
   }
 
@@ -691,6 +733,48 @@ class limiter::impl {
     return failure.empty();
   }
 
+  // Keeps this process's entry in the roster and its count current, every beat, on a connection
+  // of its own. A renewal that fails leaves the count to go stale (the scripts then keep back
+  // processes_max) and this process's local allowance to stop; the next beat connects again.
+  void roster_main() {
+    redis_session session;
+    const auto beat = milliseconds(roster_.timing().beat_ms);
+    const std::string ttl = std::to_string(roster_.timing().ttl_ms());
+    for (;;) {
+      const auto started = steady::now();
+      const auto deadline = started + timeout_;
+      std::string failure;
+      if (!session.is_open()) failure = session.open(endpoint_, deadline, roster_script);
+      if (failure.empty()) {
+        const std::int64_t sent = steady_now_ms();
+        redisAppendCommand(session.get(), "EVALSHA %s 1 %s %s %s", session.script_sha().c_str(),
+                           bounds_.roster_key.c_str(), roster_member_.c_str(), ttl.c_str());
+        reply_ptr reply;
+        failure = session.read_reply(deadline, reply);
+        if (failure.empty() && reply->type == REDIS_REPLY_INTEGER) {
+          roster_.renewed(sent, steady_now_ms(), reply->integer);
+        } else if (failure.empty()) {
+          failure = reply->type == REDIS_REPLY_ERROR ? reply_error(*reply) : "unexpected roster reply";
+        }
+      }
+      if (!failure.empty()) {
+        session.close();
+        spdlog::debug("ratelimit: renewing this process's roster entry failed: {}", failure);
+      }
+      std::unique_lock lock(roster_mutex_);
+      if (roster_cv_.wait_until(lock, started + beat, [this] { return roster_stopping_; })) return;
+    }
+  }
+
+  // A name no other process sharing the Redis uses: the host's, the process id and random bits.
+  static std::string roster_member_name() {
+    std::array<char, 256> host{};
+    if (gethostname(host.data(), host.size() - 1) != 0) host[0] = '\0';
+    std::random_device random;
+    const auto bits = (static_cast<std::uint64_t>(random()) << 32) | random();
+    return std::string(host.data()) + ":" + std::to_string(getpid()) + ":" + std::to_string(bits);
+  }
+
   void pinger_main() {
     std::vector<std::function<void(bool, std::string)>> waiting;
     for (;;) {
@@ -741,6 +825,12 @@ class limiter::impl {
       ping_stopping_ = true;
     }
     ping_cv_.notify_all();
+    {
+      std::lock_guard lock(roster_mutex_);
+      roster_stopping_ = true;
+    }
+    roster_cv_.notify_all();
+    if (roster_thread_.joinable()) roster_thread_.join();
     for (auto& worker : workers_) {
       if (worker.joinable()) worker.join();
     }
@@ -760,6 +850,10 @@ class limiter::impl {
   const std::int64_t lease_ms_;
   // The local allowance by class_index(): admitted without Redis, kept back from Redis's limit.
   const std::array<local_share, 2> local_shares_;
+  // The processes sharing the limit; renewed on its own thread only when a local allowance exists.
+  roster roster_;
+  const bool roster_used_;
+  const std::string roster_member_;
   local_limiter local_;
   allowance_table allowances_;
 
@@ -787,8 +881,13 @@ class limiter::impl {
   std::atomic<std::uint64_t> leases_{0};
   std::atomic<std::uint64_t> local_admissions_{0};
 
+  std::mutex roster_mutex_;
+  std::condition_variable roster_cv_;
+  bool roster_stopping_ = false;
+
   std::vector<std::thread> workers_;
   std::thread pinger_;
+  std::thread roster_thread_;
 };
 
 limiter::limiter(const config::redis_settings& redis, const config::ratelimit_settings& limits,

@@ -15,9 +15,11 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "config/settings.hpp"
+#include "ratelimit/roster.hpp"
 
 namespace ratelimit {
 
@@ -43,6 +45,10 @@ struct limiter_bounds {
   std::int64_t pings_max = 256;                 // readiness pings waiting for one probe
   std::int64_t fallback_entries_max = 100'000;  // principal x class counters kept in process
   std::int64_t lease_entries_max = 100'000;     // principal x class leased allowances kept
+  // The Redis sorted set that counts the processes sharing the limit (ratelimit/roster.hpp), and
+  // its timing when not the one the windows call for: tests use their own set and a short span.
+  std::string roster_key = "wallet:rl:processes";
+  std::optional<roster_timing> roster_timing_override;
 };
 
 class limiter {
@@ -83,6 +89,8 @@ class limiter {
     std::uint64_t leases;                // Redis answers that left spare tokens in the table
     std::uint64_t lease_tokens_expired;  // leased tokens that expired unspent
     std::uint64_t local_admissions;      // checks admitted from the local allowance, no Redis call
+    std::int64_t processes_counted;      // processes whose local allowance the limit keeps back now
+    bool local_ready;                    // this process may admit from its local allowance now
   };
   stats snapshot() const;  // for /metrics
 

@@ -37,7 +37,7 @@ local_share local_share_for(const window_policy& policy, algorithm algo, std::in
   const std::int64_t windows_counted = algo == algorithm::sliding ? 2 : 1;
   const std::int64_t per_token = windows_counted * processes_max;
   const std::int64_t tokens = std::min(local_tokens, policy.limit / (2 * per_token));
-  return local_share{tokens, tokens * per_token};
+  return local_share{tokens, tokens * per_token, tokens * windows_counted};
 }
 
 outcome evaluate_sliding(std::int64_t current, std::int64_t previous, std::int64_t elapsed_ms,

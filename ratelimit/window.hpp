@@ -41,11 +41,14 @@ inline constexpr std::int64_t local_tokens_max = 8;
 // most `tokens` requests of a principal in any interval one window long without asking Redis, and
 // the limit Redis enforces is lowered by `reserved`, what every process's local admissions can add
 // to one window's count: `tokens` per process for the fixed window, twice that for the sliding one
-// (its estimate weighs the previous window too), times `processes_max`. Never more than half of the
-// limit is kept back: `tokens` is cut to fit, and a limit too small for one token has none.
+// (its estimate weighs the previous window too), times the processes counted (ratelimit/roster.hpp),
+// at most `processes_max`. Never more than half of the limit is kept back: `tokens` is cut to fit
+// `processes_max` processes, and a limit too small for one token has none.
 struct local_share {
   std::int64_t tokens = 0;
-  std::int64_t reserved = 0;
+  std::int64_t reserved = 0;     // kept back for `processes_max` processes: the most
+  std::int64_t per_process = 0;  // kept back for each process counted
+  std::int64_t reserved_for(std::int64_t processes) const { return per_process * processes; }
 };
 local_share local_share_for(const window_policy& policy, algorithm algo, std::int64_t local_tokens,
                             std::int64_t processes_max);

@@ -32,7 +32,7 @@ void generous_limits(ts::server_process::options& o) {
 
 // Money-moving requests: 5 at once, then 1 per second (a 5 s window). Reads stay generous,
 // since creating principals and accounts counts as reads.
-// With the default leases (ratelimit.lease_tokens = 8) and local allowance (local_tokens = 2),
+// With the default leases (ratelimit.lease_tokens = 8) and local allowance (local_tokens = 4),
 // neither of which a limit this small takes (ratelimit::lease_size, local_share_for): every
 // decision is Redis's, so these tests count exactly, however slow the client. A lease of the whole burst of 5, expiring with one token spent, would refuse the
 // next write of a client that came back after the lease.

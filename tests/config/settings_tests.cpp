@@ -211,7 +211,7 @@ const field_list& documented_defaults() {
       {"ratelimit.read_burst", "1000"},
       {"ratelimit.lease_tokens", "8"},
       {"ratelimit.lease_ms", "2000"},
-      {"ratelimit.local_tokens", "2"},
+      {"ratelimit.local_tokens", "4"},
       {"ratelimit.processes_max", "4"},
       {"events.enabled", "true"},
       {"events.batch_rows_max", "50"},

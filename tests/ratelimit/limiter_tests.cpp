@@ -676,6 +676,37 @@ TEST(limiter_leases, leftovers_expire_and_the_next_check_asks_redis) {
 // process may admit alone, so the totals are exact: 200 per 10 s, local allowances of 2 for at most
 // two processes, keep back 8 under the sliding window (2 x 2 x 2: its estimate weighs the previous
 // window too) and 4 under the fixed one.
+// Limiters that count one another in a roster of their own (no other test's processes), renewed
+// every 10 ms. A count stays fresh for 30 s and a limiter admits locally from its first renewal:
+// these tests register every limiter before their first check (wait_until_counted), so the span a
+// server waits for does not apply.
+limiter_bounds own_roster() {
+  limiter_bounds bounds;
+  bounds.roster_key = "wallet:rl:test-processes:" + std::to_string(unique_principal());
+  roster_timing timing;
+  timing.beat_ms = 10;
+  timing.fresh_ms = 30'000;
+  timing.span_ms = 0;
+  timing.margin_ms = 0;
+  timing.warmup_ms = 0;
+  bounds.roster_timing_override = timing;
+  return bounds;
+}
+
+// Waits, bounded, until every limiter counts `processes` and may admit locally.
+void wait_until_counted(const std::vector<limiter*>& limiters, std::int64_t processes) {
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  for (limiter* l : limiters) {
+    for (;;) {
+      const limiter::stats s = l->snapshot();
+      if (s.processes_counted == processes && s.local_ready) break;
+      ASSERT_LT(std::chrono::steady_clock::now(), deadline)
+          << "a limiter counts " << s.processes_counted << " processes, ready " << s.local_ready;
+      std::this_thread::sleep_for(5ms);
+    }
+  }
+}
+
 TEST(limiter_local, processes_admit_their_share_alone_and_never_more_than_the_limit_together) {
   const std::string url = test_support::redis_url();
   constexpr std::int64_t allowance = 200;
@@ -685,9 +716,12 @@ TEST(limiter_local, processes_admit_their_share_alone_and_never_more_than_the_li
       config::ratelimit_settings limits = leasing_limits(allowance, lease, 60'000, algo);
       limits.local_tokens = 2;
       limits.processes_max = 2;
-      limiter first(redis_at(url), limits);
-      limiter second(redis_at(url), limits);
-      limiter third(redis_at(url), limits);
+      const limiter_bounds bounds = own_roster();
+      limiter first(redis_at(url), limits, bounds);
+      limiter second(redis_at(url), limits, bounds);
+      limiter third(redis_at(url), limits, bounds);
+      // Three processes registered, counted as processes_max = 2.
+      wait_until_counted({&first, &second, &third}, 2);
       ratelimit_test::wait_for_window_room(url, leasing_window_ms, 5s);
       const std::string what = algo + ", lease " + std::to_string(lease);
 
@@ -696,7 +730,7 @@ TEST(limiter_local, processes_admit_their_share_alone_and_never_more_than_the_li
       EXPECT_EQ(first.snapshot().local_admissions, 2u) << what;
       EXPECT_EQ(second.snapshot().local_admissions, 2u) << what;
 
-      // One process alone is refused early by what the others could have admitted.
+      // One process hammered alone is refused early by what the others could have admitted.
       const std::int64_t alone = unique_principal();
       EXPECT_EQ(hammer_until_refused({&first}, alone, 4), allowance - reserved + 2) << what;
       const decision refused = check_now(first, alone);
@@ -712,6 +746,47 @@ TEST(limiter_local, processes_admit_their_share_alone_and_never_more_than_the_li
   }
 }
 
+TEST(limiter_local, a_process_counted_alone_keeps_back_its_own_allowance_only) {
+  // The only process in its roster: Redis keeps back this process's local allowance, not that of
+  // processes_max processes. Sliding: 200 - 2 x 2 + 2; fixed: 200 - 2 + 2.
+  const std::string url = test_support::redis_url();
+  for (const std::string algo : {"sliding", "fixed"}) {
+    config::ratelimit_settings limits = leasing_limits(200, 1, 60'000, algo);
+    limits.local_tokens = 2;
+    limits.processes_max = 4;
+    limiter l(redis_at(url), limits, own_roster());
+    wait_until_counted({&l}, 1);
+    ratelimit_test::wait_for_window_room(url, leasing_window_ms, 5s);
+    EXPECT_EQ(hammer_until_refused({&l}, unique_principal(), 4), algo == "sliding" ? 198 : 200) << algo;
+    EXPECT_EQ(l.snapshot().local_admissions, 2u) << algo;
+  }
+}
+
+TEST(limiter_local, a_process_admits_nothing_locally_before_every_count_can_include_it) {
+  // With the timing the windows call for, a new process waits two windows (and a fresh count) after
+  // its entry appears before its first local admission: here, two minutes of a 60 s window.
+  const std::string url = test_support::redis_url();
+  config::ratelimit_settings limits = leasing_limits(600, 1, 60'000);
+  limits.rate_per_second = 10;
+  limits.local_tokens = 2;
+  limiter_bounds bounds;
+  bounds.roster_key = "wallet:rl:test-processes:" + std::to_string(unique_principal());
+  limiter l(redis_at(url), limits, bounds);
+  const std::int64_t principal = unique_principal();
+  for (int i = 0; i < 3; ++i) {
+    const decision d = check_now(l, principal);
+    EXPECT_TRUE(d.allowed);
+    EXPECT_FALSE(d.fallback);
+  }
+  const limiter::stats stats = l.snapshot();
+  EXPECT_EQ(stats.local_admissions, 0u);
+  EXPECT_EQ(stats.redis_decisions, 3u);
+  EXPECT_FALSE(stats.local_ready);
+  // Until its count is in, the limit keeps back processes_max processes' allowance.
+  EXPECT_GE(stats.processes_counted, 1);
+  EXPECT_LE(stats.processes_counted, limits.processes_max);
+}
+
 TEST(limiter_local, a_local_admission_reports_the_limit_and_what_this_process_would_still_admit) {
   // A principal's first checks are admitted without Redis; their headers announce the configured
   // limit, and `remaining` counts down from what this process alone could still admit.
@@ -719,7 +794,8 @@ TEST(limiter_local, a_local_admission_reports_the_limit_and_what_this_process_wo
   config::ratelimit_settings limits = leasing_limits(200, 1, 60'000);
   limits.local_tokens = 2;
   limits.processes_max = 2;
-  limiter l(redis_at(url), limits);
+  limiter l(redis_at(url), limits, own_roster());
+  wait_until_counted({&l}, 1);
   ratelimit_test::wait_for_window_room(url, leasing_window_ms, 5s);
   const std::int64_t principal = unique_principal();
   std::vector<std::int64_t> remaining;
@@ -732,9 +808,9 @@ TEST(limiter_local, a_local_admission_reports_the_limit_and_what_this_process_wo
     EXPECT_EQ(d.policy, "200;w=10");
     remaining.push_back(d.remaining);
   }
-  // 200 - 8 kept back + 2 local: 194 in all, so 193 and 192 after the local two; the third asks
-  // Redis, which counts against its 192 only.
-  EXPECT_EQ(remaining, (std::vector<std::int64_t>{193, 192, 191}));
+  // One process counted: 200 - 4 kept back + 2 local, 198 in all, so 197 and 196 after the local
+  // two; the third asks Redis, which counts against its 196 only.
+  EXPECT_EQ(remaining, (std::vector<std::int64_t>{197, 196, 195}));
   const limiter::stats stats = l.snapshot();
   EXPECT_EQ(stats.local_admissions, 2u);
   EXPECT_EQ(stats.redis_decisions, 1u);

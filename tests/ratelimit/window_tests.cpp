@@ -288,16 +288,19 @@ TEST(allowance_table, waiters_are_served_from_the_lease_in_order) {
 }
 
 TEST(window_policy, the_local_allowance_keeps_back_what_every_process_may_admit) {
-  // The defaults: 2 per process, 4 processes; the sliding estimate weighs two windows, so 16 of 200
-  // are kept back from Redis's limit, 8 under the fixed window.
+  // The defaults: 4 per process, at most 4 processes; the sliding estimate weighs two windows, so
+  // at most 32 of 200 are kept back from Redis's limit (8 a process counted), 16 under the fixed
+  // window (4 a process).
   const config::ratelimit_settings defaults;
   const window_policy write = policy_for(defaults, route_class::write);
   const local_share sliding = local_share_for(write, algorithm::sliding, defaults.local_tokens, defaults.processes_max);
-  EXPECT_EQ(sliding.tokens, 2);
-  EXPECT_EQ(sliding.reserved, 16);
+  EXPECT_EQ(sliding.tokens, 4);
+  EXPECT_EQ(sliding.reserved, 32);
+  EXPECT_EQ(sliding.reserved_for(1), 8);
   const local_share fixed = local_share_for(write, algorithm::fixed, defaults.local_tokens, defaults.processes_max);
-  EXPECT_EQ(fixed.tokens, 2);
-  EXPECT_EQ(fixed.reserved, 8);
+  EXPECT_EQ(fixed.tokens, 4);
+  EXPECT_EQ(fixed.reserved, 16);
+  EXPECT_EQ(fixed.reserved_for(1), 4);
   // A small limit is cut, then has none: 20 keeps back 8 for 1 token, 5 keeps back nothing.
   EXPECT_EQ(local_share_for(policy_for(limits(10, 20), route_class::write), algorithm::sliding, 2, 4).tokens, 1);
   const local_share five = local_share_for(policy_for(limits(1, 5), route_class::write), algorithm::sliding, 2, 4);
@@ -314,6 +317,9 @@ TEST(window_policy, the_local_allowance_keeps_back_what_every_process_may_admit)
           EXPECT_LE(share.tokens, tokens);
           EXPECT_LE(2 * share.reserved, limit) << limit << " " << tokens << " " << processes;
           EXPECT_EQ(share.reserved, share.tokens * processes * (algo == algorithm::sliding ? 2 : 1));
+          // Fewer processes counted keep back less, in proportion.
+          EXPECT_EQ(share.reserved_for(processes), share.reserved);
+          EXPECT_EQ(share.per_process, share.tokens * (algo == algorithm::sliding ? 2 : 1));
         }
       }
     }
