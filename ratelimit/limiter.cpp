@@ -757,12 +757,15 @@ class limiter::impl {
           failure = reply->type == REDIS_REPLY_ERROR ? reply_error(*reply) : "unexpected roster reply";
         }
       }
+      // After a failure the next attempt waits as long as the workers' reconnects do, at least.
+      auto next = started + beat;
       if (!failure.empty()) {
         session.close();
         spdlog::debug("ratelimit: renewing this process's roster entry failed: {}", failure);
+        next = started + std::max<steady::duration>(beat, retry_interval_);
       }
       std::unique_lock lock(roster_mutex_);
-      if (roster_cv_.wait_until(lock, started + beat, [this] { return roster_stopping_; })) return;
+      if (roster_cv_.wait_until(lock, next, [this] { return roster_stopping_; })) return;
     }
   }
 
