@@ -787,6 +787,43 @@ TEST(limiter_local, a_process_admits_nothing_locally_before_every_count_can_incl
   EXPECT_LE(stats.processes_counted, limits.processes_max);
 }
 
+// Waits, bounded, until the limiter's stats satisfy `done`.
+template <typename Done>
+bool wait_for_stats(limiter& l, Done done) {
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (!done(l.snapshot())) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(5ms);
+  }
+  return true;
+}
+
+TEST(limiter_local, a_process_whose_renewals_stop_keeps_back_processes_max_and_admits_nothing_locally) {
+  // Counts fresh for 300 ms: once Redis is gone the count goes stale, the scripts would keep back
+  // processes_max again, and the local allowance stops before the entry could expire. Redis back,
+  // the process is counted and admits locally again.
+  redis_process server(test_support::free_port());
+  ASSERT_NO_THROW(server.start());
+  config::ratelimit_settings limits = leasing_limits(200, 1, 60'000);
+  limits.local_tokens = 2;
+  limits.processes_max = 3;
+  limiter_bounds bounds = own_roster();
+  bounds.roster_timing_override->fresh_ms = 300;
+  limiter l(redis_at(server.url()), limits, bounds);
+  const auto counted_alone = [](const limiter::stats& s) { return s.processes_counted == 1 && s.local_ready; };
+  ASSERT_TRUE(wait_for_stats(l, counted_alone));
+
+  server.kill();
+  EXPECT_TRUE(wait_for_stats(l, [](const limiter::stats& s) { return s.processes_counted == 3 && !s.local_ready; }));
+  // Without Redis no check is admitted locally: the fallback decides.
+  const decision d = check_now(l, unique_principal());
+  EXPECT_TRUE(d.fallback);
+  EXPECT_EQ(l.snapshot().local_admissions, 0u);
+
+  ASSERT_NO_THROW(server.start());
+  EXPECT_TRUE(wait_for_stats(l, counted_alone));
+}
+
 TEST(limiter_local, a_local_admission_reports_the_limit_and_what_this_process_would_still_admit) {
   // A principal's first checks are admitted without Redis; their headers announce the configured
   // limit, and `remaining` counts down from what this process alone could still admit.
