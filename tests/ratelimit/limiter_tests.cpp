@@ -693,17 +693,23 @@ limiter_bounds own_roster() {
   return bounds;
 }
 
+// Waits, bounded, until the limiter's stats satisfy `done`.
+template <typename Done>
+bool wait_for_stats(limiter& l, Done done) {
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (!done(l.snapshot())) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(5ms);
+  }
+  return true;
+}
+
 // Waits, bounded, until every limiter counts `processes` and may admit locally.
 void wait_until_counted(const std::vector<limiter*>& limiters, std::int64_t processes) {
-  const auto deadline = std::chrono::steady_clock::now() + 10s;
   for (limiter* l : limiters) {
-    for (;;) {
-      const limiter::stats s = l->snapshot();
-      if (s.processes_counted == processes && s.local_ready) break;
-      ASSERT_LT(std::chrono::steady_clock::now(), deadline)
-          << "a limiter counts " << s.processes_counted << " processes, ready " << s.local_ready;
-      std::this_thread::sleep_for(5ms);
-    }
+    ASSERT_TRUE(wait_for_stats(
+        *l, [processes](const limiter::stats& s) { return s.processes_counted == processes && s.local_ready; }))
+        << "a limiter counts " << l->snapshot().processes_counted << " processes, ready " << l->snapshot().local_ready;
   }
 }
 
@@ -785,17 +791,6 @@ TEST(limiter_local, a_process_admits_nothing_locally_before_every_count_can_incl
   // Until its count is in, the limit keeps back processes_max processes' allowance.
   EXPECT_GE(stats.processes_counted, 1);
   EXPECT_LE(stats.processes_counted, limits.processes_max);
-}
-
-// Waits, bounded, until the limiter's stats satisfy `done`.
-template <typename Done>
-bool wait_for_stats(limiter& l, Done done) {
-  const auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (!done(l.snapshot())) {
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(5ms);
-  }
-  return true;
 }
 
 TEST(limiter_local, a_process_whose_renewals_stop_keeps_back_processes_max_and_admits_nothing_locally) {
