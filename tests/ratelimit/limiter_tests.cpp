@@ -788,7 +788,7 @@ TEST(limiter_local, a_process_admits_nothing_locally_before_every_count_can_incl
   EXPECT_EQ(stats.local_admissions, 0u);
   EXPECT_EQ(stats.redis_decisions, 3u);
   EXPECT_FALSE(stats.local_ready);
-  // Until its count is in, the limit keeps back processes_max processes' allowance.
+  // Whether its first count has come in yet or not, the count the limit uses is within [1, processes_max].
   EXPECT_GE(stats.processes_counted, 1);
   EXPECT_LE(stats.processes_counted, limits.processes_max);
 }
