@@ -82,6 +82,12 @@ std::vector<descriptor> describe(settings& s) {
        int_rule{&s.http.linger_timeout_ms, 0, 600'000}},
       {"http", "readyz_refresh_ms", "/readyz answers from a health state at most this old.",
        int_rule{&s.http.readyz_refresh_ms, 10, 60'000}},
+      {"http", "retry_after_max_s", "Longest Retry-After of a 503 answer, in seconds.",
+       int_rule{&s.http.retry_after_max_s, 1, 3'600}},
+      {"http", "retry_returns_percent",
+       "Clients answered 503 are told to come back spread over the seconds ahead: each second takes returns up to "
+       "this percentage of the answers (other than 503) of the busiest of the last 10 seconds (at least 100 a second).",
+       int_rule{&s.http.retry_returns_percent, 1, 100}},
       {"http", "trusted_proxies",
        "Proxies (IP networks, comma-separated, e.g. \"10.0.0.0/8, 127.0.0.1\") whose X-Forwarded-For names the "
        "client; empty: none.",
@@ -272,6 +278,13 @@ std::vector<descriptor> describe(settings& s) {
        "Requests in flight in the whole server, counted until their work ends (answered at the deadline or not); more "
        "answer 503.",
        int_rule{&s.admission.inflight_requests_max, 1, 10'000'000}},
+      {"admission", "queue_target_ms",
+       "Requests in flight at most what the server answered (other than 503) in this many milliseconds of its busiest "
+       "of the last 10 seconds; more answer 503 at once. 0: no such bound.",
+       int_rule{&s.admission.queue_target_ms, 0, 60'000}},
+      {"admission", "inflight_requests_min",
+       "The bound of admission.queue_target_ms is never below this many requests.",
+       int_rule{&s.admission.inflight_requests_min, 1, 10'000'000}},
 
       {"auth", "bootstrap_key", "API key of an operator ensured at start (empty: none).",
        string_rule{&s.auth.bootstrap_key, {}, true}},

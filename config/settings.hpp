@@ -40,6 +40,11 @@ struct http_settings {
   std::int64_t linger_bytes_max = 64 * 1024 * 1024;
   std::int64_t linger_timeout_ms = 2'000;
   std::int64_t readyz_refresh_ms = 250;
+  // A 503's Retry-After is booked into the first second with room for returns (http/retry_calendar.hpp):
+  // a second holds this percentage of the answers (other than 503) of the best recent second, and
+  // no return is sent further out than retry_after_max_s.
+  std::int64_t retry_after_max_s = 30;
+  std::int64_t retry_returns_percent = 25;
   // Peers whose X-Forwarded-For is believed (IP networks, comma-separated; base/networks.hpp):
   // behind them the client's address, for the per-address allowances, is the last address of
   // that header, the one the proxy added. Empty: every peer is the client.
@@ -173,6 +178,10 @@ struct webhooks_settings {
 
 struct admission_settings {
   std::int64_t inflight_requests_max = 8'000;
+  // Requests in flight at most what the server answered in this long of its busiest recent second
+  // (docs/backpressure.md), but never fewer than inflight_requests_min. 0: no such bound.
+  std::int64_t queue_target_ms = 100;
+  std::int64_t inflight_requests_min = 512;
 };
 
 struct auth_settings {

@@ -71,6 +71,17 @@ std::string metrics::render(const std::string& extra) const {
          "answer in time.\n"
       << "# TYPE wallet_cluster_forward_failures_total counter\n"
       << "wallet_cluster_forward_failures_total " << forward_failures.load() << "\n";
+  const auto returns = retry_returns.read();
+  out << "# HELP wallet_http_retry_returns_per_second Returns of clients answered 503 that one second takes at "
+         "most, now.\n"
+      << "# TYPE wallet_http_retry_returns_per_second gauge\n"
+      << "wallet_http_retry_returns_per_second " << returns.returns_per_second << "\n"
+      << "# HELP wallet_http_retry_returns_booked Clients answered 503 told to come back in the seconds ahead.\n"
+      << "# TYPE wallet_http_retry_returns_booked gauge\n"
+      << "wallet_http_retry_returns_booked " << returns.booked << "\n"
+      << "# HELP wallet_http_retry_returns_furthest_seconds The furthest second ahead a return is booked for.\n"
+      << "# TYPE wallet_http_retry_returns_furthest_seconds gauge\n"
+      << "wallet_http_retry_returns_furthest_seconds " << returns.furthest_s << "\n";
   out << extra;
   return out.str();
 }

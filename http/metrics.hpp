@@ -14,12 +14,16 @@
 
 #include "actors/ledger_service.hpp"
 #include "http/exchange.hpp"
+#include "http/retry_calendar.hpp"
 #include "ratelimit/limiter.hpp"
 
 namespace api {
 
 class metrics {
  public:
+  metrics() = default;
+  explicit metrics(retry_calendar::options returns) : retry_returns(returns) {}
+
   void observe(const std::string& route, int status, double seconds);
   std::atomic<std::int64_t> open_connections{0};
   std::atomic<std::int64_t> inflight_requests{0};  // read and not yet answered
@@ -32,6 +36,8 @@ class metrics {
   std::atomic<std::uint64_t> unauthenticated_refused{0};  // 429 before a key lookup, per address
   std::atomic<std::uint64_t> unknown_account_refused{0};  // 429 to a principal naming unknown accounts
   std::atomic<std::uint64_t> bodies_lingered{0};          // error answers followed by reading the body
+  // Every answer passes it: a 503's Retry-After is booked into a second with room for its return.
+  retry_calendar retry_returns{retry_calendar::options{}};
   // Set when a shutdown begins: /readyz answers 503 from then on, so that a load balancer stops
   // sending requests here during http.shutdown_drain_ms, while they are still served.
   std::atomic<bool> shutting_down{false};

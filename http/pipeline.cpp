@@ -32,8 +32,12 @@ pipeline::pipeline(handler_support& support, ratelimit::limiter* limiter)
 
 void pipeline::run(const exchange_ptr& ex, const route& r, std::function<void(const principal&)> next) {
   if (r.who == access::open) return next(principal{});
-  if (support_.stats.admission->requests.load() > support_.settings.admission.inflight_requests_max) {
-    return support_.fail(ex, ledger::error_code::server_busy, "the server is at its limit of requests in flight",
+  if (const auto admitted = support_.stats.admission->requests.load(); admitted > inflight_bound()) {
+    return support_.fail(ex, ledger::error_code::server_busy,
+                         admitted > support_.settings.admission.inflight_requests_max
+                             ? "the server is at its limit of requests in flight"
+                             : "the server has more requests in flight than it answers in " +
+                                   std::to_string(support_.settings.admission.queue_target_ms) + " ms",
                          ledger::k_retry_after_default_s);
   }
   // A provider's event carries no API key: its handler verifies the signature.
@@ -47,6 +51,13 @@ void pipeline::run(const exchange_ptr& ex, const route& r, std::function<void(co
       next(who);
     });
   });
+}
+
+std::int64_t pipeline::inflight_bound() const {
+  const auto& a = support_.settings.admission;
+  if (a.queue_target_ms <= 0) return a.inflight_requests_max;
+  const auto carried = support_.stats.retry_returns.capacity_per_second() * a.queue_target_ms / 1000;
+  return std::min(a.inflight_requests_max, std::max(a.inflight_requests_min, carried));
 }
 
 void pipeline::authenticate(const exchange_ptr& ex, std::function<void(const principal&)> next) {

@@ -35,6 +35,8 @@ class pipeline {
 
  private:
   void authenticate(const exchange_ptr& ex, std::function<void(const principal&)> next);
+  // Requests in flight beyond which a new one is answered 503 before any work (admission settings).
+  std::int64_t inflight_bound() const;
   void rate_limit(const exchange_ptr& ex, const principal& who, rate_class rate, std::function<void()> next);
   void shutting_down(const exchange_ptr& ex) const;
 

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <charconv>
 #include <iterator>
 #include <memory>
 #include <thread>
@@ -78,6 +79,7 @@ struct server::impl {
   // connections are closed, and a request that still arrives is refused (503, then closed).
   std::atomic<bool> stopping{false};
   log_throttle shed_log{1'000'000};
+
   log_throttle accept_log{1'000'000};
   asio::steady_timer accept_retry{ioc};
   asio::signal_set signals{ioc, SIGINT, SIGTERM};
@@ -327,6 +329,11 @@ class session : public std::enable_shared_from_this<session> {
   }
 
   void write(reply r, const exchange_ptr& ex) {
+    if (r.status == 503) {
+      spread_return(r);
+    } else {
+      srv_.stats.retry_returns.answered();
+    }
     auto res = std::make_shared<bhttp::response<bhttp::string_body>>(static_cast<bhttp::status>(r.status), version_);
     res->set(bhttp::field::server, "wallet-server");
     res->set(bhttp::field::content_type, r.content_type);
@@ -365,6 +372,20 @@ class session : public std::enable_shared_from_this<session> {
     bhttp::async_write(stream_, *res, [self = shared_from_this(), res](beast::error_code ec, std::size_t) {
       self->on_write(ec, res->keep_alive());
     });
+  }
+
+  // A 503's Retry-After, the least wait its cause asked for, becomes the second the calendar booked
+  // for its return. Every 503 of this server carries one; an answer forwarded from another node
+  // is booked here, where its client will come back.
+  void spread_return(reply& r) {
+    for (auto& [name, value] : r.headers) {
+      if (!beast::iequals(name, "Retry-After")) continue;
+      std::int64_t asked = 0;
+      const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), asked);
+      if (ec != std::errc{} || end != value.data() + value.size()) return;
+      value = std::to_string(srv_.stats.retry_returns.book(asked));
+      return;
+    }
   }
 
   // A body over http.body_bytes_max takes its declared length (or, chunked, the route's limit)

@@ -9,7 +9,10 @@
 #include <atomic>
 #include <future>
 #include <latch>
+#include <map>
 #include <mutex>
+#include <optional>
+#include <ratio>
 #include <set>
 #include <thread>
 
@@ -578,6 +581,42 @@ TEST(Shedding, GlobalInflightBoundAnswers503ServerBusy) {
   EXPECT_EQ(ts::balance(setup.c, payee.key, to), 200);
 }
 
+// A payer with 1,000 and a payee, each with an account, made through `setup`, and a transfer of
+// 100 between them sent to the server on `port`, stalled on its rows: the test holds them locked
+// until it releases `lock`. Constructed once the transfer waits in PostgreSQL (`reached`).
+struct stalled_transfer {
+  struct parties {
+    ts::principal payer;
+    ts::principal payee;
+    std::int64_t from = 0;
+    std::int64_t to = 0;
+    std::string key;  // the transfer's Idempotency-Key
+  };
+
+  stalled_transfer(ts::http_client& setup, const std::string& operator_key, int port, const std::string& key_prefix)
+      : who(make(setup, operator_key, key_prefix)), lock(std::in_place, std::vector<std::int64_t>{who.from, who.to}) {
+    answer = std::async(std::launch::async, [this, port] {
+      ts::http_client client(port, 60s);
+      return client.post("/v1/transfers", who.payer.key, transfer_body(who.from, who.to, 100), who.key);
+    });
+    reached = ts::eventually([&] { return lock->waiters() >= 1; }, 15s, 20ms);
+  }
+
+  static parties make(ts::http_client& setup, const std::string& operator_key, const std::string& key_prefix) {
+    parties p{ts::create_principal(setup, operator_key), ts::create_principal(setup, operator_key)};
+    p.from = ts::create_account(setup, operator_key, p.payer.id);
+    p.to = ts::create_account(setup, operator_key, p.payee.id);
+    p.key = ts::unique_key(key_prefix);
+    ts::deposit(setup, operator_key, p.from, 1000);
+    return p;
+  }
+
+  const parties who;
+  std::optional<ts::account_lock> lock;
+  std::future<ts::response> answer;
+  bool reached = false;
+};
+
 // A request answered at its deadline (503 deadline_exceeded) keeps its place among those in flight
 // while its work goes on: here a transfer waiting for its rows. With admission.inflight_requests_max
 // = 1 the next request is answered 503 server_busy until the transfer commits; were the place given
@@ -591,31 +630,71 @@ TEST(Shedding, ARequestAnsweredAtItsDeadlineKeepsItsPlaceUntilItsWorkEnds) {
   own_server s(o);
   auto& [server, c, op] = s;
   setup_server setup;
-  auto payer = ts::create_principal(setup.c, op.key);
-  auto payee = ts::create_principal(setup.c, op.key);
-  const auto from = ts::create_account(setup.c, op.key, payer.id);
-  const auto to = ts::create_account(setup.c, op.key, payee.id);
-  ts::deposit(setup.c, op.key, from, 1000);
-
-  ts::account_lock lock({from, to});
-  const std::string key = ts::unique_key("outlived");
-  auto stalled = std::async(std::launch::async, [&] {
-    ts::http_client client(server.port(), 60s);
-    return client.post("/v1/transfers", payer.key, transfer_body(from, to, 100), key);
-  });
-  ASSERT_TRUE(ts::eventually([&] { return lock.waiters() >= 1; }, 15s, 20ms))
-      << "the transfer did not reach the database";
-  const auto late = stalled.get();
+  stalled_transfer stalled(setup.c, op.key, server.port(), "outlived");
+  ASSERT_TRUE(stalled.reached) << "the transfer did not reach the database";
+  const auto& [payer, payee, from, to, key] = stalled.who;
+  const auto late = stalled.answer.get();
   ASSERT_EQ(late.status, 503) << late.body;
   ASSERT_EQ(code_of(late), "deadline_exceeded") << late.body;
-  ASSERT_GE(lock.waiters(), 1) << "the transfer's work ended before the test could look";
+  ASSERT_GE(stalled.lock->waiters(), 1) << "the transfer's work ended before the test could look";
 
   const auto busy = c.get("/v1/accounts/" + std::to_string(to), payee.key);
   EXPECT_EQ(busy.status, 503) << busy.body;
   EXPECT_EQ(code_of(busy), "server_busy") << busy.body;
 
-  lock.release();
+  stalled.lock->release();
   ASSERT_TRUE(ts::eventually([&] { return journal_count(payer.id, {key}) == 1; }, 30s, 20ms));
+  EXPECT_TRUE(
+      ts::eventually([&] { return c.get("/v1/accounts/" + std::to_string(to), payee.key).status == 200; }, 10s, 20ms));
+  EXPECT_EQ(ts::balance(setup.c, payee.key, to), 100);
+}
+
+// admission.queue_target_ms bounds requests in flight by what the server has shown it answers:
+// with a target of 1 ms, a floor of 1 and a server that has answered a few requests a second, one
+// stalled transfer fills it, and the next requests are answered 503 server_busy at once. Their
+// Retry-After comes from the return calendar: with the least room (one return per 10 ms phase of
+// a second), no two refusals in the same phase are told the same wait, so a clump of refusals
+// is told to come back one second after another instead of all at once.
+TEST(Shedding, TheQueueTargetBoundsRequestsInFlightAndRefusalsAreToldToComeBackApart) {
+  ts::server_process::options o;
+  generous_limits(o);
+  patient_database(o);
+  o.env["WALLET_ADMISSION_QUEUE_TARGET_MS"] = "1";
+  o.env["WALLET_ADMISSION_INFLIGHT_REQUESTS_MIN"] = "1";
+  own_server s(o);
+  auto& [server, c, op] = s;
+  setup_server setup;
+  stalled_transfer stalled(setup.c, op.key, server.port(), "stalled");
+  ASSERT_TRUE(stalled.reached) << "the transfer did not reach the database";
+  const auto& [payer, payee, from, to, key] = stalled.who;
+
+  constexpr int refusals = 20;
+  std::map<int, int> told;  // Retry-After -> refusals told it
+  using phase = std::chrono::duration<std::int64_t, std::centi>;
+  const auto first_phase = std::chrono::duration_cast<phase>(clock::now().time_since_epoch()).count();
+  for (int i = 0; i < refusals; ++i) {
+    const auto busy = c.get("/v1/accounts/" + std::to_string(to), payee.key);
+    ASSERT_EQ(busy.status, 503) << busy.body;
+    EXPECT_EQ(code_of(busy), "server_busy") << busy.body;
+    EXPECT_NE(busy.body.find("than it answers in 1 ms"), std::string::npos) << busy.body;
+    ++told[std::stoi(busy.header("Retry-After"))];
+  }
+  const auto last_phase = std::chrono::duration_cast<phase>(clock::now().time_since_epoch()).count();
+  // The refusals were answered within these phases: each wait is told at most once per phase.
+  const auto phases = static_cast<int>(last_phase - first_phase + 1);
+  for (const auto& [wait, n] : told) {
+    EXPECT_GE(wait, 1);
+    EXPECT_LE(wait, 30);
+    EXPECT_LE(n, phases) << "Retry-After " << wait << " told " << n << " times within " << phases << " phases";
+  }
+  if (phases == 1) {
+    EXPECT_EQ(told.size(), static_cast<std::size_t>(refusals));
+  }
+  EXPECT_EQ(c.request("GET", "/healthz").status, 200);
+
+  stalled.lock->release();
+  const auto done = stalled.answer.get();
+  EXPECT_EQ(done.status, 201) << done.body;
   EXPECT_TRUE(
       ts::eventually([&] { return c.get("/v1/accounts/" + std::to_string(to), payee.key).status == 200; }, 10s, 20ms));
   EXPECT_EQ(ts::balance(setup.c, payee.key, to), 100);

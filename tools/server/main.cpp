@@ -120,7 +120,10 @@ int main(int argc, char** argv) {
     // pending callbacks run) while the routes and the service still exist, then the service
     // (which from then on answers "shutting down"), and only then are the routes destroyed.
     std::optional<ratelimit::limiter> limiter(std::in_place, settings.redis, settings.ratelimit);
-    api::metrics metrics;
+    api::metrics metrics{api::retry_calendar::options{
+        .retry_after_max_s = settings.http.retry_after_max_s,
+        .returns_share = static_cast<double>(settings.http.retry_returns_percent) / 100.0,
+    }};
     // The outbox relay runs on its own thread and connections: payments never wait for it. It
     // stops after the HTTP server, the last reader of its metrics.
     std::optional<events::outbox_relay> relay;
