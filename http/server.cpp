@@ -79,7 +79,6 @@ struct server::impl {
   // connections are closed, and a request that still arrives is refused (503, then closed).
   std::atomic<bool> stopping{false};
   log_throttle shed_log{1'000'000};
-
   log_throttle accept_log{1'000'000};
   asio::steady_timer accept_retry{ioc};
   asio::signal_set signals{ioc, SIGINT, SIGTERM};
