@@ -18,6 +18,7 @@
 #include "actors/ledger_writer.hpp"
 #include "actors/money_flows.hpp"
 #include "actors/reconciler.hpp"
+#include "actors/scheduler.hpp"
 #include "actors/service_core.hpp"
 #include "actors/settlements.hpp"
 #include "actors/sweeper.hpp"
@@ -107,9 +108,13 @@ void ledger_service::impl::start_actors() {
   core.caf_config->set("scheduler.max-threads", static_cast<std::size_t>(s.actors.scheduler_threads));
   // The work-stealing scheduler's idle workers poll (spin, then sleep in short steps); on two
   // cores shared with PostgreSQL that polling takes CPU the database needs. The sharing policy
-  // parks idle workers on a condition variable instead (measured: see bench/PROFILE.md).
-  core.caf_config->set("scheduler.policy",
-                       s.actors.scheduler_policy == "sharing" ? caf::atom("sharing") : caf::atom("stealing"));
+  // parks idle workers on a condition variable instead (measured: see bench/PROFILE.md), and is
+  // the server's own (actors/scheduler.hpp), which wakes a parked worker once instead of twice.
+  if (s.actors.scheduler_policy == "sharing") {
+    core.caf_config->load<caf::scheduler::coordinator<sharing_policy>>();
+  } else {
+    core.caf_config->set("scheduler.policy", caf::atom("stealing"));
+  }
   core.caf_config->set("logger.console", caf::atom("none"));
   // Cluster mode: other nodes' forwarded requests arrive through the middleman.
   if (ownership) core.caf_config->load<caf::io::middleman>();

@@ -126,7 +126,8 @@ std::vector<descriptor> describe(settings& s) {
        int_rule{&s.writer.queue_run_postings_max, 1, 10'000'000}},
 
       {"actors", "scheduler_threads", "Threads of the CAF scheduler.", int_rule{&s.actors.scheduler_threads, 1, 256}},
-      {"actors", "scheduler_policy", "CAF scheduler: sharing (idle workers sleep) or stealing (idle workers poll).",
+      {"actors", "scheduler_policy",
+       "Actor scheduler: sharing (idle workers sleep, actors/scheduler.hpp) or stealing (CAF's; idle workers poll).",
        string_rule{&s.actors.scheduler_policy, {"sharing", "stealing"}, false}},
       {"actors", "registry_shards", "Shards of the account registry.", int_rule{&s.actors.registry_shards, 1, 1024}},
       {"actors", "accounts_live_max", "Live account actors at most; idle ones are passivated first.",
