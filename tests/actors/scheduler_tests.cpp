@@ -1,10 +1,12 @@
 // The actors' scheduler policy (actors/scheduler.hpp) under real threads: every message sent from
 // many threads at once is handled exactly once, by workers that park between bursts and must be
-// woken for each.
+// woken for each; and the workers run as batch threads.
 
 #include <gtest/gtest.h>
 
 #include <caf/all.hpp>
+
+#include <sched.h>
 
 #include <atomic>
 #include <cstdint>
@@ -53,8 +55,8 @@ TEST(SharingPolicy, EveryMessageFromManyThreadsIsHandledExactlyOnce) {
         for (int burst = 0; burst < per_sender / 50; ++burst) {
           for (int i = 0; i < 50; ++i) {
             const auto& target = targets[static_cast<std::size_t>((s * 7 + burst + i) % actors_count)];
-            self->request(target, caf::infinite, std::int64_t{1}).receive(
-                [&](std::int64_t) { ++answered; }, [](caf::error&) { ADD_FAILURE() << "a request failed"; });
+            self->request(target, caf::infinite, std::int64_t{1})
+                .receive([&](std::int64_t) { ++answered; }, [](caf::error&) { ADD_FAILURE() << "a request failed"; });
           }
         }
       });
@@ -81,9 +83,22 @@ TEST(SharingPolicy, OneWayMessagesSentFasterThanHandledAreAllHandled) {
   caf::scoped_actor self(system);
   std::int64_t handled = 0;
   self->request(target, caf::infinite, std::int64_t{0})
-      .receive([&](std::int64_t count) { handled = count; }, [](caf::error&) { ADD_FAILURE() << "the request failed"; });
+      .receive([&](std::int64_t count) { handled = count; },
+               [](caf::error&) { ADD_FAILURE() << "the request failed"; });
   EXPECT_EQ(handled, 80'001);
   EXPECT_EQ(total.load(), 80'000);
+}
+
+TEST(SharingPolicy, WorkersRunAsBatchThreads) {
+  scheduler_config cfg(2);
+  caf::actor_system system(cfg);
+  auto probe = system.spawn(
+      []() -> caf::behavior { return {[](std::int64_t) { return std::int64_t{sched_getscheduler(0)}; }}; });
+  caf::scoped_actor self(system);
+  std::int64_t policy = -1;
+  self->request(probe, caf::infinite, std::int64_t{0})
+      .receive([&](std::int64_t p) { policy = p; }, [](caf::error&) { ADD_FAILURE() << "the request failed"; });
+  EXPECT_EQ(policy, SCHED_BATCH);
 }
 
 }  // namespace
