@@ -23,7 +23,8 @@
 // on a free core at once, or when the waker's time slice ends. Same priority, same share of the
 // CPU; under load, fewer switches (the worker's 0.6 a transfer at 6,000/s fell to 0.3, the HTTP
 // threads' preemptions from 0.5 to 0.1) and, with the CPU saturated, 5 µs less of the server's
-// CPU per transfer (bench/PROFILE.md, twenty-fifth part).
+// CPU per transfer (bench/PROFILE.md, twenty-fifth part). A thread started from an actor inherits
+// the policy (the cluster link's connector is the one such; none is on a request's path).
 
 #include <caf/policy/unprofiled.hpp>
 #include <caf/resumable.hpp>
