@@ -15,6 +15,7 @@ RUN apt-get update \
       libspdlog-dev libfmt-dev libtomlplusplus-dev libcli11-dev \
       libgtest-dev libgmock-dev libbenchmark-dev \
       libssl-dev \
+      libjemalloc-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
@@ -36,7 +37,7 @@ RUN apt-get update \
       libhiredis0.14 \
       libspdlog1.10 libfmt9 \
       libboost-json1.81.0 \
-      libssl3 ca-certificates \
+      libssl3 libjemalloc2 ca-certificates \
       curl \
  && rm -rf /var/lib/apt/lists/*
 RUN groupadd --system wallet && useradd --system --gid wallet --home-dir /nonexistent --shell /usr/sbin/nologin wallet

@@ -22,6 +22,19 @@ elseif(WALLET_SANITIZE STREQUAL "thread")
 elseif(NOT WALLET_SANITIZE STREQUAL "")
   message(FATAL_ERROR "WALLET_SANITIZE must be empty, address or thread, not '${WALLET_SANITIZE}'")
 endif()
+# jemalloc is the allocator of wallet-server and wallet-loadgen (bench/PROFILE.md, twenty-sixth
+# part): a request is parsed on an HTTP thread and its parts are freed on the actors' and the
+# writer's threads, which glibc's allocator pays for in its slow path on every request. The
+# sanitizers bring allocators of their own, so their builds keep glibc's.
+option(WALLET_JEMALLOC "link wallet-server and wallet-loadgen with jemalloc (not with a sanitizer)" ON)
+add_library(wallet_allocator INTERFACE)
+if(WALLET_JEMALLOC AND WALLET_SANITIZE STREQUAL "" AND NOT WALLET_FUZZ)
+  find_library(JEMALLOC_LIBRARY jemalloc REQUIRED)
+  target_link_libraries(wallet_allocator INTERFACE ${JEMALLOC_LIBRARY})
+  set(WALLET_ALLOCATOR "jemalloc")
+else()
+  set(WALLET_ALLOCATOR "glibc malloc")
+endif()
 # Sanitized code runs several times slower (ThreadSanitizer the most): a suite's CTest timeout
 # grows with it, so that a timeout still means a hang rather than the sanitizer's cost.
 if(WALLET_SANITIZE STREQUAL "address")

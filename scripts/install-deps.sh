@@ -15,6 +15,7 @@ packages=(
   libspdlog-dev libfmt-dev libtomlplusplus-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libssl-dev
+  libjemalloc-dev
   clang-format-14
   wrk docker-compose
   haproxy

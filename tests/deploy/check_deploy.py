@@ -220,7 +220,7 @@ def linked_packages(binary):
 BASE_IMAGE_PACKAGES = {"libc6", "libstdc++6", "libgcc-s1"}
 BUILD_TOOLS = {"build-essential", "cmake", "ninja-build", "pkg-config"}
 RUNTIME_LIBRARIES = ["libcaf-core0.17", "libcaf-io0.17", "libpqxx-6.4", "libhiredis0.14", "libspdlog1.10", "libfmt9",
-                     "libboost-json1.81.0", "libssl3"]
+                     "libboost-json1.81.0", "libssl3", "libjemalloc2"]
 
 
 def check_dockerfile(source, build):

@@ -786,6 +786,18 @@ TEST(HttpShutdown, IdleServerExitsZero) {
   EXPECT_LT(ts::elapsed_ms(started), 10000);
 }
 
+// The start line names the allocator the server runs on: jemalloc, which the build links into
+// wallet-server unless a sanitizer brings its own (WALLET_EXPECTED_ALLOCATOR, from CMake).
+TEST(HttpLogging, TheStartLineNamesTheAllocator) {
+  ts::server_process server;
+  ASSERT_EQ(server.terminate(), 0);
+  const std::string log = server.log();
+  const auto line_at = log.find("wallet-server listening on");
+  ASSERT_NE(line_at, std::string::npos) << log;
+  const std::string line = log.substr(line_at, log.find('\n', line_at) - line_at);
+  EXPECT_NE(line.find(std::string(", ") + WALLET_EXPECTED_ALLOCATOR), std::string::npos) << line;
+}
+
 // With --log-format json every line the server writes is one JSON object with ts, level and
 // msg, and a request's lines carry its request id.
 TEST(HttpLogging, JsonLogFormatIsOneObjectPerLine) {

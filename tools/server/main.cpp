@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "actors/ledger_service.hpp"
+#include "base/allocator.hpp"
 #include "config/logging.hpp"
 #include "config/settings.hpp"
 #include "events/relay.hpp"
@@ -148,8 +149,8 @@ int main(int argc, char** argv) {
         [&routes](std::string_view method, std::string_view path) { return routes.limits(method, path); });
     forwarded_to = &routes;
     server.start();
-    spdlog::info("wallet-server listening on http://{}:{} ({} I/O threads, {} ledger writers)", settings.http.host,
-                 server.port(), settings.http.io_threads, settings.writer.count);
+    spdlog::info("wallet-server listening on http://{}:{} ({} I/O threads, {} ledger writers, {})", settings.http.host,
+                 server.port(), settings.http.io_threads, settings.writer.count, base::allocator_name());
     server.run_until_stopped();
     if (webhooks) webhooks->stop();
     if (relay) relay->stop();
