@@ -115,7 +115,11 @@ constexpr const char* k_find_payments_sql =
 //   the rows read unchanged after them, a batch could hold a higher row while it waited for a
 //   lower one: a deadlock with any locker in id order, broken after a second); then the
 //   balance caches, one row per account at the last balance the plan reached (with what the rows'
-//   holds keep, migration 011), updated only once their row is locked. A lock that meets a newer
+//   holds keep, migration 011), updated only once their row is locked: the new values travel with
+//   the lock's rows, so the update takes each locked row once and finds its account by primary
+//   key. (Joined to the array of new values instead, the planner took a nested loop that read the
+//   whole array again for every locked row: quadratic in the batch, bench/PROFILE.md, twenty-sixth
+//   part; tests/persistence/posting_plan_tests.cpp.) A lock that meets a newer
 //   version of its row (committed since the statement began) rechecks `xmin` against it. A row
 //   missing from the count had moved since the batch read it, which only a batch that read its
 //   rows unlocked can meet: nothing more is written, and the batch is rolled back and redone under
@@ -137,16 +141,17 @@ constexpr const char* k_find_payments_sql =
 constexpr const char* k_write_batch = "posting_write_batch";
 constexpr const char* k_write_batch_sql =
     "WITH locked AS ("
-    "  SELECT a.id FROM account AS a"
-    "    JOIN (SELECT * FROM unnest($14::bigint[], $21::xid[]) UNION ALL SELECT * FROM unnest($22::bigint[], "
-    "$23::xid[]))"
-    "      AS v(id, xmin) ON a.id = v.id"
+    "  SELECT a.id, v.xmin, v.changed, v.balance, v.version, v.held, v.held_version FROM account AS a"
+    "    JOIN (SELECT c.*, TRUE FROM unnest($14::bigint[], $21::xid[], $15::bigint[], $16::bigint[], $17::bigint[],"
+    "                                       $18::bigint[]) AS c"
+    "          UNION ALL"
+    "          SELECT k.*, NULL, NULL, NULL, NULL, FALSE FROM unnest($22::bigint[], $23::xid[]) AS k)"
+    "      AS v(id, xmin, balance, version, held, held_version, changed) ON a.id = v.id"
     "   WHERE a.xmin = v.xmin ORDER BY a.id FOR NO KEY UPDATE OF a),"
     " balances AS ("
-    "  UPDATE account AS a SET balance = u.balance, version = u.version, held = u.held, held_version = u.held_version"
-    "    FROM unnest($14::bigint[], $15::bigint[], $16::bigint[], $17::bigint[], $18::bigint[], $21::xid[])"
-    "      AS u(id, balance, version, held, held_version, xmin)"
-    "   WHERE a.id = u.id AND a.xmin = u.xmin AND a.id IN (SELECT id FROM locked)"
+    "  UPDATE account AS a SET balance = l.balance, version = l.version, held = l.held, held_version = l.held_version"
+    "    FROM locked AS l"
+    "   WHERE a.id = l.id AND a.xmin = l.xmin AND l.changed"
     "  RETURNING 1),"
     " held AS ("
     "  SELECT (SELECT count(*) FROM balances) AS updated, (SELECT count(*) FROM locked) AS locked),"
