@@ -28,6 +28,9 @@
 # BENCH_SETUP_SQL, when set, runs in the migrated database before the setup, to compare one schema
 # change on the same binaries (as in bench/pg_cost.sh), e.g. an index a migration dropped:
 #   BENCH_SETUP_SQL='CREATE INDEX ledger_entry_transaction ON ledger_entry (transaction_id)' bench/cpu_per_request.sh
+# CPU_SERVER_BIN, when set, is the wallet-server binary run instead of build-bench's, to compare two
+# builds in alternation on the same load generator, e.g. a copy of main's:
+#   CPU_SERVER_BIN=/tmp/wallet-server.main bench/cpu_per_request.sh --threads --rate 9000
 # Uses the benchmark's private services under var/bench (PostgreSQL 55434, Redis 56381).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -88,10 +91,11 @@ operator_key="cpu-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
   export WALLET_RATELIMIT_READ_RATE_PER_SECOND=1000000 WALLET_RATELIMIT_READ_BURST=2000000
   for kv in "${overrides[@]}"; do export "${kv?}"; done
   build-bench/tools/admin/wallet-admin migrate >/dev/null
-  exec build-bench/tools/server/wallet-server --http-port "$http_port"
+  exec "${CPU_SERVER_BIN:-build-bench/tools/server/wallet-server}" --http-port "$http_port"
 ) > "$out/server.log" 2>&1 &
 server_pid=$!
 wait_until_ready "$http_port" "$out/server.log"
+[[ -n ${CPU_SERVER_BIN:-} ]] && echo "server binary: $CPU_SERVER_BIN"
 if [[ -n ${BENCH_SETUP_SQL:-} ]]; then
   pg_port=55434 psql_admin -d wallet -c "$BENCH_SETUP_SQL" >/dev/null
 fi

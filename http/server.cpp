@@ -5,6 +5,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -13,6 +14,7 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <charconv>
@@ -24,6 +26,7 @@
 #include "http/crypto.hpp"
 #include "http/log_throttle.hpp"
 #include "http/request.hpp"
+#include "http/response.hpp"
 
 namespace api {
 
@@ -333,16 +336,17 @@ class session : public std::enable_shared_from_this<session> {
     } else {
       srv_.stats.retry_returns.answered();
     }
-    auto res = std::make_shared<bhttp::response<bhttp::string_body>>(static_cast<bhttp::status>(r.status), version_);
-    res->set(bhttp::field::server, "wallet-server");
-    res->set(bhttp::field::content_type, r.content_type);
-    res->set("X-Request-Id", ex ? ex->request_id : "");
-    for (const auto& [name, value] : r.headers) res->set(name, value);
-    res->body() = std::move(r.body);
     // Once a shutdown has begun, every answer closes its connection: a load balancer opens its
     // next one elsewhere, and no idle connection is left for the end to close under a request.
-    res->keep_alive(keep_alive_ && !srv_.stats.shutting_down.load());
-    res->prepare_payload();
+    const bool keep_alive = keep_alive_ && !srv_.stats.shutting_down.load();
+    // The head and the body go out in one write; they live in the handler until it has run.
+    struct answer {
+      std::string head;
+      std::string body;
+    };
+    auto bytes = std::make_shared<answer>();
+    bytes->head = serialize_head(r, ex ? ex->request_id : "", version_, keep_alive);
+    if (carries_body(r.status)) bytes->body = std::move(r.body);
 
     if (ex) {
       const auto now = std::chrono::steady_clock::now();
@@ -368,9 +372,11 @@ class session : public std::enable_shared_from_this<session> {
       }
     }
     stream_.expires_after(std::chrono::milliseconds(srv_.settings.read_timeout_ms));
-    bhttp::async_write(stream_, *res, [self = shared_from_this(), res](beast::error_code ec, std::size_t) {
-      self->on_write(ec, res->keep_alive());
-    });
+    const std::array<asio::const_buffer, 2> buffers{asio::buffer(bytes->head), asio::buffer(bytes->body)};
+    asio::async_write(stream_, buffers,
+                      [self = shared_from_this(), bytes, keep_alive](beast::error_code ec, std::size_t) {
+                        self->on_write(ec, keep_alive);
+                      });
   }
 
   // A 503's Retry-After, the least wait its cause asked for, becomes the second the calendar booked
