@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=bench/lib.sh
 source bench/lib.sh
-targets=(answer_bytes_bench)
+targets=(answer_bytes_bench xadd_format_bench)
 if (($#)) && [[ $1 != -* ]]; then
   targets=("$1")
   shift

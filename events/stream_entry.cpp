@@ -1,6 +1,27 @@
 #include "events/stream_entry.hpp"
 
+#include <array>
+#include <charconv>
+
 namespace events {
+namespace {
+
+// "<prefix><n>\r\n": an array's or a bulk string's header.
+void append_header(std::string& out, char prefix, std::size_t n) {
+  std::array<char, 24> digits{};
+  const auto end = std::to_chars(digits.data(), digits.data() + digits.size(), n).ptr;
+  out += prefix;
+  out.append(digits.data(), end);
+  out += "\r\n";
+}
+
+void append_bulk(std::string& out, std::string_view s) {
+  append_header(out, '$', s.size());
+  out += s;
+  out += "\r\n";
+}
+
+}  // namespace
 
 std::string accounts_json(const std::vector<persistence::event_leg>& legs) {
   std::string out = "[";
@@ -38,6 +59,20 @@ stream_fields to_stream_fields(const persistence::event_record& e) {
       {"currencies", currencies_json(e.legs)}, {"createdAt", e.created_at},
       {"cursor", std::to_string(e.cursor)},
   };
+}
+
+void append_xadd(std::string& out, std::string_view key, std::string_view maxlen, const stream_fields& fields) {
+  append_header(out, '*', 6 + 2 * fields.size());
+  append_bulk(out, "XADD");
+  append_bulk(out, key);
+  append_bulk(out, "MAXLEN");
+  append_bulk(out, "~");
+  append_bulk(out, maxlen);
+  append_bulk(out, "*");
+  for (const auto& [name, value] : fields) {
+    append_bulk(out, name);
+    append_bulk(out, value);
+  }
 }
 
 }  // namespace events

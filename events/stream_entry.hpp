@@ -17,6 +17,7 @@
 // Events carry no balances: a consumer learns what moved, never what another party holds.
 
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -33,5 +34,12 @@ std::string accounts_json(const std::vector<persistence::event_leg>& legs);
 std::string amounts_json(const std::vector<persistence::event_leg>& legs);
 std::string currencies_json(const std::vector<persistence::event_leg>& legs);
 stream_fields to_stream_fields(const persistence::event_record& e);
+
+// Appends `XADD key MAXLEN ~ maxlen * field value ...` to `out` in Redis's wire format (RESP: an
+// array of bulk strings), byte for byte what hiredis's redisFormatCommandArgv writes. The relay
+// sends a pipeline of these as one preformatted buffer: hiredis builds a command with a formatted
+// append per argument, which cost the relay's thread a third of its time (bench/PROFILE.md,
+// twenty-seventh part).
+void append_xadd(std::string& out, std::string_view key, std::string_view maxlen, const stream_fields& fields);
 
 }  // namespace events

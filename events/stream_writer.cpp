@@ -106,34 +106,14 @@ std::string stream_writer::open(clock::time_point deadline) {
 std::string stream_writer::append(const std::vector<persistence::event_record>& events, clock::time_point deadline) {
   auto& d = *impl_;
   WALLET_ASSERT(is_open(), "append on a closed stream writer");
-  std::vector<const char*> argv;
-  std::vector<std::size_t> lengths;
+  std::string commands;
   for (std::size_t first = 0; first < events.size(); first += k_pipeline_commands_max) {
     const std::size_t last = std::min(events.size(), first + k_pipeline_commands_max);
-    for (std::size_t i = first; i < last; ++i) {
-      const auto fields = to_stream_fields(events[i]);
-      argv.clear();
-      lengths.clear();
-      auto add = [&](const std::string& s) {
-        argv.push_back(s.data());
-        lengths.push_back(s.size());
-      };
-      static const std::string xadd = "XADD", maxlen = "MAXLEN", about = "~", auto_id = "*";
-      add(xadd);
-      add(d.key);
-      add(maxlen);
-      add(about);
-      add(d.maxlen);
-      add(auto_id);
-      for (const auto& [name, value] : fields) {
-        add(name);
-        add(value);
-      }
-      // hiredis copies the arguments into its output buffer here: `fields` may go.
-      if (redisAppendCommandArgv(d.context.get(), static_cast<int>(argv.size()), argv.data(), lengths.data()) !=
-          REDIS_OK) {
-        return d.fail("XADD: " + context_error(*d.context));
-      }
+    commands.clear();
+    for (std::size_t i = first; i < last; ++i) append_xadd(commands, d.key, d.maxlen, to_stream_fields(events[i]));
+    // hiredis copies the commands into its output buffer here, as they are.
+    if (redisAppendFormattedCommand(d.context.get(), commands.data(), commands.size()) != REDIS_OK) {
+      return d.fail("XADD: " + context_error(*d.context));
     }
     for (std::size_t i = first; i < last; ++i) {
       reply_ptr reply;
