@@ -52,11 +52,10 @@ class copying_stream {
 api::reply transfer_reply() {
   api::reply r;
   r.status = 201;
-  r.body =
-      R"({"transactionId":"0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b","status":"posted","type":"transfer",)"
-      R"("currency":"USD","amount":"1250","fee":"0","fromAccountId":"1017","toAccountId":"42",)"
-      R"("createdAt":"2026-12-07T15:04:05.123456Z","entries":[{"accountId":"1017","amount":"-1250"},)"
-      R"({"accountId":"42","amount":"1250"}]})";
+  r.body = R"({"transactionId":"0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b","status":"posted","type":"transfer",)"
+           R"("currency":"USD","amount":"1250","fee":"0","fromAccountId":"1017","toAccountId":"42",)"
+           R"("createdAt":"2026-12-07T15:04:05.123456Z","entries":[{"accountId":"1017","amount":"-1250"},)"
+           R"({"accountId":"42","amount":"1250"}]})";
   r.headers = {{"Location", "/v1/transactions/0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"},
                {"Idempotent-Replayed", "false"},
                {"X-RateLimit-Remaining", "41"}};

@@ -72,8 +72,10 @@ TEST(serialize_reply, writes_what_beast_writes_for_empty_bodies_and_other_conten
 
 TEST(serialize_reply, a_field_named_again_replaces_the_earlier_one_as_beast_does) {
   // Names compare case-insensitively; the later field goes where the later one stood.
-  const auto r = sample(201, {{"Idempotent-Replayed", "false"}, {"content-type", "application/json; charset=utf-8"},
-                              {"idempotent-replayed", "true"}, {"X-Request-Id", "theirs"}});
+  const auto r = sample(201, {{"Idempotent-Replayed", "false"},
+                              {"content-type", "application/json; charset=utf-8"},
+                              {"idempotent-replayed", "true"},
+                              {"X-Request-Id", "theirs"}});
   const auto bytes = serialize_reply(r, "ours", 11, true);
   EXPECT_EQ(bytes, beast_bytes(r, "ours", 11, true));
   EXPECT_EQ(bytes.find("Content-Type:"), std::string::npos);
