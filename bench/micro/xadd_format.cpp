@@ -58,8 +58,7 @@ void hiredis_argv_per_event(benchmark::State& state) {
         argv.push_back(s.data());
         lengths.push_back(s.size());
       };
-      static const std::string xadd = "XADD", maxlen = "MAXLEN", about = "~", auto_id = "*",
-                               key = events::k_stream_key;
+      static const std::string xadd = "XADD", maxlen = "MAXLEN", about = "~", auto_id = "*", key = events::k_stream_key;
       add(xadd);
       add(key);
       add(maxlen);
@@ -89,7 +88,8 @@ void pipeline_by_hand(benchmark::State& state) {
   for (auto _ : state) {
     sdsclear(obuf);
     commands.clear();
-    for (const auto& e : events) events::append_xadd(commands, events::k_stream_key, k_maxlen, events::to_stream_fields(e));
+    for (const auto& e : events)
+      events::append_xadd(commands, events::k_stream_key, k_maxlen, events::to_stream_fields(e));
     obuf = sdscatlen(obuf, commands.data(), commands.size());
     benchmark::DoNotOptimize(obuf);
   }
