@@ -748,6 +748,20 @@ void ledger_service::set_webhook_endpoint_enabled(request_origin origin, std::in
   impl_->webhooks->set_enabled(std::move(origin), id, owner, enabled, std::move(reason), std::move(done));
 }
 
+void ledger_service::rotate_webhook_secret(request_origin origin, std::int64_t id,
+                                           std::optional<ledger::principal_id> owner, std::string new_secret,
+                                           std::int64_t previous_valid_s,
+                                           query_callback<std::optional<webhook_endpoint_view>> done) {
+  impl_->webhooks->rotate_secret(std::move(origin), id, owner, std::move(new_secret), previous_valid_s,
+                                 std::move(done));
+}
+
+void ledger_service::update_webhook_endpoint(request_origin origin, std::int64_t id,
+                                             std::optional<ledger::principal_id> owner, webhook_endpoint_change change,
+                                             query_callback<webhook_update_view> done) {
+  impl_->webhooks->update(std::move(origin), id, owner, std::move(change), std::move(done));
+}
+
 void ledger_service::list_webhook_deliveries(std::int64_t endpoint_id, std::optional<ledger::principal_id> owner,
                                              std::int64_t after, int limit,
                                              query_callback<std::optional<webhook_deliveries_view>> done) {

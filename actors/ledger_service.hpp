@@ -241,6 +241,14 @@ class ledger_service {
   void set_webhook_endpoint_enabled(request_origin origin, std::int64_t id, std::optional<ledger::principal_id> owner,
                                     bool enabled, std::string reason,
                                     query_callback<std::optional<webhook_endpoint_view>> done);
+  // Replaces an endpoint's signing secret; the one replaced signs beside it for
+  // `previous_valid_s` seconds. nullopt: no such live endpoint.
+  void rotate_webhook_secret(request_origin origin, std::int64_t id, std::optional<ledger::principal_id> owner,
+                             std::string new_secret, std::int64_t previous_valid_s,
+                             query_callback<std::optional<webhook_endpoint_view>> done);
+  // Changes an endpoint's URL (its host judged as when it was made) and/or event types.
+  void update_webhook_endpoint(request_origin origin, std::int64_t id, std::optional<ledger::principal_id> owner,
+                               webhook_endpoint_change change, query_callback<webhook_update_view> done);
   // nullopt: no such live endpoint.
   void list_webhook_deliveries(std::int64_t endpoint_id, std::optional<ledger::principal_id> owner, std::int64_t after,
                                int limit, query_callback<std::optional<webhook_deliveries_view>> done);

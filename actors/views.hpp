@@ -339,8 +339,28 @@ struct webhook_endpoint_view {
   std::string url;
   std::vector<std::string> event_types;
   std::string created_at;
-  std::string disabled_at;      // empty: enabled
-  std::string disabled_reason;  // empty: enabled
+  std::string disabled_at;                 // empty: enabled
+  std::string disabled_reason;             // empty: enabled
+  std::string secret_rotated_at;           // empty: never rotated
+  std::string previous_secret_expires_at;  // empty: only the current secret signs
+};
+
+// What PATCH /v1/webhook-endpoints/{id} changes; at least one of the two.
+struct webhook_endpoint_change {
+  std::optional<std::string> url;
+  std::optional<std::vector<std::string>> event_types;
+};
+
+enum class webhook_update_outcome : std::uint8_t {
+  updated,
+  not_found,            // no such live endpoint (of the caller)
+  destination_refused,  // the new URL's host does not resolve, or to an address deliveries may not go to
+};
+
+struct webhook_update_view {
+  webhook_update_outcome outcome = webhook_update_outcome::updated;
+  std::string detail;  // why it was refused
+  webhook_endpoint_view endpoint;
 };
 
 enum class webhook_create_outcome : std::uint8_t {

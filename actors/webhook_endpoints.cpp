@@ -1,5 +1,6 @@
 #include "actors/webhook_endpoints.hpp"
 
+#include <boost/json.hpp>
 #include <pqxx/pqxx>
 #include <variant>
 
@@ -12,9 +13,29 @@ namespace actors {
 namespace {
 
 webhook_endpoint_view to_endpoint_view(const persistence::webhook_endpoint_record& e) {
-  return webhook_endpoint_view{e.id,          e.owner,      e.account,     e.url,
-                               e.event_types, e.created_at, e.disabled_at, e.disabled_reason};
+  return webhook_endpoint_view{e.id,
+                               e.owner,
+                               e.account,
+                               e.url,
+                               e.event_types,
+                               e.created_at,
+                               e.disabled_at,
+                               e.disabled_reason,
+                               e.secret_rotated_at,
+                               e.previous_secret_expires_at};
 }
+
+// Why deliveries may not go to `url`: it is not a webhook URL, or its host does not resolve, or to
+// an address they may not go to. nullopt: they may. Blocks for the lookup, at most k_lookup_wait.
+std::optional<std::string> refused_destination(events::destination_judge& judge, const std::string& url,
+                                               bool allow_loopback) {
+  const auto parsed = ledger::parse_webhook_url(url);
+  if (const auto* why = std::get_if<std::string>(&parsed)) return *why;
+  return judge.refused(std::get<ledger::webhook_url>(parsed).host, allow_loopback);
+}
+
+const char* const k_judges_busy =
+    "other webhook endpoints are being registered and their hosts looked up: try again shortly";
 
 webhook_delivery_view to_delivery_view(const persistence::webhook_delivery_record& d) {
   return webhook_delivery_view{d.id,
@@ -48,23 +69,14 @@ void webhook_endpoints::create(request_origin origin, webhook_endpoint_request r
   // The place is held until the job ends, or is dropped unrun (the reader pool refused it).
   auto judge = judge_->admit();
   if (!judge) {
-    done({ledger::error_code::server_busy,
-          "other webhook endpoints are being registered and their hosts looked up: try again shortly",
-          {}});
+    done({ledger::error_code::server_busy, k_judges_busy, {}});
     return;
   }
   readers_->read<webhook_create_view>(
       [origin = std::move(origin), request = std::move(request), allow_loopback, live_max,
        judge = std::move(judge)](pqxx::connection& conn) -> webhook_create_view {
         webhook_create_view out;
-        const auto parsed = ledger::parse_webhook_url(request.url);
-        if (const auto* why = std::get_if<std::string>(&parsed)) {
-          out.outcome = webhook_create_outcome::destination_refused;
-          out.detail = *why;
-          return out;
-        }
-        const auto& url = std::get<ledger::webhook_url>(parsed);
-        if (auto why = judge->refused(url.host, allow_loopback)) {
+        if (auto why = refused_destination(*judge, request.url, allow_loopback)) {
           out.outcome = webhook_create_outcome::destination_refused;
           out.detail = std::move(*why);
           return out;
@@ -118,6 +130,64 @@ void webhook_endpoints::set_enabled(request_origin origin, std::int64_t id, std:
                                : persistence::disable_webhook_endpoint(conn, id, owner, reason, &audit);
         if (!e) return std::nullopt;
         return to_endpoint_view(*e);
+      },
+      std::move(done));
+}
+
+void webhook_endpoints::rotate_secret(request_origin origin, std::int64_t id, std::optional<ledger::principal_id> owner,
+                                      std::string new_secret, std::int64_t previous_valid_s,
+                                      query_callback<std::optional<webhook_endpoint_view>> done) {
+  readers_->read<std::optional<webhook_endpoint_view>>(
+      [origin = std::move(origin), id, owner, new_secret = std::move(new_secret),
+       previous_valid_s](pqxx::connection& conn) -> std::optional<webhook_endpoint_view> {
+        // The detail says how long the old secret signs, never a secret.
+        const auto audit =
+            audit_entry_for(origin, "webhook_endpoint.rotate_secret", "",
+                            R"({"previousSecretValidSeconds":)" + std::to_string(previous_valid_s) + "}");
+        const auto e = persistence::rotate_webhook_secret(conn, id, owner, new_secret, previous_valid_s, &audit);
+        if (!e) return std::nullopt;
+        return to_endpoint_view(*e);
+      },
+      std::move(done));
+}
+
+void webhook_endpoints::update(request_origin origin, std::int64_t id, std::optional<ledger::principal_id> owner,
+                               webhook_endpoint_change change, query_callback<webhook_update_view> done) {
+  std::shared_ptr<events::destination_judge> judge;
+  if (change.url) {
+    judge = judge_->admit();
+    if (!judge) {
+      done({ledger::error_code::server_busy, k_judges_busy, {}});
+      return;
+    }
+  }
+  readers_->read<webhook_update_view>(
+      [origin = std::move(origin), id, owner, change = std::move(change),
+       allow_loopback = settings_.webhooks.allow_loopback,
+       judge = std::move(judge)](pqxx::connection& conn) -> webhook_update_view {
+        webhook_update_view out;
+        if (change.url) {
+          if (auto why = refused_destination(*judge, *change.url, allow_loopback)) {
+            out.outcome = webhook_update_outcome::destination_refused;
+            out.detail = std::move(*why);
+            return out;
+          }
+        }
+        boost::json::object detail;
+        if (change.url) detail["url"] = *change.url;
+        if (change.event_types) {
+          boost::json::array types;
+          for (const auto& t : *change.event_types) types.emplace_back(t);
+          detail["events"] = std::move(types);
+        }
+        const auto audit = audit_entry_for(origin, "webhook_endpoint.update", "", boost::json::serialize(detail));
+        const auto e = persistence::update_webhook_endpoint(conn, id, owner, change.url, change.event_types, &audit);
+        if (!e) {
+          out.outcome = webhook_update_outcome::not_found;
+          return out;
+        }
+        out.endpoint = to_endpoint_view(*e);
+        return out;
       },
       std::move(done));
 }

@@ -1,12 +1,13 @@
 #pragma once
 
-// Webhook endpoints behind the facade (actors/ledger_service.hpp): made, listed and deleted, and
-// their deliveries listed and retried, on the reader pool. Making one judges its host first and
-// refuses it when the host does not resolve or any address is not one deliveries may go to
-// (ledger/webhooks.hpp). The lookup runs on a pool of its own (events::destination_judge), and the
-// reader that makes the endpoint waits for it at most k_lookup_wait; at most k_lookups_max
-// registrations wait at once, so slow names hold at most that many of the readers every other
-// read shares, for a bounded time. Delivery itself is events/webhooks.*.
+// Webhook endpoints behind the facade (actors/ledger_service.hpp): made, listed, changed (URL,
+// event types, signing secret) and deleted, and their deliveries listed and retried, on the reader
+// pool. Making one, or giving it another URL, judges the URL's host first and refuses it when the
+// host does not resolve or any address is not one deliveries may go to (ledger/webhooks.hpp). The
+// lookup runs on a pool of its own (events::destination_judge), and the reader that writes the
+// endpoint waits for it at most k_lookup_wait; at most k_lookups_max registrations wait at once, so
+// slow names hold at most that many of the readers every other read shares, for a bounded time.
+// Delivery itself is events/webhooks.*.
 
 #include <chrono>
 #include <cstdint>
@@ -50,6 +51,14 @@ class webhook_endpoints {
   // it is now. nullopt: no such live endpoint.
   void set_enabled(request_origin origin, std::int64_t id, std::optional<ledger::principal_id> owner, bool enabled,
                    std::string reason, query_callback<std::optional<webhook_endpoint_view>> done);
+  // Replaces the endpoint's signing secret by `new_secret`; the one replaced goes on signing for
+  // `previous_valid_s` seconds (0: not at all). nullopt: no such live endpoint (of `owner`).
+  void rotate_secret(request_origin origin, std::int64_t id, std::optional<ledger::principal_id> owner,
+                     std::string new_secret, std::int64_t previous_valid_s,
+                     query_callback<std::optional<webhook_endpoint_view>> done);
+  // Changes the endpoint's URL (its host judged as at registration) and/or event types.
+  void update(request_origin origin, std::int64_t id, std::optional<ledger::principal_id> owner,
+              webhook_endpoint_change change, query_callback<webhook_update_view> done);
   // nullopt: no such live endpoint (of `owner`).
   void deliveries(std::int64_t endpoint_id, std::optional<ledger::principal_id> owner, std::int64_t after, int limit,
                   query_callback<std::optional<webhook_deliveries_view>> done);

@@ -189,8 +189,8 @@ class webhook_dispatcher::worker {
   }
 
   // One step of `e`; `cursor` becomes where it now stands. True when it has more waiting, or when
-  // its cursor could not be moved (another server moved it, or it was disabled or deleted meanwhile)
-  // and the endpoints are to be looked at again.
+  // its cursor could not be moved (another server moved it, or it was disabled, deleted or given
+  // other event types meanwhile) and the endpoints are to be looked at again.
   bool fan_out(const persistence::webhook_endpoint_record& e, std::int64_t& cursor) {
     persistence::event_filter filter;
     if (!e.all_accounts) filter.owner = e.owner;
@@ -203,7 +203,8 @@ class webhook_dispatcher::worker {
       if (!ledger::wants_event_type(e.event_types, event.type)) continue;
       deliveries.push_back({event.cursor, event.transaction_id, event.type, boost::json::serialize(event_json(event))});
     }
-    if (!persistence::add_webhook_deliveries(*conn_, e.id, e.feed_cursor, page.next, deliveries)) return true;
+    if (!persistence::add_webhook_deliveries(*conn_, e.id, e.feed_cursor, page.next, e.event_types, deliveries))
+      return true;
     cursor = page.next;
     created_ += deliveries.size();
     {
@@ -229,7 +230,11 @@ class webhook_dispatcher::worker {
       webhook_request request;
       request.url = c.url;
       request.body = c.body;
-      request.signature = api::sign(c.signing_secret, unix_now(), c.body);
+      // The current secret first; a rotated-out one that still signs after it (docs/events.md).
+      request.signature =
+          c.previous_signing_secret.empty()
+              ? api::sign(c.signing_secret, unix_now(), c.body)
+              : api::sign_with_secrets({c.signing_secret, c.previous_signing_secret}, unix_now(), c.body);
       request.event_id = c.event_id;
       request.delivery_id = c.id;
       state* s = &s_;

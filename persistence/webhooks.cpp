@@ -22,7 +22,9 @@ std::string utc(const std::string& column) {
 const std::string k_endpoint_columns =
     "id, owner_id, all_accounts, account_id, url, array_to_string(event_types, ','),"
     " feed_cursor, " +
-    utc("created_at") + ", COALESCE(" + utc("disabled_at") + ", ''), COALESCE(disabled_reason, '')";
+    utc("created_at") + ", COALESCE(" + utc("disabled_at") + ", ''), COALESCE(disabled_reason, ''), COALESCE(" +
+    utc("secret_rotated_at") + ", ''), CASE WHEN previous_secret_expires_at > now() THEN " +
+    utc("previous_secret_expires_at") + " ELSE '' END";
 
 constexpr const char* k_owner_lock = "webhook_owner_lock";
 const std::string k_owner_lock_sql =
@@ -81,6 +83,23 @@ constexpr const char* k_disable_after_failure_sql =
     "       FOR NO KEY UPDATE) locked"
     " WHERE e.id = locked.id RETURNING locked.was_enabled";
 
+// The secret replaced goes on signing until now() + $4 seconds, or not at all ($4 = 0).
+constexpr const char* k_rotate_secret = "webhook_rotate_secret";
+const std::string k_rotate_secret_sql =
+    "UPDATE webhook_endpoint SET signing_secret = $3, secret_rotated_at = now(),"
+    " previous_signing_secret = CASE WHEN $4::bigint > 0 THEN signing_secret END,"
+    " previous_secret_expires_at = CASE WHEN $4::bigint > 0 THEN now() + $4::bigint * interval '1 second' END"
+    " WHERE id = $1 AND deleted_at IS NULL AND ($2::bigint IS NULL OR owner_id = $2)"
+    " RETURNING " +
+    k_endpoint_columns;
+
+constexpr const char* k_update_endpoint = "webhook_update_endpoint";
+const std::string k_update_endpoint_sql =
+    "UPDATE webhook_endpoint SET url = COALESCE($3, url), event_types = COALESCE($4::text[], event_types)"
+    " WHERE id = $1 AND deleted_at IS NULL AND ($2::bigint IS NULL OR owner_id = $2)"
+    " RETURNING " +
+    k_endpoint_columns;
+
 constexpr const char* k_delete_endpoint = "webhook_delete_endpoint";
 constexpr const char* k_delete_endpoint_sql =
     "UPDATE webhook_endpoint SET deleted_at = now() WHERE id = $1 AND deleted_at IS NULL"
@@ -123,7 +142,7 @@ constexpr const char* k_endpoint_behind_sql =
 constexpr const char* k_move_cursor = "webhook_move_cursor";
 constexpr const char* k_move_cursor_sql =
     "UPDATE webhook_endpoint SET feed_cursor = $3 WHERE id = $1 AND feed_cursor = $2 AND deleted_at IS NULL"
-    " AND disabled_at IS NULL";
+    " AND disabled_at IS NULL AND event_types = $4::text[]";
 
 constexpr const char* k_insert_deliveries = "webhook_insert_deliveries";
 constexpr const char* k_insert_deliveries_sql =
@@ -154,7 +173,8 @@ constexpr const char* k_claim_sql =
     " FROM claimed c, webhook_endpoint e WHERE d.id = c.id AND e.id = d.endpoint_id"
     " RETURNING d.id, d.endpoint_id, d.attempts, d.span_attempts,"
     "   (extract(epoch FROM now() - COALESCE(d.first_attempt_at, now())) * 1000)::bigint,"
-    "   d.event_id, e.url, e.signing_secret, d.body";
+    "   d.event_id, e.url, e.signing_secret,"
+    "   CASE WHEN e.previous_secret_expires_at > now() THEN e.previous_signing_secret ELSE '' END, d.body";
 
 constexpr const char* k_record_delivered = "webhook_record_delivered";
 constexpr const char* k_record_delivered_sql =
@@ -206,6 +226,8 @@ webhook_endpoint_record read_endpoint(const pqxx::row& row) {
   e.created_at = row[7].as<std::string>();
   e.disabled_at = row[8].as<std::string>();
   e.disabled_reason = row[9].as<std::string>();
+  e.secret_rotated_at = row[10].as<std::string>();
+  e.previous_secret_expires_at = row[11].as<std::string>();
   return e;
 }
 
@@ -252,6 +274,8 @@ void prepare_webhook_statements(pqxx::connection& conn) {
   conn.prepare(k_insert_endpoint, k_insert_endpoint_sql);
   conn.prepare(k_list_endpoints, k_list_endpoints_sql);
   conn.prepare(k_find_endpoint, k_find_endpoint_sql);
+  conn.prepare(k_rotate_secret, k_rotate_secret_sql);
+  conn.prepare(k_update_endpoint, k_update_endpoint_sql);
   conn.prepare(k_delete_endpoint, k_delete_endpoint_sql);
   conn.prepare(k_disable_endpoint, k_disable_endpoint_sql);
   conn.prepare(k_enable_endpoint, k_enable_endpoint_sql);
@@ -317,6 +341,37 @@ std::optional<webhook_endpoint_record> disable_webhook_endpoint(pqxx::connection
   }
   if (audit) append_audit(txn, *audit, "webhook_endpoint:" + std::to_string(id));
   auto out = read_endpoint(disabled[0]);
+  txn.commit();
+  return out;
+}
+
+std::optional<webhook_endpoint_record> rotate_webhook_secret(pqxx::connection& conn, std::int64_t id,
+                                                             std::optional<ledger::principal_id> owner,
+                                                             const std::string& new_secret,
+                                                             std::int64_t previous_valid_s, const audit_entry* audit) {
+  WALLET_ASSERT(!new_secret.empty() && previous_valid_s >= 0, "a secret, and how long the previous one signs");
+  pqxx::work txn(conn);
+  const auto rotated = txn.exec_prepared(k_rotate_secret, id, owner, new_secret, previous_valid_s);
+  if (rotated.empty()) return std::nullopt;
+  if (audit) append_audit(txn, *audit, "webhook_endpoint:" + std::to_string(id));
+  auto out = read_endpoint(rotated[0]);
+  txn.commit();
+  return out;
+}
+
+std::optional<webhook_endpoint_record> update_webhook_endpoint(
+    pqxx::connection& conn, std::int64_t id, std::optional<ledger::principal_id> owner,
+    const std::optional<std::string>& url, const std::optional<std::vector<std::string>>& event_types,
+    const audit_entry* audit) {
+  WALLET_ASSERT(url || event_types, "an update changes something");
+  WALLET_ASSERT(!event_types || !event_types->empty(), "an endpoint names one event type at least");
+  std::optional<std::string> types;
+  if (event_types) types = pg_array(*event_types);
+  pqxx::work txn(conn);
+  const auto updated = txn.exec_prepared(k_update_endpoint, id, owner, url, types);
+  if (updated.empty()) return std::nullopt;
+  if (audit) append_audit(txn, *audit, "webhook_endpoint:" + std::to_string(id));
+  auto out = read_endpoint(updated[0]);
   txn.commit();
   return out;
 }
@@ -396,11 +451,14 @@ std::vector<webhook_endpoint_record> live_webhook_endpoints(pqxx::connection& co
 }
 
 bool add_webhook_deliveries(pqxx::connection& conn, std::int64_t endpoint_id, std::int64_t from, std::int64_t to,
+                            const std::vector<std::string>& event_types,
                             const std::vector<new_webhook_delivery>& deliveries) {
   WALLET_ASSERT(to >= from, "an endpoint's cursor only moves forward");
   pqxx::work txn(conn);
-  // The cursor first: its row lock makes a second dispatcher wait here, then find it moved.
-  if (txn.exec_prepared(k_move_cursor, endpoint_id, from, to).affected_rows() != 1) return false;
+  // The cursor first: its row lock makes a second dispatcher wait here, then find it moved, and an
+  // update of the types wait until this commits (the events up to `to` were judged by the types as
+  // read) or make this find them changed.
+  if (txn.exec_prepared(k_move_cursor, endpoint_id, from, to, pg_array(event_types)).affected_rows() != 1) return false;
   if (!deliveries.empty()) {
     std::vector<std::int64_t> cursors;
     std::vector<std::string> ids, types, bodies;
@@ -434,7 +492,8 @@ std::vector<claimed_webhook_delivery> claim_webhook_deliveries(pqxx::connection&
     c.event_id = row[5].as<std::string>();
     c.url = row[6].as<std::string>();
     c.signing_secret = row[7].as<std::string>();
-    c.body = row[8].as<std::string>();
+    c.previous_signing_secret = row[8].as<std::string>();
+    c.body = row[9].as<std::string>();
     out.push_back(std::move(c));
   }
   txn.commit();

@@ -26,8 +26,10 @@ struct webhook_endpoint_record {
   std::vector<std::string> event_types;  // ["*"] or transaction types
   std::int64_t feed_cursor = 0;
   std::string created_at;
-  std::string disabled_at;      // empty: enabled
-  std::string disabled_reason;  // empty: enabled
+  std::string disabled_at;                 // empty: enabled
+  std::string disabled_reason;             // empty: enabled
+  std::string secret_rotated_at;           // empty: never rotated
+  std::string previous_secret_expires_at;  // empty: only the current secret signs
 };
 
 struct new_webhook_endpoint {
@@ -66,6 +68,23 @@ std::optional<webhook_endpoint_record> disable_webhook_endpoint(pqxx::connection
 std::optional<webhook_endpoint_record> enable_webhook_endpoint(pqxx::connection& conn, std::int64_t id,
                                                                std::optional<ledger::principal_id> owner,
                                                                const audit_entry* audit);
+
+// Replaces the signing secret of a live endpoint of `owner` (any when nullopt) by `new_secret`.
+// The secret it replaces goes on signing deliveries beside it for `previous_valid_s` seconds (0:
+// not at all); a previous secret still signing is dropped. nullopt: there is no such live endpoint.
+std::optional<webhook_endpoint_record> rotate_webhook_secret(pqxx::connection& conn, std::int64_t id,
+                                                             std::optional<ledger::principal_id> owner,
+                                                             const std::string& new_secret,
+                                                             std::int64_t previous_valid_s, const audit_entry* audit);
+
+// Changes the URL and/or the event types of a live endpoint of `owner` (any when nullopt); what is
+// not given stays. Every attempt claimed after the commit goes to the new URL (pending deliveries
+// included); deliveries made already keep their events, and the types apply to the events not yet
+// made into deliveries. nullopt: there is no such live endpoint.
+std::optional<webhook_endpoint_record> update_webhook_endpoint(
+    pqxx::connection& conn, std::int64_t id, std::optional<ledger::principal_id> owner,
+    const std::optional<std::string>& url, const std::optional<std::vector<std::string>>& event_types,
+    const audit_entry* audit);
 
 enum class webhook_delivery_status : std::uint8_t { pending, delivered, failed };
 std::string_view to_string(webhook_delivery_status s);
@@ -128,9 +147,10 @@ std::vector<webhook_endpoint_record> live_webhook_endpoints(pqxx::connection& co
 
 // In one transaction: inserts `deliveries` (an event already made into a delivery of this endpoint
 // is skipped) and moves the endpoint's cursor from `from` to `to`. False, and nothing written,
-// when the cursor is no longer `from` (another server moved it) or the endpoint was deleted or
-// disabled.
+// when the cursor is no longer `from` (another server moved it), the endpoint was deleted or
+// disabled, or its event types are no longer `event_types` (those the deliveries were chosen by).
 bool add_webhook_deliveries(pqxx::connection& conn, std::int64_t endpoint_id, std::int64_t from, std::int64_t to,
+                            const std::vector<std::string>& event_types,
                             const std::vector<new_webhook_delivery>& deliveries);
 
 // A delivery attempt this server now holds (its lease): what to send where.
@@ -143,6 +163,7 @@ struct claimed_webhook_delivery {
   std::string event_id;
   std::string url;
   std::string signing_secret;
+  std::string previous_signing_secret;  // empty unless a rotated-out secret still signs
   std::string body;
 };
 

@@ -1,9 +1,10 @@
 // Webhook endpoints (docs/events.md, "Webhooks"): a principal registers URLs that receive its
-// events, signed like provider events; lists and deletes them; and reads each one's deliveries.
-// An operator sees and deletes every endpoint, and makes a FAILED delivery PENDING again. An
-// endpoint whose delivery was given up is disabled; its owner or an operator enables it again (and
-// may disable it, to pause deliveries).
-// Another principal's endpoint is not found. The signing secret is shown once, in the 201.
+// events, signed like provider events; lists, changes (URL, event types) and deletes them; rotates
+// their signing secrets; and reads each one's deliveries. An operator sees, changes and deletes
+// every endpoint, and makes a FAILED delivery PENDING again. An endpoint whose delivery was given
+// up is disabled; its owner or an operator enables it again (and may disable it, to pause
+// deliveries). Another principal's endpoint is not found. A signing secret is shown once, in the
+// answer that made it (the 201 of the endpoint, or the 200 of a rotation).
 
 #include <boost/json.hpp>
 
@@ -21,6 +22,10 @@ namespace json = boost::json;
 constexpr std::int64_t k_page_max = 100;
 constexpr std::size_t k_event_types_max = 16;
 constexpr std::size_t k_event_type_length_max = 40;
+// How long a rotated-out signing secret goes on signing beside the new one: a day unless the
+// request says, at most a week.
+constexpr std::int64_t k_previous_secret_s_default = 24 * 3600;
+constexpr std::int64_t k_previous_secret_s_max = 7 * 24 * 3600;
 
 json::value text_or_null(const std::string& s) { return s.empty() ? json::value(nullptr) : json::value(s); }
 
@@ -37,6 +42,8 @@ json::object endpoint_json(const actors::webhook_endpoint_view& e) {
   o["status"] = e.disabled_at.empty() ? "ENABLED" : "DISABLED";
   o["disabledAt"] = text_or_null(e.disabled_at);
   o["disabledReason"] = text_or_null(e.disabled_reason);
+  o["secretRotatedAt"] = text_or_null(e.secret_rotated_at);
+  o["previousSecretExpiresAt"] = text_or_null(e.previous_secret_expires_at);
   return o;
 }
 
@@ -92,15 +99,18 @@ bool read_page(handler_support& s, const exchange_ptr& ex, std::int64_t& after, 
   return true;
 }
 
-// The body of POST /v1/webhook-endpoints: {"url", "events": [...], "accountId"?}. The flat parser
+// The body of POST /v1/webhook-endpoints: {"url", "events": [...], "accountId"?}; of PATCH
+// /v1/webhook-endpoints/{id} (`change`): {"url"?, "events"?}, one of them at least. The flat parser
 // of other bodies takes no arrays, so this one is read here, as strictly.
 struct endpoint_body {
   std::string url;
   std::vector<std::string> events;
   std::optional<ledger::account_id> account;
+  bool url_given = false;
+  bool events_given = false;
 };
 
-std::variant<endpoint_body, std::string> parse_endpoint_body(std::string_view text) {
+std::variant<endpoint_body, std::string> parse_endpoint_body(std::string_view text, bool change = false) {
   json::parse_options options;
   options.max_depth = 3;
   json::error_code ec;
@@ -115,9 +125,11 @@ std::variant<endpoint_body, std::string> parse_endpoint_body(std::string_view te
     if (key == "url") {
       if (!v.is_string()) return std::string("field \"url\" must be a string");
       out.url = std::string(v.get_string());
+      out.url_given = true;
     } else if (key == "events") {
       if (!v.is_array()) return std::string("field \"events\" must be an array of event types, or [\"*\"]");
       const auto& types = v.get_array();
+      out.events_given = true;
       if (types.size() > k_event_types_max) {
         return "field \"events\" names more than " + std::to_string(k_event_types_max) + " event types";
       }
@@ -127,6 +139,9 @@ std::variant<endpoint_body, std::string> parse_endpoint_body(std::string_view te
         }
         out.events.emplace_back(t.get_string());
       }
+    } else if (key == "accountId" && change) {
+      return std::string(
+          "field \"accountId\" cannot be changed: delete the endpoint and register another for that account");
     } else if (key == "accountId") {
       if (v.is_null()) continue;
       std::optional<std::int64_t> id;
@@ -135,11 +150,17 @@ std::variant<endpoint_body, std::string> parse_endpoint_body(std::string_view te
       if (!id) return std::string("field \"accountId\" must be an account id (1 to 19 digits)");
       out.account = *id;
     } else {
-      return "unknown field \"" + std::string(key).substr(0, 40) + "\"; allowed fields: url, events, accountId";
+      return "unknown field \"" + std::string(key).substr(0, 40) +
+             (change ? "\"; allowed fields: url, events" : "\"; allowed fields: url, events, accountId");
     }
   }
+  if (change) {
+    if (out.url_given && out.url.empty()) return std::string("field \"url\" must not be empty");
+    if (!out.url_given && !out.events_given) return std::string("nothing to change: give \"url\", \"events\" or both");
+    return out;
+  }
   if (out.url.empty()) return std::string("field \"url\" is required: the http:// or https:// URL to POST events to");
-  if (!object->contains("events")) return std::string("field \"events\" is required: event types, or [\"*\"]");
+  if (!out.events_given) return std::string("field \"events\" is required: event types, or [\"*\"]");
   return out;
 }
 
@@ -192,6 +213,66 @@ void create_endpoint(handler_support& s, const exchange_ptr& ex, const principal
     request.account = a.parent_id != 0 ? a.parent_id : a.id;
     make(std::move(request));
   });
+}
+
+// {"url"?, "events"?}: what is not given stays.
+void update_endpoint(handler_support& s, const exchange_ptr& ex, const principal& who, std::int64_t id) {
+  if (!is_json_media_type(ex->content_type)) {
+    return s.fail(ex, http_problem(415, "unsupported_media_type", "Unsupported media type",
+                                   "send the body as Content-Type: application/json"));
+  }
+  auto parsed = parse_endpoint_body(ex->body, true);
+  if (auto* why = std::get_if<std::string>(&parsed)) return s.invalid(ex, *why);
+  auto body = std::get<endpoint_body>(std::move(parsed));
+  actors::webhook_endpoint_change change;
+  if (body.url_given) {
+    const auto url = ledger::parse_webhook_url(body.url);
+    if (auto* why = std::get_if<std::string>(&url)) return s.invalid(ex, "field \"url\": " + *why);
+    change.url = std::move(body.url);
+  }
+  if (body.events_given) {
+    std::string why;
+    auto types = ledger::check_event_types(body.events, why);
+    if (!types) return s.invalid(ex, "field " + why);
+    change.event_types = std::move(*types);
+  }
+  s.service.update_webhook_endpoint({who.id, ex->request_id}, id, owner_filter(who), std::move(change),
+                                    [&s, ex, id](actors::query_result<actors::webhook_update_view> r) {
+                                      if (r.outcome != ledger::error_code::ok)
+                                        return s.unavailable(ex, r.outcome, r.detail);
+                                      switch (r.value.outcome) {
+                                        case actors::webhook_update_outcome::updated: break;
+                                        case actors::webhook_update_outcome::not_found:
+                                          return endpoint_not_found(s, ex, id);
+                                        case actors::webhook_update_outcome::destination_refused:
+                                          return refuse_url(s, ex, r.value.detail);
+                                      }
+                                      ex->respond(json_reply(200, endpoint_json(r.value.endpoint)));
+                                    });
+}
+
+// {"previousSecretExpiresInSeconds"?}; an empty body is allowed. The new secret is shown once, here.
+void rotate_secret(handler_support& s, const exchange_ptr& ex, const principal& who, std::int64_t id) {
+  std::int64_t previous_valid_s = k_previous_secret_s_default;
+  if (!ex->body.empty()) {
+    auto object = s.body(ex);
+    if (!object) return;
+    field_reader f(*object);
+    f.allow_only({"previousSecretExpiresInSeconds"});
+    const auto seconds = f.optional_int("previousSecretExpiresInSeconds", 0, k_previous_secret_s_max);
+    if (!f.ok()) return s.invalid(ex, f.error());
+    if (seconds) previous_valid_s = *seconds;
+  }
+  auto secret = new_signing_secret();
+  s.service.rotate_webhook_secret(
+      {who.id, ex->request_id}, id, owner_filter(who), secret, previous_valid_s,
+      [&s, ex, id, secret](actors::query_result<std::optional<actors::webhook_endpoint_view>> r) {
+        if (r.outcome != ledger::error_code::ok) return s.unavailable(ex, r.outcome, r.detail);
+        if (!r.value) return endpoint_not_found(s, ex, id);
+        auto o = endpoint_json(*r.value);
+        o["signingSecret"] = secret;
+        ex->respond(json_reply(200, o));
+      });
 }
 
 void list_endpoints(handler_support& s, const exchange_ptr& ex, const principal& who) {
@@ -284,6 +365,14 @@ void add_webhook_routes(router& r, handler_support& s) {
   r.add({"DELETE", "/v1/webhook-endpoints/{id}", access::principal, rate_class::read, param_kind::integer, false,
          [&s](const exchange_ptr& ex, const principal& who, const path_params& p) {
            delete_endpoint(s, ex, who, p.id);
+         }});
+  r.add({"PATCH", "/v1/webhook-endpoints/{id}", access::principal, rate_class::read, param_kind::integer, false,
+         [&s](const exchange_ptr& ex, const principal& who, const path_params& p) {
+           update_endpoint(s, ex, who, p.id);
+         }});
+  r.add({"POST", "/v1/webhook-endpoints/{id}/rotate-secret", access::principal, rate_class::read, param_kind::integer,
+         false, [&s](const exchange_ptr& ex, const principal& who, const path_params& p) {
+           rotate_secret(s, ex, who, p.id);
          }});
   r.add({"POST", "/v1/webhook-endpoints/{id}/disable", access::principal, rate_class::read, param_kind::integer, false,
          [&s](const exchange_ptr& ex, const principal& who, const path_params& p) {

@@ -111,6 +111,31 @@ bool signed_by(const std::string& header, const std::string& secret, const std::
   return age < 300 && age > -300 && header.substr(comma + 4) == hmac_hex(secret, t + "." + body);
 }
 
+// Which of `secrets` made each v1 of a "t=<unix>,v1=...[,v1=...]" header over `body`, in the
+// header's order ("?" for a v1 that none of them made); empty when the header is not of that shape
+// or its t is more than 5 minutes away.
+std::vector<std::string> signers(const std::string& header, const std::string& body,
+                                 const std::vector<std::string>& secrets) {
+  if (header.rfind("t=", 0) != 0) return {};
+  const auto first = header.find(",v1=");
+  if (first == std::string::npos) return {};
+  const auto t = header.substr(2, first - 2);
+  const auto age = std::time(nullptr) - std::stoll(t);
+  if (age >= 300 || age <= -300) return {};
+  std::vector<std::string> out;
+  for (auto at = first; at != std::string::npos;) {
+    const auto next = header.find(",v1=", at + 4);
+    const auto v1 = header.substr(at + 4, next == std::string::npos ? std::string::npos : next - at - 4);
+    std::string who = "?";
+    for (const auto& secret : secrets) {
+      if (hmac_hex(secret, t + "." + body) == v1) who = secret;
+    }
+    out.push_back(who);
+    at = next;
+  }
+  return out;
+}
+
 // The events `key` sees in the feed after `after`, by event id.
 std::map<std::string, json::value> feed_events(http_client& c, const std::string& key, const std::string& after) {
   std::map<std::string, json::value> out;
@@ -621,6 +646,195 @@ TEST_F(webhooks_e2e, https_destinations_are_verified_against_the_ca_file_and_the
   EXPECT_TRUE(unknown.requests().empty());
   EXPECT_GE(other_name.failed_handshakes(), 1);
   EXPECT_GE(unknown.failed_handshakes(), 1);
+}
+
+// The request of `receiver` that carried the event `event_id`, once it came (an empty body: it did
+// not within the bound).
+received_request request_for(const webhook_receiver& receiver, const std::string& event_id) {
+  received_request got;
+  eventually(
+      [&] {
+        for (const auto& r : receiver.requests()) {
+          if (field(json::parse(r.body), "eventId") == event_id) {
+            got = r;
+            return true;
+          }
+        }
+        return false;
+      },
+      std::chrono::seconds(60), std::chrono::milliseconds(20));
+  return got;
+}
+
+TEST_F(webhooks_e2e, a_rotated_secret_signs_beside_the_previous_one_until_that_one_expires) {
+  // A rotation with the default window: the next delivery's Wallet-Signature carries two v1, the new
+  // secret's first and then the old one's, so a receiver holding either accepts it, and the
+  // endpoint shows until when the old one signs. A rotation with 0 s: only the newest signs. A
+  // rotation with 1 s (by an operator): once the endpoint shows no previous secret any more, only
+  // the newest signs again. Another principal's rotation answers 404 and bad bodies 400, changing
+  // nothing; each rotation is in the audit log, never with a secret.
+  server_process server(server_options(quick_webhooks()));
+  http_client c(server.port());
+  const auto& op = server.operator_key();
+  const auto merchant = make_party(c, op, "merchant");
+  const auto payer = make_party(c, op, "user", 100'000);
+  const auto other = make_party(c, op, "user");
+  webhook_receiver receiver([](int) { return 200; });
+  const auto ep = create_endpoint(c, merchant.key, receiver.url());
+  ASSERT_GT(ep.id, 0);
+  const auto path = "/v1/webhook-endpoints/" + std::to_string(ep.id);
+  const auto rotate = [&](const std::string& key, const std::string& body) {
+    return c.request("POST", path + "/rotate-secret", body,
+                     {{"Authorization", "Bearer " + key}, {"Content-Type", "application/json"}});
+  };
+  const auto delivered = [&](std::int64_t amount) {
+    return request_for(receiver, transfer(c, payer.key, payer.account, merchant.account, amount));
+  };
+  const auto signed_with = [](const received_request& r, const std::vector<std::string>& secrets) {
+    return signers(r.headers.at("wallet-signature"), r.body, secrets);
+  };
+
+  const auto s0 = ep.secret;
+  const auto before = delivered(1);
+  ASSERT_FALSE(before.body.empty());
+  EXPECT_EQ(signed_with(before, {s0}), std::vector<std::string>{s0});
+
+  const auto foreign = rotate(other.key, "");
+  EXPECT_EQ(foreign.status, 404) << foreign.body;
+  EXPECT_EQ(field(foreign.json(), "code"), "not_found");
+  for (const std::string& body : std::vector<std::string>{
+           R"({"previousSecretExpiresInSeconds":-1})", R"({"previousSecretExpiresInSeconds":604801})",
+           R"({"previousSecretExpiresInSeconds":"soon"})", R"({"signingSecret":"whsec_of-my-own-choosing"})", R"([1])",
+           R"(not json)"}) {
+    const auto r = rotate(merchant.key, body);
+    EXPECT_EQ(r.status, 400) << body;
+    EXPECT_EQ(field(r.json(), "code"), "invalid_request") << body << ": " << r.body;
+  }
+  EXPECT_EQ(signed_with(delivered(2), {s0}), std::vector<std::string>{s0});
+
+  // The default window: a day.
+  const auto first = rotate(merchant.key, "");
+  ASSERT_EQ(first.status, 200) << first.body;
+  const auto s1 = field(first.json(), "signingSecret");
+  EXPECT_EQ(s1.rfind("whsec_", 0), 0u);
+  EXPECT_NE(s1, s0);
+  EXPECT_NE(field(first.json(), "secretRotatedAt"), "null");
+  EXPECT_NE(field(first.json(), "previousSecretExpiresAt"), "null");
+  EXPECT_EQ(signed_with(delivered(3), {s0, s1}), (std::vector<std::string>{s1, s0}));
+  const auto listed = c.get("/v1/webhook-endpoints", merchant.key);
+  ASSERT_EQ(listed.status, 200);
+  EXPECT_EQ(listed.body.find(s1), std::string::npos);
+  EXPECT_EQ(field(listed.json().as_object().at("endpoints").as_array().at(0), "previousSecretExpiresAt"),
+            field(first.json(), "previousSecretExpiresAt"));
+
+  // No window: the secret replaced stops signing at once, and the one before it is long gone.
+  const auto second = rotate(merchant.key, R"({"previousSecretExpiresInSeconds":0})");
+  ASSERT_EQ(second.status, 200) << second.body;
+  const auto s2 = field(second.json(), "signingSecret");
+  EXPECT_EQ(field(second.json(), "previousSecretExpiresAt"), "null");
+  EXPECT_EQ(signed_with(delivered(4), {s0, s1, s2}), std::vector<std::string>{s2});
+
+  // One second: after it, the endpoint shows no previous secret, and none signs.
+  const auto third = rotate(op, R"({"previousSecretExpiresInSeconds":1})");
+  ASSERT_EQ(third.status, 200) << third.body;
+  const auto s3 = field(third.json(), "signingSecret");
+  EXPECT_NE(field(third.json(), "previousSecretExpiresAt"), "null");
+  ASSERT_TRUE(eventually(
+      [&] {
+        const auto r = c.get("/v1/webhook-endpoints", merchant.key);
+        return field(r.json().as_object().at("endpoints").as_array().at(0), "previousSecretExpiresAt") == "null";
+      },
+      std::chrono::seconds(30), std::chrono::milliseconds(50)));
+  EXPECT_EQ(signed_with(delivered(5), {s0, s1, s2, s3}), std::vector<std::string>{s3});
+
+  const auto target = "'webhook_endpoint:" + std::to_string(ep.id) + "'";
+  EXPECT_EQ(sql_value(owner_url(),
+                      "SELECT count(*) FROM audit_log WHERE action = 'webhook_endpoint.rotate_secret'"
+                      " AND target = " +
+                          target),
+            "3");
+  EXPECT_EQ(sql_value(owner_url(),
+                      "SELECT string_agg(detail->>'previousSecretValidSeconds', ',' ORDER BY id)"
+                      " FROM audit_log WHERE action = 'webhook_endpoint.rotate_secret' AND target = " +
+                          target),
+            "86400,0,1");
+  EXPECT_EQ(sql_value(owner_url(), "SELECT count(*) FROM audit_log WHERE detail::text LIKE '%whsec\\_%'"), "0");
+}
+
+TEST_F(webhooks_e2e, an_endpoint_changed_in_place_keeps_its_place_and_sends_to_its_new_url_and_types) {
+  // An endpoint for TRANSFER events gets a payment at its first URL. Given a new URL, the next
+  // payment goes there (the old receiver gets nothing more). Given DEPOSIT instead, a payment and
+  // then a deposit make one delivery: the deposit's. Its deliveries are the three, in feed order.
+  // Another principal's change answers 404; bad bodies 400 invalid_request, and a private address
+  // 400 webhook_url_refused, changing nothing; each change is in the audit log, with what changed.
+  server_process server(server_options(quick_webhooks()));
+  http_client c(server.port());
+  const auto& op = server.operator_key();
+  const auto merchant = make_party(c, op, "merchant");
+  const auto payer = make_party(c, op, "user", 100'000);
+  const auto other = make_party(c, op, "user");
+  webhook_receiver old_home([](int) { return 200; });
+  webhook_receiver new_home([](int) { return 200; });
+  const auto ep = create_endpoint(c, merchant.key, old_home.url(), R"(["TRANSFER"])");
+  ASSERT_GT(ep.id, 0);
+  const auto path = "/v1/webhook-endpoints/" + std::to_string(ep.id);
+  const auto patch = [&](const std::string& key, const std::string& body) {
+    return c.request("PATCH", path, body, {{"Authorization", "Bearer " + key}, {"Content-Type", "application/json"}});
+  };
+
+  const auto t1 = transfer(c, payer.key, payer.account, merchant.account, 1);
+  ASSERT_FALSE(request_for(old_home, t1).body.empty());
+
+  const auto moved_url = new_home.url("/moved");
+  EXPECT_EQ(patch(other.key, R"({"url":")" + moved_url + R"("})").status, 404);
+  for (const std::string& body :
+       std::vector<std::string>{R"({})", R"({"accountId":)" + std::to_string(merchant.account) + "}", R"({"url":""})",
+                                R"({"url":"ftp://example.com/"})", R"({"events":[]})", R"({"events":["NOPE"]})",
+                                R"({"url":")" + moved_url + R"(","signingSecret":"x"})", R"(not json)"}) {
+    const auto r = patch(merchant.key, body);
+    EXPECT_EQ(r.status, 400) << body;
+    EXPECT_EQ(field(r.json(), "code"), "invalid_request") << body << ": " << r.body;
+  }
+  const auto refused = patch(merchant.key, R"({"url":"http://10.1.2.3/hook"})");
+  EXPECT_EQ(refused.status, 400);
+  EXPECT_EQ(field(refused.json(), "code"), "webhook_url_refused") << refused.body;
+  const auto unchanged = c.get("/v1/webhook-endpoints", merchant.key).json().as_object().at("endpoints").as_array();
+  ASSERT_EQ(unchanged.size(), 1u);
+  EXPECT_EQ(field(unchanged[0], "url"), old_home.url());
+  EXPECT_EQ(field(unchanged[0], "events"), R"(["TRANSFER"])");
+
+  const auto moved = patch(merchant.key, R"({"url":")" + moved_url + R"("})");
+  ASSERT_EQ(moved.status, 200) << moved.body;
+  EXPECT_EQ(moved.json().as_object().at("id").as_int64(), ep.id);
+  EXPECT_EQ(field(moved.json(), "url"), moved_url);
+  EXPECT_EQ(field(moved.json(), "events"), R"(["TRANSFER"])");
+  EXPECT_FALSE(moved.json().as_object().contains("signingSecret"));
+  const auto t2 = transfer(c, payer.key, payer.account, merchant.account, 2);
+  const auto at_new_home = request_for(new_home, t2);
+  ASSERT_FALSE(at_new_home.body.empty());
+  EXPECT_EQ(at_new_home.target, "/moved");
+  EXPECT_TRUE(signed_by(at_new_home.headers.at("wallet-signature"), ep.secret, at_new_home.body));
+
+  const auto retyped = patch(merchant.key, R"({"events":["DEPOSIT"]})");
+  ASSERT_EQ(retyped.status, 200) << retyped.body;
+  EXPECT_EQ(field(retyped.json(), "events"), R"(["DEPOSIT"])");
+  EXPECT_EQ(field(retyped.json(), "url"), moved_url);
+  const auto t3 = transfer(c, payer.key, payer.account, merchant.account, 3);
+  const auto d = test_support::deposit(c, op, merchant.account, 50);
+  ASSERT_FALSE(request_for(new_home, d).body.empty());
+
+  // The deposit came after the third payment in the feed, so that payment was judged by then.
+  const auto list = deliveries(c, merchant.key, ep.id);
+  std::vector<std::string> events;
+  for (const auto& item : list) events.push_back(field(item, "eventId"));
+  EXPECT_EQ(events, (std::vector<std::string>{t1, t2, d}));
+  EXPECT_EQ(old_home.requests().size(), 1u);
+  EXPECT_EQ(new_home.requests().size(), 2u);
+  EXPECT_EQ(sql_value(owner_url(),
+                      "SELECT string_agg(detail::text, ' ' ORDER BY id) FROM audit_log"
+                      " WHERE action = 'webhook_endpoint.update' AND target = 'webhook_endpoint:" +
+                          std::to_string(ep.id) + "'"),
+            R"({"url": ")" + moved_url + R"("} {"events": ["DEPOSIT"]})");
 }
 
 TEST_F(webhooks_e2e, two_servers_never_send_one_endpoints_events_at_the_same_time_nor_twice) {

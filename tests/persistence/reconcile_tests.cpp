@@ -416,7 +416,12 @@ TEST(entry_range_migration, gives_each_journal_row_written_before_it_the_range_o
     txn.commit();
   }
 
-  EXPECT_EQ(apply_migrations(options_for(owner_url)), std::vector<std::string>{"024_entry_ranges"});
+  // 024 and every migration after it.
+  std::vector<std::string> remaining;
+  for (const auto& m : migrations()) {
+    if (m.version == "024_entry_ranges" || !remaining.empty()) remaining.push_back(m.version);
+  }
+  EXPECT_EQ(apply_migrations(options_for(owner_url)), remaining);
   for (const auto& t : {t1, t2}) {
     EXPECT_EQ(
         test_support::text_of(*owner,
