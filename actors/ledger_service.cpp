@@ -373,6 +373,32 @@ void ledger_service::create_provider(request_origin origin, std::string name, st
       std::move(done));
 }
 
+void ledger_service::rotate_provider_secret(request_origin origin, std::string name, std::string new_secret,
+                                            std::int64_t previous_valid_s,
+                                            query_callback<provider_rotation_view> done) {
+  impl_->core.readers->read<provider_rotation_view>(
+      [this, origin = std::move(origin), name = std::move(name), secret = std::move(new_secret),
+       previous_valid_s](pqxx::connection& conn) {
+        const auto audit = audit_entry_for(origin, "provider.rotate_secret");
+        const auto r = persistence::rotate_provider_secret(conn, name, secret, previous_valid_s, &audit);
+        provider_rotation_view out;
+        switch (r.outcome) {
+          case persistence::provider_rotation_outcome::rotated:
+            impl_->flows->remember_provider(r.provider);
+            out.provider = to_view(r.provider);
+            break;
+          case persistence::provider_rotation_outcome::no_provider:
+            out.outcome = provider_rotation_outcome::no_provider;
+            break;
+          case persistence::provider_rotation_outcome::no_secret:
+            out.outcome = provider_rotation_outcome::no_secret;
+            break;
+        }
+        return out;
+      },
+      std::move(done));
+}
+
 void ledger_service::find_provider(std::string name, query_callback<std::optional<provider_view>> done) {
   impl_->flows->provider(
       name, [done = std::move(done)](ledger::error_code code, std::optional<persistence::provider_record> p) {

@@ -128,8 +128,13 @@ class ledger_service {
   // nullopt: a provider with this name exists already.
   void create_provider(request_origin origin, std::string name, std::string signing_secret,
                        query_callback<std::optional<provider_view>> done);
-  // A provider with its signing secret (cached once read); nullopt when there is none.
+  // A provider with its signing secrets (cached for auth.key_cache_ttl_ms once read); nullopt when
+  // there is none.
   void find_provider(std::string name, query_callback<std::optional<provider_view>> done);
+  // Replaces a provider's signing secret by `new_secret`; the one replaced verifies its events for
+  // `previous_valid_s` seconds more.
+  void rotate_provider_secret(request_origin origin, std::string name, std::string new_secret,
+                              std::int64_t previous_valid_s, query_callback<provider_rotation_view> done);
   void find_withdrawal(std::string id, query_callback<std::optional<withdrawal_view>> done);
 
   // The principal of a key, or nullopt when it is unknown; unknown keys are remembered for

@@ -182,8 +182,12 @@ void money_flows::provider(const std::string& name,
                            std::function<void(ledger::error_code, std::optional<persistence::provider_record>)> done) {
   std::optional<persistence::provider_record> cached;
   {
+    const auto trusted_since =
+        std::chrono::steady_clock::now() - std::chrono::milliseconds(settings_.auth.key_cache_ttl_ms);
     std::lock_guard lock(providers_mutex_);
-    if (auto it = providers_.find(name); it != providers_.end()) cached = it->second;
+    if (auto it = providers_.find(name); it != providers_.end() && it->second.read_at >= trusted_since) {
+      cached = it->second.record;
+    }
   }
   // Answered outside the lock: the answer may start a flow that asks for a provider again.
   if (cached) return done(ledger::error_code::ok, std::move(cached));
@@ -242,7 +246,7 @@ void money_flows::launch_serial(const std::string& key, std::function<void(std::
 
 void money_flows::remember_provider(const persistence::provider_record& p) {
   std::lock_guard lock(providers_mutex_);
-  providers_[p.name] = p;
+  providers_[p.name] = {p, std::chrono::steady_clock::now()};
 }
 
 }  // namespace actors

@@ -11,6 +11,7 @@
 // flow_transfer.cpp, flow_deposit.cpp, flow_withdrawal.cpp, flow_deposit_claim.cpp,
 // flow_provider_event.cpp, flow_payment_refund.cpp, flow_holds.cpp.
 
+#include <chrono>
 #include <deque>
 #include <functional>
 #include <mutex>
@@ -82,7 +83,8 @@ class money_flows {
   // wallet A → fx A, fx B → wallet B, at a quote's rate, once per quote, before it expires.
   void exchange(exchange_command command, finish_fn done);
 
-  // A provider by name (cached once read); nullopt when there is none.
+  // A provider by name; nullopt when there is none. Cached once read, for auth.key_cache_ttl_ms:
+  // a secret rotated on another server is known here within that time.
   void provider(const std::string& name,
                 std::function<void(ledger::error_code, std::optional<persistence::provider_record>)> done);
   void remember_provider(const persistence::provider_record& p);
@@ -161,8 +163,12 @@ class money_flows {
   service_core& core_;
   account_cache& accounts_;
   single_flight flights_;
+  struct cached_provider {
+    persistence::provider_record record;
+    std::chrono::steady_clock::time_point read_at;
+  };
   std::mutex providers_mutex_;
-  std::unordered_map<std::string, persistence::provider_record> providers_;
+  std::unordered_map<std::string, cached_provider> providers_;
   // one_at_a_time: the runs waiting behind the one in progress, by key (a key is here while one runs).
   std::mutex serial_mutex_;
   std::unordered_map<std::string, std::deque<std::function<void(std::function<void()>)>>> serial_;

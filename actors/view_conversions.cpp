@@ -92,7 +92,15 @@ reconciliation_claim_view to_view(const persistence::run_claim& claim) {
 }
 
 provider_view to_view(const persistence::provider_record& p) {
-  return provider_view{p.id, p.name, p.principal_id, p.signing_secret, p.created_at};
+  return provider_view{p.id,
+                       p.name,
+                       p.principal_id,
+                       p.signing_secret,
+                       p.created_at,
+                       p.previous_signing_secret,
+                       p.previous_secret_expires_unix,
+                       p.previous_secret_expires_at,
+                       p.secret_rotated_at};
 }
 
 withdrawal_view to_view(const persistence::withdrawal_record& w) {

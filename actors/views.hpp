@@ -141,6 +141,18 @@ struct provider_view {
   ledger::principal_id principal_id = 0;
   std::string signing_secret;  // empty: the provider sends no events
   std::string created_at;
+  // The secret the last rotation replaced, while it verifies (until the unix second given); empty:
+  // none.
+  std::string previous_signing_secret;
+  std::int64_t previous_secret_expires_unix = 0;
+  std::string previous_secret_expires_at;  // empty: no previous secret
+  std::string secret_rotated_at;           // empty: never rotated
+};
+
+enum class provider_rotation_outcome : std::uint8_t { rotated, no_provider, no_secret };
+struct provider_rotation_view {
+  provider_rotation_outcome outcome = provider_rotation_outcome::rotated;
+  provider_view provider;
 };
 
 struct withdrawal_view {

@@ -158,6 +158,9 @@ json::object provider_json(const actors::provider_view& p, bool with_secret) {
   o["name"] = p.name;
   if (with_secret) o["signingSecret"] = p.signing_secret;
   o["createdAt"] = p.created_at;
+  o["secretRotatedAt"] = p.secret_rotated_at.empty() ? json::value(nullptr) : json::value(p.secret_rotated_at);
+  o["previousSecretExpiresAt"] =
+      p.previous_secret_expires_at.empty() ? json::value(nullptr) : json::value(p.previous_secret_expires_at);
   return o;
 }
 

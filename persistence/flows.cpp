@@ -14,11 +14,23 @@ std::string utc(const std::string& column) { return "to_char(" + column + " AT T
 std::string text_or_empty(const pqxx::field& f) { return f.is_null() ? std::string() : f.as<std::string>(); }
 
 provider_record read_provider(const pqxx::row& row) {
-  return provider_record{row[0].as<std::int64_t>(), row[1].as<std::string>(), row[2].as<std::int64_t>(),
-                         text_or_empty(row[3]), row[4].as<std::string>()};
+  provider_record p{row[0].as<std::int64_t>(), row[1].as<std::string>(), row[2].as<std::int64_t>(),
+                    text_or_empty(row[3]), row[4].as<std::string>()};
+  p.previous_signing_secret = text_or_empty(row[5]);
+  if (!p.previous_signing_secret.empty()) {
+    p.previous_secret_expires_unix = row[6].as<std::int64_t>();
+    p.previous_secret_expires_at = row[7].as<std::string>();
+  }
+  p.secret_rotated_at = text_or_empty(row[8]);
+  return p;
 }
 
-const std::string k_provider_columns = "id, name, principal_id, signing_secret, " + utc("created_at");
+// The previous secret only while it still verifies.
+const std::string k_provider_columns =
+    "id, name, principal_id, signing_secret, " + utc("created_at") +
+    ", CASE WHEN previous_secret_expires_at > now() THEN previous_signing_secret END,"
+    " floor(extract(epoch FROM previous_secret_expires_at))::bigint, " +
+    utc("previous_secret_expires_at") + ", " + utc("secret_rotated_at");
 
 const std::string k_deposit_select =
     "SELECT d.transaction_id::text, d.account_id, d.provider_id, p.name, d.payment_id, d.currency, d.amount,"
@@ -69,6 +81,33 @@ std::optional<provider_record> create_provider(pqxx::connection& conn, const std
   auto out = read_provider(rows[0]);
   if (audit != nullptr) {
     append_audit(txn, *audit, "provider:" + name, "{\"providerId\":" + std::to_string(out.id) + "}");
+  }
+  txn.commit();
+  return out;
+}
+
+provider_rotation rotate_provider_secret(pqxx::connection& conn, const std::string& name, const std::string& new_secret,
+                                         std::int64_t previous_valid_s, const audit_entry* audit) {
+  pqxx::work txn(conn);
+  provider_rotation out;
+  const auto rows = txn.exec_params(
+      "UPDATE provider SET signing_secret = $2, secret_rotated_at = now(),"
+      " previous_signing_secret = CASE WHEN $3::bigint > 0 THEN signing_secret END,"
+      " previous_secret_expires_at = CASE WHEN $3::bigint > 0 THEN now() + $3::bigint * interval '1 second' END"
+      " WHERE name = $1 AND signing_secret IS NOT NULL RETURNING " +
+          k_provider_columns,
+      name, new_secret, previous_valid_s);
+  if (rows.empty()) {
+    out.outcome = txn.exec_params("SELECT 1 FROM provider WHERE name = $1", name).empty()
+                      ? provider_rotation_outcome::no_provider
+                      : provider_rotation_outcome::no_secret;
+    return out;
+  }
+  out.provider = read_provider(rows[0]);
+  if (audit != nullptr) {
+    append_audit(txn, *audit, "provider:" + name,
+                 "{\"providerId\":" + std::to_string(out.provider.id) +
+                     ",\"previousSecretValidSeconds\":" + std::to_string(previous_valid_s) + "}");
   }
   txn.commit();
   return out;

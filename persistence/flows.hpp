@@ -27,6 +27,11 @@ struct provider_record {
   ledger::principal_id principal_id = 0;
   std::string signing_secret;  // empty: the provider sends no events
   std::string created_at;
+  // The secret the last rotation replaced, while it still verifies (as of the read); empty: none.
+  std::string previous_signing_secret;
+  std::int64_t previous_secret_expires_unix = 0;  // until then (unix seconds); 0 with no previous secret
+  std::string previous_secret_expires_at;         // the same as a timestamp; empty with no previous secret
+  std::string secret_rotated_at;                  // empty: never rotated
 };
 
 // Creates a provider and its principal; nullopt when the name is taken. `audit`, when given, is
@@ -34,6 +39,21 @@ struct provider_record {
 std::optional<provider_record> create_provider(pqxx::connection& conn, const std::string& name,
                                                const std::string& signing_secret, const audit_entry* audit = nullptr);
 std::optional<provider_record> find_provider(pqxx::connection& conn, const std::string& name);
+
+enum class provider_rotation_outcome : std::uint8_t {
+  rotated,
+  no_provider,  // no provider of that name
+  no_secret,    // it sends no events (the 'manual' provider)
+};
+struct provider_rotation {
+  provider_rotation_outcome outcome = provider_rotation_outcome::rotated;
+  provider_record provider;  // when rotated: as it is now, with the new secret
+};
+// Replaces the provider's signing secret by `new_secret`; the one replaced goes on verifying its
+// events for `previous_valid_s` seconds (0: not at all), and a previous secret still verifying is
+// dropped. `audit` is recorded in the same transaction (never with a secret).
+provider_rotation rotate_provider_secret(pqxx::connection& conn, const std::string& name, const std::string& new_secret,
+                                         std::int64_t previous_valid_s, const audit_entry* audit);
 std::vector<provider_record> list_providers(pqxx::connection& conn);
 
 struct deposit_record {

@@ -1,8 +1,9 @@
-// Payment providers: an operator creates one (POST /v1/providers; its signing secret is shown once),
-// and a provider delivers its events (POST /v1/provider-events), authenticated by their
-// Wallet-Signature alone: HMAC-SHA256 over "t.body" with the provider's secret, compared in
-// constant time, within 5 minutes of now. A request that does not verify is answered 401
-// bad_signature and leaves no trace.
+// Payment providers: an operator creates one (POST /v1/providers; its signing secret is shown once)
+// and rotates its secret (POST /v1/providers/{name}/rotate-secret; the new one is shown once, and
+// the old one verifies for a while more), and a provider delivers its events (POST
+// /v1/provider-events), authenticated by their Wallet-Signature alone: HMAC-SHA256 over "t.body"
+// with the provider's secret, compared in constant time, within 5 minutes of now. A request that
+// does not verify is answered 401 bad_signature and leaves no trace.
 
 #include <boost/json/parse.hpp>
 
@@ -20,6 +21,9 @@ namespace {
 constexpr std::size_t k_provider_name_max = 40;
 constexpr std::size_t k_event_id_max = 240;  // "event:" + id is the idempotency key (255 at most)
 constexpr std::size_t k_payment_id_max = 255;
+// How long a rotated-out secret goes on verifying: a day unless the request says, at most a week.
+constexpr std::int64_t k_previous_secret_s_default = 24 * 3600;
+constexpr std::int64_t k_previous_secret_s_max = 7 * 24 * 3600;
 
 void create_provider(handler_support& s, const exchange_ptr& ex, const principal& who) {
   auto object = s.body(ex);
@@ -40,6 +44,45 @@ void create_provider(handler_support& s, const exchange_ptr& ex, const principal
                               }
                               ex->respond(json_reply(201, provider_json(*r.value, true)));
                             });
+}
+
+// {"previousSecretExpiresInSeconds"?}; an empty body is allowed. The new secret is shown once, here.
+void rotate_secret(handler_support& s, const exchange_ptr& ex, const principal& who, const std::string& name) {
+  const auto not_found = "provider \"" + name.substr(0, k_provider_name_max) + "\" was not found";
+  if (!ledger::is_valid_provider_name(name)) return s.fail(ex, ledger::error_code::not_found, not_found);
+  std::int64_t previous_valid_s = k_previous_secret_s_default;
+  if (!ex->body.empty()) {
+    auto object = s.body(ex);
+    if (!object) return;
+    field_reader f(*object);
+    f.allow_only({"previousSecretExpiresInSeconds"});
+    const auto seconds = f.optional_int("previousSecretExpiresInSeconds", 0, k_previous_secret_s_max);
+    if (!f.ok()) return s.invalid(ex, f.error());
+    if (seconds) previous_valid_s = *seconds;
+  }
+  s.service.rotate_provider_secret(
+      {who.id, ex->request_id}, name, new_signing_secret(), previous_valid_s,
+      [&s, ex, name, not_found](actors::query_result<actors::provider_rotation_view> r) {
+        if (r.outcome != ledger::error_code::ok) return s.unavailable(ex, r.outcome, r.detail);
+        switch (r.value.outcome) {
+          case actors::provider_rotation_outcome::rotated: break;
+          case actors::provider_rotation_outcome::no_provider:
+            return s.fail(ex, ledger::error_code::not_found, not_found);
+          case actors::provider_rotation_outcome::no_secret:
+            return s.fail(ex, ledger::error_code::conflict,
+                          "provider \"" + name + "\" sends no events, so it has no signing secret to rotate");
+        }
+        ex->respond(json_reply(200, provider_json(r.value.provider, true)));
+      });
+}
+
+// Whether the header signs the body with the provider's secret, or with the one its last rotation
+// replaced while that still verifies.
+bool signed_by_provider(const actors::provider_view& p, const std::string& header, const std::string& body,
+                        std::int64_t now) {
+  if (verify_signature(header, p.signing_secret, body, now)) return true;
+  return !p.previous_signing_secret.empty() && now < p.previous_secret_expires_unix &&
+         verify_signature(header, p.previous_signing_secret, body, now);
 }
 
 void bad_signature(handler_support& s, const exchange_ptr& ex) {
@@ -131,7 +174,7 @@ void provider_event(handler_support& s, const exchange_ptr& ex) {
     if (r.outcome != ledger::error_code::ok) return s.unavailable(ex, r.outcome, r.detail);
     const auto now =
         std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-    if (!r.value || !verify_signature(ex->wallet_signature, r.value->signing_secret, ex->body, now)) {
+    if (!r.value || !signed_by_provider(*r.value, ex->wallet_signature, ex->body, now)) {
       return bad_signature(s, ex);
     }
     auto cmd = read_event(s, ex, object);
@@ -147,6 +190,10 @@ void provider_event(handler_support& s, const exchange_ptr& ex) {
 void add_provider_routes(router& r, handler_support& s) {
   r.add({"POST", "/v1/providers", access::operator_, rate_class::read, param_kind::integer, false,
          [&s](const exchange_ptr& ex, const principal& who, const path_params&) { create_provider(s, ex, who); }});
+  r.add({"POST", "/v1/providers/{name}/rotate-secret", access::operator_, rate_class::read, param_kind::text, false,
+         [&s](const exchange_ptr& ex, const principal& who, const path_params& p) {
+           rotate_secret(s, ex, who, p.text);
+         }});
   r.add({"POST", "/v1/provider-events", access::provider, rate_class::none, param_kind::integer, false,
          [&s](const exchange_ptr& ex, const principal&, const path_params&) { provider_event(s, ex); }});
 }

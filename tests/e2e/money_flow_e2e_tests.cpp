@@ -312,6 +312,116 @@ TEST_F(MoneyFlowE2E, EventsThatDoNotVerifyAreRefusedWithoutATrace) {
 
 // An event naming an account, a payment or a withdrawal the ledger does not know is refused 422
 // with its code, and changes nothing (the provider may deliver it again later).
+// A rotated provider secret: the new one verifies at once; the old one goes on verifying for the
+// window the rotation gave (a day by default), and not at all after a rotation with 0 s, which
+// also drops the one before it. Only operators rotate (403 otherwise); an unknown name is 404, the
+// manual provider (no secret) 409, a bad body 400, none of them changing anything. Each rotation is
+// in the audit log, never with a secret.
+TEST_F(MoneyFlowE2E, ARotatedProviderSecretVerifiesBesideTheOldOneForItsWindow) {
+  ts::http_client c(port());
+  const auto p = new_provider(c);
+  const auto [alice, a] = wallet(c);
+  int paid = 0;
+  // A payment event signed with `secret`: its answer's status.
+  auto pay_signed_with = [&](const std::string& secret) {
+    ++paid;
+    const auto body = event(
+        p, "ev-rot-" + std::to_string(paid), "payment.succeeded",
+        {{"paymentId", "pay-rot-" + std::to_string(paid)}, {"accountId", a}, {"amount", 10}, {"currency", "EUR"}});
+    return c
+        .request("POST", "/v1/provider-events", body,
+                 {{"Content-Type", "application/json"}, {"Wallet-Signature", api::sign(secret, now_s(), body)}})
+        .status;
+  };
+  const auto path = "/v1/providers/" + p.name + "/rotate-secret";
+  auto rotate = [&](const std::string& key, const std::string& body) {
+    return c.request("POST", path, body, {{"Authorization", "Bearer " + key}, {"Content-Type", "application/json"}});
+  };
+  const auto s0 = p.secret;
+  EXPECT_EQ(pay_signed_with(s0), 200);
+
+  EXPECT_EQ(rotate(alice.key, "").status, 403);
+  EXPECT_EQ(
+      c.request("POST", "/v1/providers/nobody-by-this-name/rotate-secret", "", {{"Authorization", "Bearer " + op()}})
+          .status,
+      404);
+  EXPECT_EQ(
+      c.request("POST", "/v1/providers/NOT%20A%20NAME/rotate-secret", "", {{"Authorization", "Bearer " + op()}}).status,
+      404);
+  const auto manual =
+      c.request("POST", "/v1/providers/manual/rotate-secret", "", {{"Authorization", "Bearer " + op()}});
+  EXPECT_EQ(manual.status, 409) << manual.body;
+  for (const std::string& body : std::vector<std::string>{R"({"previousSecretExpiresInSeconds":-1})",
+                                                          R"({"previousSecretExpiresInSeconds":604801})",
+                                                          R"({"signingSecret":"whsec_mine"})", R"(not json)"}) {
+    const auto r = rotate(op(), body);
+    EXPECT_EQ(r.status, 400) << body;
+    EXPECT_EQ(str(r.json().as_object().at("code")), "invalid_request") << body << ": " << r.body;
+  }
+  EXPECT_EQ(pay_signed_with(s0), 200);
+
+  const auto first = rotate(op(), "");
+  ASSERT_EQ(first.status, 200) << first.body;
+  const auto s1 = str(first.json().as_object().at("signingSecret"));
+  EXPECT_NE(s1, s0);
+  EXPECT_FALSE(first.json().as_object().at("previousSecretExpiresAt").is_null());
+  EXPECT_FALSE(first.json().as_object().at("secretRotatedAt").is_null());
+  EXPECT_EQ(pay_signed_with(s1), 200);
+  EXPECT_EQ(pay_signed_with(s0), 200);
+  EXPECT_EQ(pay_signed_with("whsec_not-the-secret-of-this-provider-at-all"), 401);
+
+  const auto second = rotate(op(), R"({"previousSecretExpiresInSeconds":0})");
+  ASSERT_EQ(second.status, 200) << second.body;
+  const auto s2 = str(second.json().as_object().at("signingSecret"));
+  EXPECT_TRUE(second.json().as_object().at("previousSecretExpiresAt").is_null());
+  EXPECT_EQ(pay_signed_with(s2), 200);
+  EXPECT_EQ(pay_signed_with(s1), 401);
+  EXPECT_EQ(pay_signed_with(s0), 401);
+
+  // Five payments verified, 10 each: two with s0 before any rotation, s1 and s0 in the window, s2.
+  EXPECT_EQ(ts::balance(c, alice.key, a), 50);
+  EXPECT_EQ(ts::query_value("SELECT string_agg(detail->>'previousSecretValidSeconds', ',' ORDER BY id) FROM audit_log"
+                            " WHERE action = 'provider.rotate_secret' AND target = 'provider:" +
+                            p.name + "'"),
+            "86400,0");
+  EXPECT_EQ(ts::query_value("SELECT count(*) FROM audit_log WHERE detail::text LIKE '%whsec\\_%'"), "0");
+}
+
+// A rotation made through one server is known to another of the same database within
+// auth.key_cache_ttl_ms: there, the new secret comes to verify, and the old one (rotated out with no
+// window) comes to be refused.
+TEST_F(MoneyFlowE2E, AProviderSecretRotatedOnOneServerIsKnownOnAnotherWithinTheCacheTtl) {
+  ts::http_client c(port());
+  auto other_options = options();
+  other_options.env["WALLET_AUTH_KEY_CACHE_TTL_MS"] = "300";
+  ts::server_process other(other_options);
+  ts::http_client d(other.port());
+  const auto p = new_provider(c);
+  const auto [alice, a] = wallet(c);
+  int paid = 0;
+  auto pay_there_signed_with = [&](const std::string& secret) {
+    ++paid;
+    const auto body =
+        event(p, "ev-ttl-" + std::to_string(paid), "payment.succeeded",
+              {{"paymentId", "pay-ttl-" + std::to_string(paid)}, {"accountId", a}, {"amount", 1}, {"currency", "EUR"}});
+    return d
+        .request("POST", "/v1/provider-events", body,
+                 {{"Content-Type", "application/json"}, {"Wallet-Signature", api::sign(secret, now_s(), body)}})
+        .status;
+  };
+  // The other server reads the provider, and keeps it.
+  ASSERT_EQ(pay_there_signed_with(p.secret), 200);
+  const auto rotated =
+      c.request("POST", "/v1/providers/" + p.name + "/rotate-secret", R"({"previousSecretExpiresInSeconds":0})",
+                {{"Authorization", "Bearer " + op()}, {"Content-Type", "application/json"}});
+  ASSERT_EQ(rotated.status, 200) << rotated.body;
+  const auto fresh = str(rotated.json().as_object().at("signingSecret"));
+  EXPECT_TRUE(ts::eventually([&] { return pay_there_signed_with(fresh) == 200; }, 30s, 20ms));
+  EXPECT_TRUE(ts::eventually([&] { return pay_there_signed_with(p.secret) == 401; }, 30s, 20ms));
+  // Once refused, it stays refused.
+  EXPECT_EQ(pay_there_signed_with(p.secret), 401);
+}
+
 TEST_F(MoneyFlowE2E, EventsNamingUnknownThingsAre422) {
   ts::http_client c(port());
   const auto p = new_provider(c);

@@ -101,6 +101,7 @@ const std::vector<route> k_routes = {
     {"PUT", "/v1/accounts/{id}/fees", "operator", "read"},
     {"POST", "/v1/transfers/{id}/refunds", "any", "write"},
     {"POST", "/v1/providers", "operator", "read"},
+    {"POST", "/v1/providers/{name}/rotate-secret", "operator", "read"},
     {"POST", "/v1/provider-events", "provider", "none"},
     {"GET", "/v1/transactions/{id}", "any", "read"},
     {"POST", "/v1/transactions/lookup", "operator", "read"},
