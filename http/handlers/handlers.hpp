@@ -5,6 +5,8 @@
 // transactions.cpp, admin.cpp, payments.cpp (merchant flows: fees and refunds of payments), settlements.cpp, events.cpp, and
 // server.cpp for what describes the server itself (health, readiness, metrics).
 
+#include <cstdint>
+#include <optional>
 #include <string>
 
 #include "http/handler_support.hpp"
@@ -68,6 +70,26 @@ bool open_amount_command(handler_support& s, const exchange_ptr& ex, const princ
   cmd.idempotency_key = *key;
   cmd.request_id = ex->request_id;
   return true;
+}
+
+// The body of a signing secret's rotation (webhooks.cpp, providers.cpp):
+// {"previousSecretExpiresInSeconds"?}, or none at all. How long the secret replaced goes on
+// signing: a day unless the body says, at most a week, 0 for not at all. nullopt when the request
+// was answered (400, 415) already.
+inline constexpr std::int64_t k_previous_secret_s_default = 24 * 3600;
+inline constexpr std::int64_t k_previous_secret_s_max = 7 * 24 * 3600;
+inline std::optional<std::int64_t> previous_secret_window(handler_support& s, const exchange_ptr& ex) {
+  if (ex->body.empty()) return k_previous_secret_s_default;
+  auto object = s.body(ex);
+  if (!object) return std::nullopt;
+  field_reader f(*object);
+  f.allow_only({"previousSecretExpiresInSeconds"});
+  const auto seconds = f.optional_int("previousSecretExpiresInSeconds", 0, k_previous_secret_s_max);
+  if (!f.ok()) {
+    s.invalid(ex, f.error());
+    return std::nullopt;
+  }
+  return seconds.value_or(k_previous_secret_s_default);
 }
 
 }  // namespace api::handlers

@@ -21,9 +21,6 @@ namespace {
 constexpr std::size_t k_provider_name_max = 40;
 constexpr std::size_t k_event_id_max = 240;  // "event:" + id is the idempotency key (255 at most)
 constexpr std::size_t k_payment_id_max = 255;
-// How long a rotated-out secret goes on verifying: a day unless the request says, at most a week.
-constexpr std::int64_t k_previous_secret_s_default = 24 * 3600;
-constexpr std::int64_t k_previous_secret_s_max = 7 * 24 * 3600;
 
 void create_provider(handler_support& s, const exchange_ptr& ex, const principal& who) {
   auto object = s.body(ex);
@@ -50,18 +47,10 @@ void create_provider(handler_support& s, const exchange_ptr& ex, const principal
 void rotate_secret(handler_support& s, const exchange_ptr& ex, const principal& who, const std::string& name) {
   const auto not_found = "provider \"" + name.substr(0, k_provider_name_max) + "\" was not found";
   if (!ledger::is_valid_provider_name(name)) return s.fail(ex, ledger::error_code::not_found, not_found);
-  std::int64_t previous_valid_s = k_previous_secret_s_default;
-  if (!ex->body.empty()) {
-    auto object = s.body(ex);
-    if (!object) return;
-    field_reader f(*object);
-    f.allow_only({"previousSecretExpiresInSeconds"});
-    const auto seconds = f.optional_int("previousSecretExpiresInSeconds", 0, k_previous_secret_s_max);
-    if (!f.ok()) return s.invalid(ex, f.error());
-    if (seconds) previous_valid_s = *seconds;
-  }
+  const auto previous_valid_s = previous_secret_window(s, ex);
+  if (!previous_valid_s) return;
   s.service.rotate_provider_secret(
-      {who.id, ex->request_id}, name, new_signing_secret(), previous_valid_s,
+      {who.id, ex->request_id}, name, new_signing_secret(), *previous_valid_s,
       [&s, ex, name, not_found](actors::query_result<actors::provider_rotation_view> r) {
         if (r.outcome != ledger::error_code::ok) return s.unavailable(ex, r.outcome, r.detail);
         switch (r.value.outcome) {

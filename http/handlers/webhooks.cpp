@@ -22,10 +22,6 @@ namespace json = boost::json;
 constexpr std::int64_t k_page_max = 100;
 constexpr std::size_t k_event_types_max = 16;
 constexpr std::size_t k_event_type_length_max = 40;
-// How long a rotated-out signing secret goes on signing beside the new one: a day unless the
-// request says, at most a week.
-constexpr std::int64_t k_previous_secret_s_default = 24 * 3600;
-constexpr std::int64_t k_previous_secret_s_max = 7 * 24 * 3600;
 
 json::value text_or_null(const std::string& s) { return s.empty() ? json::value(nullptr) : json::value(s); }
 
@@ -253,19 +249,11 @@ void update_endpoint(handler_support& s, const exchange_ptr& ex, const principal
 
 // {"previousSecretExpiresInSeconds"?}; an empty body is allowed. The new secret is shown once, here.
 void rotate_secret(handler_support& s, const exchange_ptr& ex, const principal& who, std::int64_t id) {
-  std::int64_t previous_valid_s = k_previous_secret_s_default;
-  if (!ex->body.empty()) {
-    auto object = s.body(ex);
-    if (!object) return;
-    field_reader f(*object);
-    f.allow_only({"previousSecretExpiresInSeconds"});
-    const auto seconds = f.optional_int("previousSecretExpiresInSeconds", 0, k_previous_secret_s_max);
-    if (!f.ok()) return s.invalid(ex, f.error());
-    if (seconds) previous_valid_s = *seconds;
-  }
+  const auto previous_valid_s = previous_secret_window(s, ex);
+  if (!previous_valid_s) return;
   auto secret = new_signing_secret();
   s.service.rotate_webhook_secret(
-      {who.id, ex->request_id}, id, owner_filter(who), secret, previous_valid_s,
+      {who.id, ex->request_id}, id, owner_filter(who), secret, *previous_valid_s,
       [&s, ex, id, secret](actors::query_result<std::optional<actors::webhook_endpoint_view>> r) {
         if (r.outcome != ledger::error_code::ok) return s.unavailable(ex, r.outcome, r.detail);
         if (!r.value) return endpoint_not_found(s, ex, id);

@@ -5,8 +5,6 @@
 // addresses refused; a deleted endpoint gets nothing more; nobody sees another principal's
 // endpoints. Every wait is for a condition, with a generous bound.
 
-#include <openssl/hmac.h>
-
 #include <algorithm>
 #include <atomic>
 #include <boost/json.hpp>
@@ -16,6 +14,7 @@
 
 #include "tests/events/fixture.hpp"
 #include "tests/events/webhook_receiver.hpp"
+#include "tests/support/hmac.hpp"
 #include "tests/support/process.hpp"
 
 namespace events_test {
@@ -86,29 +85,13 @@ int count_with_status(const json::array& list, const std::string& status) {
   return n;
 }
 
-// HMAC-SHA256 with OpenSSL directly: the test checks the server's signature independently of the
-// server's own code.
-std::string hmac_hex(const std::string& key, const std::string& data) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int length = 0;
-  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), reinterpret_cast<const unsigned char*>(data.data()),
-       data.size(), digest, &length);
-  static const char* hex = "0123456789abcdef";
-  std::string out;
-  for (unsigned int i = 0; i < length; ++i) {
-    out += hex[digest[i] >> 4];
-    out += hex[digest[i] & 15];
-  }
-  return out;
-}
-
 // True when `header` is "t=<unix>,v1=<hex>" signing `body` with `secret`, made within 5 minutes.
 bool signed_by(const std::string& header, const std::string& secret, const std::string& body) {
   const auto comma = header.find(",v1=");
   if (header.rfind("t=", 0) != 0 || comma == std::string::npos) return false;
   const auto t = header.substr(2, comma - 2);
   const auto age = std::time(nullptr) - std::stoll(t);
-  return age < 300 && age > -300 && header.substr(comma + 4) == hmac_hex(secret, t + "." + body);
+  return age < 300 && age > -300 && header.substr(comma + 4) == test_support::hmac_sha256_hex(secret, t + "." + body);
 }
 
 // Which of `secrets` made each v1 of a "t=<unix>,v1=...[,v1=...]" header over `body`, in the
@@ -128,7 +111,7 @@ std::vector<std::string> signers(const std::string& header, const std::string& b
     const auto v1 = header.substr(at + 4, next == std::string::npos ? std::string::npos : next - at - 4);
     std::string who = "?";
     for (const auto& secret : secrets) {
-      if (hmac_hex(secret, t + "." + body) == v1) who = secret;
+      if (test_support::hmac_sha256_hex(secret, t + "." + body) == v1) who = secret;
     }
     out.push_back(who);
     at = next;

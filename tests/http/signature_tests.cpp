@@ -2,34 +2,19 @@
 // check that accepts a header when any of its v1 signs the body with the receiver's secret. The
 // expected digests come from OpenSSL's HMAC directly, not from the code under test.
 
-#include <openssl/hmac.h>
-
 #include <gtest/gtest.h>
 
 #include "http/signature.hpp"
+#include "tests/support/hmac.hpp"
 
 namespace {
-
-std::string hmac_hex(const std::string& key, const std::string& data) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int length = 0;
-  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), reinterpret_cast<const unsigned char*>(data.data()),
-       data.size(), digest, &length);
-  static const char* hex = "0123456789abcdef";
-  std::string out;
-  for (unsigned int i = 0; i < length; ++i) {
-    out += hex[digest[i] >> 4];
-    out += hex[digest[i] & 15];
-  }
-  return out;
-}
 
 constexpr std::int64_t k_now = 1'796'029'021;
 const std::string k_body = R"({"eventId":"e-1","amounts":["-1000","1000"]})";
 
 TEST(signature, one_secret_signs_with_one_v1) {
   const auto header = api::sign("whsec_current-secret", k_now, k_body);
-  EXPECT_EQ(header, "t=1796029021,v1=" + hmac_hex("whsec_current-secret", "1796029021." + k_body));
+  EXPECT_EQ(header, "t=1796029021,v1=" + test_support::hmac_sha256_hex("whsec_current-secret", "1796029021." + k_body));
   EXPECT_TRUE(api::verify_signature(header, "whsec_current-secret", k_body, k_now));
   EXPECT_FALSE(api::verify_signature(header, "whsec_other-secret", k_body, k_now));
   EXPECT_FALSE(api::verify_signature(header, "whsec_current-secret", k_body + " ", k_now));
@@ -38,8 +23,8 @@ TEST(signature, one_secret_signs_with_one_v1) {
 TEST(signature, two_secrets_sign_with_one_v1_each_in_order_and_either_verifies) {
   const auto header = api::sign_with_secrets({"whsec_new-secret-0001", "whsec_old-secret-0001"}, k_now, k_body);
   const auto payload = "1796029021." + k_body;
-  EXPECT_EQ(header, "t=1796029021,v1=" + hmac_hex("whsec_new-secret-0001", payload) +
-                        ",v1=" + hmac_hex("whsec_old-secret-0001", payload));
+  EXPECT_EQ(header, "t=1796029021,v1=" + test_support::hmac_sha256_hex("whsec_new-secret-0001", payload) +
+                        ",v1=" + test_support::hmac_sha256_hex("whsec_old-secret-0001", payload));
   EXPECT_TRUE(api::verify_signature(header, "whsec_new-secret-0001", k_body, k_now));
   EXPECT_TRUE(api::verify_signature(header, "whsec_old-secret-0001", k_body, k_now));
   EXPECT_FALSE(api::verify_signature(header, "whsec_third-secret-01", k_body, k_now));
