@@ -274,6 +274,12 @@ std::vector<descriptor> describe(settings& s) {
       {"webhooks", "ca_file",
        "PEM file of CAs that https webhook destinations are verified against (empty: the system store).",
        string_rule{&s.webhooks.ca_file, {}, true}},
+      {"webhooks", "delivery_retention_days",
+       "Days a DELIVERED or FAILED delivery is kept after it ended before it is deleted (0: kept for good); a "
+       "delivery that disabled its endpoint stays while the endpoint names it.",
+       int_rule{&s.webhooks.delivery_retention_days, 0, 36'500}},
+      {"webhooks", "prune_interval_ms", "How often a webhook dispatcher deletes the deliveries past their retention.",
+       int_rule{&s.webhooks.prune_interval_ms, 10, 86'400'000}},
 
       {"admission", "inflight_requests_max",
        "Requests in flight in the whole server, counted until their work ends (answered at the deadline or not); more "

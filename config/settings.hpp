@@ -174,6 +174,8 @@ struct webhooks_settings {
   std::int64_t endpoints_per_owner_max = 20;  // live endpoints a principal may have
   bool allow_loopback = false;                // let deliveries go to 127.0.0.0/8 and ::1 (tests)
   std::string ca_file;                        // PEM CA bundle for https (empty: the system store)
+  std::int64_t delivery_retention_days = 30;  // finished deliveries are deleted this long after (0: kept)
+  std::int64_t prune_interval_ms = 60'000;    // how often a dispatcher deletes them
 };
 
 struct admission_settings {

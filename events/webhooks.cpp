@@ -10,6 +10,7 @@
 #include <deque>
 #include <limits>
 #include <mutex>
+#include <optional>
 #include <pqxx/pqxx>
 #include <random>
 #include <set>
@@ -30,6 +31,10 @@ constexpr int k_endpoints_page = 500;
 constexpr int k_fan_out_events_max = 500;
 // How much longer than an attempt's deadline its lease lasts: time to record the outcome.
 constexpr std::int64_t k_lease_margin_ms = 30'000;
+// Finished deliveries one prune statement deletes at most (one transaction), and statements a
+// prune round runs at most: a backlog is deleted over several rounds, never in one long one.
+constexpr int k_prune_batch = 5'000;
+constexpr int k_prune_statements_max = 10;
 
 std::int64_t unix_now() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -54,6 +59,8 @@ webhook_config webhook_config_from(const config::settings& s) {
   c.poll_interval_ms = s.webhooks.poll_interval_ms;
   c.feed_scan_max = s.events.feed_scan_max;
   c.error_backoff_ms_max = s.events.backoff_ms_max;
+  c.delivery_retention_days = s.webhooks.delivery_retention_days;
+  c.prune_interval_ms = s.webhooks.prune_interval_ms;
   return c;
 }
 
@@ -84,6 +91,7 @@ class webhook_dispatcher::worker {
   bool round(worker_part part) {
     if (!conn_) conn_ = persistence::connect(s_.config.database);
     if (part == worker_part::fan_out) {
+      prune_when_due();
       const auto created_before = created_;
       const bool more = fan_out();
       if (created_ != created_before) {
@@ -156,6 +164,28 @@ class webhook_dispatcher::worker {
       any = true;
     }
     return any;
+  }
+
+  // Deletes finished deliveries past their retention, when a prune is due (every
+  // prune_interval_ms, the first at once).
+  void prune_when_due() {
+    if (s_.config.delivery_retention_days == 0) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (pruned_at_ && now - *pruned_at_ < std::chrono::milliseconds(s_.config.prune_interval_ms)) return;
+    pruned_at_ = now;
+    std::int64_t deleted = 0;
+    for (int i = 0; i < k_prune_statements_max; ++i) {
+      const auto n = persistence::prune_webhook_deliveries(*conn_, s_.config.delivery_retention_days, k_prune_batch);
+      deleted += n;
+      if (n < k_prune_batch) break;
+    }
+    if (deleted == 0) return;
+    {
+      std::lock_guard lock(s_.mutex);
+      s_.stats.pruned += static_cast<std::uint64_t>(deleted);
+    }
+    spdlog::info("webhooks: deleted {} deliveries that ended more than {} days ago", deleted,
+                 s_.config.delivery_retention_days);
   }
 
   // Moves every live, enabled endpoint's cursor over the feed events it has not seen; true when an
@@ -256,6 +286,7 @@ class webhook_dispatcher::worker {
   std::int64_t caught_up_floor_ = 0;       // the lowest cursor of an enabled endpoint then
   std::int64_t fanned_out_to_ = -1;        // the feed end every live endpoint was last brought to
   std::uint64_t created_ = 0;              // deliveries this worker made
+  std::optional<std::chrono::steady_clock::time_point> pruned_at_;  // the last prune (fan-out worker)
   std::deque<std::pair<persistence::claimed_webhook_delivery, webhook_response>> unrecorded_;
   std::mt19937_64 random_;
   std::uniform_real_distribution<double> unit_{0.0, 1.0};
@@ -344,6 +375,8 @@ std::string webhook_dispatcher::render_metrics() const {
   counter("wallet_webhook_timeouts_total", "Webhook attempts that ran out of webhooks.timeout_ms.", s.timeouts);
   counter("wallet_webhook_database_errors_total", "Failed rounds of the webhook dispatcher's database work.",
           s.database_errors);
+  counter("wallet_webhook_deliveries_pruned_total",
+          "Finished webhook deliveries this server deleted past webhooks.delivery_retention_days.", s.pruned);
   out << "# HELP wallet_webhook_attempts_in_flight Webhook attempts in flight in this server.\n"
       << "# TYPE wallet_webhook_attempts_in_flight gauge\nwallet_webhook_attempts_in_flight " << s.in_flight << '\n';
   return out.str();

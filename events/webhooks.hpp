@@ -11,7 +11,9 @@
 //   send:     signed (Wallet-Signature, as provider events), on the sender's own I/O thread;
 //   record:   DELIVERED on a 2xx; otherwise the next attempt after an exponential, jittered
 //             pause (events/webhook_backoff.hpp), or FAILED once the retry span is spent, which
-//             disables the endpoint until its owner or an operator enables it again.
+//             disables the endpoint until its owner or an operator enables it again;
+//   prune:    every `prune_interval_ms`, on the fan-out thread, finished deliveries that ended
+//             more than `delivery_retention_days` ago are deleted, a bounded number a round.
 //
 // Bounds: `concurrency` attempts in flight at most in this server, one per endpoint. A slow or
 // dead endpoint holds one of them for at most `timeout_ms` an attempt and delays only its own
@@ -37,6 +39,8 @@ struct webhook_config {
   std::int64_t poll_interval_ms = 200;
   std::int64_t feed_scan_max = 10'000;
   std::int64_t error_backoff_ms_max = 5'000;  // longest pause while the database fails
+  std::int64_t delivery_retention_days = 30;  // finished deliveries older than this are deleted (0: kept)
+  std::int64_t prune_interval_ms = 60'000;
 };
 
 webhook_config webhook_config_from(const config::settings& s);
@@ -50,6 +54,7 @@ struct webhook_stats {
   std::uint64_t endpoints_disabled = 0;  // by a delivery given up
   std::uint64_t timeouts = 0;
   std::uint64_t database_errors = 0;
+  std::uint64_t pruned = 0;  // finished deliveries deleted past their retention
   std::int64_t in_flight = 0;
 };
 

@@ -191,6 +191,15 @@ constexpr const char* k_record_failed_sql =
     " last_status_code = $3, last_error = $4 WHERE id = $1 AND attempts = $2 AND status = 'PENDING'"
     " RETURNING endpoint_id";
 
+constexpr const char* k_prune = "webhook_prune";
+constexpr const char* k_prune_sql =
+    "WITH doomed AS ("
+    "  SELECT d.id FROM webhook_delivery d"
+    "   WHERE d.status <> 'PENDING' AND d.completed_at < now() - $1::bigint * interval '1 day'"
+    "     AND NOT EXISTS (SELECT 1 FROM webhook_endpoint e WHERE e.disabled_by_delivery = d.id)"
+    "   ORDER BY d.completed_at LIMIT $2 FOR UPDATE OF d SKIP LOCKED)"
+    " DELETE FROM webhook_delivery d USING doomed WHERE d.id = doomed.id";
+
 constexpr std::size_t k_error_text_max = 500;
 
 // Why a given-up delivery disabled its endpoint, as its owner reads it.
@@ -291,6 +300,7 @@ void prepare_webhook_statements(pqxx::connection& conn) {
   conn.prepare(k_record_delivered, k_record_delivered_sql);
   conn.prepare(k_record_retry, k_record_retry_sql);
   conn.prepare(k_record_failed, k_record_failed_sql);
+  conn.prepare(k_prune, k_prune_sql);
 }
 
 std::optional<webhook_endpoint_record> create_webhook_endpoint(pqxx::connection& conn, const new_webhook_endpoint& e,
@@ -523,6 +533,14 @@ webhook_attempt_recorded record_webhook_attempt(pqxx::connection& conn, const we
   }
   txn.commit();
   return out;
+}
+
+std::int64_t prune_webhook_deliveries(pqxx::connection& conn, std::int64_t retention_days, int limit) {
+  WALLET_ASSERT(retention_days > 0 && limit > 0, "a retention and a batch");
+  pqxx::work txn(conn);
+  const auto deleted = txn.exec_prepared(k_prune, retention_days, limit).affected_rows();
+  txn.commit();
+  return static_cast<std::int64_t>(deleted);
 }
 
 }  // namespace persistence

@@ -194,6 +194,11 @@ enum class webhook_attempt_recorded : std::uint8_t {
 };
 webhook_attempt_recorded record_webhook_attempt(pqxx::connection& conn, const webhook_attempt_outcome& o);
 
+// Deletes at most `limit` DELIVERED or FAILED deliveries that ended more than `retention_days` ago,
+// oldest first, except one its endpoint names as the delivery that disabled it; how many it deleted.
+// Rows locked by someone else (an operator's retry) are skipped.
+std::int64_t prune_webhook_deliveries(pqxx::connection& conn, std::int64_t retention_days, int limit);
+
 void prepare_webhook_statements(pqxx::connection& conn);
 
 }  // namespace persistence

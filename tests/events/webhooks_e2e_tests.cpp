@@ -820,6 +820,60 @@ TEST_F(webhooks_e2e, an_endpoint_changed_in_place_keeps_its_place_and_sends_to_i
             R"({"url": ")" + moved_url + R"("} {"events": ["DEPOSIT"]})");
 }
 
+TEST_F(webhooks_e2e, finished_deliveries_past_their_retention_are_deleted_and_nothing_else) {
+  // Three payments delivered to one endpoint; two of them made to have ended 31 days ago. A second,
+  // disabled endpoint has a FAILED delivery that ended 40 days ago and disabled it (the endpoint
+  // names it), and a PENDING one made 40 days ago. With the default retention of 30 days, the
+  // dispatcher (pruning every 20 ms here) deletes exactly the two old delivered ones.
+  server_process server(server_options(quick_webhooks({{"WALLET_WEBHOOKS_PRUNE_INTERVAL_MS", "20"}})));
+  http_client c(server.port());
+  const auto& op = server.operator_key();
+  const auto merchant = make_party(c, op, "merchant");
+  const auto payer = make_party(c, op, "user", 100'000);
+  webhook_receiver receiver([](int) { return 200; });
+  const auto ep = create_endpoint(c, merchant.key, receiver.url());
+  const auto idle = create_endpoint(c, merchant.key, receiver.url("/idle"), R"(["SWEEP"])");
+  ASSERT_GT(idle.id, 0);
+  for (int i = 1; i <= 3; ++i) transfer(c, payer.key, payer.account, merchant.account, i);
+  ASSERT_TRUE(eventually([&] { return count_with_status(deliveries(c, merchant.key, ep.id), "DELIVERED") == 3; },
+                         std::chrono::seconds(60), std::chrono::milliseconds(20)));
+  const auto ids = deliveries(c, merchant.key, ep.id);
+  const auto id = [&](std::size_t i) { return field(ids.at(i), "id"); };
+
+  const auto idle_id = std::to_string(idle.id);
+  // The FAILED delivery and the endpoint naming it in one statement: a prune never sees the one
+  // without the other.
+  const auto failed =
+      sql_value(owner_url(),
+                "WITH f AS (INSERT INTO webhook_delivery (endpoint_id, event_cursor, event_id, event_type, body,"
+                " status, attempts, span_attempts, completed_at, created_at) VALUES (" +
+                    idle_id +
+                    ", 1, 'e-failed', 'SWEEP', '{}', 'FAILED', 1, 1, now() - interval '40 days',"
+                    " now() - interval '41 days') RETURNING id),"
+                    " e AS (UPDATE webhook_endpoint SET disabled_at = now(), disabled_reason = 'given up',"
+                    " disabled_by_delivery = (SELECT id FROM f) WHERE id = " +
+                    idle_id + ") SELECT id FROM f");
+  // Made once the endpoint is disabled, so that no attempt delivers it.
+  const auto pending =
+      sql_value(owner_url(),
+                "INSERT INTO webhook_delivery (endpoint_id, event_cursor, event_id, event_type, body,"
+                " created_at) VALUES (" +
+                    idle_id + ", 2, 'e-pending', 'SWEEP', '{}', now() - interval '40 days') RETURNING id");
+  sql_value(owner_url(), "UPDATE webhook_delivery SET completed_at = now() - interval '31 days' WHERE id IN (" + id(0) +
+                             ", " + id(1) + ") RETURNING id");
+
+  ASSERT_TRUE(eventually([&] { return metric_value(server.port(), "wallet_webhook_deliveries_pruned_total") == 2; },
+                         std::chrono::seconds(30), std::chrono::milliseconds(20)));
+  EXPECT_EQ(sql_value(owner_url(),
+                      "SELECT string_agg(id::text, ',' ORDER BY id) FROM webhook_delivery"
+                      " WHERE endpoint_id IN (" +
+                          std::to_string(ep.id) + ", " + idle_id + ")"),
+            id(2) + "," + failed + "," + pending);
+  const auto listed = deliveries(c, merchant.key, ep.id);
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(field(listed[0], "id"), id(2));
+}
+
 TEST_F(webhooks_e2e, two_servers_never_send_one_endpoints_events_at_the_same_time_nor_twice) {
   // Two wallet-servers on one database both dispatch. Forty payments to a merchant whose receiver
   // holds each request a few milliseconds (to widen any overlap) and counts how many are open at
