@@ -399,6 +399,10 @@ void ledger_service::rotate_provider_secret(request_origin origin, std::string n
       std::move(done));
 }
 
+bool ledger_service::provider_cached(const std::string& name) {
+  return impl_->flows->cached_provider(name).has_value();
+}
+
 void ledger_service::find_provider(std::string name, query_callback<std::optional<provider_view>> done) {
   impl_->flows->provider(
       name, [done = std::move(done)](ledger::error_code code, std::optional<persistence::provider_record> p) {

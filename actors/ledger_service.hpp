@@ -131,6 +131,8 @@ class ledger_service {
   // A provider with its signing secrets (cached for auth.key_cache_ttl_ms once read); nullopt when
   // there is none.
   void find_provider(std::string name, query_callback<std::optional<provider_view>> done);
+  // Whether find_provider(name) would be answered from the cache, without a database read.
+  bool provider_cached(const std::string& name);
   // Replaces a provider's signing secret by `new_secret`; the one replaced verifies its events for
   // `previous_valid_s` seconds more.
   void rotate_provider_secret(request_origin origin, std::string name, std::string new_secret,

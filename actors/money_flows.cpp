@@ -180,17 +180,8 @@ void money_flows::user_account(ledger::account_id id, money_result missing, fini
 
 void money_flows::provider(const std::string& name,
                            std::function<void(ledger::error_code, std::optional<persistence::provider_record>)> done) {
-  std::optional<persistence::provider_record> cached;
-  {
-    const auto trusted_since =
-        std::chrono::steady_clock::now() - std::chrono::milliseconds(settings_.auth.key_cache_ttl_ms);
-    std::lock_guard lock(providers_mutex_);
-    if (auto it = providers_.find(name); it != providers_.end() && it->second.read_at >= trusted_since) {
-      cached = it->second.record;
-    }
-  }
   // Answered outside the lock: the answer may start a flow that asks for a provider again.
-  if (cached) return done(ledger::error_code::ok, std::move(cached));
+  if (auto cached = cached_provider(name)) return done(ledger::error_code::ok, std::move(cached));
   core_.readers->read<std::optional<persistence::provider_record>>(
       [name](pqxx::connection& conn) { return persistence::find_provider(conn, name); },
       [this, done](query_result<std::optional<persistence::provider_record>> r) {
@@ -242,6 +233,16 @@ void money_flows::launch_serial(const std::string& key, std::function<void(std::
     }
     launch_serial(key, std::move(next));
   });
+}
+
+std::optional<persistence::provider_record> money_flows::cached_provider(const std::string& name) {
+  const auto trusted_since =
+      std::chrono::steady_clock::now() - std::chrono::milliseconds(settings_.auth.key_cache_ttl_ms);
+  std::lock_guard lock(providers_mutex_);
+  if (auto it = providers_.find(name); it != providers_.end() && it->second.read_at >= trusted_since) {
+    return it->second.record;
+  }
+  return std::nullopt;
 }
 
 void money_flows::remember_provider(const persistence::provider_record& p) {

@@ -88,6 +88,8 @@ class money_flows {
   void provider(const std::string& name,
                 std::function<void(ledger::error_code, std::optional<persistence::provider_record>)> done);
   void remember_provider(const persistence::provider_record& p);
+  // The provider as cached, when it was read within auth.key_cache_ttl_ms; no database read.
+  std::optional<persistence::provider_record> cached_provider(const std::string& name);
   // A provider a request names: `next` gets it, or `finish` gets why not (the database, or 400
   // for a provider nobody created). `next` gets it as an optional that is always set, so that it
   // can move it on.
@@ -163,12 +165,12 @@ class money_flows {
   service_core& core_;
   account_cache& accounts_;
   single_flight flights_;
-  struct cached_provider {
+  struct provider_entry {
     persistence::provider_record record;
     std::chrono::steady_clock::time_point read_at;
   };
   std::mutex providers_mutex_;
-  std::unordered_map<std::string, cached_provider> providers_;
+  std::unordered_map<std::string, provider_entry> providers_;
   // one_at_a_time: the runs waiting behind the one in progress, by key (a key is here while one runs).
   std::mutex serial_mutex_;
   std::unordered_map<std::string, std::deque<std::function<void(std::function<void()>)>>> serial_;

@@ -12,7 +12,8 @@ handler_support::handler_support(const config::settings& s, actors::ledger_servi
     : settings(s),
       service(svc),
       stats(m),
-      unknown_accounts_(s.auth.unknown_accounts_per_second, s.auth.unknown_accounts_burst, k_guarded_keys_max) {}
+      unknown_accounts_(s.auth.unknown_accounts_per_second, s.auth.unknown_accounts_burst, k_guarded_keys_max),
+      unauthenticated_(s.auth.unauthenticated_per_second, s.auth.unauthenticated_burst, k_guarded_keys_max) {}
 
 void handler_support::fail(const exchange_ptr& ex, const problem& p) const {
   ex->respond(problem_reply(p, ex->request_id));
@@ -73,6 +74,17 @@ bool handler_support::within_lookup_allowance(const exchange_ptr& ex, const prin
   const auto retry = unknown_accounts_.retry_after_s(key);
   fail(ex, http_problem(429, "rate_limited", "Too many requests",
                         "too many requests named accounts that do not exist or are not yours; retry after " +
+                            std::to_string(retry) + " s",
+                        retry));
+  return false;
+}
+
+bool handler_support::within_unauthenticated_allowance(const exchange_ptr& ex) {
+  if (unauthenticated_.take(ex->client_address)) return true;
+  ++stats.unauthenticated_refused;
+  const auto retry = unauthenticated_.retry_after_s(ex->client_address);
+  fail(ex, http_problem(429, "rate_limited", "Too many requests",
+                        "too many requests without a valid credential from this address; retry after " +
                             std::to_string(retry) + " s",
                         retry));
   return false;

@@ -1,8 +1,9 @@
 #pragma once
 
 // What every handler uses: the settings and the service, the problem answers, the checked body
-// and Idempotency-Key of a request, and the principal's allowance of lookups of accounts that do
-// not exist. One object per server, shared by the handlers of every resource.
+// and Idempotency-Key of a request, the principal's allowance of lookups of accounts that do not
+// exist, and the client address's allowance of database reads made for requests without a valid
+// credential. One object per server, shared by the pipeline and the handlers of every resource.
 
 #include <functional>
 #include <optional>
@@ -44,6 +45,11 @@ class handler_support {
   // A lookup by the request's principal `by` found no account (or not its own).
   void count_unknown_account(const exchange_ptr& ex, ledger::principal_id by);
 
+  // Whether the client address may still make the server read the database for a request without
+  // a credential it knows (an API key it has not seen, a provider it has not read lately): takes
+  // one of the address's allowance (auth.unauthenticated_per_second), or answers 429 here.
+  bool within_unauthenticated_allowance(const exchange_ptr& ex);
+
   // Loads an account the principal may see: its own, or any for an operator; otherwise 404.
   void visible_account(const exchange_ptr& ex, const principal& who, ledger::account_id id,
                        std::function<void(const actors::account_view&)> next);
@@ -61,6 +67,8 @@ class handler_support {
  private:
   // Lookups of accounts that turned out not to exist (or not to be the caller's), per principal.
   token_buckets unknown_accounts_;
+  // Reads for requests without a known credential, per client address.
+  token_buckets unauthenticated_;
 };
 
 // Client addresses and principals tracked by the in-process guards at most.

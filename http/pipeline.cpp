@@ -24,11 +24,7 @@ void guarded(const exchange_ptr& ex, Step&& step) {
 
 }  // namespace
 
-pipeline::pipeline(handler_support& support, ratelimit::limiter* limiter)
-    : support_(support),
-      limiter_(limiter),
-      unauthenticated_(support.settings.auth.unauthenticated_per_second, support.settings.auth.unauthenticated_burst,
-                       k_guarded_keys_max) {}
+pipeline::pipeline(handler_support& support, ratelimit::limiter* limiter) : support_(support), limiter_(limiter) {}
 
 void pipeline::run(const exchange_ptr& ex, const route& r, std::function<void(const principal&)> next) {
   if (r.who == access::open) return next(principal{});
@@ -78,14 +74,7 @@ void pipeline::authenticate(const exchange_ptr& ex, std::function<void(const pri
   // key (and its address's allowance) before forwarding it, and every forwarded request would
   // otherwise share one allowance, the "cluster" address's, on a node whose key cache is cold.
   const bool known_before = has_key && (ex->forwarded || support_.service.knows_key(key_hash));
-  if (!known_before && !unauthenticated_.take(ex->client_address)) {
-    ++support_.stats.unauthenticated_refused;
-    const auto retry = unauthenticated_.retry_after_s(ex->client_address);
-    return support_.fail(ex, http_problem(429, "rate_limited", "Too many requests",
-                                          "too many requests without a valid API key from this address; retry after " +
-                                              std::to_string(retry) + " s",
-                                          retry));
-  }
+  if (!known_before && !support_.within_unauthenticated_allowance(ex)) return;
   if (!has_key) {
     auto r = problem_reply(
         problem_for(ledger::error_code::unauthorized, "send an API key as \"Authorization: Bearer <key>\""),

@@ -12,7 +12,6 @@
 
 #include "http/handler_support.hpp"
 #include "http/router.hpp"
-#include "http/token_buckets.hpp"
 #include "ratelimit/limiter.hpp"
 
 namespace api {
@@ -45,9 +44,6 @@ class pipeline {
   std::shared_mutex limiter_mutex_;
   ratelimit::limiter* limiter_;
   std::atomic<bool> stopped_{false};
-  // Requests whose API key needs a database read (unknown, or not yet cached), per client
-  // address: checked before the read, so a flood of bad keys cannot take the readers.
-  token_buckets unauthenticated_;
 };
 
 }  // namespace api

@@ -158,6 +158,11 @@ void provider_event(handler_support& s, const exchange_ptr& ex) {
     return bad_signature(s, ex);
   }
   const auto name = provider->text;
+  // A provider this server has not read lately costs a database read: only within the client
+  // address's allowance, as an API key it does not know does (a flood of made-up names is 429). An
+  // event another node forwarded was checked there, and would otherwise spend the one allowance of
+  // every forwarded request (as for keys, pipeline.cpp).
+  if (!ex->forwarded && !s.service.provider_cached(name) && !s.within_unauthenticated_allowance(ex)) return;
   s.service.find_provider(name, [&s, ex, object = std::move(*object)](
                                     actors::query_result<std::optional<actors::provider_view>> r) {
     if (r.outcome != ledger::error_code::ok) return s.unavailable(ex, r.outcome, r.detail);

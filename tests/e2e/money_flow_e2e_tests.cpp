@@ -422,6 +422,58 @@ TEST_F(MoneyFlowE2E, AProviderSecretRotatedOnOneServerIsKnownOnAnotherWithinTheC
   EXPECT_EQ(pay_there_signed_with(p.secret), 401);
 }
 
+// Events naming providers the server has not read cost a database read each, so they spend the
+// client address's allowance for requests without a known credential: past it (a burst of 3, 1 a
+// second here) they are 429 before any read. A provider the server knows is never held back.
+TEST_F(MoneyFlowE2E, EventsNamingUnknownProvidersAreLimitedPerAddressBeforeTheirRead) {
+  auto limited_options = options();
+  limited_options.env["WALLET_AUTH_UNAUTHENTICATED_PER_SECOND"] = "1";
+  limited_options.env["WALLET_AUTH_UNAUTHENTICATED_BURST"] = "3";
+  limited_options.env["WALLET_AUTH_KEY_CACHE_TTL_MS"] = "600000";
+  // The test counts the reads its requests cause: the background work that reads through the same
+  // pool (sweeps, hold expiry, the check for revoked keys) waits while it runs.
+  limited_options.env["WALLET_LEDGER_SWEEP_INTERVAL_MS"] = "600000";
+  limited_options.env["WALLET_LEDGER_HOLD_EXPIRY_INTERVAL_MS"] = "600000";
+  ts::server_process server(limited_options);
+  ts::http_client c(server.port());
+  const auto& op = server.operator_key();
+  // Made through this server, so it knows the provider without reading it.
+  const auto name = "p" + ts::unique_key("known").substr(0, 20);
+  const auto made = c.post("/v1/providers", op, R"({"name":")" + name + R"("})");
+  ASSERT_EQ(made.status, 201) << made.body;
+  const provider known{name, str(made.json().as_object().at("signingSecret"))};
+  const auto who = ts::create_principal(c, op);
+  const auto account = ts::create_account(c, op, who.id);
+
+  const auto reads = [&] { return ts::metric_value(c, "wallet_reader_jobs_total"); };
+  const auto started = std::chrono::steady_clock::now();
+  const auto reads_before = reads();
+  int unsigned_reads = 0, limited = 0;
+  for (int i = 0; i < 30; ++i) {
+    const provider made_up{"nobody-" + std::to_string(i), "whsec_guessed-secret-guessed-secret-guessed"};
+    const auto r = signed_event(c, made_up, event(made_up, "ev-" + std::to_string(i), "payment.succeeded", {}));
+    if (r.status == 401) {
+      ++unsigned_reads;
+    } else {
+      ASSERT_EQ(r.status, 429) << r.body;
+      EXPECT_EQ(str(r.json().as_object().at("code")), "rate_limited");
+      EXPECT_FALSE(r.header("Retry-After").empty());
+      ++limited;
+    }
+  }
+  const auto elapsed_s =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started).count();
+  EXPECT_LE(unsigned_reads, 3 + elapsed_s + 1);
+  EXPECT_EQ(unsigned_reads + limited, 30);
+  EXPECT_LE(reads() - reads_before, unsigned_reads);
+  const auto paid =
+      signed_event(c, known,
+                   event(known, "ev-known", "payment.succeeded",
+                         {{"paymentId", "pay-known"}, {"accountId", account}, {"amount", 5}, {"currency", "EUR"}}));
+  EXPECT_EQ(paid.status, 200) << paid.body;
+  EXPECT_EQ(ts::balance(c, who.key, account), 5);
+}
+
 TEST_F(MoneyFlowE2E, EventsNamingUnknownThingsAre422) {
   ts::http_client c(port());
   const auto p = new_provider(c);
