@@ -399,6 +399,16 @@ void ledger_service::rotate_provider_secret(request_origin origin, std::string n
       std::move(done));
 }
 
+void ledger_service::list_providers(query_callback<std::vector<provider_view>> done) {
+  impl_->core.readers->read<std::vector<provider_view>>(
+      [](pqxx::connection& conn) {
+        std::vector<provider_view> out;
+        for (const auto& p : persistence::list_providers(conn)) out.push_back(to_view(p));
+        return out;
+      },
+      std::move(done));
+}
+
 bool ledger_service::provider_cached(const std::string& name) {
   return impl_->flows->cached_provider(name).has_value();
 }
@@ -764,6 +774,11 @@ void ledger_service::create_webhook_endpoint(request_origin origin, webhook_endp
 void ledger_service::list_webhook_endpoints(std::optional<ledger::principal_id> owner, std::int64_t after, int limit,
                                             query_callback<std::vector<webhook_endpoint_view>> done) {
   impl_->webhooks->list(owner, after, limit, std::move(done));
+}
+
+void ledger_service::find_webhook_endpoint(std::int64_t id, std::optional<ledger::principal_id> owner,
+                                           query_callback<std::optional<webhook_endpoint_view>> done) {
+  impl_->webhooks->find(id, owner, std::move(done));
 }
 
 void ledger_service::delete_webhook_endpoint(request_origin origin, std::int64_t id,

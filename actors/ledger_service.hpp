@@ -131,6 +131,8 @@ class ledger_service {
   // A provider with its signing secrets (cached for auth.key_cache_ttl_ms once read); nullopt when
   // there is none.
   void find_provider(std::string name, query_callback<std::optional<provider_view>> done);
+  // Every provider, by id (never shown with its secrets).
+  void list_providers(query_callback<std::vector<provider_view>> done);
   // Whether find_provider(name) would be answered from the cache, without a database read.
   bool provider_cached(const std::string& name);
   // Replaces a provider's signing secret by `new_secret`; the one replaced verifies its events for
@@ -240,6 +242,9 @@ class ledger_service {
                                query_callback<webhook_create_view> done);
   void list_webhook_endpoints(std::optional<ledger::principal_id> owner, std::int64_t after, int limit,
                               query_callback<std::vector<webhook_endpoint_view>> done);
+  // nullopt: no such live endpoint.
+  void find_webhook_endpoint(std::int64_t id, std::optional<ledger::principal_id> owner,
+                             query_callback<std::optional<webhook_endpoint_view>> done);
   // False: no such live endpoint.
   void delete_webhook_endpoint(request_origin origin, std::int64_t id, std::optional<ledger::principal_id> owner,
                                query_callback<bool> done);

@@ -109,6 +109,17 @@ void webhook_endpoints::list(std::optional<ledger::principal_id> owner, std::int
       std::move(done));
 }
 
+void webhook_endpoints::find(std::int64_t id, std::optional<ledger::principal_id> owner,
+                             query_callback<std::optional<webhook_endpoint_view>> done) {
+  readers_->read<std::optional<webhook_endpoint_view>>(
+      [id, owner](pqxx::connection& conn) -> std::optional<webhook_endpoint_view> {
+        const auto e = persistence::find_webhook_endpoint(conn, id, owner);
+        if (!e) return std::nullopt;
+        return to_endpoint_view(*e);
+      },
+      std::move(done));
+}
+
 void webhook_endpoints::remove(request_origin origin, std::int64_t id, std::optional<ledger::principal_id> owner,
                                query_callback<bool> done) {
   readers_->read<bool>(

@@ -44,6 +44,9 @@ class webhook_endpoints {
   // `owner`: that principal's endpoints; nullopt: everyone's (an operator).
   void list(std::optional<ledger::principal_id> owner, std::int64_t after, int limit,
             query_callback<std::vector<webhook_endpoint_view>> done);
+  // nullopt: no such live endpoint (of `owner`).
+  void find(std::int64_t id, std::optional<ledger::principal_id> owner,
+            query_callback<std::optional<webhook_endpoint_view>> done);
   // False: no such live endpoint (of `owner`).
   void remove(request_origin origin, std::int64_t id, std::optional<ledger::principal_id> owner,
               query_callback<bool> done);

@@ -157,6 +157,7 @@ json::object provider_json(const actors::provider_view& p, bool with_secret) {
   o["id"] = p.id;
   o["name"] = p.name;
   if (with_secret) o["signingSecret"] = p.signing_secret;
+  o["sendsEvents"] = !p.signing_secret.empty();
   o["createdAt"] = p.created_at;
   o["secretRotatedAt"] = p.secret_rotated_at.empty() ? json::value(nullptr) : json::value(p.secret_rotated_at);
   o["previousSecretExpiresAt"] =

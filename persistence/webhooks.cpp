@@ -329,6 +329,14 @@ std::vector<webhook_endpoint_record> list_webhook_endpoints(pqxx::connection& co
   return out;
 }
 
+std::optional<webhook_endpoint_record> find_webhook_endpoint(pqxx::connection& conn, std::int64_t id,
+                                                             std::optional<ledger::principal_id> owner) {
+  pqxx::read_transaction txn(conn);
+  const auto found = txn.exec_prepared(k_find_endpoint, id, owner);
+  if (found.empty()) return std::nullopt;
+  return read_endpoint(found[0]);
+}
+
 bool delete_webhook_endpoint(pqxx::connection& conn, std::int64_t id, std::optional<ledger::principal_id> owner,
                              const audit_entry* audit) {
   pqxx::work txn(conn);

@@ -53,6 +53,10 @@ std::vector<webhook_endpoint_record> list_webhook_endpoints(pqxx::connection& co
                                                             std::optional<ledger::principal_id> owner,
                                                             std::int64_t after, int limit);
 
+// A live endpoint of `owner` (any when nullopt); nullopt: there is no such live endpoint.
+std::optional<webhook_endpoint_record> find_webhook_endpoint(pqxx::connection& conn, std::int64_t id,
+                                                             std::optional<ledger::principal_id> owner);
+
 // Deletes a live endpoint of `owner` (any when nullopt): it gets no further attempt. False: there
 // is no such live endpoint.
 bool delete_webhook_endpoint(pqxx::connection& conn, std::int64_t id, std::optional<ledger::principal_id> owner,

@@ -43,6 +43,18 @@ void create_provider(handler_support& s, const exchange_ptr& ex, const principal
                             });
 }
 
+// Every provider, without its secrets: {"providers": [...]}.
+void list_providers(handler_support& s, const exchange_ptr& ex) {
+  s.service.list_providers([&s, ex](actors::query_result<std::vector<actors::provider_view>> r) {
+    if (r.outcome != ledger::error_code::ok) return s.unavailable(ex, r.outcome, r.detail);
+    boost::json::array providers;
+    for (const auto& p : r.value) providers.push_back(provider_json(p, false));
+    boost::json::object o;
+    o["providers"] = std::move(providers);
+    ex->respond(json_reply(200, o));
+  });
+}
+
 // {"previousSecretExpiresInSeconds"?}; an empty body is allowed. The new secret is shown once, here.
 void rotate_secret(handler_support& s, const exchange_ptr& ex, const principal& who, const std::string& name) {
   const auto not_found = "provider \"" + name.substr(0, k_provider_name_max) + "\" was not found";
@@ -184,6 +196,8 @@ void provider_event(handler_support& s, const exchange_ptr& ex) {
 void add_provider_routes(router& r, handler_support& s) {
   r.add({"POST", "/v1/providers", access::operator_, rate_class::read, param_kind::integer, false,
          [&s](const exchange_ptr& ex, const principal& who, const path_params&) { create_provider(s, ex, who); }});
+  r.add({"GET", "/v1/providers", access::operator_, rate_class::read, param_kind::integer, false,
+         [&s](const exchange_ptr& ex, const principal&, const path_params&) { list_providers(s, ex); }});
   r.add({"POST", "/v1/providers/{name}/rotate-secret", access::operator_, rate_class::read, param_kind::text, false,
          [&s](const exchange_ptr& ex, const principal& who, const path_params& p) {
            rotate_secret(s, ex, who, p.text);

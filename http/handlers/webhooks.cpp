@@ -281,6 +281,16 @@ void list_endpoints(handler_support& s, const exchange_ptr& ex, const principal&
                                    });
 }
 
+void get_endpoint(handler_support& s, const exchange_ptr& ex, const principal& who, std::int64_t id) {
+  s.service.find_webhook_endpoint(id, owner_filter(who),
+                                  [&s, ex, id](actors::query_result<std::optional<actors::webhook_endpoint_view>> r) {
+                                    if (r.outcome != ledger::error_code::ok)
+                                      return s.unavailable(ex, r.outcome, r.detail);
+                                    if (!r.value) return endpoint_not_found(s, ex, id);
+                                    ex->respond(json_reply(200, endpoint_json(*r.value)));
+                                  });
+}
+
 void delete_endpoint(handler_support& s, const exchange_ptr& ex, const principal& who, std::int64_t id) {
   s.service.delete_webhook_endpoint({who.id, ex->request_id}, id, owner_filter(who),
                                     [&s, ex, id](actors::query_result<bool> r) {
@@ -354,6 +364,8 @@ void add_webhook_routes(router& r, handler_support& s) {
          [&s](const exchange_ptr& ex, const principal& who, const path_params& p) {
            delete_endpoint(s, ex, who, p.id);
          }});
+  r.add({"GET", "/v1/webhook-endpoints/{id}", access::principal, rate_class::read, param_kind::integer, false,
+         [&s](const exchange_ptr& ex, const principal& who, const path_params& p) { get_endpoint(s, ex, who, p.id); }});
   r.add({"PATCH", "/v1/webhook-endpoints/{id}", access::principal, rate_class::read, param_kind::integer, false,
          [&s](const exchange_ptr& ex, const principal& who, const path_params& p) {
            update_endpoint(s, ex, who, p.id);

@@ -378,6 +378,26 @@ TEST_F(MoneyFlowE2E, ARotatedProviderSecretVerifiesBesideTheOldOneForItsWindow) 
   EXPECT_EQ(pay_signed_with(s1), 401);
   EXPECT_EQ(pay_signed_with(s0), 401);
 
+  // The list shows the rotation, never a secret; the manual provider sends no events.
+  const auto list = c.get("/v1/providers", op());
+  ASSERT_EQ(list.status, 200) << list.body;
+  EXPECT_EQ(list.body.find("whsec_"), std::string::npos);
+  int listed = 0;
+  const auto providers = list.json();
+  for (const auto& item : providers.as_object().at("providers").as_array()) {
+    const auto& o = item.as_object();
+    if (str(o.at("name")) == "manual") {
+      EXPECT_FALSE(o.at("sendsEvents").as_bool());
+    }
+    if (str(o.at("name")) != p.name) continue;
+    ++listed;
+    EXPECT_TRUE(o.at("sendsEvents").as_bool());
+    EXPECT_EQ(o.at("secretRotatedAt"), second.json().as_object().at("secretRotatedAt"));
+    EXPECT_TRUE(o.at("previousSecretExpiresAt").is_null());
+  }
+  EXPECT_EQ(listed, 1);
+  EXPECT_EQ(c.get("/v1/providers", alice.key).status, 403);
+
   // Five payments verified, 10 each: two with s0 before any rotation, s1 and s0 in the window, s2.
   EXPECT_EQ(ts::balance(c, alice.key, a), 50);
   EXPECT_EQ(ts::query_value("SELECT string_agg(detail->>'previousSecretValidSeconds', ',' ORDER BY id) FROM audit_log"
