@@ -18,6 +18,7 @@
 #include "http/signature.hpp"
 #include "tests/support/database.hpp"
 #include "tests/support/metrics.hpp"
+#include "tests/support/process.hpp"
 #include "tests/support/support.hpp"
 
 namespace ts = test_support;
@@ -405,6 +406,25 @@ TEST_F(MoneyFlowE2E, ARotatedProviderSecretVerifiesBesideTheOldOneForItsWindow) 
                             p.name + "'"),
             "86400,0");
   EXPECT_EQ(ts::query_value("SELECT count(*) FROM audit_log WHERE detail::text LIKE '%whsec\\_%'"), "0");
+
+  // wallet-admin rotates too: "provider <id> (<name>): signing secret <secret>", with no window here.
+  const auto admin = ts::run_program(ts::build_dir() + "/tools/admin/wallet-admin",
+                                     {"providers", "rotate-secret", p.name, "--previous-valid-seconds", "0"},
+                                     ts::current_environment(), std::chrono::seconds(60));
+  ASSERT_EQ(admin.exit_code, 0) << admin.output;
+  const auto secret_at = admin.output.rfind("signing secret ");
+  ASSERT_NE(secret_at, std::string::npos) << admin.output;
+  auto s3 = admin.output.substr(secret_at + 15);
+  s3.erase(s3.find_last_not_of(" \r\n") + 1);
+  EXPECT_EQ(s3.rfind("whsec_", 0), 0u) << admin.output;
+  const auto unknown = ts::run_program(ts::build_dir() + "/tools/admin/wallet-admin",
+                                       {"providers", "rotate-secret", "nobody-by-this-name"}, ts::current_environment(),
+                                       std::chrono::seconds(60));
+  EXPECT_EQ(unknown.exit_code, 1) << unknown.output;
+  // The server cached the provider when it rotated it through the API; within auth.key_cache_ttl_ms
+  // it may still verify with s2, so the admin's secret is checked once that cache has moved on.
+  EXPECT_TRUE(ts::eventually([&] { return pay_signed_with(s3) == 200; }, 30s, 50ms));
+  EXPECT_TRUE(ts::eventually([&] { return pay_signed_with(s2) == 401; }, 30s, 50ms));
 }
 
 // A rotation made through one server is known to another of the same database within

@@ -5,6 +5,9 @@
 //                                    (--incremental: only what changed since the last run)
 //   wallet-admin create-operator     make an operator principal and print its API key once
 //   wallet-admin providers create NAME   make a payment provider and print its signing secret once
+//   wallet-admin providers rotate-secret NAME [--previous-valid-seconds N]
+//                                    give it a new signing secret, printed once; the old one
+//                                    verifies for N seconds more (a day by default, 0: not at all)
 //   wallet-admin settlements import FILE
 //                                    import a provider's settlement report (docs/settlements.md);
 //                                    exit 0 if it matched the ledger, 1 if it found differences,
@@ -132,6 +135,14 @@ int main(int argc, char** argv) {
   auto* create_provider = providers->add_subcommand("create", "Make a provider and print its signing secret once");
   std::string provider_name;
   create_provider->add_option("NAME", provider_name, "1 to 40 of a-z, 0-9, '_' and '-'")->required();
+  auto* rotate_provider = providers->add_subcommand(
+      "rotate-secret", "Give a provider a new signing secret and print it once; the old one verifies a while more");
+  rotate_provider->add_option("NAME", provider_name, "The provider's name")->required();
+  std::int64_t previous_valid_s = 24 * 3600;
+  rotate_provider
+      ->add_option("--previous-valid-seconds", previous_valid_s,
+                   "How long events signed with the old secret still verify (0: not at all; at most 604800)")
+      ->check(CLI::Range(std::int64_t{0}, std::int64_t{7 * 24 * 3600}));
   providers->require_subcommand(1);
   auto* settlements = app.add_subcommand("settlements", "Payment providers' settlement reports");
   settlements->require_subcommand(1);
@@ -200,6 +211,27 @@ int main(int argc, char** argv) {
       }
       std::cout << "provider " << created->id << " (" << created->name << "): signing secret "
                 << created->signing_secret << "\n";
+      return 0;
+    }
+    if (rotate_provider->parsed()) {
+      auto conn = persistence::connect(options_for(settings.database.url, settings));
+      const auto r = persistence::rotate_provider_secret(*conn, provider_name, api::new_signing_secret(),
+                                                         previous_valid_s, nullptr);
+      switch (r.outcome) {
+        case persistence::provider_rotation_outcome::rotated: break;
+        case persistence::provider_rotation_outcome::no_provider:
+          std::cerr << "wallet-admin: no provider is named \"" << provider_name << "\"\n";
+          return 1;
+        case persistence::provider_rotation_outcome::no_secret:
+          std::cerr << "wallet-admin: provider \"" << provider_name << "\" sends no events and has no secret\n";
+          return 1;
+      }
+      std::cout << "provider " << r.provider.id << " (" << r.provider.name << "): signing secret "
+                << r.provider.signing_secret;
+      if (!r.provider.previous_secret_expires_at.empty()) {
+        std::cout << "; the previous one verifies until " << r.provider.previous_secret_expires_at;
+      }
+      std::cout << "\n";
       return 0;
     }
     if (settlements_import->parsed()) return import_settlements(settings, report_path, imported_by);
