@@ -124,6 +124,8 @@ events_view to_view(const persistence::events_page& page) {
   events_view out;
   out.next = page.next;
   out.more = page.more;
+  out.pruned_through = page.pruned_through;
+  out.expired = page.expired;
   for (const auto& e : page.events) {
     event_view v;
     v.cursor = e.cursor;

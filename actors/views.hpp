@@ -329,8 +329,10 @@ struct event_view {
 
 struct events_view {
   std::vector<event_view> events;
-  std::int64_t next = 0;  // the `after` of the next call
-  bool more = false;      // false: the feed ended here when it was read
+  std::int64_t next = 0;            // the `after` of the next call
+  bool more = false;                // false: the feed ended here when it was read
+  std::int64_t pruned_through = 0;  // the cursor of the last event deleted past the retention
+  bool expired = false;             // events after the `after` asked for were deleted unread
 };
 
 // Webhook endpoints and deliveries (docs/events.md, "Webhooks"). The signing secret is in the

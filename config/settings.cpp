@@ -234,6 +234,11 @@ std::vector<descriptor> describe(settings& s) {
       {"events", "feed_page_max", "Largest page of GET /v1/events.", int_rule{&s.events.feed_page_max, 1, 100'000}},
       {"events", "feed_scan_max", "Events one GET /v1/events looks at most (a filtered page may come back short).",
        int_rule{&s.events.feed_scan_max, 1, 10'000'000}},
+      {"events", "feed_retention_days",
+       "Days the event feed (GET /v1/events) keeps an event; the relay deletes older ones (0: kept for good).",
+       int_rule{&s.events.feed_retention_days, 0, 36'500}},
+      {"events", "prune_interval_ms", "How often the active relay deletes the feed's events past their retention.",
+       int_rule{&s.events.prune_interval_ms, 10, 86'400'000}},
 
       {"cluster", "enabled",
        "Run as one of several nodes on one ledger: debit only the accounts of partitions this node leases.",

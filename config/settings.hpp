@@ -147,6 +147,8 @@ struct events_settings {
   std::int64_t backoff_ms_max = 5'000;
   std::int64_t feed_page_max = 1'000;
   std::int64_t feed_scan_max = 10'000;
+  std::int64_t feed_retention_days = 30;    // the feed's events are deleted this long after (0: kept)
+  std::int64_t prune_interval_ms = 60'000;  // how often the active relay deletes them
 };
 
 // Several server nodes on one ledger (docs/scaling.md). Off: this process is the only one that

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <optional>
 #include <sstream>
 
 #include "base/assert.hpp"
@@ -40,6 +41,12 @@ class backoff {
   milliseconds next_;
 };
 
+// Outbox rows one prune statement deletes at most (one transaction, under the relay lock), and
+// statements one prune round runs at most, one after each relay round: a backlog is deleted over
+// several rounds, and publishing is never held up for more than one statement.
+constexpr int k_prune_batch = 1'000;
+constexpr int k_prune_statements_max = 50;
+
 }  // namespace
 
 relay_config relay_config_from(const config::settings& s) {
@@ -55,6 +62,8 @@ relay_config relay_config_from(const config::settings& s) {
   c.poll_interval_ms = s.events.poll_interval_ms;
   c.redis_timeout_ms = s.events.redis_timeout_ms;
   c.backoff_ms_max = s.events.backoff_ms_max;
+  c.feed_retention_days = s.events.feed_retention_days;
+  c.prune_interval_ms = s.events.prune_interval_ms;
   return c;
 }
 
@@ -71,6 +80,7 @@ struct outbox_relay::state {
   std::atomic<std::uint64_t> events_published{0};
   std::atomic<std::uint64_t> rows_published{0};
   std::atomic<std::uint64_t> rows_sequenced{0};
+  std::atomic<std::uint64_t> rows_pruned{0};
   std::atomic<std::uint64_t> redis_errors{0};
   std::atomic<std::uint64_t> database_errors{0};
   std::atomic<bool> holds_lock{false};
@@ -107,6 +117,7 @@ class outbox_relay::worker {
     milliseconds wait = poll_;
     try {
       if (round()) wait = milliseconds(0);
+      prune_when_due();
       measure_lag();
       database_backoff_.reset();
       if (database_down_) spdlog::info("events: relay database work succeeds again");
@@ -229,6 +240,33 @@ class outbox_relay::worker {
     return sequenced == rows_max || static_cast<std::int64_t>(rows.size()) == rows_max;
   }
 
+  // One prune statement when a prune round is due (every prune_interval_ms, the first at once) or
+  // under way; the round ends when a statement deletes less than a batch, when its statements are
+  // spent, or when another relay holds the lock.
+  void prune_when_due() {
+    if (s_.config.feed_retention_days == 0) return;
+    if (prune_statements_left_ == 0) {
+      const auto now = steady::now();
+      if (pruned_at_ && now - *pruned_at_ < milliseconds(s_.config.prune_interval_ms)) return;
+      pruned_at_ = now;
+      prune_statements_left_ = k_prune_statements_max;
+      pruned_in_round_ = 0;
+    }
+    --prune_statements_left_;
+    const auto pruned = persistence::prune_outbox(*database_, s_.config.feed_retention_days, k_prune_batch);
+    if (pruned) {
+      pruned_in_round_ += pruned->rows;
+      s_.rows_pruned.fetch_add(static_cast<std::uint64_t>(pruned->rows), std::memory_order_relaxed);
+    }
+    if (!pruned || pruned->rows < k_prune_batch) prune_statements_left_ = 0;
+    if (prune_statements_left_ == 0 && pruned_in_round_ > 0) {
+      spdlog::info(
+          "events: deleted {} outbox rows past events.feed_retention_days ({}); the feed now starts after "
+          "cursor {}",
+          pruned_in_round_, s_.config.feed_retention_days, pruned ? pruned->through_cursor : 0);
+    }
+  }
+
   void measure_lag() {
     s_.lag_ms.store(persistence::outbox_lag_ms(*database_), std::memory_order_relaxed);
     s_.lag_measured_ns.store(steady::now().time_since_epoch().count(), std::memory_order_relaxed);
@@ -246,6 +284,9 @@ class outbox_relay::worker {
   steady::time_point redis_retry_at_;
   bool database_down_ = false;
   bool redis_down_ = false;
+  std::optional<steady::time_point> pruned_at_;  // when the last prune round started
+  int prune_statements_left_ = 0;                // of the prune round under way (0: none)
+  std::int64_t pruned_in_round_ = 0;
 };
 
 outbox_relay::outbox_relay(relay_config config, relay_hooks hooks) : state_(std::make_unique<state>()) {
@@ -295,6 +336,7 @@ relay_stats outbox_relay::stats() const {
   out.events_published = s.events_published.load(std::memory_order_relaxed);
   out.rows_published = s.rows_published.load(std::memory_order_relaxed);
   out.rows_sequenced = s.rows_sequenced.load(std::memory_order_relaxed);
+  out.rows_pruned = s.rows_pruned.load(std::memory_order_relaxed);
   out.redis_errors = s.redis_errors.load(std::memory_order_relaxed);
   out.database_errors = s.database_errors.load(std::memory_order_relaxed);
   out.holds_lock = s.holds_lock.load(std::memory_order_relaxed);
@@ -321,6 +363,9 @@ std::string outbox_relay::render_metrics() const {
   series("wallet_events_outbox_rows_published_total", "Outbox rows marked published.", "counter", st.rows_published);
   series("wallet_events_outbox_rows_sequenced_total", "Outbox rows given their feed position.", "counter",
          st.rows_sequenced);
+  series("wallet_events_outbox_rows_pruned_total",
+         "Outbox rows this relay deleted past events.feed_retention_days (the feed's oldest events).", "counter",
+         st.rows_pruned);
   out << "# HELP wallet_events_relay_errors_total Relay failures, by what failed.\n"
       << "# TYPE wallet_events_relay_errors_total counter\n"
       << "wallet_events_relay_errors_total{kind=\"redis\"} " << st.redis_errors << '\n'

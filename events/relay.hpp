@@ -21,6 +21,10 @@
 // round (here or on another server) publishes them again, and consumers deduplicate by eventId.
 // Payments never wait for it: the writers only insert outbox rows, which the relay's locks never
 // block, and the relay's failures only delay it (bounded backoff), on its own thread.
+//
+// Every `prune_interval_ms` the relay holding the lock also deletes the head of the feed past
+// `feed_retention_days` (persistence::prune_outbox), one bounded statement after a round, so that
+// publishing goes on between them.
 
 #include <cstdint>
 #include <functional>
@@ -43,6 +47,8 @@ struct relay_config {
   std::int64_t poll_interval_ms = 100;
   std::int64_t redis_timeout_ms = 2'000;
   std::int64_t backoff_ms_max = 5'000;
+  std::int64_t feed_retention_days = 30;  // 0: every row is kept
+  std::int64_t prune_interval_ms = 60'000;
 };
 
 // The relay's configuration from the server's settings (events.*, the database's timeouts).
@@ -66,6 +72,7 @@ struct relay_stats {
   std::uint64_t events_published = 0;  // stream entries Redis acknowledged (a republished one counts again)
   std::uint64_t rows_published = 0;    // outbox rows marked published
   std::uint64_t rows_sequenced = 0;    // outbox rows given their feed position
+  std::uint64_t rows_pruned = 0;       // outbox rows deleted past the feed's retention
   std::uint64_t redis_errors = 0;
   std::uint64_t database_errors = 0;
   bool holds_lock = false;  // this relay held the relay lock in its last round

@@ -228,6 +228,16 @@ class webhook_dispatcher::worker {
     const auto page =
         persistence::read_event_feed(*conn_, e.feed_cursor, k_fan_out_events_max, s_.config.feed_scan_max, filter);
     if (page.next <= e.feed_cursor) return false;
+    if (e.feed_cursor < page.pruned_through) {
+      // Only an endpoint disabled while the feed's retention passed gets here: the relay keeps
+      // every event an enabled endpoint has still to be given.
+      spdlog::warn(
+          "webhooks: endpoint {} missed the events after cursor {} through {}: they were deleted past "
+          "events.feed_retention_days while it was disabled; it goes on from the oldest event kept",
+          e.id, e.feed_cursor, page.pruned_through);
+      std::lock_guard lock(s_.mutex);
+      ++s_.stats.feed_gaps;
+    }
     std::vector<persistence::new_webhook_delivery> deliveries;
     for (const auto& event : page.events) {
       if (!ledger::wants_event_type(e.event_types, event.type)) continue;
@@ -377,6 +387,9 @@ std::string webhook_dispatcher::render_metrics() const {
           s.database_errors);
   counter("wallet_webhook_deliveries_pruned_total",
           "Finished webhook deliveries this server deleted past webhooks.delivery_retention_days.", s.pruned);
+  counter("wallet_webhook_feed_gaps_total",
+          "Fan-outs that found an endpoint's next events deleted past events.feed_retention_days (it was disabled).",
+          s.feed_gaps);
   out << "# HELP wallet_webhook_attempts_in_flight Webhook attempts in flight in this server.\n"
       << "# TYPE wallet_webhook_attempts_in_flight gauge\nwallet_webhook_attempts_in_flight " << s.in_flight << '\n';
   return out.str();

@@ -81,6 +81,40 @@ const std::string k_feed_rows_sql = std::string("SELECT ") + k_row_columns +
                                     ") > $2 + 1)"
                                     " ORDER BY r.feed_seq LIMIT $3";
 
+// The head of the feed past the retention, deleted (migration 028 says which rows may go): the
+// first $2 rows by position up to the bound, of which the prefix whose rows are all published and
+// older than $1 days. The cursor of the prefix's last event is read from the statement's snapshot,
+// which still holds the rows being deleted.
+constexpr const char* k_prune = "outbox_prune";
+const std::string k_prune_sql =
+    "WITH bound AS (SELECT LEAST("
+    "    (SELECT feed_seq FROM outbox_event WHERE feed_seq IS NOT NULL ORDER BY feed_seq DESC LIMIT 1),"
+    "    (SELECT min(feed_cursor) >> " +
+    std::to_string(k_event_index_bits) +
+    " FROM webhook_endpoint"
+    "      WHERE deleted_at IS NULL AND disabled_at IS NULL)) - 1 AS seq),"
+    " candidates AS (SELECT r.id, r.feed_seq,"
+    "    r.published_at IS NOT NULL AND r.created_at < now() - $1::bigint * interval '1 day' AS due"
+    "    FROM outbox_event r WHERE r.feed_seq IS NOT NULL AND r.feed_seq <= (SELECT seq FROM bound)"
+    "    ORDER BY r.feed_seq LIMIT $2),"
+    " doomed AS (SELECT id, feed_seq FROM"
+    "    (SELECT id, feed_seq, bool_and(due) OVER (ORDER BY feed_seq) AS all_due FROM candidates) c WHERE all_due),"
+    " last AS (SELECT d.feed_seq, jsonb_array_length(" +
+    row_transactions_sql("o") +
+    ") AS events"
+    "    FROM doomed d JOIN outbox_event o ON o.id = d.id ORDER BY d.feed_seq DESC LIMIT 1),"
+    " gone AS (DELETE FROM outbox_event o USING doomed d WHERE o.id = d.id RETURNING o.id),"
+    " marked AS (UPDATE outbox_pruned p SET through_seq = last.feed_seq,"
+    "    through_cursor = (last.feed_seq << " +
+    std::to_string(k_event_index_bits) +
+    ") + last.events - 1,"
+    "    pruned_at = now() FROM last WHERE last.feed_seq > p.through_seq RETURNING p.through_cursor)"
+    " SELECT (SELECT count(*) FROM gone),"
+    "        COALESCE((SELECT through_cursor FROM marked), (SELECT through_cursor FROM outbox_pruned))";
+
+constexpr const char* k_pruned_through = "outbox_pruned_through";
+constexpr const char* k_pruned_through_sql = "SELECT through_cursor FROM outbox_pruned";
+
 // What an event says of the accounts its entries name. Nothing changes these once an account is
 // opened (only its status and balances change), so the relay keeps them between rounds.
 constexpr const char* k_account_labels = "outbox_account_labels";
@@ -278,6 +312,8 @@ void prepare_outbox_statements(pqxx::connection& conn) {
   conn.prepare(k_rows_by_id, k_rows_by_id_sql);
   conn.prepare(k_feed_rows, k_feed_rows_sql);
   conn.prepare(k_account_labels, k_account_labels_sql);
+  conn.prepare(k_prune, k_prune_sql);
+  conn.prepare(k_pruned_through, k_pruned_through_sql);
 }
 
 bool try_relay_lock(pqxx::transaction_base& txn) {
@@ -323,6 +359,13 @@ events_page read_event_feed(pqxx::connection& conn, std::int64_t after, int limi
   account_labels labels;
   events_page page;
   page.next = after;
+  // Read after the rows: a prune commits its deletions and its record together, so rows read
+  // with a gap in them are always followed by a record that covers the gap.
+  auto finish = [&] {
+    page.pruned_through = txn.exec_prepared1(k_pruned_through)[0].as<std::int64_t>();
+    page.expired = after > 0 && after < page.pruned_through;
+    return page;
+  };
   std::int64_t position = after;
   std::int64_t scanned = 0;
   for (std::int64_t rows_wanted = k_feed_rows_first;; rows_wanted = std::min(rows_wanted * 2, k_feed_rows_max)) {
@@ -338,13 +381,23 @@ events_page read_event_feed(pqxx::connection& conn, std::int64_t after, int limi
       if (static_cast<int>(page.events.size()) == limit || scanned >= scan_max) {
         page.next = position;
         page.more = true;
-        return page;
+        return finish();
       }
     }
     page.next = position;
     // Fewer rows than asked for: the feed ends here (every row read has events after the cursor).
-    if (static_cast<std::int64_t>(rows.size()) < rows_wanted) return page;
+    if (static_cast<std::int64_t>(rows.size()) < rows_wanted) return finish();
   }
+}
+
+std::optional<outbox_prune> prune_outbox(pqxx::connection& conn, std::int64_t retention_days, int limit) {
+  WALLET_ASSERT(retention_days > 0 && limit > 0, "a retention and a batch");
+  pqxx::work txn(conn);
+  if (!try_relay_lock(txn)) return std::nullopt;
+  const auto row = txn.exec_prepared1(k_prune, retention_days, limit);
+  outbox_prune out{row[0].as<std::int64_t>(), row[1].as<std::int64_t>()};
+  txn.commit();
+  return out;
 }
 
 }  // namespace persistence

@@ -9,7 +9,8 @@
 //   position given before (migration 008 says why ids alone are not a feed order);
 // - claim: the sequenced rows still unpublished, in feed order, locked (FOR UPDATE SKIP LOCKED);
 // - mark: those rows published, in the claim's own transaction;
-// - expand: a row's transactions as events, each with the accounts it moved money on.
+// - expand: a row's transactions as events, each with the accounts it moved money on;
+// - prune: the oldest rows, past events.feed_retention_days, deleted (migration 028).
 //
 // An event names public accounts only: an entry on a hot account's credit shard counts for the
 // account itself, and one event's entries on one account are summed (a sweep moves 0 on it).
@@ -109,13 +110,31 @@ struct events_page {
   std::vector<event_record> events;
   std::int64_t next = 0;  // the `after` of the next call
   bool more = false;      // false: the feed ended here when it was read
+  // The cursor of the last event deleted past the retention (0: none ever). When `after` was
+  // below it (and not 0, the start), events after `after` were deleted unread: `expired` is set,
+  // and the page holds what follows the gap.
+  std::int64_t pruned_through = 0;
+  bool expired = false;
 };
 
 // The events after the cursor `after` that pass `filter`, at most `limit` (> 0) of them, in feed
 // order. At most `scan_max` events are looked at: a filter that matches few of them answers a
-// short page whose `next` is past what was looked at, with `more` set.
+// short page whose `next` is past what was looked at, with `more` set. Whether `after` had
+// expired is read after the rows, so a prune that made a gap in them is always seen.
 events_page read_event_feed(pqxx::connection& conn, std::int64_t after, int limit, std::int64_t scan_max,
                             const event_filter& filter);
+
+// What one prune statement did.
+struct outbox_prune {
+  std::int64_t rows = 0;            // outbox rows deleted
+  std::int64_t through_cursor = 0;  // the cursor of the last event ever deleted (0: none)
+};
+
+// Deletes at most `limit` (> 0) of the rows at the head of the feed that are published, older
+// than `retention_days` (> 0), below the position every enabled webhook endpoint was fanned out
+// to, and not the feed's last row: always a prefix of the feed, recorded in outbox_pruned in the
+// same transaction. Takes the relay lock; nullopt when another relay holds it (that one prunes).
+std::optional<outbox_prune> prune_outbox(pqxx::connection& conn, std::int64_t retention_days, int limit);
 
 // Defines this file's prepared statements on a connection (connect() calls it).
 void prepare_outbox_statements(pqxx::connection& conn);

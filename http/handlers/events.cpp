@@ -24,6 +24,22 @@ boost::json::object events_page_json(const actors::events_view& page) {
   return o;
 }
 
+// A cursor below the last event deleted past the retention: the events after it were not all kept.
+// A page from the oldest event kept would hide that gap, so the consumer is told instead.
+problem cursor_expired(const handler_support& s, std::int64_t pruned_through) {
+  const auto through = std::to_string(pruned_through);
+  return http_problem(
+      410, "cursor_expired", "Cursor expired",
+      "events after this cursor were deleted: the feed keeps an event for events.feed_retention_days (" +
+          std::to_string(s.settings.events.feed_retention_days) +
+          " days here), and every event up to "
+          "cursor " +
+          through +
+          " is gone. Read what you missed from the ledger (GET "
+          "/v1/accounts/{id}/entries, GET /v1/transactions/{id}), then continue with after=" +
+          through + ".");
+}
+
 void list_events(handler_support& s, const exchange_ptr& ex, const principal& who) {
   std::int64_t limit = k_events_page_default;
   std::int64_t after = 0;
@@ -53,6 +69,7 @@ void list_events(handler_support& s, const exchange_ptr& ex, const principal& wh
     s.service.list_events(after, static_cast<int>(limit), owner, only,
                           [&s, ex](actors::query_result<actors::events_view> r) {
                             if (r.outcome != ledger::error_code::ok) return s.unavailable(ex, r.outcome, r.detail);
+                            if (r.value.expired) return s.fail(ex, cursor_expired(s, r.value.pruned_through));
                             ex->respond(json_reply(200, events_page_json(r.value)));
                           });
   };

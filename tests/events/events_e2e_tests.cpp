@@ -411,5 +411,56 @@ TEST_F(events_e2e, bad_feed_queries_are_refused_with_invalid_request) {
   EXPECT_EQ(c.request("GET", "/v1/events").status, 401);
 }
 
+TEST_F(events_e2e, the_feed_deletes_events_past_its_retention_and_says_so_to_an_older_cursor) {
+  // Three payments, each its own outbox row; then every outbox row is made 31 days old. The
+  // server's relay (pruning every 20 ms, 30 days' retention by default) deletes every row but the
+  // feed's last. A consumer whose cursor is before the last event deleted is answered 410
+  // cursor_expired with the cursor to go on from; from that cursor, or from the start, the feed
+  // holds the third payment alone. The ledger keeps all three.
+  server_process server(server_options({{"WALLET_EVENTS_PRUNE_INTERVAL_MS", "20"}}));
+  http_client c(server.port());
+  const auto& op = server.operator_key();
+  const auto payer = make_party(c, op, 1'000);
+  const auto payee = make_party(c, op);
+  const auto head = feed_head(c, op);
+  std::vector<std::string> paid;
+  for (int i = 1; i <= 3; ++i) paid.push_back(transfer(c, payer.key, payer.account, payee.account, i));
+  json::array events;
+  ASSERT_TRUE(eventually(
+      [&] {
+        events = read_all(c, op, head, 100);
+        return events.size() == 3;
+      },
+      std::chrono::seconds(60), std::chrono::milliseconds(20)));
+  std::vector<std::string> cursors;
+  for (std::size_t i = 0; i < 3; ++i) {
+    ASSERT_EQ(std::string(events[i].as_object().at("eventId").as_string()), paid[i]);
+    cursors.emplace_back(events[i].as_object().at("cursor").as_string());
+  }
+  ASSERT_TRUE(wait_until_streamed({paid.begin(), paid.end()}, {payer.account}));
+  const auto rows = std::stoll(sql_value(owner_url(), "SELECT count(*) FROM outbox_event"));
+  const auto pruned_before = metric_value(server.port(), "wallet_events_outbox_rows_pruned_total");
+  sql_value(owner_url(), "UPDATE outbox_event SET created_at = now() - interval '31 days' RETURNING 1");
+  ASSERT_TRUE(eventually([&] { return sql_value(owner_url(), "SELECT count(*) FROM outbox_event") == "1"; },
+                         std::chrono::seconds(30), std::chrono::milliseconds(20)));
+  EXPECT_EQ(metric_value(server.port(), "wallet_events_outbox_rows_pruned_total") - pruned_before, rows - 1);
+
+  for (const auto& after : {head, cursors[0]}) {
+    const auto r = c.get("/v1/events?after=" + after, op);
+    ASSERT_EQ(r.status, 410) << after;
+    const auto body = r.json().as_object();
+    EXPECT_EQ(body.at("code"), "cursor_expired");
+    EXPECT_NE(std::string(body.at("detail").as_string()).find("after=" + cursors[1]), std::string::npos)
+        << body.at("detail");
+  }
+  for (const auto& after : {cursors[1], std::string("0")}) {
+    const auto page = read_feed(c, op, after, 10);
+    ASSERT_EQ(page.status, 200) << after;
+    ASSERT_EQ(page.events.size(), 1u);
+    EXPECT_EQ(std::string(page.events[0].as_object().at("eventId").as_string()), paid[2]);
+  }
+  for (const auto& id : paid) EXPECT_EQ(c.get("/v1/transactions/" + id, op).status, 200) << id;
+}
+
 }  // namespace
 }  // namespace events_test

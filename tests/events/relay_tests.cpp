@@ -1,7 +1,10 @@
 // The outbox relay in process, where a test can step into its round: a relay stopped between its
 // XADDs and the mark publishes those rows again (at least once, never lost, consumers deduplicate
 // by eventId), and two relays on one database never publish one row, nor even hold a round, at
-// the same time. The payments come from a wallet-server whose own relay is off.
+// the same time; and the relay's prune deletes only the feed's old head. The payments come from a
+// wallet-server whose own relay is off.
+
+#include <pqxx/pqxx>
 
 #include <array>
 #include <atomic>
@@ -10,6 +13,8 @@
 #include <thread>
 
 #include "events/stream_entry.hpp"
+#include "persistence/database.hpp"
+#include "persistence/outbox.hpp"
 #include "tests/events/fixture.hpp"
 
 namespace events_test {
@@ -233,6 +238,112 @@ TEST_F(relay_test, two_relays_on_one_database_never_publish_a_row_at_the_same_ti
   EXPECT_EQ(a.database_errors + b.database_errors, 0u);
   std::cout << "relay rounds with rows: first " << rounds_by_relay[0] << ", second " << rounds_by_relay[1]
             << "; rows published: " << a.rows_published << " + " << b.rows_published << std::endl;
+}
+
+TEST_F(relay_test, a_prune_deletes_the_feeds_old_head_and_keeps_every_row_still_needed) {
+  // Six payments, each its own outbox row, published by an in-process relay; then every row of the
+  // database is made 31 days old, and prune statements run one at a time against a retention of
+  // 30 days. Each deletes exactly a prefix of the feed: never past an unpublished row, nor past the
+  // row an enabled webhook endpoint has been fanned out to, nor the feed's last row; it records the
+  // cursor of the last event deleted, which the feed then reports for an older cursor. A relay
+  // holding the lock elsewhere makes it stand by. The ledger keeps every transaction.
+  server_process server(server_options({{"WALLET_EVENTS_ENABLED", "false"}}));
+  http_client c(server.port());
+  const auto p = make_parties(c, server.operator_key(), 1, 1);
+  std::vector<std::string> paid;
+  for (int i = 0; i < 6; ++i) paid.push_back(transfer(c, p.payer_keys[0], p.payers[0], p.payees[0], 10 + i));
+  auto config = relay_config();
+  config.feed_retention_days = 0;
+  {
+    events::outbox_relay relay(config);
+    relay.start();
+    ASSERT_TRUE(
+        eventually([&] { return unpublished_rows() == 0; }, std::chrono::seconds(60), std::chrono::milliseconds(20)));
+  }
+  // The positions of the payments' rows, in payment order: one payment, one row, one event each.
+  std::vector<std::int64_t> seq;
+  for (const auto& id : paid) {
+    seq.push_back(std::stoll(sql_value(
+        owner_url(), "SELECT feed_seq FROM outbox_event WHERE transaction_ids = ARRAY['" + id + "']::uuid[]")));
+  }
+  for (std::size_t i = 1; i < seq.size(); ++i) ASSERT_GT(seq[i], seq[i - 1]);
+  ASSERT_EQ(sql_value(owner_url(), "SELECT max(feed_seq) FROM outbox_event"), std::to_string(seq[5]));
+  const auto rows_before = [&](std::int64_t s) {
+    return std::stoll(
+        sql_value(owner_url(), "SELECT count(*) FROM outbox_event WHERE feed_seq < " + std::to_string(s)));
+  };
+  sql_value(owner_url(), "UPDATE outbox_event SET created_at = now() - interval '31 days' RETURNING 1");
+  sql_value(owner_url(),
+            "UPDATE outbox_event SET published_at = NULL WHERE feed_seq = " + std::to_string(seq[2]) + " RETURNING 1");
+  const auto cursor = [](std::int64_t s) { return persistence::event_cursor(s, 0); };
+
+  persistence::connection_options options;
+  options.url = services().database_url();  // the server's role: its grants are what is tested
+  const auto conn = persistence::connect(options);
+
+  // Another relay holds the lock: this one stands by.
+  {
+    auto other = persistence::connect(options);
+    pqxx::work holder(*other);
+    ASSERT_TRUE(persistence::try_relay_lock(holder));
+    EXPECT_FALSE(persistence::prune_outbox(*conn, 30, 1'000).has_value());
+  }
+  // One row at most, the oldest; then up to the unpublished row.
+  const auto older = rows_before(seq[2]);
+  ASSERT_GE(older, 2);
+  auto pruned = persistence::prune_outbox(*conn, 30, 1);
+  ASSERT_TRUE(pruned.has_value());
+  EXPECT_EQ(pruned->rows, 1);
+  pruned = persistence::prune_outbox(*conn, 30, 1'000);
+  ASSERT_TRUE(pruned.has_value());
+  EXPECT_EQ(pruned->rows, older - 1);
+  EXPECT_EQ(pruned->through_cursor, cursor(seq[1]));
+  EXPECT_EQ(rows_before(seq[2]), 0);
+
+  // Published again; an enabled endpoint fanned out into the fifth payment's row keeps that row.
+  sql_value(owner_url(),
+            "UPDATE outbox_event SET published_at = now() WHERE feed_seq = " + std::to_string(seq[2]) + " RETURNING 1");
+  const auto owner = sql_value(owner_url(), "SELECT owner_id FROM account WHERE id = " + std::to_string(p.payees[0]));
+  const auto endpoint = sql_value(
+      owner_url(),
+      "INSERT INTO webhook_endpoint (owner_id, all_accounts, url, event_types, signing_secret, feed_cursor) VALUES (" +
+          owner + ", false, 'https://receiver.example/hook', ARRAY['*'], 'whsec_0123456789abcdef0123', " +
+          std::to_string(cursor(seq[4])) + ") RETURNING id");
+  pruned = persistence::prune_outbox(*conn, 30, 1'000);
+  ASSERT_TRUE(pruned.has_value());
+  EXPECT_EQ(pruned->rows, 2);  // the third and fourth payments'
+  EXPECT_EQ(pruned->through_cursor, cursor(seq[3]));
+
+  // Deleted, the endpoint no longer holds anything: the last row stays all the same.
+  sql_value(owner_url(), "UPDATE webhook_endpoint SET deleted_at = now() WHERE id = " + endpoint + " RETURNING 1");
+  pruned = persistence::prune_outbox(*conn, 30, 1'000);
+  ASSERT_TRUE(pruned.has_value());
+  EXPECT_EQ(pruned->rows, 1);
+  EXPECT_EQ(pruned->through_cursor, cursor(seq[4]));
+  EXPECT_EQ(sql_column(owner_url(), "SELECT feed_seq FROM outbox_event"),
+            std::vector<std::string>{std::to_string(seq[5])});
+  pruned = persistence::prune_outbox(*conn, 30, 1'000);
+  ASSERT_TRUE(pruned.has_value());
+  EXPECT_EQ(pruned->rows, 0);
+  EXPECT_EQ(pruned->through_cursor, cursor(seq[4]));
+
+  // The feed: a cursor before the last event deleted has expired; that event's cursor has not.
+  const persistence::event_filter everything;
+  auto page = persistence::read_event_feed(*conn, cursor(seq[0]), 10, 1'000, everything);
+  EXPECT_TRUE(page.expired);
+  EXPECT_EQ(page.pruned_through, cursor(seq[4]));
+  page = persistence::read_event_feed(*conn, cursor(seq[4]), 10, 1'000, everything);
+  EXPECT_FALSE(page.expired);
+  ASSERT_EQ(page.events.size(), 1u);
+  EXPECT_EQ(page.events[0].transaction_id, paid[5]);
+  page = persistence::read_event_feed(*conn, 0, 10, 1'000, everything);
+  EXPECT_FALSE(page.expired);
+  ASSERT_EQ(page.events.size(), 1u);
+  EXPECT_EQ(page.events[0].transaction_id, paid[5]);
+  // The ledger keeps every transaction.
+  std::string ids;
+  for (const auto& id : paid) ids += (ids.empty() ? "'" : ",'") + id + "'";
+  EXPECT_EQ(sql_value(owner_url(), "SELECT count(*) FROM journal_transaction WHERE id IN (" + ids + ")"), "6");
 }
 
 }  // namespace

@@ -949,5 +949,41 @@ TEST_F(webhooks_e2e, a_pending_delivery_survives_a_restart) {
   for (const auto& r : got) EXPECT_EQ(field(json::parse(r.body), "eventId"), paid);
 }
 
+TEST_F(webhooks_e2e, an_endpoint_disabled_past_the_feeds_retention_goes_on_from_the_oldest_event_kept) {
+  // An endpoint disabled before three payments; every outbox row is then made 31 days old, and the
+  // relay (pruning every 20 ms) deletes all but the feed's last row, the third payment's: a
+  // disabled endpoint holds nothing back. Enabled again, it gets the third payment alone, and the
+  // server counts the gap it could not deliver.
+  server_process server(server_options(quick_webhooks({{"WALLET_EVENTS_PRUNE_INTERVAL_MS", "20"}})));
+  http_client c(server.port());
+  const auto& op = server.operator_key();
+  const auto merchant = make_party(c, op, "merchant");
+  const auto payer = make_party(c, op, "user", 1'000);
+  webhook_receiver receiver([](int) { return 200; });
+  const auto ep = create_endpoint(c, merchant.key, receiver.url());
+  const auto path = "/v1/webhook-endpoints/" + std::to_string(ep.id);
+  ASSERT_EQ(c.post(path + "/disable", merchant.key, "").status, 200);
+  const auto start = feed_end(c, op);
+  std::vector<std::string> paid;
+  for (int i = 1; i <= 3; ++i) paid.push_back(transfer(c, payer.key, payer.account, merchant.account, i));
+  ASSERT_TRUE(eventually(
+      [&] {
+        return feed_events(c, op, start).count(paid[2]) != 0 &&
+               sql_value(owner_url(), "SELECT count(*) FROM outbox_event WHERE published_at IS NULL") == "0";
+      },
+      std::chrono::seconds(60), std::chrono::milliseconds(20)));
+  const auto gaps_before = metric_value(server.port(), "wallet_webhook_feed_gaps_total");
+  sql_value(owner_url(), "UPDATE outbox_event SET created_at = now() - interval '31 days' RETURNING 1");
+  ASSERT_TRUE(eventually([&] { return sql_value(owner_url(), "SELECT count(*) FROM outbox_event") == "1"; },
+                         std::chrono::seconds(30), std::chrono::milliseconds(20)));
+
+  ASSERT_EQ(c.post(path + "/enable", merchant.key, "").status, 200);
+  ASSERT_TRUE(eventually([&] { return count_with_status(deliveries(c, merchant.key, ep.id), "DELIVERED") == 1; },
+                         std::chrono::seconds(60), std::chrono::milliseconds(20)));
+  EXPECT_EQ(accepted_events(receiver), std::vector<std::string>{paid[2]});
+  EXPECT_EQ(deliveries(c, merchant.key, ep.id).size(), 1u);
+  EXPECT_EQ(metric_value(server.port(), "wallet_webhook_feed_gaps_total") - gaps_before, 1);
+}
+
 }  // namespace
 }  // namespace events_test
