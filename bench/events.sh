@@ -4,7 +4,10 @@
 # 1. payments into one hot merchant at a fixed open-loop rate, relay off and on alternately
 #    (after a warm-up run): p50/p99 of the 201s, and the relay's lag sampled every 250 ms;
 # 2. the server restarted with the relay on and no load after the first run: how fast it
-#    publishes that run's backlog.
+#    publishes that run's backlog;
+# 3. every outbox row made 31 days old, the server restarted with the relay polling every 1 ms and
+#    pruning every 10 ms, no load: how fast the relay deletes the feed past its retention
+#    (events.feed_retention_days), and the WAL that costs.
 #
 #   bench/events.sh [--rate N] [--duration S] [--payers N]
 #   BENCH_PG_PORT / BENCH_REDIS_PORT: the private services' ports (default 55436 / 56383);
@@ -161,6 +164,30 @@ off2=$result
 run true on2
 on2=$result
 lag=$(cat "$out/lag-on1.txt" "$out/lag-on2.txt" | sort -g | awk '{ v[NR] = $1 } END { if (NR) printf "median %.3f s, p99 %.3f s, max %.3f s over %d samples", v[int((NR+1)/2)], v[int(NR*0.99 > 1 ? NR*0.99 : 1)], v[NR], NR }')
+echo "bench: the feed's retention: every row made 31 days old, deleted by the relay" >&2
+stop_server
+prune_rows=$(psql -XAtq "$WALLET_DATABASE_OWNER_URL" -c "SELECT count(*) FROM outbox_event")
+prune_events=$(psql -XAtq "$WALLET_DATABASE_OWNER_URL" -c \
+  "SELECT coalesce(sum(coalesce(array_length(transaction_ids, 1), 1)), 0) FROM outbox_event")
+outbox_bytes=$(psql -XAtq "$WALLET_DATABASE_OWNER_URL" -c "SELECT pg_total_relation_size('outbox_event')")
+psql -XAtq "$WALLET_DATABASE_OWNER_URL" -c "UPDATE outbox_event SET created_at = now() - interval '31 days'" >/dev/null
+# The update left a dead version of every row: vacuumed, so that the deletes meet the table as it
+# would be; a checkpoint, so that the WAL counted holds a full-page image of every page touched.
+psql -XAtq -h 127.0.0.1 -p "$pg_port" -U postgres -d wallet -c "VACUUM outbox_event" -c "CHECKPOINT" >/dev/null
+wal_start=$(psql -XAtq "$WALLET_DATABASE_OWNER_URL" -c "SELECT pg_current_wal_lsn()")
+# The relay's first prune round starts with the server: the time counted includes the server's start.
+started=$(date +%s.%N)
+WALLET_EVENTS_POLL_INTERVAL_MS=1 WALLET_EVENTS_PRUNE_INTERVAL_MS=10 start_server true
+for _ in $(seq 1 12000); do
+  [[ $(psql -XAtq "$WALLET_DATABASE_OWNER_URL" -c "SELECT count(*) FROM outbox_event") == 1 ]] && break
+  sleep 0.05
+done
+pruned_at=$(date +%s.%N)
+pruned_rows=$(metric wallet_events_outbox_rows_pruned_total)
+wal_bytes=$(psql -XAtq "$WALLET_DATABASE_OWNER_URL" -c "SELECT pg_current_wal_lsn() - '$wal_start'::pg_lsn")
+prune_s=$(python3 -c "print(f'{$pruned_at - $started:.2f}')")
+prune_rate=$(python3 -c "print(int($pruned_rows / max(0.001, $pruned_at - $started)))")
+wal_per_row=$(python3 -c "print(int($wal_bytes / max(1, $pruned_rows)))")
 stream_len=$(redis-cli -p "$redis_port" XLEN wallet:events)
 redis_mem=$(redis-cli -p "$redis_port" INFO memory | awk -F: '/^used_memory:/ { print $2 }' | tr -d '\r')
 
@@ -174,4 +201,5 @@ hot merchant, $payers payers, open loop $rate/s for $duration s
   relay lag during the run: $lag
   backlog of $backlog_events events ($backlog_rows outbox rows) published in $catch_up_s s: $catch_up_rate events/s
   stream: $stream_len entries, Redis used_memory $redis_mem bytes
+  retention: $pruned_rows of $prune_rows outbox rows ($prune_events events, outbox $outbox_bytes bytes) deleted within $prune_s s of the server's start: at least $prune_rate rows/s, $wal_per_row WAL bytes a row
 EOF
