@@ -27,8 +27,9 @@ namespace {
 
 // Endpoints read from the database at a time while fanning out.
 constexpr int k_endpoints_page = 500;
-// Events one endpoint's fan-out step turns into deliveries at most (one transaction).
-constexpr int k_fan_out_events_max = 500;
+// Events one read of the feed takes at most while fanning out: one step of every endpoint it serves
+// (each step one transaction).
+constexpr int k_fan_out_events_max = 1'000;
 // How much longer than an attempt's deadline its lease lasts: time to record the outcome.
 constexpr std::int64_t k_lease_margin_ms = 30'000;
 // Finished deliveries one prune statement deletes at most (one transaction), and statements a
@@ -193,21 +194,55 @@ class webhook_dispatcher::worker {
   // since every endpoint was last brought to its end (a new endpoint starts at the end), or when an
   // endpoint's cursor is behind where the last round left them all (one enabled again, here or on
   // another server, after it had missed events), so an idle feed costs two queries a round.
+  //
+  // The feed is read once for all the endpoints it serves, not once per endpoint: the endpoints
+  // behind, lowest cursor first, take one step each from a page read at the lowest of their
+  // cursors, every endpoint whose cursor the page passes being served from it; an endpoint the page
+  // does not reach gets a page of its own (with those near it). So endpoints that keep up share one
+  // read a round, and one far behind (enabled after a pause) holds none of the others back.
   bool fan_out() {
     const auto end = persistence::webhook_feed_end(*conn_);
     if (end == fanned_out_to_ && !persistence::webhook_endpoint_behind(*conn_, caught_up_floor_)) return false;
-    bool more = false;
+    std::vector<persistence::webhook_endpoint_record> behind;
     auto floor = std::numeric_limits<std::int64_t>::max();
     std::int64_t after = 0;
     for (;;) {
-      const auto endpoints = persistence::live_webhook_endpoints(*conn_, after, k_endpoints_page);
-      for (const auto& e : endpoints) {
-        auto cursor = e.feed_cursor;
-        if (e.feed_cursor < end) more = fan_out(e, cursor) || more;
-        floor = std::min(floor, cursor);
+      auto endpoints = persistence::live_webhook_endpoints(*conn_, after, k_endpoints_page);
+      const bool last_page = static_cast<int>(endpoints.size()) < k_endpoints_page;
+      if (!endpoints.empty()) after = endpoints.back().id;
+      for (auto& e : endpoints) {
+        if (e.feed_cursor < end) {
+          behind.push_back(std::move(e));
+        } else {
+          floor = std::min(floor, e.feed_cursor);
+        }
       }
-      if (static_cast<int>(endpoints.size()) < k_endpoints_page) break;
-      after = endpoints.back().id;
+      if (last_page) break;
+    }
+    std::stable_sort(behind.begin(), behind.end(),
+                     [](const auto& a, const auto& b) { return a.feed_cursor < b.feed_cursor; });
+    bool more = false;
+    for (std::size_t first = 0; first < behind.size();) {
+      const auto page = persistence::read_event_feed(*conn_, behind[first].feed_cursor, k_fan_out_events_max,
+                                                     s_.config.feed_scan_max, persistence::event_filter{});
+      {
+        std::lock_guard lock(s_.mutex);
+        ++s_.stats.feed_reads;
+      }
+      // Serialized once, for every endpoint that gets the event.
+      std::vector<std::optional<std::string>> bodies(page.events.size());
+      std::size_t served = first;
+      for (; served < behind.size() && behind[served].feed_cursor < page.next; ++served) {
+        auto& e = behind[served];
+        if (fan_out(e, page, bodies)) more = true;
+        floor = std::min(floor, e.feed_cursor);
+      }
+      // The feed ended within this page: the endpoints it did not reach have nothing new.
+      if (!page.more) {
+        for (; served < behind.size(); ++served) floor = std::min(floor, behind[served].feed_cursor);
+      }
+      more = more || page.more;
+      first = served;
     }
     if (!more) {
       // Every enabled endpoint's cursor is now at the feed's last event or past it; an endpoint
@@ -218,16 +253,11 @@ class webhook_dispatcher::worker {
     return more;
   }
 
-  // One step of `e`; `cursor` becomes where it now stands. True when it has more waiting, or when
-  // its cursor could not be moved (another server moved it, or it was disabled, deleted or given
-  // other event types meanwhile) and the endpoints are to be looked at again.
-  bool fan_out(const persistence::webhook_endpoint_record& e, std::int64_t& cursor) {
-    persistence::event_filter filter;
-    if (!e.all_accounts) filter.owner = e.owner;
-    filter.account = e.account;
-    const auto page =
-        persistence::read_event_feed(*conn_, e.feed_cursor, k_fan_out_events_max, s_.config.feed_scan_max, filter);
-    if (page.next <= e.feed_cursor) return false;
+  // One step of `e` over `page` (read at or below its cursor, ending past it); its cursor becomes
+  // where it now stands. True when its cursor could not be moved (another server moved it, or it was
+  // disabled, deleted or given other event types meanwhile) and the endpoints are to be looked at again.
+  bool fan_out(persistence::webhook_endpoint_record& e, const persistence::events_page& page,
+               std::vector<std::optional<std::string>>& bodies) {
     if (e.feed_cursor < page.pruned_through) {
       // Only an endpoint disabled while the feed's retention passed gets here: the relay keeps
       // every event an enabled endpoint has still to be given.
@@ -239,19 +269,25 @@ class webhook_dispatcher::worker {
       ++s_.stats.feed_gaps;
     }
     std::vector<persistence::new_webhook_delivery> deliveries;
-    for (const auto& event : page.events) {
+    for (std::size_t i = 0; i < page.events.size(); ++i) {
+      const auto& event = page.events[i];
+      if (event.cursor <= e.feed_cursor) continue;
+      // The feed's rule: an operator's endpoint every event, any other its owner's; then its account.
+      if (!e.all_accounts && !event.touches_owner(e.owner)) continue;
+      if (e.account && !event.touches_account(*e.account)) continue;
       if (!ledger::wants_event_type(e.event_types, event.type)) continue;
-      deliveries.push_back({event.cursor, event.transaction_id, event.type, boost::json::serialize(event_json(event))});
+      if (!bodies[i]) bodies[i] = boost::json::serialize(event_json(event));
+      deliveries.push_back({event.cursor, event.transaction_id, event.type, *bodies[i]});
     }
     if (!persistence::add_webhook_deliveries(*conn_, e.id, e.feed_cursor, page.next, e.event_types, deliveries))
       return true;
-    cursor = page.next;
+    e.feed_cursor = page.next;
     created_ += deliveries.size();
     {
       std::lock_guard lock(s_.mutex);
       s_.stats.deliveries_created += deliveries.size();
     }
-    return page.more;
+    return false;
   }
 
   bool claim_and_send() {
@@ -387,6 +423,9 @@ std::string webhook_dispatcher::render_metrics() const {
           s.database_errors);
   counter("wallet_webhook_deliveries_pruned_total",
           "Finished webhook deliveries this server deleted past webhooks.delivery_retention_days.", s.pruned);
+  counter("wallet_webhook_feed_reads_total",
+          "Reads of the event feed this server's fan-out made (one serves every endpoint at its cursors).",
+          s.feed_reads);
   counter("wallet_webhook_feed_gaps_total",
           "Fan-outs that found an endpoint's next events deleted past events.feed_retention_days (it was disabled).",
           s.feed_gaps);

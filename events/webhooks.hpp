@@ -54,8 +54,9 @@ struct webhook_stats {
   std::uint64_t endpoints_disabled = 0;  // by a delivery given up
   std::uint64_t timeouts = 0;
   std::uint64_t database_errors = 0;
-  std::uint64_t pruned = 0;     // finished deliveries deleted past their retention
-  std::uint64_t feed_gaps = 0;  // fan-outs that found events deleted before they were made deliveries
+  std::uint64_t pruned = 0;      // finished deliveries deleted past their retention
+  std::uint64_t feed_reads = 0;  // pages of the feed the fan-out read
+  std::uint64_t feed_gaps = 0;   // fan-outs that found events deleted before they were made deliveries
   std::int64_t in_flight = 0;
 };
 

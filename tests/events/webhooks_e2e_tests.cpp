@@ -10,6 +10,7 @@
 #include <boost/json.hpp>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <set>
 
 #include "tests/events/fixture.hpp"
@@ -983,6 +984,81 @@ TEST_F(webhooks_e2e, an_endpoint_disabled_past_the_feeds_retention_goes_on_from_
   EXPECT_EQ(accepted_events(receiver), std::vector<std::string>{paid[2]});
   EXPECT_EQ(deliveries(c, merchant.key, ep.id).size(), 1u);
   EXPECT_EQ(metric_value(server.port(), "wallet_webhook_feed_gaps_total") - gaps_before, 1);
+}
+
+TEST_F(webhooks_e2e, endpoints_of_many_owners_share_one_read_of_the_feed_and_get_only_their_own_events) {
+  // Four merchants with an endpoint each, an operator's endpoint for the second merchant's account
+  // and an endpoint of the first merchant's for deposits only, all made before any payment so that
+  // their cursors move together. Once a first payment reached every endpoint, twenty payments go
+  // round the merchants: each endpoint gets exactly the events its rule gives it, in order, and the
+  // fan-out read the feed at most once for every outbox row those payments made (a read per
+  // endpoint would be six a row).
+  server_process server(server_options(quick_webhooks()));
+  http_client c(server.port());
+  const auto& op = server.operator_key();
+  const auto payer = make_party(c, op, "user", 100'000);
+  std::vector<party> merchants;
+  for (int i = 0; i < 4; ++i) merchants.push_back(make_party(c, op, "merchant"));
+  webhook_receiver receiver([](int) { return 200; });
+  std::vector<endpoint> own;
+  for (std::size_t i = 0; i < merchants.size(); ++i)
+    own.push_back(create_endpoint(c, merchants[i].key, receiver.url("/m" + std::to_string(i))));
+  const auto watched = register_endpoint(c, op,
+                                         R"({"url":")" + receiver.url("/op") + R"(","events":["*"],"accountId":)" +
+                                             std::to_string(merchants[1].account) + "}");
+  ASSERT_EQ(watched.status, 201) << watched.body;
+  const auto watched_id = watched.json().as_object().at("id").as_int64();
+  const auto deposits_only = create_endpoint(c, merchants[0].key, receiver.url("/deposits"), R"(["DEPOSIT"])");
+
+  const auto warmup = transfer(c, payer.key, payer.account, merchants[0].account, 1);
+  ASSERT_TRUE(
+      eventually([&] { return received(receiver, warmup); }, std::chrono::seconds(60), std::chrono::milliseconds(20)));
+  // Every endpoint's cursor past the warm-up payment: the fan-out is at rest.
+  const auto cursors_at_rest = [&] {
+    return sql_value(owner_url(),
+                     "SELECT count(*) FROM webhook_endpoint WHERE deleted_at IS NULL AND disabled_at IS "
+                     "NULL AND feed_cursor < (SELECT max(feed_seq) << 16 FROM outbox_event)") == "0";
+  };
+  ASSERT_TRUE(eventually(cursors_at_rest, std::chrono::seconds(60), std::chrono::milliseconds(20)));
+  const auto rows_before = std::stoll(sql_value(owner_url(), "SELECT count(*) FROM outbox_event"));
+  const auto reads_before = metric_value(server.port(), "wallet_webhook_feed_reads_total");
+
+  std::vector<std::vector<std::string>> paid(merchants.size());
+  for (int i = 0; i < 20; ++i) {
+    const auto m = static_cast<std::size_t>(i) % merchants.size();
+    paid[m].push_back(transfer(c, payer.key, payer.account, merchants[m].account, 10 + i));
+  }
+  for (std::size_t m = 0; m < merchants.size(); ++m) {
+    const auto expected = static_cast<int>(paid[m].size()) + (m == 0 ? 1 : 0);
+    ASSERT_TRUE(eventually(
+        [&] { return count_with_status(deliveries(c, merchants[m].key, own[m].id), "DELIVERED") == expected; },
+        std::chrono::seconds(60), std::chrono::milliseconds(20)))
+        << "merchant " << m;
+  }
+  ASSERT_TRUE(eventually([&] { return count_with_status(deliveries(c, op, watched_id), "DELIVERED") == 5; },
+                         std::chrono::seconds(60), std::chrono::milliseconds(20)));
+  ASSERT_TRUE(eventually(cursors_at_rest, std::chrono::seconds(60), std::chrono::milliseconds(20)));
+  const auto reads = metric_value(server.port(), "wallet_webhook_feed_reads_total") - reads_before;
+  const auto rows = std::stoll(sql_value(owner_url(), "SELECT count(*) FROM outbox_event")) - rows_before;
+
+  std::map<std::string, std::vector<std::string>> by_target;
+  for (const auto& r : receiver.requests()) by_target[r.target].push_back(field(json::parse(r.body), "eventId"));
+  for (std::size_t m = 0; m < merchants.size(); ++m) {
+    auto expected = paid[m];
+    if (m == 0) expected.insert(expected.begin(), warmup);
+    EXPECT_EQ(by_target["/m" + std::to_string(m)], expected) << "merchant " << m;
+  }
+  EXPECT_EQ(by_target["/op"], paid[1]);
+  EXPECT_EQ(by_target.count("/deposits"), 0u);
+  EXPECT_TRUE(deliveries(c, merchants[0].key, deposits_only.id).empty());
+  EXPECT_GE(rows, 1);
+  EXPECT_GE(reads, 1);
+  EXPECT_LE(reads, rows) << "the fan-out read the feed more often than it grew";
+  std::cout << "fan-out: " << reads << " reads of the feed for " << rows << " outbox rows and "
+            << sql_value(owner_url(),
+                         "SELECT count(*) FROM webhook_endpoint WHERE deleted_at IS NULL AND disabled_at "
+                         "IS NULL")
+            << " live endpoints" << std::endl;
 }
 
 }  // namespace
