@@ -7,7 +7,12 @@ from THREADS client threads, and waits until the receiver has every event on eve
 the deliveries a second (from the first payment's answer to the last delivery) and the delivery
 latency (the event's createdAt to its arrival) per endpoint.
 
+With --other-owners N, N other merchants register an endpoint each first: they get none of these
+events, but the fan-out serves them every step. The server's reads of the feed during the run
+(wallet_webhook_feed_reads_total, where it has the series) are printed too.
+
   bench/webhooks.py --url http://127.0.0.1:8080 --operator-key KEY [--transfers 1000] [--endpoints 1]
+                    [--other-owners 0]
 """
 import argparse
 import datetime
@@ -29,6 +34,15 @@ def call(base, method, path, key, body=None, idem=None):
         return json.loads(r.read() or b"{}")
 
 
+def feed_reads(base):
+    """wallet_webhook_feed_reads_total, or None when the server has no such series."""
+    with urllib.request.urlopen(base + "/metrics", timeout=30) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith("wallet_webhook_feed_reads_total "):
+                return int(float(line.split()[1]))
+    return None
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--url", required=True)
@@ -36,6 +50,7 @@ def main():
     ap.add_argument("--transfers", type=int, default=1000)
     ap.add_argument("--endpoints", type=int, default=1)
     ap.add_argument("--threads", type=int, default=8)
+    ap.add_argument("--other-owners", type=int, default=0)
     a = ap.parse_args()
 
     arrivals = {}  # path -> [(event createdAt, arrival time)]
@@ -68,7 +83,13 @@ def main():
     for i in range(a.endpoints):
         call(a.url, "POST", "/v1/webhook-endpoints", merchant["apiKey"],
              {"url": "http://127.0.0.1:%d/e%d" % (port, i), "events": ["TRANSFER"]})
+    for i in range(a.other_owners):
+        other = call(a.url, "POST", "/v1/principals", op, {"name": "bench-o%d-%s" % (i, tag), "role": "merchant"})
+        call(a.url, "POST", "/v1/accounts", op, {"ownerId": other["id"], "currency": "EUR"})
+        call(a.url, "POST", "/v1/webhook-endpoints", other["apiKey"],
+             {"url": "http://127.0.0.1:%d/o%d" % (port, i), "events": ["TRANSFER"]})
 
+    reads_before = feed_reads(a.url)
     start = time.time()
     def pay(k):
         for i in range(k, a.transfers, a.threads):
@@ -91,6 +112,9 @@ def main():
     print("transfers %d in %.2f s (%.0f/s); deliveries %d of %d, last one %.2f s after the first payment: %.0f deliveries/s"
           % (a.transfers, paid - start, a.transfers / (paid - start), total, a.transfers * a.endpoints, done - start,
              total / (done - start)))
+    reads = feed_reads(a.url)
+    if reads is not None and reads_before is not None:
+        print("  feed reads by the fan-out: %d (%d endpoints live)" % (reads - reads_before, a.endpoints + a.other_owners))
     for path, v in sorted(arrivals.items()):
         lat = sorted(t - datetime.datetime.strptime(c, "%Y-%m-%dT%H:%M:%S.%fZ").replace(
             tzinfo=datetime.timezone.utc).timestamp() for c, t in v)

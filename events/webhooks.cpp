@@ -27,8 +27,8 @@ namespace {
 
 // Endpoints read from the database at a time while fanning out.
 constexpr int k_endpoints_page = 500;
-// Events one read of the feed takes at most while fanning out: one step of every endpoint it serves
-// (each step one transaction).
+// Events one read of the feed takes at most while fanning out: one step of every endpoint it serves,
+// all of them written in one transaction.
 constexpr int k_fan_out_events_max = 1'000;
 // How much longer than an attempt's deadline its lease lasts: time to record the outcome.
 constexpr std::int64_t k_lease_margin_ms = 30'000;
@@ -229,14 +229,10 @@ class webhook_dispatcher::worker {
         std::lock_guard lock(s_.mutex);
         ++s_.stats.feed_reads;
       }
-      // Serialized once, for every endpoint that gets the event.
-      std::vector<std::optional<std::string>> bodies(page.events.size());
       std::size_t served = first;
-      for (; served < behind.size() && behind[served].feed_cursor < page.next; ++served) {
-        auto& e = behind[served];
-        if (fan_out(e, page, bodies)) more = true;
-        floor = std::min(floor, e.feed_cursor);
-      }
+      while (served < behind.size() && behind[served].feed_cursor < page.next) ++served;
+      if (served > first && !take_steps(behind.begin() + first, behind.begin() + served, page)) more = true;
+      for (auto i = first; i < served; ++i) floor = std::min(floor, behind[i].feed_cursor);
       // The feed ended within this page: the endpoints it did not reach have nothing new.
       if (!page.more) {
         for (; served < behind.size(); ++served) floor = std::min(floor, behind[served].feed_cursor);
@@ -253,41 +249,55 @@ class webhook_dispatcher::worker {
     return more;
   }
 
-  // One step of `e` over `page` (read at or below its cursor, ending past it); its cursor becomes
-  // where it now stands. True when its cursor could not be moved (another server moved it, or it was
-  // disabled, deleted or given other event types meanwhile) and the endpoints are to be looked at again.
-  bool fan_out(persistence::webhook_endpoint_record& e, const persistence::events_page& page,
-               std::vector<std::optional<std::string>>& bodies) {
-    if (e.feed_cursor < page.pruned_through) {
-      // Only an endpoint disabled while the feed's retention passed gets here: the relay keeps
-      // every event an enabled endpoint has still to be given.
-      spdlog::warn(
-          "webhooks: endpoint {} missed the events after cursor {} through {}: they were deleted past "
-          "events.feed_retention_days while it was disabled; it goes on from the oldest event kept",
-          e.id, e.feed_cursor, page.pruned_through);
-      std::lock_guard lock(s_.mutex);
-      ++s_.stats.feed_gaps;
+  // One step of each endpoint of [first, last) over `page` (read at or below their cursors, ending
+  // past them), written in one transaction; each cursor becomes where it now stands. False when an
+  // endpoint's cursor could not be moved (another server moved it, or it was disabled, deleted or
+  // given other event types meanwhile) and the endpoints are to be looked at again.
+  template <typename It>
+  bool take_steps(It first, It last, const persistence::events_page& page) {
+    // Each event's JSON is written once, for every endpoint that gets it.
+    std::vector<std::optional<std::string>> bodies(page.events.size());
+    std::vector<persistence::webhook_fan_out_step> steps;
+    for (auto it = first; it != last; ++it) {
+      const auto& e = *it;
+      if (e.feed_cursor < page.pruned_through) {
+        // Only an endpoint disabled while the feed's retention passed gets here: the relay keeps
+        // every event an enabled endpoint has still to be given.
+        spdlog::warn(
+            "webhooks: endpoint {} missed the events after cursor {} through {}: they were deleted past "
+            "events.feed_retention_days while it was disabled; it goes on from the oldest event kept",
+            e.id, e.feed_cursor, page.pruned_through);
+        std::lock_guard lock(s_.mutex);
+        ++s_.stats.feed_gaps;
+      }
+      persistence::webhook_fan_out_step step{e.id, e.feed_cursor, page.next, e.event_types, {}};
+      for (std::size_t i = 0; i < page.events.size(); ++i) {
+        const auto& event = page.events[i];
+        if (event.cursor <= e.feed_cursor) continue;
+        // The feed's rule: an operator's endpoint every event, any other its owner's; then its account.
+        if (!e.all_accounts && !event.touches_owner(e.owner)) continue;
+        if (e.account && !event.touches_account(*e.account)) continue;
+        if (!ledger::wants_event_type(e.event_types, event.type)) continue;
+        if (!bodies[i]) bodies[i] = boost::json::serialize(event_json(event));
+        step.deliveries.push_back({event.cursor, event.transaction_id, event.type, *bodies[i]});
+      }
+      steps.push_back(std::move(step));
     }
-    std::vector<persistence::new_webhook_delivery> deliveries;
-    for (std::size_t i = 0; i < page.events.size(); ++i) {
-      const auto& event = page.events[i];
-      if (event.cursor <= e.feed_cursor) continue;
-      // The feed's rule: an operator's endpoint every event, any other its owner's; then its account.
-      if (!e.all_accounts && !event.touches_owner(e.owner)) continue;
-      if (e.account && !event.touches_account(*e.account)) continue;
-      if (!ledger::wants_event_type(e.event_types, event.type)) continue;
-      if (!bodies[i]) bodies[i] = boost::json::serialize(event_json(event));
-      deliveries.push_back({event.cursor, event.transaction_id, event.type, *bodies[i]});
+    const auto moved = persistence::add_webhook_deliveries(*conn_, steps);
+    const std::set<std::int64_t> written(moved.begin(), moved.end());
+    std::size_t made = 0;
+    auto step = steps.begin();
+    for (auto it = first; it != last; ++it, ++step) {
+      if (written.count(it->id) == 0) continue;
+      it->feed_cursor = page.next;
+      made += step->deliveries.size();
     }
-    if (!persistence::add_webhook_deliveries(*conn_, e.id, e.feed_cursor, page.next, e.event_types, deliveries))
-      return true;
-    e.feed_cursor = page.next;
-    created_ += deliveries.size();
+    created_ += made;
     {
       std::lock_guard lock(s_.mutex);
-      s_.stats.deliveries_created += deliveries.size();
+      s_.stats.deliveries_created += made;
     }
-    return false;
+    return written.size() == steps.size();
   }
 
   bool claim_and_send() {

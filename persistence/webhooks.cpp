@@ -139,16 +139,24 @@ constexpr const char* k_endpoint_behind_sql =
     "SELECT EXISTS (SELECT 1 FROM webhook_endpoint WHERE deleted_at IS NULL AND disabled_at IS NULL"
     " AND feed_cursor < $1)";
 
-constexpr const char* k_move_cursor = "webhook_move_cursor";
-constexpr const char* k_move_cursor_sql =
-    "UPDATE webhook_endpoint SET feed_cursor = $3 WHERE id = $1 AND feed_cursor = $2 AND deleted_at IS NULL"
-    " AND disabled_at IS NULL AND event_types = $4::text[]";
-
-constexpr const char* k_insert_deliveries = "webhook_insert_deliveries";
-constexpr const char* k_insert_deliveries_sql =
-    "INSERT INTO webhook_delivery (endpoint_id, event_cursor, event_id, event_type, body)"
-    " SELECT $1, c, i, t, b FROM unnest($2::bigint[], $3::text[], $4::text[], $5::text[]) AS u(c, i, t, b)"
-    " ON CONFLICT (endpoint_id, event_cursor) DO NOTHING";
+// Several endpoints' fan-out steps: their rows locked in id order (two servers' steps never wait
+// on each other in a cycle), each cursor moved only from where the step began and while the
+// endpoint is live, enabled and keeps the event types its deliveries were chosen by (a change of
+// types waits for this to commit, or makes it find them changed), and the deliveries of the moved
+// endpoints inserted. The quals are checked again on each row once locked.
+constexpr const char* k_fan_out_steps = "webhook_fan_out_steps";
+constexpr const char* k_fan_out_steps_sql =
+    "WITH step AS (SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::text[]) AS s(id, f, t, types)),"
+    " locked AS (SELECT e.id FROM webhook_endpoint e JOIN step ON step.id = e.id ORDER BY e.id FOR NO KEY UPDATE OF e),"
+    " moved AS (UPDATE webhook_endpoint e SET feed_cursor = step.t FROM step"
+    "   WHERE e.id = step.id AND e.id IN (SELECT id FROM locked) AND e.feed_cursor = step.f"
+    "     AND e.deleted_at IS NULL AND e.disabled_at IS NULL AND e.event_types = step.types::text[]"
+    "   RETURNING e.id),"
+    " added AS (INSERT INTO webhook_delivery (endpoint_id, event_cursor, event_id, event_type, body)"
+    "   SELECT u.e, u.c, u.i, u.t, u.b FROM unnest($5::bigint[], $6::bigint[], $7::text[], $8::text[], $9::text[])"
+    "     AS u(e, c, i, t, b) WHERE u.e IN (SELECT id FROM moved)"
+    "   ON CONFLICT (endpoint_id, event_cursor) DO NOTHING)"
+    " SELECT id FROM moved";
 
 // The head of each live, enabled endpoint's queue (its oldest pending delivery: one index probe per
 // endpoint), when due and not leased, locked without waiting; then its lease and the attempt
@@ -294,8 +302,7 @@ void prepare_webhook_statements(pqxx::connection& conn) {
   conn.prepare(k_find_delivery, k_find_delivery_sql);
   conn.prepare(k_live_endpoints, k_live_endpoints_sql);
   conn.prepare(k_endpoint_behind, k_endpoint_behind_sql);
-  conn.prepare(k_move_cursor, k_move_cursor_sql);
-  conn.prepare(k_insert_deliveries, k_insert_deliveries_sql);
+  conn.prepare(k_fan_out_steps, k_fan_out_steps_sql);
   conn.prepare(k_claim, k_claim_sql);
   conn.prepare(k_record_delivered, k_record_delivered_sql);
   conn.prepare(k_record_retry, k_record_retry_sql);
@@ -468,30 +475,37 @@ std::vector<webhook_endpoint_record> live_webhook_endpoints(pqxx::connection& co
   return out;
 }
 
-bool add_webhook_deliveries(pqxx::connection& conn, std::int64_t endpoint_id, std::int64_t from, std::int64_t to,
-                            const std::vector<std::string>& event_types,
-                            const std::vector<new_webhook_delivery>& deliveries) {
-  WALLET_ASSERT(to >= from, "an endpoint's cursor only moves forward");
-  pqxx::work txn(conn);
-  // The cursor first: its row lock makes a second dispatcher wait here, then find it moved, and an
-  // update of the types wait until this commits (the events up to `to` were judged by the types as
-  // read) or make this find them changed.
-  if (txn.exec_prepared(k_move_cursor, endpoint_id, from, to, pg_array(event_types)).affected_rows() != 1) return false;
-  if (!deliveries.empty()) {
-    std::vector<std::int64_t> cursors;
-    std::vector<std::string> ids, types, bodies;
-    for (const auto& d : deliveries) {
-      WALLET_ASSERT(d.event_cursor > from && d.event_cursor <= to, "a delivery's event is in the cursor's step");
+std::vector<std::int64_t> add_webhook_deliveries(pqxx::connection& conn,
+                                                 const std::vector<webhook_fan_out_step>& steps) {
+  if (steps.empty()) return {};
+  std::vector<std::int64_t> ids, froms, tos, delivery_endpoints, cursors;
+  std::vector<std::string> types, event_ids, event_types, bodies;
+  for (const auto& step : steps) {
+    WALLET_ASSERT(step.to >= step.from, "an endpoint's cursor only moves forward");
+    WALLET_ASSERT(!step.event_types.empty(), "an endpoint names one event type at least");
+    ids.push_back(step.endpoint_id);
+    froms.push_back(step.from);
+    tos.push_back(step.to);
+    types.push_back(pg_array(step.event_types));
+    for (const auto& d : step.deliveries) {
+      WALLET_ASSERT(d.event_cursor > step.from && d.event_cursor <= step.to,
+                    "a delivery's event is in the cursor's step");
+      delivery_endpoints.push_back(step.endpoint_id);
       cursors.push_back(d.event_cursor);
-      ids.push_back(d.event_id);
-      types.push_back(d.event_type);
+      event_ids.push_back(d.event_id);
+      event_types.push_back(d.event_type);
       bodies.push_back(d.body);
     }
-    txn.exec_prepared(k_insert_deliveries, endpoint_id, pg_array(cursors), pg_array(ids), pg_array(types),
-                      pg_array(bodies));
+  }
+  pqxx::work txn(conn);
+  std::vector<std::int64_t> moved;
+  for (const auto& row : txn.exec_prepared(k_fan_out_steps, pg_array(ids), pg_array(froms), pg_array(tos),
+                                           pg_array(types), pg_array(delivery_endpoints), pg_array(cursors),
+                                           pg_array(event_ids), pg_array(event_types), pg_array(bodies))) {
+    moved.push_back(row[0].as<std::int64_t>());
   }
   txn.commit();
-  return true;
+  return moved;
 }
 
 std::vector<claimed_webhook_delivery> claim_webhook_deliveries(pqxx::connection& conn, int limit,

@@ -149,13 +149,22 @@ bool webhook_endpoint_behind(pqxx::connection& conn, std::int64_t cursor);
 // Live endpoints that are not disabled, after the id `after`, at most `limit`, by id.
 std::vector<webhook_endpoint_record> live_webhook_endpoints(pqxx::connection& conn, std::int64_t after, int limit);
 
-// In one transaction: inserts `deliveries` (an event already made into a delivery of this endpoint
-// is skipped) and moves the endpoint's cursor from `from` to `to`. False, and nothing written,
-// when the cursor is no longer `from` (another server moved it), the endpoint was deleted or
-// disabled, or its event types are no longer `event_types` (those the deliveries were chosen by).
-bool add_webhook_deliveries(pqxx::connection& conn, std::int64_t endpoint_id, std::int64_t from, std::int64_t to,
-                            const std::vector<std::string>& event_types,
-                            const std::vector<new_webhook_delivery>& deliveries);
+// One endpoint's fan-out step: its deliveries, and its cursor moved from `from` to `to`.
+struct webhook_fan_out_step {
+  std::int64_t endpoint_id = 0;
+  std::int64_t from = 0;
+  std::int64_t to = 0;
+  std::vector<std::string> event_types;  // those the deliveries were chosen by
+  std::vector<new_webhook_delivery> deliveries;
+};
+
+// In one statement and one transaction, the steps of several endpoints: each endpoint's cursor is
+// moved from `from` to `to` and its deliveries inserted (an event already made into a delivery of
+// it is skipped), or, when its cursor is no longer `from` (another server moved it), it was deleted
+// or disabled, or its event types are no longer `event_types`, nothing of its step is written. The
+// endpoints are locked in id order. Returns the ids of the endpoints whose steps were written.
+std::vector<std::int64_t> add_webhook_deliveries(pqxx::connection& conn,
+                                                 const std::vector<webhook_fan_out_step>& steps);
 
 // A delivery attempt this server now holds (its lease): what to send where.
 struct claimed_webhook_delivery {
