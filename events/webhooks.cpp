@@ -90,7 +90,13 @@ class webhook_dispatcher::worker {
   // parts run on threads of their own, each with its connection, so that a long fan-out (a backlog
   // of events times the endpoints) never holds up the next attempt of an endpoint.
   bool round(worker_part part) {
-    if (!conn_) conn_ = persistence::connect(s_.config.database);
+    if (!conn_) {
+      conn_ = persistence::connect(s_.config.database);
+      // Every statement of the dispatcher finds its rows by key (the claim probes each endpoint's
+      // oldest pending delivery, the fan-out reads the feed from a cursor): none is meant to read a
+      // table whole, which plans made on a new database's empty tables would.
+      persistence::find_rows_by_key(*conn_);
+    }
     if (part == worker_part::fan_out) {
       prune_when_due();
       const auto created_before = created_;

@@ -982,7 +982,7 @@ void prepare_posting_statements(pqxx::connection& conn) {
   // Set through libpqxx's session variables, not SET statements: libpqxx 6 reconnects a connection
   // whose session ended on its next statement, silently, and sets them again in the new session.
   conn.set_variable("plan_cache_mode", "force_generic_plan");
-  conn.set_variable("enable_seqscan", "off");
+  find_rows_by_key(conn);
   prepare_hold_statements(conn);
 }
 

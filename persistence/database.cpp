@@ -73,6 +73,8 @@ std::unique_ptr<pqxx::connection> connect(const connection_options& options) {
   return conn;
 }
 
+void find_rows_by_key(pqxx::connection& conn) { conn.set_variable("enable_seqscan", "off"); }
+
 bool ping(pqxx::connection& conn) {
   pqxx::nontransaction txn(conn);
   txn.exec_prepared(k_ping);

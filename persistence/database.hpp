@@ -46,6 +46,14 @@ std::unique_ptr<pqxx::connection> connect(const connection_options& options);
 // True when the database answers a trivial query.
 bool ping(pqxx::connection& conn);
 
+// Makes `conn`'s plans find rows through indexes whatever the statistics say: a sequential scan is
+// priced out (enable_seqscan = off). For connections none of whose statements is meant to read a
+// table whole. On a new database a plan made from empty tables reads them whole, and a generic plan
+// keeps doing so as they grow, until autovacuum's next ANALYZE invalidates it (bench/PROFILE.md,
+// seventh part). Set as a libpqxx session variable, not a SET statement: libpqxx 6 reconnects a
+// connection whose session ended on its next statement, silently, and sets them again there.
+void find_rows_by_key(pqxx::connection& conn);
+
 // Array literals for parameters. Text elements are always quoted and escaped, so any string
 // (including JSON and idempotency keys with commas, quotes or backslashes) is carried exactly.
 std::string pg_array(const std::vector<std::int64_t>& values);

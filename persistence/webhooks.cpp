@@ -164,6 +164,12 @@ constexpr const char* k_fan_out_steps_sql =
 // locked, and once the first commits, the lease keeps it out until the attempt is over. The due and
 // lease conditions sit at the level that locks, so that a row leased by a transaction that
 // committed meanwhile is checked again once locked (READ COMMITTED re-reads it) and left alone.
+//
+// The heads are then read by primary key (an array of their ids), and the status is checked there
+// as "not finished", which the pending index's predicate cannot be proved from: joined to the heads
+// instead, a plan made while webhook_delivery was nearly empty read every pending delivery once per
+// endpoint (159 ms a claim with 200 endpoints and 1,000 deliveries pending, 0.5 ms this way;
+// tests/persistence/posting_plan_tests.cpp).
 constexpr const char* k_claim = "webhook_claim";
 constexpr const char* k_claim_sql =
     "WITH heads AS ("
@@ -172,8 +178,9 @@ constexpr const char* k_claim_sql =
     "                      ORDER BY d.event_cursor LIMIT 1) h"
     "  WHERE e.deleted_at IS NULL AND e.disabled_at IS NULL AND e.id <> ALL($2::bigint[])),"
     " claimed AS ("
-    "  SELECT d.id FROM webhook_delivery d JOIN heads h ON h.id = d.id"
-    "  WHERE d.status = 'PENDING' AND d.next_attempt_at <= now() AND (d.lease_until IS NULL OR d.lease_until < now())"
+    "  SELECT d.id FROM webhook_delivery d"
+    "  WHERE d.id = ANY (ARRAY(SELECT id FROM heads)) AND d.status NOT IN ('DELIVERED', 'FAILED')"
+    "    AND d.next_attempt_at <= now() AND (d.lease_until IS NULL OR d.lease_until < now())"
     "  ORDER BY d.next_attempt_at LIMIT $1 FOR UPDATE OF d SKIP LOCKED)"
     " UPDATE webhook_delivery d SET attempts = d.attempts + 1, span_attempts = d.span_attempts + 1,"
     "   first_attempt_at = COALESCE(d.first_attempt_at, now()), last_attempt_at = now(),"
