@@ -34,13 +34,17 @@ def call(base, method, path, key, body=None, idem=None):
         return json.loads(r.read() or b"{}")
 
 
-def feed_reads(base):
-    """wallet_webhook_feed_reads_total, or None when the server has no such series."""
+def metric(base, name):
+    """The value of the series `name` on the server's /metrics, or None when it has no such series."""
     with urllib.request.urlopen(base + "/metrics", timeout=30) as r:
         for line in r.read().decode().splitlines():
-            if line.startswith("wallet_webhook_feed_reads_total "):
+            if line.startswith(name + " "):
                 return int(float(line.split()[1]))
     return None
+
+
+def feed_reads(base):
+    return metric(base, "wallet_webhook_feed_reads_total")
 
 
 def main():
@@ -90,7 +94,16 @@ def main():
              {"url": "http://127.0.0.1:%d/o%d" % (port, i), "events": ["TRANSFER"]})
 
     reads_before = feed_reads(a.url)
+    made_before = metric(a.url, "wallet_webhook_deliveries_created_total") or 0
+    fanned_out = []  # when the server had made a delivery of every event (its fan-out done)
+    def watch_fan_out():
+        while time.time() - start < 600:
+            if (metric(a.url, "wallet_webhook_deliveries_created_total") or 0) - made_before >= a.transfers * a.endpoints:
+                fanned_out.append(time.time())
+                return
+            time.sleep(0.02)
     start = time.time()
+    threading.Thread(target=watch_fan_out, daemon=True).start()
     def pay(k):
         for i in range(k, a.transfers, a.threads):
             call(a.url, "POST", "/v1/transfers", payer["apiKey"],
@@ -112,6 +125,9 @@ def main():
     print("transfers %d in %.2f s (%.0f/s); deliveries %d of %d, last one %.2f s after the first payment: %.0f deliveries/s"
           % (a.transfers, paid - start, a.transfers / (paid - start), total, a.transfers * a.endpoints, done - start,
              total / (done - start)))
+    if fanned_out:
+        print("  every delivery made %.2f s after the first payment, %.2f s after the last one's answer"
+              % (fanned_out[0] - start, fanned_out[0] - paid))
     reads = feed_reads(a.url)
     if reads is not None and reads_before is not None:
         print("  feed reads by the fan-out: %d (%d endpoints live)" % (reads - reads_before, a.endpoints + a.other_owners))
