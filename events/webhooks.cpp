@@ -14,6 +14,7 @@
 #include <pqxx/pqxx>
 #include <random>
 #include <set>
+#include <span>
 #include <sstream>
 
 #include "events/event_json.hpp"
@@ -28,8 +29,9 @@ namespace {
 // Endpoints read from the database at a time while fanning out.
 constexpr int k_endpoints_page = 500;
 // Events one read of the feed takes at most while fanning out: one step of every endpoint it serves,
-// all of them written in one transaction.
+// written in one transaction, or in several of at most k_fan_out_deliveries_max deliveries each.
 constexpr int k_fan_out_events_max = 1'000;
+constexpr std::size_t k_fan_out_deliveries_max = 2'000;
 // How much longer than an attempt's deadline its lease lasts: time to record the outcome.
 constexpr std::int64_t k_lease_margin_ms = 30'000;
 // Finished deliveries one prune statement deletes at most (one transaction), and statements a
@@ -289,8 +291,17 @@ class webhook_dispatcher::worker {
       }
       steps.push_back(std::move(step));
     }
-    const auto moved = persistence::add_webhook_deliveries(*conn_, steps);
-    const std::set<std::int64_t> written(moved.begin(), moved.end());
+    // Written a few endpoints at a time when many of them get the page's events: no statement
+    // carries more than k_fan_out_deliveries_max deliveries (an endpoint's own step may alone).
+    std::set<std::int64_t> written;
+    for (std::size_t from = 0; from < steps.size();) {
+      std::size_t to = from, deliveries = 0;
+      while (to < steps.size() && (to == from || deliveries + steps[to].deliveries.size() <= k_fan_out_deliveries_max))
+        deliveries += steps[to++].deliveries.size();
+      const std::span<const persistence::webhook_fan_out_step> part(steps.data() + from, to - from);
+      for (const auto id : persistence::add_webhook_deliveries(*conn_, part)) written.insert(id);
+      from = to;
+    }
     std::size_t made = 0;
     auto step = steps.begin();
     for (auto it = first; it != last; ++it, ++step) {

@@ -482,8 +482,7 @@ std::vector<webhook_endpoint_record> live_webhook_endpoints(pqxx::connection& co
   return out;
 }
 
-std::vector<std::int64_t> add_webhook_deliveries(pqxx::connection& conn,
-                                                 const std::vector<webhook_fan_out_step>& steps) {
+std::vector<std::int64_t> add_webhook_deliveries(pqxx::connection& conn, std::span<const webhook_fan_out_step> steps) {
   if (steps.empty()) return {};
   std::vector<std::int64_t> ids, froms, tos, delivery_endpoints, cursors;
   std::vector<std::string> types, event_ids, event_types, bodies;

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -163,8 +164,7 @@ struct webhook_fan_out_step {
 // it is skipped), or, when its cursor is no longer `from` (another server moved it), it was deleted
 // or disabled, or its event types are no longer `event_types`, nothing of its step is written. The
 // endpoints are locked in id order. Returns the ids of the endpoints whose steps were written.
-std::vector<std::int64_t> add_webhook_deliveries(pqxx::connection& conn,
-                                                 const std::vector<webhook_fan_out_step>& steps);
+std::vector<std::int64_t> add_webhook_deliveries(pqxx::connection& conn, std::span<const webhook_fan_out_step> steps);
 
 // A delivery attempt this server now holds (its lease): what to send where.
 struct claimed_webhook_delivery {

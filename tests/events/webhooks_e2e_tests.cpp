@@ -1061,5 +1061,46 @@ TEST_F(webhooks_e2e, endpoints_of_many_owners_share_one_read_of_the_feed_and_get
             << " live endpoints" << std::endl;
 }
 
+TEST_F(webhooks_e2e, a_step_with_more_deliveries_than_one_statement_carries_is_written_whole) {
+  // Three endpoints of one merchant, disabled while 700 payments are made to it, then enabled in one
+  // statement, so that one page of the feed serves all three at the same cursor: 2,100 deliveries,
+  // more than one statement carries (2,000), so their steps are written in two. Each endpoint gets
+  // every payment exactly once, in order, and its cursor ends past the last.
+  server_process server(server_options(quick_webhooks()));
+  http_client c(server.port());
+  const auto& op = server.operator_key();
+  const auto merchant = make_party(c, op, "merchant");
+  const auto payer = make_party(c, op, "user", 1'000'000);
+  webhook_receiver receiver([](int) { return 200; });
+  std::vector<std::int64_t> ids;
+  for (int i = 0; i < 3; ++i) {
+    ids.push_back(create_endpoint(c, merchant.key, receiver.url("/e" + std::to_string(i))).id);
+    ASSERT_EQ(c.post("/v1/webhook-endpoints/" + std::to_string(ids.back()) + "/disable", merchant.key, "").status, 200);
+  }
+  std::vector<std::string> paid;
+  for (int i = 0; i < 700; ++i) paid.push_back(transfer(c, payer.key, payer.account, merchant.account, 1 + i % 50));
+  const auto list = std::to_string(ids[0]) + "," + std::to_string(ids[1]) + "," + std::to_string(ids[2]);
+  sql_value(owner_url(), "UPDATE webhook_endpoint SET disabled_at = NULL, disabled_reason = NULL WHERE id IN (" + list +
+                             ") RETURNING 1");
+  ASSERT_TRUE(eventually(
+      [&] {
+        return sql_value(owner_url(), "SELECT count(*) FROM webhook_delivery WHERE endpoint_id IN (" + list + ")") ==
+               "2100";
+      },
+      std::chrono::seconds(60), std::chrono::milliseconds(20)));
+  for (const auto id : ids) {
+    const auto events =
+        sql_column(owner_url(), "SELECT event_id FROM webhook_delivery WHERE endpoint_id = " + std::to_string(id) +
+                                    " ORDER BY event_cursor");
+    EXPECT_EQ(events, paid) << "endpoint " << id;
+  }
+  EXPECT_EQ(
+      sql_value(owner_url(),
+                "SELECT count(*) FROM webhook_endpoint WHERE id IN (" + list +
+                    ") AND feed_cursor >= (SELECT max(event_cursor) FROM webhook_delivery WHERE endpoint_id IN (" +
+                    list + "))"),
+      "3");
+}
+
 }  // namespace
 }  // namespace events_test
