@@ -36,15 +36,9 @@ out=bench/out/fanout
 mkdir -p "$out"
 cp /proc/loadavg "$out/load-start.txt"
 
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
 bash scripts/services.sh start "$var_dir" "$pg_port" "$redis_port"
-server_pid=
-stop_server() {
-  if [[ -n $server_pid ]] && kill -0 "$server_pid" 2>/dev/null; then
-    kill -TERM "$server_pid"
-    wait "$server_pid" 2>/dev/null || true
-  fi
-  server_pid=
-}
 trap 'stop_server; bash scripts/services.sh stop "$var_dir"' EXIT
 set -a
 # shellcheck disable=SC1091
@@ -62,10 +56,7 @@ run() {
     WALLET_RATELIMIT_READ_RATE_PER_SECOND=1000000 WALLET_RATELIMIT_READ_BURST=2000000 \
     "$bin" --http-port "$http_port" > "$out/server-$name.log" 2>&1 &
   server_pid=$!
-  for _ in $(seq 1 300); do
-    curl -fsS "http://127.0.0.1:$http_port/readyz" >/dev/null 2>&1 && break
-    sleep 0.1
-  done
+  wait_until_ready "$http_port" "$out/server-$name.log"
   echo "== $name: $bin"
   python3 bench/webhooks.py --url "http://127.0.0.1:$http_port" --operator-key "$key" --transfers "$transfers" \
     --endpoints 1 --other-owners "$others" | tee "$out/$name.txt"
