@@ -147,6 +147,8 @@ class outbox_relay::worker {
     if (database_ || steady::now() < database_retry_at_) return;
     try {
       database_ = persistence::connect(s_.config.database);
+      // Every statement of the relay finds its rows by key (tests/persistence/posting_plan_tests.cpp).
+      persistence::find_rows_by_key(*database_);
     } catch (const std::exception& e) {
       database_failed(e.what());
     }

@@ -108,12 +108,13 @@ const std::string k_prune_sql =
     "    through_cursor = (last.feed_seq << " +
     std::to_string(k_event_index_bits) +
     ") + last.events - 1,"
-    "    pruned_at = now() FROM last WHERE last.feed_seq > p.through_seq RETURNING p.through_cursor)"
+    "    pruned_at = now() FROM last WHERE p.singleton AND last.feed_seq > p.through_seq"
+    "    RETURNING p.through_cursor)"
     " SELECT (SELECT count(*) FROM gone),"
-    "        COALESCE((SELECT through_cursor FROM marked), (SELECT through_cursor FROM outbox_pruned))";
+    "        COALESCE((SELECT through_cursor FROM marked), (SELECT through_cursor FROM outbox_pruned WHERE singleton))";
 
 constexpr const char* k_pruned_through = "outbox_pruned_through";
-constexpr const char* k_pruned_through_sql = "SELECT through_cursor FROM outbox_pruned";
+constexpr const char* k_pruned_through_sql = "SELECT through_cursor FROM outbox_pruned WHERE singleton";
 
 // What an event says of the accounts its entries name. Nothing changes these once an account is
 // opened (only its status and balances change), so the relay keeps them between rounds.

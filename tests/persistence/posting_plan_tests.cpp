@@ -71,8 +71,8 @@ class posting_plans : public ::testing::Test {
                                                         const std::string& args) {
     conn.prepare_now(name);
     pqxx::work txn(conn);
-    const auto plan =
-        boost::json::parse(txn.exec1("EXPLAIN (FORMAT JSON) EXECUTE " + name + "(" + args + ")")[0].c_str());
+    const auto plan = boost::json::parse(
+        txn.exec1("EXPLAIN (FORMAT JSON) EXECUTE " + name + (args.empty() ? "" : "(" + args + ")"))[0].c_str());
     std::vector<std::string> found;
     std::function<void(const boost::json::object&)> walk = [&](const boost::json::object& node) {
       const auto* children = node.if_contains("Plans");
@@ -301,6 +301,32 @@ TEST_F(posting_plans, the_webhook_claim_reads_each_endpoints_head_by_key_on_new_
   // The pending deliveries are never read as a whole set.
   EXPECT_EQ(plan.find("Recheck Cond: (status = 'PENDING'::text)"), std::string::npos) << plan;
   EXPECT_EQ(plan.find("Seq Scan on webhook_delivery"), std::string::npos) << plan;
+}
+
+// The outbox relay's statements and the feed's, planned as generic plans on new tables on a
+// connection that prices sequential scans out, as the relay's is: none reads outbox_event whole,
+// and every nested loop probes an index on its inner side.
+TEST_F(posting_plans, the_relays_and_the_feeds_statements_read_the_outbox_by_index_on_new_tables) {
+  auto relay = connect(options_for(test_support::scratch_database_url(), k_application_name));
+  find_rows_by_key(*relay);
+  relay->set_variable("plan_cache_mode", "force_generic_plan");
+  for (const auto& [name, args] : std::vector<std::pair<std::string, std::string>>{{"outbox_sequence", "50"},
+                                                                                   {"outbox_claim", "50"},
+                                                                                   {"outbox_lag", ""},
+                                                                                   {"outbox_rows_by_id", "'{}'"},
+                                                                                   {"outbox_feed_rows", "0, 0, 64"},
+                                                                                   {"outbox_prune", "30, 1000"},
+                                                                                   {"outbox_pruned_through", ""}}) {
+    relay->prepare_now(name);
+    std::string plan;
+    {
+      pqxx::work txn(*relay);
+      for (const auto& row : txn.exec("EXPLAIN EXECUTE " + name + (args.empty() ? "" : "(" + args + ")")))
+        plan += row[0].as<std::string>() + "\n";
+    }
+    EXPECT_EQ(plan.find("Seq Scan on outbox_event"), std::string::npos) << name << ":\n" << plan;
+    EXPECT_TRUE(rescanned_inner_sides(*relay, name, args).empty()) << name << ":\n" << plan;
+  }
 }
 
 }  // namespace
