@@ -258,6 +258,7 @@ class outbox_relay::worker {
     const auto pruned = persistence::prune_outbox(*database_, s_.config.feed_retention_days, k_prune_batch);
     if (pruned) {
       pruned_in_round_ += pruned->rows;
+      pruned_through_ = pruned->through_cursor;
       s_.rows_pruned.fetch_add(static_cast<std::uint64_t>(pruned->rows), std::memory_order_relaxed);
     }
     if (!pruned || pruned->rows < k_prune_batch) prune_statements_left_ = 0;
@@ -265,7 +266,7 @@ class outbox_relay::worker {
       spdlog::info(
           "events: deleted {} outbox rows past events.feed_retention_days ({}); the feed now starts after "
           "cursor {}",
-          pruned_in_round_, s_.config.feed_retention_days, pruned ? pruned->through_cursor : 0);
+          pruned_in_round_, s_.config.feed_retention_days, pruned_through_);
     }
   }
 
@@ -289,6 +290,7 @@ class outbox_relay::worker {
   std::optional<steady::time_point> pruned_at_;  // when the last prune round started
   int prune_statements_left_ = 0;                // of the prune round under way (0: none)
   std::int64_t pruned_in_round_ = 0;
+  std::int64_t pruned_through_ = 0;  // the cursor of the last event deleted, as last recorded
 };
 
 outbox_relay::outbox_relay(relay_config config, relay_hooks hooks) : state_(std::make_unique<state>()) {
