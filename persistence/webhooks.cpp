@@ -158,12 +158,18 @@ constexpr const char* k_fan_out_steps_sql =
     "   ON CONFLICT (endpoint_id, event_cursor) DO NOTHING)"
     " SELECT id FROM moved";
 
-// The head of each live, enabled endpoint's queue (its oldest pending delivery: one index probe per
-// endpoint), when due and not leased, locked without waiting; then its lease and the attempt
-// counted, in the same statement. Two servers never hold one row: the second skips what the first
-// locked, and once the first commits, the lease keeps it out until the attempt is over. The due and
-// lease conditions sit at the level that locks, so that a row leased by a transaction that
-// committed meanwhile is checked again once locked (READ COMMITTED re-reads it) and left alone.
+// The head of each queue: the endpoints with deliveries pending are walked through the pending
+// index one endpoint at a time (a loose index scan: one descent per such endpoint, its oldest
+// pending delivery first), so a claim costs the endpoints that have something to send, not every
+// endpoint registered (with 2,000 endpoints of which one had deliveries, probing each endpoint's
+// head cost every claim 2,000 probes). Each head's endpoint must be live, enabled and not busy here
+// (one primary-key probe each, the state judged above it: with the state in the probe, a plan may
+// take the partial index of the enabled endpoints and filter it for the id). The heads, when due and not leased, are locked without waiting;
+// then their leases and the attempts counted, in the same statement. Two servers never hold one
+// row: the second skips what the first locked, and once the first commits, the lease keeps it out
+// until the attempt is over. The due and lease conditions sit at the level that locks, so that a
+// row leased by a transaction that committed meanwhile is checked again once locked (READ
+// COMMITTED re-reads it) and left alone.
 //
 // The heads are then read by primary key (an array of their ids), and the status is checked there
 // as "not finished", which the pending index's predicate cannot be proved from: joined to the heads
@@ -172,11 +178,19 @@ constexpr const char* k_fan_out_steps_sql =
 // tests/persistence/posting_plan_tests.cpp).
 constexpr const char* k_claim = "webhook_claim";
 constexpr const char* k_claim_sql =
-    "WITH heads AS ("
-    "  SELECT h.id FROM webhook_endpoint e"
-    "  CROSS JOIN LATERAL (SELECT d.id FROM webhook_delivery d WHERE d.endpoint_id = e.id AND d.status = 'PENDING'"
-    "                      ORDER BY d.event_cursor LIMIT 1) h"
-    "  WHERE e.deleted_at IS NULL AND e.disabled_at IS NULL AND e.id <> ALL($2::bigint[])),"
+    "WITH RECURSIVE pending AS ("
+    "  (SELECT d.endpoint_id, d.id FROM webhook_delivery d WHERE d.status = 'PENDING'"
+    "    ORDER BY d.endpoint_id, d.event_cursor LIMIT 1)"
+    "  UNION ALL"
+    "  SELECT n.endpoint_id, n.id FROM pending p"
+    "  CROSS JOIN LATERAL (SELECT d.endpoint_id, d.id FROM webhook_delivery d"
+    "                      WHERE d.status = 'PENDING' AND d.endpoint_id > p.endpoint_id"
+    "                      ORDER BY d.endpoint_id, d.event_cursor LIMIT 1) n),"
+    " heads AS ("
+    "  SELECT p.id FROM pending p"
+    "  CROSS JOIN LATERAL (SELECT e.deleted_at IS NULL AND e.disabled_at IS NULL AS live FROM webhook_endpoint e"
+    "                      WHERE e.id = p.endpoint_id LIMIT 1) e"
+    "  WHERE e.live AND p.endpoint_id <> ALL($2::bigint[])),"
     " claimed AS ("
     "  SELECT d.id FROM webhook_delivery d"
     "  WHERE d.id = ANY (ARRAY(SELECT id FROM heads)) AND d.status NOT IN ('DELIVERED', 'FAILED')"
