@@ -61,6 +61,11 @@ run() {
   python3 bench/webhooks.py --url "http://127.0.0.1:$http_port" --operator-key "$key" --transfers "$transfers" \
     --endpoints 1 --other-owners "$others" | tee "$out/$name.txt"
   stop_server
+  # Every row the run wrote to the endpoints' table and the deliveries' (the server's backends have
+  # exited, so their statistics are in).
+  psql_admin -d wallet -At -F ' ' -c "SELECT relname, n_tup_ins, n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables
+      WHERE relname IN ('webhook_endpoint', 'webhook_delivery') ORDER BY relname" |
+    awk '{ printf "  %s: %d rows inserted, %d updated (%d in place)\n", $1, $2, $3, $4 }' | tee -a "$out/$name.txt"
 }
 
 echo "webhook fan-out ($(date -u +%Y-%m-%dT%H:%MZ), load at start: $(cut -d' ' -f1-3 "$out/load-start.txt")):" \

@@ -39,6 +39,15 @@ constexpr std::int64_t k_lease_margin_ms = 30'000;
 constexpr int k_prune_batch = 5'000;
 constexpr int k_prune_statements_max = 10;
 
+// Where a step over `page` leaves its endpoints: the page's last event, or, when the feed ended
+// within the page, the last cursor of that event's row (a row's events never change once it has its
+// position, and the page took all of them), which is what the feed's end is measured in, so that a
+// step that reached the end leaves nothing to read again.
+std::int64_t reached(const persistence::events_page& page) {
+  if (page.more || page.next == 0) return page.next;
+  return persistence::event_cursor(page.next >> persistence::k_event_index_bits, persistence::k_events_per_row_max - 1);
+}
+
 std::int64_t unix_now() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
@@ -197,33 +206,74 @@ class webhook_dispatcher::worker {
                  s_.config.delivery_retention_days);
   }
 
-  // Moves every live, enabled endpoint's cursor over the feed events it has not seen; true when an
-  // endpoint has more waiting than one step takes. The endpoints are read only when the feed grew
-  // since every endpoint was last brought to its end (a new endpoint starts at the end), or when an
-  // endpoint's cursor is behind where the last round left them all (one enabled again, here or on
-  // another server, after it had missed events), so an idle feed costs two queries a round.
-  //
-  // The feed is read once for all the endpoints it serves, not once per endpoint: the endpoints
-  // behind, lowest cursor first, take one step each from a page read at the lowest of their
-  // cursors, every endpoint whose cursor the page passes being served from it; an endpoint the page
-  // does not reach gets a page of its own (with those near it). So endpoints that keep up share one
-  // read a round, and one far behind (enabled after a pause) holds none of the others back.
+  // Brings every enabled endpoint over the feed events it has not seen; true when there is more
+  // waiting than one round takes. Most endpoints follow the shared position (migration 029): one
+  // step of it reads the feed once, makes the deliveries of the endpoints its events are for, and
+  // moves the position, whatever the number of endpoints that get nothing. The endpoints that do
+  // not follow it (new ones, enabled again after a pause) are brought to the feed's end by steps of
+  // their own and then join it. An idle feed costs one query a round.
   bool fan_out() {
-    const auto end = persistence::webhook_feed_end(*conn_);
-    if (end == fanned_out_to_ && !persistence::webhook_endpoint_behind(*conn_, caught_up_floor_)) return false;
+    const auto state = persistence::read_webhook_fan_out_state(*conn_);
+    bool more = false;
+    if (state.position < state.feed_end) more = take_shared_step(state.position);
+    if (state.lagging) {
+      more = catch_up(state.feed_end) || more;
+      if (const auto joined = persistence::join_webhook_fan_out(*conn_); joined > 0) {
+        spdlog::debug("webhooks: {} endpoints now follow the fan-out's position", joined);
+      }
+    }
+    return more;
+  }
+
+  // One step of the shared position: a page of the feed after it, each following endpoint its
+  // events are for given its deliveries, the position moved past the page. True when the feed
+  // goes on past the page, or when another server moved the position meanwhile.
+  bool take_shared_step(std::int64_t position) {
+    const auto page = persistence::read_event_feed(*conn_, position, k_fan_out_events_max, s_.config.feed_scan_max,
+                                                   persistence::event_filter{});
+    {
+      std::lock_guard lock(s_.mutex);
+      ++s_.stats.feed_reads;
+    }
+    std::set<ledger::principal_id> touched;
+    for (const auto& event : page.events) {
+      for (const auto& leg : event.legs) {
+        if (leg.owner) touched.insert(*leg.owner);
+      }
+    }
+    std::vector<std::optional<std::string>> bodies(page.events.size());
+    const auto made = persistence::take_shared_fan_out_step(
+        *conn_, position, reached(page), std::vector<ledger::principal_id>(touched.begin(), touched.end()),
+        k_fan_out_deliveries_max, [&](const std::vector<persistence::webhook_endpoint_record>& following) {
+          std::vector<persistence::webhook_fan_out_step> steps;
+          for (const auto& e : following) {
+            auto step = step_of(e, std::max(e.feed_cursor, position), page, bodies);
+            if (!step.deliveries.empty()) steps.push_back(std::move(step));
+          }
+          return steps;
+        });
+    if (!made) return true;
+    count_created(*made);
+    return page.more;
+  }
+
+  // The endpoints that do not follow the shared position, brought towards the feed's end by steps
+  // of their own; true when one has more waiting than one step takes.
+  //
+  // The feed is read once for all of them, not once per endpoint: the endpoints behind, lowest
+  // cursor first, take one step each from a page read at the lowest of their cursors, every
+  // endpoint whose cursor the page passes being served from it; an endpoint the page does not reach
+  // gets a page of its own (with those near it). So one far behind (enabled after a pause) holds
+  // none of the others back.
+  bool catch_up(std::int64_t end) {
     std::vector<persistence::webhook_endpoint_record> behind;
-    auto floor = std::numeric_limits<std::int64_t>::max();
     std::int64_t after = 0;
     for (;;) {
-      auto endpoints = persistence::live_webhook_endpoints(*conn_, after, k_endpoints_page);
+      auto endpoints = persistence::lagging_webhook_endpoints(*conn_, after, k_endpoints_page);
       const bool last_page = static_cast<int>(endpoints.size()) < k_endpoints_page;
       if (!endpoints.empty()) after = endpoints.back().id;
       for (auto& e : endpoints) {
-        if (e.feed_cursor < end) {
-          behind.push_back(std::move(e));
-        } else {
-          floor = std::min(floor, e.feed_cursor);
-        }
+        if (e.feed_cursor < end) behind.push_back(std::move(e));
       }
       if (last_page) break;
     }
@@ -238,59 +288,63 @@ class webhook_dispatcher::worker {
         ++s_.stats.feed_reads;
       }
       std::size_t served = first;
-      while (served < behind.size() && behind[served].feed_cursor < page.next) ++served;
+      while (served < behind.size() && behind[served].feed_cursor < reached(page)) ++served;
       if (served > first && !take_steps(behind.begin() + first, behind.begin() + served, page)) more = true;
-      for (auto i = first; i < served; ++i) floor = std::min(floor, behind[i].feed_cursor);
       // The feed ended within this page: the endpoints it did not reach have nothing new.
-      if (!page.more) {
-        for (; served < behind.size(); ++served) floor = std::min(floor, behind[served].feed_cursor);
-      }
-      more = more || page.more;
+      if (!page.more) break;
+      more = true;
       first = served;
-    }
-    if (!more) {
-      // Every enabled endpoint's cursor is now at the feed's last event or past it; an endpoint
-      // below the lowest of them has events to catch up on.
-      fanned_out_to_ = end;
-      caught_up_floor_ = floor;
     }
     return more;
   }
 
+  // The step of endpoint `e`, standing at `from`, over `page` (read at or below `from`, ending
+  // past it): the page's events after `from` that the endpoint is for, as deliveries. Each event's
+  // JSON is written once (`bodies`, by the event's index in the page), for every endpoint that
+  // gets it.
+  persistence::webhook_fan_out_step step_of(const persistence::webhook_endpoint_record& e, std::int64_t from,
+                                            const persistence::events_page& page,
+                                            std::vector<std::optional<std::string>>& bodies) {
+    if (from < page.pruned_through) {
+      // Only an endpoint disabled while the feed's retention passed gets here: the relay keeps
+      // every event an enabled endpoint has still to be given.
+      spdlog::warn(
+          "webhooks: endpoint {} missed the events after cursor {} through {}: they were deleted past "
+          "events.feed_retention_days while it was disabled; it goes on from the oldest event kept",
+          e.id, from, page.pruned_through);
+      std::lock_guard lock(s_.mutex);
+      ++s_.stats.feed_gaps;
+    }
+    persistence::webhook_fan_out_step step{e.id, from, reached(page), e.event_types, {}};
+    for (std::size_t i = 0; i < page.events.size(); ++i) {
+      const auto& event = page.events[i];
+      if (event.cursor <= from) continue;
+      // The feed's rule: an operator's endpoint every event, any other its owner's; then its account.
+      if (!e.all_accounts && !event.touches_owner(e.owner)) continue;
+      if (e.account && !event.touches_account(*e.account)) continue;
+      if (!ledger::wants_event_type(e.event_types, event.type)) continue;
+      if (!bodies[i]) bodies[i] = boost::json::serialize(event_json(event));
+      step.deliveries.push_back({event.cursor, event.transaction_id, event.type, *bodies[i]});
+    }
+    return step;
+  }
+
+  void count_created(std::size_t made) {
+    created_ += made;
+    std::lock_guard lock(s_.mutex);
+    s_.stats.deliveries_created += made;
+  }
+
   // One step of each endpoint of [first, last) over `page` (read at or below their cursors, ending
   // past them), written in one transaction; each cursor becomes where it now stands. False when an
-  // endpoint's cursor could not be moved (another server moved it, or it was disabled, deleted or
-  // given other event types meanwhile) and the endpoints are to be looked at again.
+  // endpoint's cursor could not be moved (another server moved it, it joined the shared position,
+  // or it was disabled, deleted or given other event types meanwhile) and the endpoints are to be
+  // looked at again.
   template <typename It>
   bool take_steps(It first, It last, const persistence::events_page& page) {
-    // Each event's JSON is written once, for every endpoint that gets it.
     std::vector<std::optional<std::string>> bodies(page.events.size());
     std::vector<persistence::webhook_fan_out_step> steps;
-    for (auto it = first; it != last; ++it) {
-      const auto& e = *it;
-      if (e.feed_cursor < page.pruned_through) {
-        // Only an endpoint disabled while the feed's retention passed gets here: the relay keeps
-        // every event an enabled endpoint has still to be given.
-        spdlog::warn(
-            "webhooks: endpoint {} missed the events after cursor {} through {}: they were deleted past "
-            "events.feed_retention_days while it was disabled; it goes on from the oldest event kept",
-            e.id, e.feed_cursor, page.pruned_through);
-        std::lock_guard lock(s_.mutex);
-        ++s_.stats.feed_gaps;
-      }
-      persistence::webhook_fan_out_step step{e.id, e.feed_cursor, page.next, e.event_types, {}};
-      for (std::size_t i = 0; i < page.events.size(); ++i) {
-        const auto& event = page.events[i];
-        if (event.cursor <= e.feed_cursor) continue;
-        // The feed's rule: an operator's endpoint every event, any other its owner's; then its account.
-        if (!e.all_accounts && !event.touches_owner(e.owner)) continue;
-        if (e.account && !event.touches_account(*e.account)) continue;
-        if (!ledger::wants_event_type(e.event_types, event.type)) continue;
-        if (!bodies[i]) bodies[i] = boost::json::serialize(event_json(event));
-        step.deliveries.push_back({event.cursor, event.transaction_id, event.type, *bodies[i]});
-      }
-      steps.push_back(std::move(step));
-    }
+    for (auto it = first; it != last; ++it) steps.push_back(step_of(*it, it->feed_cursor, page, bodies));
     // Written a few endpoints at a time when many of them get the page's events: no statement
     // carries more than k_fan_out_deliveries_max deliveries (an endpoint's own step may alone).
     std::set<std::int64_t> written;
@@ -306,14 +360,10 @@ class webhook_dispatcher::worker {
     auto step = steps.begin();
     for (auto it = first; it != last; ++it, ++step) {
       if (written.count(it->id) == 0) continue;
-      it->feed_cursor = page.next;
+      it->feed_cursor = step->to;
       made += step->deliveries.size();
     }
-    created_ += made;
-    {
-      std::lock_guard lock(s_.mutex);
-      s_.stats.deliveries_created += made;
-    }
+    count_created(made);
     return written.size() == steps.size();
   }
 
@@ -356,8 +406,6 @@ class webhook_dispatcher::worker {
   state& s_;
   std::unique_ptr<pqxx::connection> conn_;
   std::set<std::int64_t> busy_endpoints_;  // endpoints with an attempt of this server in flight
-  std::int64_t caught_up_floor_ = 0;       // the lowest cursor of an enabled endpoint then
-  std::int64_t fanned_out_to_ = -1;        // the feed end every live endpoint was last brought to
   std::uint64_t created_ = 0;              // deliveries this worker made
   std::optional<std::chrono::steady_clock::time_point> pruned_at_;  // the last prune (fan-out worker)
   std::deque<std::pair<persistence::claimed_webhook_delivery, webhook_response>> unrecorded_;

@@ -84,7 +84,9 @@ const std::string k_feed_rows_sql = std::string("SELECT ") + k_row_columns +
 // The head of the feed past the retention, deleted (migration 028 says which rows may go): the
 // first $2 rows by position up to the bound, of which the prefix whose rows are all published and
 // older than $1 days. The cursor of the prefix's last event is read from the statement's snapshot,
-// which still holds the rows being deleted.
+// which still holds the rows being deleted. An enabled webhook endpoint that follows the fan-out's
+// shared position (migration 029) stands at that position or past it, so the position bounds them
+// all; one that does not stands at its own cursor.
 constexpr const char* k_prune = "outbox_prune";
 const std::string k_prune_sql =
     "WITH bound AS (SELECT LEAST("
@@ -92,7 +94,11 @@ const std::string k_prune_sql =
     "    (SELECT min(feed_cursor) >> " +
     std::to_string(k_event_index_bits) +
     " FROM webhook_endpoint"
-    "      WHERE deleted_at IS NULL AND disabled_at IS NULL)) - 1 AS seq),"
+    "      WHERE NOT follows_fan_out AND deleted_at IS NULL AND disabled_at IS NULL),"
+    "    (SELECT cursor >> " +
+    std::to_string(k_event_index_bits) +
+    " FROM webhook_fan_out WHERE singleton AND EXISTS (SELECT 1 FROM webhook_endpoint"
+    "      WHERE follows_fan_out AND deleted_at IS NULL AND disabled_at IS NULL))) - 1 AS seq),"
     " candidates AS (SELECT r.id, r.feed_seq,"
     "    r.published_at IS NOT NULL AND r.created_at < now() - $1::bigint * interval '1 day' AS due"
     "    FROM outbox_event r WHERE r.feed_seq IS NOT NULL AND r.feed_seq <= (SELECT seq FROM bound)"

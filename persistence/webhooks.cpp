@@ -2,6 +2,8 @@
 
 #include <pqxx/pqxx>
 
+#include <functional>
+
 #include "base/assert.hpp"
 #include "persistence/database.hpp"
 #include "persistence/outbox.hpp"
@@ -56,10 +58,25 @@ const std::string k_find_endpoint_sql = "SELECT " + k_endpoint_columns +
                                         " FROM webhook_endpoint WHERE id = $1 AND deleted_at IS NULL AND ($2::bigint "
                                         "IS NULL OR owner_id = $2)";
 
-// Disabling by request keeps the reason of an endpoint disabled already (the 200 shows it).
+// The fan-out's shared position (migration 029), held FOR SHARE by every change that decides what
+// a following endpoint is given, before it touches the endpoint's row: a fan-out step holds it FOR
+// UPDATE from reading the following endpoints until it commits, so it sees such a change whole or
+// not at all, and the position cannot move under the change.
+constexpr const char* k_hold_position = "webhook_hold_position";
+constexpr const char* k_hold_position_sql = "SELECT cursor FROM webhook_fan_out WHERE singleton FOR SHARE";
+// Where an endpoint stands, given the position $N: a following endpoint at the position or at its
+// own cursor, whichever is further; any other at its own cursor.
+std::string standing(const std::string& position) {
+  return "CASE WHEN follows_fan_out THEN GREATEST(feed_cursor, " + position + ") ELSE feed_cursor END";
+}
+
+// Disabling by request keeps the reason of an endpoint disabled already (the 200 shows it). A
+// disabled endpoint stops following the shared position: where it stood ($4 the position) becomes
+// its own cursor, from which it goes on once enabled.
 constexpr const char* k_disable_endpoint = "webhook_disable_endpoint";
 const std::string k_disable_endpoint_sql =
-    "UPDATE webhook_endpoint SET disabled_at = now(), disabled_reason = $3"
+    "UPDATE webhook_endpoint SET disabled_at = now(), disabled_reason = $3, feed_cursor = " + standing("$4::bigint") +
+    ", follows_fan_out = false"
     " WHERE id = $1 AND deleted_at IS NULL AND disabled_at IS NULL AND ($2::bigint IS NULL OR owner_id = $2)"
     " RETURNING " +
     k_endpoint_columns;
@@ -70,15 +87,17 @@ constexpr const char* k_enable_endpoint_sql =
     " FROM (SELECT id, disabled_by_delivery FROM webhook_endpoint WHERE id = $1 AND deleted_at IS NULL"
     "       AND disabled_at IS NOT NULL AND ($2::bigint IS NULL OR owner_id = $2) FOR UPDATE) old"
     " WHERE e.id = old.id RETURNING old.disabled_by_delivery";
-// A delivery given up disables its endpoint (answers true), or, when the endpoint was disabled
+// A delivery given up disables its endpoint (answers true; $4 the position, as above), or, when the endpoint was disabled
 // meanwhile (an attempt in flight when it was paused on request), becomes the delivery its enabling
 // sends again, unless one is named already (answers false). The endpoint row is locked first and
 // judged as it is then, so that an enable committing meanwhile is seen rather than skipped: the
 // delivery is never left FAILED behind an enabled endpoint with nothing naming it.
 constexpr const char* k_disable_after_failure = "webhook_disable_after_failure";
-constexpr const char* k_disable_after_failure_sql =
+const std::string k_disable_after_failure_sql =
     "UPDATE webhook_endpoint e SET disabled_at = COALESCE(e.disabled_at, now()),"
-    " disabled_reason = COALESCE(e.disabled_reason, $2), disabled_by_delivery = COALESCE(e.disabled_by_delivery, $3)"
+    " disabled_reason = COALESCE(e.disabled_reason, $2), disabled_by_delivery = COALESCE(e.disabled_by_delivery, $3),"
+    " feed_cursor = CASE WHEN e.follows_fan_out THEN GREATEST(e.feed_cursor, $4::bigint) ELSE e.feed_cursor END,"
+    " follows_fan_out = false"
     " FROM (SELECT id, disabled_at IS NULL AS was_enabled FROM webhook_endpoint WHERE id = $1 AND deleted_at IS NULL"
     "       FOR NO KEY UPDATE) locked"
     " WHERE e.id = locked.id RETURNING locked.was_enabled";
@@ -129,19 +148,52 @@ const std::string k_find_delivery_sql = "SELECT " + k_delivery_columns +
                                         " FROM webhook_delivery WHERE id = $1 AND endpoint_id = $2 AND EXISTS "
                                         "(SELECT 1 FROM webhook_endpoint e WHERE e.id = $2 AND e.deleted_at IS NULL)";
 
-constexpr const char* k_live_endpoints = "webhook_live_endpoints";
-const std::string k_live_endpoints_sql = "SELECT " + k_endpoint_columns +
-                                         " FROM webhook_endpoint WHERE deleted_at IS NULL AND disabled_at IS NULL"
-                                         " AND id > $1 ORDER BY id LIMIT $2";
+// The enabled endpoints that do not follow the shared position (migration 029), by id.
+constexpr const char* k_lagging_endpoints = "webhook_lagging_endpoints";
+const std::string k_lagging_endpoints_sql =
+    "SELECT " + k_endpoint_columns +
+    " FROM webhook_endpoint WHERE NOT follows_fan_out AND deleted_at IS NULL AND disabled_at IS NULL"
+    " AND id > $1 ORDER BY id LIMIT $2";
 
-constexpr const char* k_endpoint_behind = "webhook_endpoint_behind";
-constexpr const char* k_endpoint_behind_sql =
-    "SELECT EXISTS (SELECT 1 FROM webhook_endpoint WHERE deleted_at IS NULL AND disabled_at IS NULL"
-    " AND feed_cursor < $1)";
+// The feed's end (as k_feed_end), the shared position, and whether an enabled endpoint does not
+// follow it.
+constexpr const char* k_fan_out_state = "webhook_fan_out_state";
+const std::string k_fan_out_state_sql = "SELECT (" + k_feed_end_sql +
+                                        "), (SELECT cursor FROM webhook_fan_out WHERE singleton),"
+                                        " EXISTS (SELECT 1 FROM webhook_endpoint WHERE NOT follows_fan_out"
+                                        "         AND deleted_at IS NULL AND disabled_at IS NULL)";
 
-// Several endpoints' fan-out steps: their rows locked in id order (two servers' steps never wait
+// A step of the shared position: its row locked (a step of another server waits, then finds it
+// moved), the following endpoints its events may be for (those of the owners the events touch, and
+// the operators'), their deliveries, and the position moved.
+constexpr const char* k_lock_position = "webhook_lock_position";
+constexpr const char* k_lock_position_sql = "SELECT cursor FROM webhook_fan_out WHERE singleton FOR UPDATE";
+constexpr const char* k_following_endpoints = "webhook_following_endpoints";
+const std::string k_following_endpoints_sql =
+    "SELECT " + k_endpoint_columns +
+    " FROM webhook_endpoint WHERE follows_fan_out AND deleted_at IS NULL AND disabled_at IS NULL"
+    " AND NOT all_accounts AND owner_id = ANY($1::bigint[])"
+    " UNION ALL SELECT " +
+    k_endpoint_columns +
+    " FROM webhook_endpoint WHERE follows_fan_out AND deleted_at IS NULL AND disabled_at IS NULL AND all_accounts";
+constexpr const char* k_add_deliveries = "webhook_add_deliveries";
+constexpr const char* k_add_deliveries_sql =
+    "INSERT INTO webhook_delivery (endpoint_id, event_cursor, event_id, event_type, body)"
+    " SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::text[])"
+    " ON CONFLICT (endpoint_id, event_cursor) DO NOTHING";
+constexpr const char* k_move_position = "webhook_move_position";
+constexpr const char* k_move_position_sql = "UPDATE webhook_fan_out SET cursor = $1 WHERE singleton";
+
+// Enabled endpoints that do not follow the position and have reached it ($1, held FOR SHARE) join.
+constexpr const char* k_join_position = "webhook_join_position";
+constexpr const char* k_join_position_sql =
+    "UPDATE webhook_endpoint SET follows_fan_out = true"
+    " WHERE NOT follows_fan_out AND deleted_at IS NULL AND disabled_at IS NULL AND feed_cursor >= $1";
+
+// Several endpoints' own fan-out steps (endpoints that do not follow the shared position): their
+// rows locked in id order (two servers' steps never wait
 // on each other in a cycle), each cursor moved only from where the step began and while the
-// endpoint is live, enabled and keeps the event types its deliveries were chosen by (a change of
+// endpoint is live, enabled, does not follow the position and keeps the event types its deliveries were chosen by (a change of
 // types waits for this to commit, or makes it find them changed), and the deliveries of the moved
 // endpoints inserted. The quals are checked again on each row once locked.
 constexpr const char* k_fan_out_steps = "webhook_fan_out_steps";
@@ -150,7 +202,8 @@ constexpr const char* k_fan_out_steps_sql =
     " locked AS (SELECT e.id FROM webhook_endpoint e JOIN step ON step.id = e.id ORDER BY e.id FOR NO KEY UPDATE OF e),"
     " moved AS (UPDATE webhook_endpoint e SET feed_cursor = step.t FROM step"
     "   WHERE e.id = step.id AND e.id IN (SELECT id FROM locked) AND e.feed_cursor = step.f"
-    "     AND e.deleted_at IS NULL AND e.disabled_at IS NULL AND e.event_types = step.types::text[]"
+    "     AND NOT e.follows_fan_out AND e.deleted_at IS NULL AND e.disabled_at IS NULL AND e.event_types = "
+    "step.types::text[]"
     "   RETURNING e.id),"
     " added AS (INSERT INTO webhook_delivery (endpoint_id, event_cursor, event_id, event_type, body)"
     "   SELECT u.e, u.c, u.i, u.t, u.b FROM unnest($5::bigint[], $6::bigint[], $7::text[], $8::text[], $9::text[])"
@@ -321,8 +374,14 @@ void prepare_webhook_statements(pqxx::connection& conn) {
   conn.prepare(k_list_deliveries, k_list_deliveries_sql);
   conn.prepare(k_retry, k_retry_sql);
   conn.prepare(k_find_delivery, k_find_delivery_sql);
-  conn.prepare(k_live_endpoints, k_live_endpoints_sql);
-  conn.prepare(k_endpoint_behind, k_endpoint_behind_sql);
+  conn.prepare(k_hold_position, k_hold_position_sql);
+  conn.prepare(k_lagging_endpoints, k_lagging_endpoints_sql);
+  conn.prepare(k_fan_out_state, k_fan_out_state_sql);
+  conn.prepare(k_lock_position, k_lock_position_sql);
+  conn.prepare(k_following_endpoints, k_following_endpoints_sql);
+  conn.prepare(k_add_deliveries, k_add_deliveries_sql);
+  conn.prepare(k_move_position, k_move_position_sql);
+  conn.prepare(k_join_position, k_join_position_sql);
   conn.prepare(k_fan_out_steps, k_fan_out_steps_sql);
   conn.prepare(k_claim, k_claim_sql);
   conn.prepare(k_record_delivered, k_record_delivered_sql);
@@ -368,6 +427,7 @@ std::optional<webhook_endpoint_record> find_webhook_endpoint(pqxx::connection& c
 bool delete_webhook_endpoint(pqxx::connection& conn, std::int64_t id, std::optional<ledger::principal_id> owner,
                              const audit_entry* audit) {
   pqxx::work txn(conn);
+  txn.exec_prepared(k_hold_position);
   if (txn.exec_prepared(k_delete_endpoint, id, owner).affected_rows() != 1) return false;
   if (audit) append_audit(txn, *audit, "webhook_endpoint:" + std::to_string(id));
   txn.commit();
@@ -379,7 +439,8 @@ std::optional<webhook_endpoint_record> disable_webhook_endpoint(pqxx::connection
                                                                 const std::string& reason, const audit_entry* audit) {
   WALLET_ASSERT(!reason.empty(), "a disabled endpoint says why");
   pqxx::work txn(conn);
-  const auto disabled = txn.exec_prepared(k_disable_endpoint, id, owner, reason);
+  const auto position = txn.exec_prepared1(k_hold_position)[0].as<std::int64_t>();
+  const auto disabled = txn.exec_prepared(k_disable_endpoint, id, owner, reason, position);
   if (disabled.empty()) {
     const auto found = txn.exec_prepared(k_find_endpoint, id, owner);
     if (found.empty()) return std::nullopt;
@@ -414,6 +475,8 @@ std::optional<webhook_endpoint_record> update_webhook_endpoint(
   std::optional<std::string> types;
   if (event_types) types = pg_array(*event_types);
   pqxx::work txn(conn);
+  // New event types apply to a following endpoint from the position on.
+  txn.exec_prepared(k_hold_position);
   const auto updated = txn.exec_prepared(k_update_endpoint, id, owner, url, types);
   if (updated.empty()) return std::nullopt;
   if (audit) append_audit(txn, *audit, "webhook_endpoint:" + std::to_string(id));
@@ -478,22 +541,70 @@ delivery_retry_result retry_webhook_delivery(pqxx::connection& conn, std::int64_
   return out;
 }
 
-std::int64_t webhook_feed_end(pqxx::connection& conn) {
+webhook_fan_out_state read_webhook_fan_out_state(pqxx::connection& conn) {
   pqxx::read_transaction txn(conn);
-  const auto top = txn.exec_prepared1(k_feed_end)[0].as<std::int64_t>();
-  return top == 0 ? 0 : event_cursor(top, k_events_per_row_max - 1);
+  const auto row = txn.exec_prepared1(k_fan_out_state);
+  const auto top = row[0].as<std::int64_t>();
+  return {top == 0 ? 0 : event_cursor(top, k_events_per_row_max - 1), row[1].as<std::int64_t>(), row[2].as<bool>()};
 }
 
-bool webhook_endpoint_behind(pqxx::connection& conn, std::int64_t cursor) {
-  pqxx::read_transaction txn(conn);
-  return txn.exec_prepared1(k_endpoint_behind, cursor)[0].as<bool>();
-}
-
-std::vector<webhook_endpoint_record> live_webhook_endpoints(pqxx::connection& conn, std::int64_t after, int limit) {
+std::vector<webhook_endpoint_record> lagging_webhook_endpoints(pqxx::connection& conn, std::int64_t after, int limit) {
   pqxx::read_transaction txn(conn);
   std::vector<webhook_endpoint_record> out;
-  for (const auto& row : txn.exec_prepared(k_live_endpoints, after, limit)) out.push_back(read_endpoint(row));
+  for (const auto& row : txn.exec_prepared(k_lagging_endpoints, after, limit)) out.push_back(read_endpoint(row));
   return out;
+}
+
+std::optional<std::size_t> take_shared_fan_out_step(
+    pqxx::connection& conn, std::int64_t from, std::int64_t to, const std::vector<ledger::principal_id>& owners,
+    std::size_t deliveries_per_statement,
+    const std::function<std::vector<webhook_fan_out_step>(const std::vector<webhook_endpoint_record>&)>& steps_of) {
+  WALLET_ASSERT(to >= from && deliveries_per_statement > 0, "the position only moves forward");
+  pqxx::work txn(conn);
+  if (txn.exec_prepared1(k_lock_position)[0].as<std::int64_t>() != from) return std::nullopt;
+  std::vector<webhook_endpoint_record> following;
+  for (const auto& row : txn.exec_prepared(k_following_endpoints, pg_array(owners))) {
+    following.push_back(read_endpoint(row));
+  }
+  std::size_t made = 0;
+  std::vector<std::int64_t> endpoints, cursors;
+  std::vector<std::string> event_ids, event_types, bodies;
+  const auto write = [&] {
+    if (endpoints.empty()) return;
+    txn.exec_prepared(k_add_deliveries, pg_array(endpoints), pg_array(cursors), pg_array(event_ids),
+                      pg_array(event_types), pg_array(bodies));
+    made += endpoints.size();
+    endpoints.clear();
+    cursors.clear();
+    event_ids.clear();
+    event_types.clear();
+    bodies.clear();
+  };
+  for (const auto& step : steps_of(following)) {
+    WALLET_ASSERT(step.to == to && step.from >= from, "a following endpoint's step is the position's");
+    for (const auto& d : step.deliveries) {
+      WALLET_ASSERT(d.event_cursor > step.from && d.event_cursor <= step.to,
+                    "a delivery's event is in the endpoint's step");
+      endpoints.push_back(step.endpoint_id);
+      cursors.push_back(d.event_cursor);
+      event_ids.push_back(d.event_id);
+      event_types.push_back(d.event_type);
+      bodies.push_back(d.body);
+      if (endpoints.size() == deliveries_per_statement) write();
+    }
+  }
+  write();
+  txn.exec_prepared(k_move_position, to);
+  txn.commit();
+  return made;
+}
+
+std::int64_t join_webhook_fan_out(pqxx::connection& conn) {
+  pqxx::work txn(conn);
+  const auto position = txn.exec_prepared1(k_hold_position)[0].as<std::int64_t>();
+  const auto joined = txn.exec_prepared(k_join_position, position).affected_rows();
+  txn.commit();
+  return static_cast<std::int64_t>(joined);
 }
 
 std::vector<std::int64_t> add_webhook_deliveries(pqxx::connection& conn, std::span<const webhook_fan_out_step> steps) {
@@ -569,7 +680,9 @@ webhook_attempt_recorded record_webhook_attempt(pqxx::connection& conn, const we
     if (!failed.empty()) {
       out = webhook_attempt_recorded::recorded;
       const auto endpoint = failed[0][0].as<std::int64_t>();
-      const auto judged = txn.exec_prepared(k_disable_after_failure, endpoint, failure_reason(o, error), o.delivery_id);
+      const auto position = txn.exec_prepared1(k_hold_position)[0].as<std::int64_t>();
+      const auto judged =
+          txn.exec_prepared(k_disable_after_failure, endpoint, failure_reason(o, error), o.delivery_id, position);
       if (!judged.empty() && judged[0][0].as<bool>()) out = webhook_attempt_recorded::endpoint_disabled;
     }
   }

@@ -7,6 +7,7 @@
 // each attempt got.
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -141,14 +142,17 @@ struct new_webhook_delivery {
   std::string body;
 };
 
-// The cursor of the feed's end now (the last event of the highest position given; 0: none yet).
-std::int64_t webhook_feed_end(pqxx::connection& conn);
+// Where the fan-out stands (migration 029).
+struct webhook_fan_out_state {
+  std::int64_t feed_end = 0;  // the cursor of the feed's last event now (of the highest position given; 0: none)
+  std::int64_t position = 0;  // the shared position: where every following endpoint stands at least
+  bool lagging = false;       // an enabled endpoint does not follow the position
+};
+webhook_fan_out_state read_webhook_fan_out_state(pqxx::connection& conn);
 
-// Whether a live, enabled endpoint's cursor is below `cursor`.
-bool webhook_endpoint_behind(pqxx::connection& conn, std::int64_t cursor);
-
-// Live endpoints that are not disabled, after the id `after`, at most `limit`, by id.
-std::vector<webhook_endpoint_record> live_webhook_endpoints(pqxx::connection& conn, std::int64_t after, int limit);
+// Enabled endpoints that do not follow the shared position (they stand at their own cursors),
+// after the id `after`, at most `limit`, by id.
+std::vector<webhook_endpoint_record> lagging_webhook_endpoints(pqxx::connection& conn, std::int64_t after, int limit);
 
 // One endpoint's fan-out step: its deliveries, and its cursor moved from `from` to `to`.
 struct webhook_fan_out_step {
@@ -159,12 +163,30 @@ struct webhook_fan_out_step {
   std::vector<new_webhook_delivery> deliveries;
 };
 
-// In one statement and one transaction, the steps of several endpoints: each endpoint's cursor is
+// In one statement and one transaction, the steps of several endpoints that do not follow the
+// shared position: each endpoint's cursor is
 // moved from `from` to `to` and its deliveries inserted (an event already made into a delivery of
 // it is skipped), or, when its cursor is no longer `from` (another server moved it), it was deleted
-// or disabled, or its event types are no longer `event_types`, nothing of its step is written. The
+// or disabled, it follows the position now, or its event types are no longer `event_types`, nothing
+// of its step is written. The
 // endpoints are locked in id order. Returns the ids of the endpoints whose steps were written.
 std::vector<std::int64_t> add_webhook_deliveries(pqxx::connection& conn, std::span<const webhook_fan_out_step> steps);
+
+// One step of the shared position, from `from` to `to`, in one transaction: the position's row is
+// locked, and nothing is written when it no longer stands at `from` (another server moved it:
+// nullopt). Otherwise the following endpoints of `owners` and every operator's are read, `steps_of`
+// gives their steps (each from where the endpoint stands, to `to`; endpoints with nothing in the
+// step may be left out), their deliveries are inserted, at most `deliveries_per_statement` a
+// statement (an event already made into a delivery of an endpoint is skipped), and the position
+// moves to `to`. No endpoint's row is written. Returns the deliveries made.
+std::optional<std::size_t> take_shared_fan_out_step(
+    pqxx::connection& conn, std::int64_t from, std::int64_t to, const std::vector<ledger::principal_id>& owners,
+    std::size_t deliveries_per_statement,
+    const std::function<std::vector<webhook_fan_out_step>(const std::vector<webhook_endpoint_record>&)>& steps_of);
+
+// Enabled endpoints that do not follow the shared position and whose cursors have reached it
+// follow it from now on. Returns how many joined.
+std::int64_t join_webhook_fan_out(pqxx::connection& conn);
 
 // A delivery attempt this server now holds (its lease): what to send where.
 struct claimed_webhook_delivery {

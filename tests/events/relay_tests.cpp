@@ -300,18 +300,34 @@ TEST_F(relay_test, a_prune_deletes_the_feeds_old_head_and_keeps_every_row_still_
   EXPECT_EQ(pruned->through_cursor, cursor(seq[1]));
   EXPECT_EQ(rows_before(seq[2]), 0);
 
-  // Published again; an enabled endpoint fanned out into the fifth payment's row keeps that row.
+  // Published again; an enabled endpoint that follows the fan-out's shared position (migration
+  // 029) stands at that position, not at its own cursor (0 here): the position in the fourth
+  // payment's row keeps that row.
   sql_value(owner_url(),
             "UPDATE outbox_event SET published_at = now() WHERE feed_seq = " + std::to_string(seq[2]) + " RETURNING 1");
   const auto owner = sql_value(owner_url(), "SELECT owner_id FROM account WHERE id = " + std::to_string(p.payees[0]));
-  const auto endpoint = sql_value(
-      owner_url(),
-      "INSERT INTO webhook_endpoint (owner_id, all_accounts, url, event_types, signing_secret, feed_cursor) VALUES (" +
-          owner + ", false, 'https://receiver.example/hook', ARRAY['*'], 'whsec_0123456789abcdef0123', " +
-          std::to_string(cursor(seq[4])) + ") RETURNING id");
+  const auto add_endpoint = [&](std::int64_t feed_cursor, bool follows) {
+    return sql_value(owner_url(),
+                     "INSERT INTO webhook_endpoint (owner_id, all_accounts, url, event_types, signing_secret, "
+                     "feed_cursor, follows_fan_out) VALUES (" +
+                         owner +
+                         ", false, 'https://receiver.example/hook', ARRAY['*'], 'whsec_0123456789abcdef0123', " +
+                         std::to_string(feed_cursor) + ", " + (follows ? "true" : "false") + ") RETURNING id");
+  };
+  const auto following = add_endpoint(0, true);
+  sql_value(owner_url(), "UPDATE webhook_fan_out SET cursor = " + std::to_string(cursor(seq[3])) + " RETURNING 1");
   pruned = persistence::prune_outbox(*conn, 30, 1'000);
   ASSERT_TRUE(pruned.has_value());
-  EXPECT_EQ(pruned->rows, 2);  // the third and fourth payments'
+  EXPECT_EQ(pruned->rows, 1);  // the third payment's
+  EXPECT_EQ(pruned->through_cursor, cursor(seq[2]));
+  sql_value(owner_url(), "UPDATE webhook_endpoint SET deleted_at = now() WHERE id = " + following + " RETURNING 1");
+
+  // An enabled endpoint that does not follow the position stands at its own cursor: fanned out
+  // into the fifth payment's row, it keeps that row.
+  const auto endpoint = add_endpoint(cursor(seq[4]), false);
+  pruned = persistence::prune_outbox(*conn, 30, 1'000);
+  ASSERT_TRUE(pruned.has_value());
+  EXPECT_EQ(pruned->rows, 1);  // the fourth payment's
   EXPECT_EQ(pruned->through_cursor, cursor(seq[3]));
 
   // Deleted, the endpoint no longer holds anything: the last row stays all the same.

@@ -25,6 +25,11 @@ namespace json = boost::json;
 using test_support::eventually;
 using test_support::metric_value;
 
+// Where an endpoint stands in the feed (migration 029): a following endpoint at the fan-out's shared
+// position or at its own cursor, whichever is further; any other at its own cursor.
+constexpr const char* k_standing =
+    "CASE WHEN follows_fan_out THEN GREATEST(feed_cursor, (SELECT cursor FROM webhook_fan_out)) ELSE feed_cursor END";
+
 // Settings that make retries quick: the backoff in tens of milliseconds, a short poll.
 std::map<std::string, std::string> quick_webhooks(std::map<std::string, std::string> extra = {}) {
   std::map<std::string, std::string> env{{"WALLET_WEBHOOKS_ALLOW_LOOPBACK", "true"},
@@ -992,7 +997,8 @@ TEST_F(webhooks_e2e, endpoints_of_many_owners_share_one_read_of_the_feed_and_get
   // their cursors move together. Once a first payment reached every endpoint, twenty payments go
   // round the merchants: each endpoint gets exactly the events its rule gives it, in order, and the
   // fan-out read the feed at most once for every outbox row those payments made (a read per
-  // endpoint would be six a row).
+  // endpoint would be six a row), and wrote no endpoint's row: the endpoints follow the shared
+  // position (migration 029), which every step moves alone.
   server_process server(server_options(quick_webhooks()));
   http_client c(server.port());
   const auto& op = server.operator_key();
@@ -1013,13 +1019,18 @@ TEST_F(webhooks_e2e, endpoints_of_many_owners_share_one_read_of_the_feed_and_get
   const auto warmup = transfer(c, payer.key, payer.account, merchants[0].account, 1);
   ASSERT_TRUE(
       eventually([&] { return received(receiver, warmup); }, std::chrono::seconds(60), std::chrono::milliseconds(20)));
-  // Every endpoint's cursor past the warm-up payment: the fan-out is at rest.
+  // Every endpoint past the warm-up payment, following the shared position: the fan-out is at rest.
   const auto cursors_at_rest = [&] {
-    return sql_value(owner_url(),
-                     "SELECT count(*) FROM webhook_endpoint WHERE deleted_at IS NULL AND disabled_at IS "
-                     "NULL AND feed_cursor < (SELECT max(feed_seq) << 16 FROM outbox_event)") == "0";
+    return sql_value(owner_url(), std::string("SELECT count(*) FROM webhook_endpoint WHERE deleted_at IS NULL AND "
+                                              "disabled_at IS NULL AND (NOT follows_fan_out OR ") +
+                                      k_standing + " < (SELECT max(feed_seq) << 16 FROM outbox_event))") == "0";
   };
   ASSERT_TRUE(eventually(cursors_at_rest, std::chrono::seconds(60), std::chrono::milliseconds(20)));
+  // Every version of the endpoints' rows, to see that no step writes one.
+  const auto endpoint_rows = [&] {
+    return sql_value(owner_url(), "SELECT string_agg(id || ':' || xmin, ',' ORDER BY id) FROM webhook_endpoint");
+  };
+  const auto rows_at_rest = endpoint_rows();
   const auto rows_before = std::stoll(sql_value(owner_url(), "SELECT count(*) FROM outbox_event"));
   const auto reads_before = metric_value(server.port(), "wallet_webhook_feed_reads_total");
 
@@ -1038,6 +1049,7 @@ TEST_F(webhooks_e2e, endpoints_of_many_owners_share_one_read_of_the_feed_and_get
   ASSERT_TRUE(eventually([&] { return count_with_status(deliveries(c, op, watched_id), "DELIVERED") == 5; },
                          std::chrono::seconds(60), std::chrono::milliseconds(20)));
   ASSERT_TRUE(eventually(cursors_at_rest, std::chrono::seconds(60), std::chrono::milliseconds(20)));
+  EXPECT_EQ(endpoint_rows(), rows_at_rest) << "a fan-out step wrote an endpoint's row";
   const auto reads = metric_value(server.port(), "wallet_webhook_feed_reads_total") - reads_before;
   const auto rows = std::stoll(sql_value(owner_url(), "SELECT count(*) FROM outbox_event")) - rows_before;
 
@@ -1065,7 +1077,8 @@ TEST_F(webhooks_e2e, a_step_with_more_deliveries_than_one_statement_carries_is_w
   // Three endpoints of one merchant, disabled while 700 payments are made to it, then enabled in one
   // statement, so that one page of the feed serves all three at the same cursor: 2,100 deliveries,
   // more than one statement carries (2,000), so their steps are written in two. Each endpoint gets
-  // every payment exactly once, in order, and its cursor ends past the last.
+  // every payment exactly once, in order, and its cursor ends past the last; then it follows the
+  // fan-out's shared position.
   server_process server(server_options(quick_webhooks()));
   http_client c(server.port());
   const auto& op = server.operator_key();
@@ -1094,12 +1107,27 @@ TEST_F(webhooks_e2e, a_step_with_more_deliveries_than_one_statement_carries_is_w
                                     " ORDER BY event_cursor");
     EXPECT_EQ(events, paid) << "endpoint " << id;
   }
-  EXPECT_EQ(
-      sql_value(owner_url(),
-                "SELECT count(*) FROM webhook_endpoint WHERE id IN (" + list +
-                    ") AND feed_cursor >= (SELECT max(event_cursor) FROM webhook_delivery WHERE endpoint_id IN (" +
-                    list + "))"),
-      "3");
+  EXPECT_EQ(sql_value(owner_url(),
+                      "SELECT count(*) FROM webhook_endpoint WHERE id IN (" + list + ") AND " + k_standing +
+                          " >= (SELECT max(event_cursor) FROM webhook_delivery WHERE endpoint_id IN (" + list + "))"),
+            "3");
+  // Caught up by steps of their own, the three join the fan-out's shared position, and the next
+  // payment reaches each of them through it.
+  ASSERT_TRUE(eventually(
+      [&] {
+        return sql_value(owner_url(),
+                         "SELECT count(*) FROM webhook_endpoint WHERE follows_fan_out AND id IN (" + list + ")") == "3";
+      },
+      std::chrono::seconds(60), std::chrono::milliseconds(20)));
+  const auto next = transfer(c, payer.key, payer.account, merchant.account, 7);
+  ASSERT_TRUE(eventually(
+      [&] {
+        return sql_value(owner_url(), "SELECT count(*) FROM webhook_delivery WHERE endpoint_id IN (" + list +
+                                          ") AND event_id = '" + next + "'") == "3";
+      },
+      std::chrono::seconds(60), std::chrono::milliseconds(20)));
+  EXPECT_EQ(sql_value(owner_url(), "SELECT count(*) FROM webhook_delivery WHERE endpoint_id IN (" + list + ")"),
+            "2103");
 }
 
 }  // namespace

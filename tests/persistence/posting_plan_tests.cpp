@@ -317,6 +317,24 @@ TEST_F(posting_plans, the_webhook_claim_reads_each_endpoints_head_by_key_on_new_
   EXPECT_TRUE(rescanned_inner_sides(*dispatcher, "webhook_claim", "8, '{}', 1000").empty()) << plan;
 }
 
+// The fan-out's step of its shared position (migration 029) reads the following endpoints of the
+// owners its events touch and the operators' through their partial indexes, never every endpoint.
+TEST_F(posting_plans, a_fan_out_step_reads_only_the_endpoints_its_events_may_be_for_on_new_tables) {
+  auto dispatcher = connect(options_for(test_support::scratch_database_url(), k_application_name));
+  find_rows_by_key(*dispatcher);
+  dispatcher->set_variable("plan_cache_mode", "force_generic_plan");
+  dispatcher->prepare_now("webhook_following_endpoints");
+  pqxx::work txn(*dispatcher);
+  std::string plan;
+  for (const auto& row : txn.exec("EXPLAIN EXECUTE webhook_following_endpoints('{1,2}')"))
+    plan += row[0].as<std::string>() + "\n";
+  EXPECT_NE(plan.find("webhook_endpoint_following_owner"), std::string::npos) << plan;
+  EXPECT_NE(plan.find("Index Cond: (owner_id = ANY ("), std::string::npos) << plan;
+  EXPECT_NE(plan.find("webhook_endpoint_following_all"), std::string::npos) << plan;
+  EXPECT_EQ(plan.find("Seq Scan on webhook_endpoint"), std::string::npos) << plan;
+  EXPECT_EQ(plan.find("webhook_endpoint_pkey"), std::string::npos) << plan;
+}
+
 // The outbox relay's statements and the feed's, planned as generic plans on new tables on a
 // connection that prices sequential scans out, as the relay's is: none reads outbox_event whole,
 // and every nested loop probes an index on its inner side.
