@@ -15,6 +15,7 @@
 #include <random>
 #include <set>
 #include <span>
+#include <tuple>
 #include <sstream>
 
 #include "events/event_json.hpp"
@@ -266,19 +267,24 @@ class webhook_dispatcher::worker {
   // gets a page of its own (with those near it). So one far behind (enabled after a pause) holds
   // none of the others back.
   bool catch_up(std::int64_t end) {
+    // Read lowest cursor first, up to the feed's end.
     std::vector<persistence::webhook_endpoint_record> behind;
-    std::int64_t after = 0;
+    std::int64_t after_cursor = -1, after_id = 0;
     for (;;) {
-      auto endpoints = persistence::lagging_webhook_endpoints(*conn_, after, k_endpoints_page);
+      auto endpoints = persistence::lagging_webhook_endpoints(*conn_, after_cursor, after_id, k_endpoints_page);
       const bool last_page = static_cast<int>(endpoints.size()) < k_endpoints_page;
-      if (!endpoints.empty()) after = endpoints.back().id;
+      if (!endpoints.empty())
+        std::tie(after_cursor, after_id) = std::pair(endpoints.back().feed_cursor, endpoints.back().id);
+      bool at_end = false;
       for (auto& e : endpoints) {
-        if (e.feed_cursor < end) behind.push_back(std::move(e));
+        if (e.feed_cursor >= end) {
+          at_end = true;
+          break;
+        }
+        behind.push_back(std::move(e));
       }
-      if (last_page) break;
+      if (last_page || at_end) break;
     }
-    std::stable_sort(behind.begin(), behind.end(),
-                     [](const auto& a, const auto& b) { return a.feed_cursor < b.feed_cursor; });
     bool more = false;
     for (std::size_t first = 0; first < behind.size();) {
       const auto page = persistence::read_event_feed(*conn_, behind[first].feed_cursor, k_fan_out_events_max,

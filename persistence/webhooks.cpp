@@ -148,12 +148,13 @@ const std::string k_find_delivery_sql = "SELECT " + k_delivery_columns +
                                         " FROM webhook_delivery WHERE id = $1 AND endpoint_id = $2 AND EXISTS "
                                         "(SELECT 1 FROM webhook_endpoint e WHERE e.id = $2 AND e.deleted_at IS NULL)";
 
-// The enabled endpoints that do not follow the shared position (migration 029), by id.
+// The enabled endpoints that do not follow the shared position (migration 029), by cursor and id,
+// after ($1, $2).
 constexpr const char* k_lagging_endpoints = "webhook_lagging_endpoints";
 const std::string k_lagging_endpoints_sql =
     "SELECT " + k_endpoint_columns +
     " FROM webhook_endpoint WHERE NOT follows_fan_out AND deleted_at IS NULL AND disabled_at IS NULL"
-    " AND id > $1 ORDER BY id LIMIT $2";
+    " AND (feed_cursor, id) > ($1, $2) ORDER BY feed_cursor, id LIMIT $3";
 
 // The feed's end (as k_feed_end), the shared position, and whether an enabled endpoint does not
 // follow it.
@@ -184,11 +185,16 @@ constexpr const char* k_add_deliveries_sql =
 constexpr const char* k_move_position = "webhook_move_position";
 constexpr const char* k_move_position_sql = "UPDATE webhook_fan_out SET cursor = $1 WHERE singleton";
 
-// Enabled endpoints that do not follow the position and have reached it ($1, held FOR SHARE) join.
+// Enabled endpoints that do not follow the position and have reached it ($1, held FOR SHARE) join,
+// their rows locked in id order (two servers joining at once never wait on each other in a cycle)
+// and judged again once locked.
 constexpr const char* k_join_position = "webhook_join_position";
 constexpr const char* k_join_position_sql =
-    "UPDATE webhook_endpoint SET follows_fan_out = true"
-    " WHERE NOT follows_fan_out AND deleted_at IS NULL AND disabled_at IS NULL AND feed_cursor >= $1";
+    "UPDATE webhook_endpoint e SET follows_fan_out = true"
+    " FROM (SELECT id FROM webhook_endpoint WHERE NOT follows_fan_out AND deleted_at IS NULL"
+    "       AND disabled_at IS NULL AND feed_cursor >= $1 ORDER BY id FOR NO KEY UPDATE) j"
+    " WHERE e.id = j.id AND NOT e.follows_fan_out AND e.deleted_at IS NULL AND e.disabled_at IS NULL"
+    "   AND e.feed_cursor >= $1";
 
 // Several endpoints' own fan-out steps (endpoints that do not follow the shared position): their
 // rows locked in id order (two servers' steps never wait
@@ -548,10 +554,12 @@ webhook_fan_out_state read_webhook_fan_out_state(pqxx::connection& conn) {
   return {top == 0 ? 0 : event_cursor(top, k_events_per_row_max - 1), row[1].as<std::int64_t>(), row[2].as<bool>()};
 }
 
-std::vector<webhook_endpoint_record> lagging_webhook_endpoints(pqxx::connection& conn, std::int64_t after, int limit) {
+std::vector<webhook_endpoint_record> lagging_webhook_endpoints(pqxx::connection& conn, std::int64_t after_cursor,
+                                                               std::int64_t after_id, int limit) {
   pqxx::read_transaction txn(conn);
   std::vector<webhook_endpoint_record> out;
-  for (const auto& row : txn.exec_prepared(k_lagging_endpoints, after, limit)) out.push_back(read_endpoint(row));
+  for (const auto& row : txn.exec_prepared(k_lagging_endpoints, after_cursor, after_id, limit))
+    out.push_back(read_endpoint(row));
   return out;
 }
 

@@ -150,9 +150,10 @@ struct webhook_fan_out_state {
 };
 webhook_fan_out_state read_webhook_fan_out_state(pqxx::connection& conn);
 
-// Enabled endpoints that do not follow the shared position (they stand at their own cursors),
-// after the id `after`, at most `limit`, by id.
-std::vector<webhook_endpoint_record> lagging_webhook_endpoints(pqxx::connection& conn, std::int64_t after, int limit);
+// Enabled endpoints that do not follow the shared position (they stand at their own cursors), by
+// cursor and id, after (`after_cursor`, `after_id`), at most `limit`.
+std::vector<webhook_endpoint_record> lagging_webhook_endpoints(pqxx::connection& conn, std::int64_t after_cursor,
+                                                               std::int64_t after_id, int limit);
 
 // One endpoint's fan-out step: its deliveries, and its cursor moved from `from` to `to`.
 struct webhook_fan_out_step {

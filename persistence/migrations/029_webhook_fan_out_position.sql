@@ -36,7 +36,7 @@ CREATE INDEX webhook_endpoint_following_all ON webhook_endpoint (id)
   WHERE follows_fan_out AND all_accounts AND deleted_at IS NULL AND disabled_at IS NULL;
 -- The enabled endpoints that do not follow, by cursor (the fan-out's steps of their own, the
 -- feed's retention); the index of every enabled endpoint's cursor is no longer read.
-CREATE INDEX webhook_endpoint_lagging_cursor ON webhook_endpoint (feed_cursor)
+CREATE INDEX webhook_endpoint_lagging_cursor ON webhook_endpoint (feed_cursor, id)
   WHERE NOT follows_fan_out AND deleted_at IS NULL AND disabled_at IS NULL;
 DROP INDEX webhook_endpoint_enabled_cursor;
 

@@ -333,6 +333,23 @@ TEST_F(posting_plans, a_fan_out_step_reads_only_the_endpoints_its_events_may_be_
   EXPECT_NE(plan.find("webhook_endpoint_following_all"), std::string::npos) << plan;
   EXPECT_EQ(plan.find("Seq Scan on webhook_endpoint"), std::string::npos) << plan;
   EXPECT_EQ(plan.find("webhook_endpoint_pkey"), std::string::npos) << plan;
+  txn.abort();
+  // Every round asks whether an endpoint does not follow, and those join: the index of the
+  // endpoints that do not follow answers both, whatever the number of endpoints that do.
+  for (const auto& [name, args] :
+       std::vector<std::pair<std::string, std::string>>{{"webhook_fan_out_state", ""},
+                                                        {"webhook_join_position", "(0)"},
+                                                        {"webhook_lagging_endpoints", "(-1, 0, 500)"}}) {
+    dispatcher->prepare_now(name);
+    pqxx::work explain(*dispatcher);
+    std::string statement_plan;
+    for (const auto& row : explain.exec("EXPLAIN EXECUTE " + name + args))
+      statement_plan += row[0].as<std::string>() + "\n";
+    EXPECT_NE(statement_plan.find("webhook_endpoint_lagging_cursor"), std::string::npos) << name << ":\n"
+                                                                                         << statement_plan;
+    EXPECT_EQ(statement_plan.find("Seq Scan on webhook_endpoint"), std::string::npos) << name << ":\n"
+                                                                                      << statement_plan;
+  }
 }
 
 // The outbox relay's statements and the feed's, planned as generic plans on new tables on a
