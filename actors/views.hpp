@@ -363,12 +363,15 @@ struct webhook_endpoint_view {
 struct webhook_endpoint_change {
   std::optional<std::string> url;
   std::optional<std::vector<std::string>> event_types;
+  // Given: the one account the endpoint's events are to name (nullopt inside: any account again).
+  std::optional<std::optional<ledger::account_id>> account;
 };
 
 enum class webhook_update_outcome : std::uint8_t {
   updated,
   not_found,            // no such live endpoint (of the caller)
   destination_refused,  // the new URL's host does not resolve, or to an address deliveries may not go to
+  account_not_owners,   // the account is not one of the endpoint's owner's (an operator changing another's)
 };
 
 struct webhook_update_view {

@@ -191,13 +191,23 @@ void webhook_endpoints::update(request_origin origin, std::int64_t id, std::opti
           for (const auto& t : *change.event_types) types.emplace_back(t);
           detail["events"] = std::move(types);
         }
+        if (change.account) detail["accountId"] = *change.account ? boost::json::value(**change.account) : nullptr;
         const auto audit = audit_entry_for(origin, "webhook_endpoint.update", "", boost::json::serialize(detail));
-        const auto e = persistence::update_webhook_endpoint(conn, id, owner, change.url, change.event_types, &audit);
-        if (!e) {
-          out.outcome = webhook_update_outcome::not_found;
-          return out;
+        auto updated = persistence::update_webhook_endpoint(conn, id, owner, change.url, change.event_types,
+                                                            change.account, &audit);
+        switch (updated.outcome) {
+          case persistence::webhook_update_result::kind::updated: break;
+          case persistence::webhook_update_result::kind::not_found:
+            out.outcome = webhook_update_outcome::not_found;
+            return out;
+          case persistence::webhook_update_result::kind::account_not_owners:
+            out.outcome = webhook_update_outcome::account_not_owners;
+            out.detail = "field \"accountId\": account " + std::to_string(**change.account) +
+                         " is not an account of the endpoint's owner (principal " +
+                         std::to_string(updated.endpoint.owner) + "): its events would never reach the endpoint";
+            return out;
         }
-        out.endpoint = to_endpoint_view(*e);
+        out.endpoint = to_endpoint_view(updated.endpoint);
         return out;
       },
       std::move(done));

@@ -321,7 +321,7 @@ class webhook_dispatcher::worker {
       std::lock_guard lock(s_.mutex);
       ++s_.stats.feed_gaps;
     }
-    persistence::webhook_fan_out_step step{e.id, from, reached(page), e.event_types, {}};
+    persistence::webhook_fan_out_step step{e.id, from, reached(page), e.event_types, e.account, {}};
     for (std::size_t i = 0; i < page.events.size(); ++i) {
       const auto& event = page.events[i];
       if (event.cursor <= from) continue;

@@ -112,10 +112,15 @@ const std::string k_rotate_secret_sql =
     " RETURNING " +
     k_endpoint_columns;
 
+// $5: whether the account changes, to $6 (null: any account). An endpoint that is not an
+// operator's takes only an account of its owner's (the row is then left as it is).
 constexpr const char* k_update_endpoint = "webhook_update_endpoint";
 const std::string k_update_endpoint_sql =
-    "UPDATE webhook_endpoint SET url = COALESCE($3, url), event_types = COALESCE($4::text[], event_types)"
+    "UPDATE webhook_endpoint e SET url = COALESCE($3, url), event_types = COALESCE($4::text[], event_types),"
+    " account_id = CASE WHEN $5::boolean THEN $6::bigint ELSE account_id END"
     " WHERE id = $1 AND deleted_at IS NULL AND ($2::bigint IS NULL OR owner_id = $2)"
+    "   AND (NOT $5::boolean OR $6::bigint IS NULL OR all_accounts"
+    "        OR EXISTS (SELECT 1 FROM account a WHERE a.id = $6::bigint AND a.owner_id = e.owner_id))"
     " RETURNING " +
     k_endpoint_columns;
 
@@ -197,19 +202,20 @@ constexpr const char* k_join_position_sql =
     "   AND e.feed_cursor >= $1";
 
 // Several endpoints' own fan-out steps (endpoints that do not follow the shared position): their
-// rows locked in id order (two servers' steps never wait
-// on each other in a cycle), each cursor moved only from where the step began and while the
-// endpoint is live, enabled, does not follow the position and keeps the event types its deliveries were chosen by (a change of
-// types waits for this to commit, or makes it find them changed), and the deliveries of the moved
+// rows locked in id order (two servers' steps never wait on each other in a cycle), each cursor
+// moved only from where the step began and while the endpoint is live, enabled, does not follow the
+// position and keeps the event types and the account its deliveries were chosen by (a change of
+// them waits for this to commit, or makes it find them changed), and the deliveries of the moved
 // endpoints inserted. The quals are checked again on each row once locked.
 constexpr const char* k_fan_out_steps = "webhook_fan_out_steps";
 constexpr const char* k_fan_out_steps_sql =
-    "WITH step AS (SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::text[]) AS s(id, f, t, types)),"
+    "WITH step AS (SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::text[], $10::bigint[])"
+    "              AS s(id, f, t, types, account)),"
     " locked AS (SELECT e.id FROM webhook_endpoint e JOIN step ON step.id = e.id ORDER BY e.id FOR NO KEY UPDATE OF e),"
     " moved AS (UPDATE webhook_endpoint e SET feed_cursor = step.t FROM step"
     "   WHERE e.id = step.id AND e.id IN (SELECT id FROM locked) AND e.feed_cursor = step.f"
-    "     AND NOT e.follows_fan_out AND e.deleted_at IS NULL AND e.disabled_at IS NULL AND e.event_types = "
-    "step.types::text[]"
+    "     AND NOT e.follows_fan_out AND e.deleted_at IS NULL AND e.disabled_at IS NULL"
+    "     AND e.event_types = step.types::text[] AND COALESCE(e.account_id, 0) = step.account"
     "   RETURNING e.id),"
     " added AS (INSERT INTO webhook_delivery (endpoint_id, event_cursor, event_id, event_type, body)"
     "   SELECT u.e, u.c, u.i, u.t, u.b FROM unnest($5::bigint[], $6::bigint[], $7::text[], $8::text[], $9::text[])"
@@ -472,21 +478,32 @@ std::optional<webhook_endpoint_record> rotate_webhook_secret(pqxx::connection& c
   return out;
 }
 
-std::optional<webhook_endpoint_record> update_webhook_endpoint(
-    pqxx::connection& conn, std::int64_t id, std::optional<ledger::principal_id> owner,
-    const std::optional<std::string>& url, const std::optional<std::vector<std::string>>& event_types,
-    const audit_entry* audit) {
-  WALLET_ASSERT(url || event_types, "an update changes something");
+webhook_update_result update_webhook_endpoint(pqxx::connection& conn, std::int64_t id,
+                                              std::optional<ledger::principal_id> owner,
+                                              const std::optional<std::string>& url,
+                                              const std::optional<std::vector<std::string>>& event_types,
+                                              const std::optional<std::optional<ledger::account_id>>& account,
+                                              const audit_entry* audit) {
+  WALLET_ASSERT(url || event_types || account, "an update changes something");
   WALLET_ASSERT(!event_types || !event_types->empty(), "an endpoint names one event type at least");
   std::optional<std::string> types;
   if (event_types) types = pg_array(*event_types);
+  const std::optional<ledger::account_id> new_account = account ? *account : std::nullopt;
+  webhook_update_result out;
   pqxx::work txn(conn);
-  // New event types apply to a following endpoint from the position on.
+  // New event types or a new account apply to a following endpoint from the position on.
   txn.exec_prepared(k_hold_position);
-  const auto updated = txn.exec_prepared(k_update_endpoint, id, owner, url, types);
-  if (updated.empty()) return std::nullopt;
+  const auto updated = txn.exec_prepared(k_update_endpoint, id, owner, url, types, account.has_value(), new_account);
+  if (updated.empty()) {
+    const auto found = txn.exec_prepared(k_find_endpoint, id, owner);
+    if (found.empty()) return out;
+    out.outcome = webhook_update_result::kind::account_not_owners;
+    out.endpoint = read_endpoint(found[0]);
+    return out;
+  }
   if (audit) append_audit(txn, *audit, "webhook_endpoint:" + std::to_string(id));
-  auto out = read_endpoint(updated[0]);
+  out.outcome = webhook_update_result::kind::updated;
+  out.endpoint = read_endpoint(updated[0]);
   txn.commit();
   return out;
 }
@@ -617,7 +634,7 @@ std::int64_t join_webhook_fan_out(pqxx::connection& conn) {
 
 std::vector<std::int64_t> add_webhook_deliveries(pqxx::connection& conn, std::span<const webhook_fan_out_step> steps) {
   if (steps.empty()) return {};
-  std::vector<std::int64_t> ids, froms, tos, delivery_endpoints, cursors;
+  std::vector<std::int64_t> ids, froms, tos, accounts, delivery_endpoints, cursors;
   std::vector<std::string> types, event_ids, event_types, bodies;
   for (const auto& step : steps) {
     WALLET_ASSERT(step.to >= step.from, "an endpoint's cursor only moves forward");
@@ -626,6 +643,7 @@ std::vector<std::int64_t> add_webhook_deliveries(pqxx::connection& conn, std::sp
     froms.push_back(step.from);
     tos.push_back(step.to);
     types.push_back(pg_array(step.event_types));
+    accounts.push_back(step.account.value_or(0));
     for (const auto& d : step.deliveries) {
       WALLET_ASSERT(d.event_cursor > step.from && d.event_cursor <= step.to,
                     "a delivery's event is in the cursor's step");
@@ -638,9 +656,10 @@ std::vector<std::int64_t> add_webhook_deliveries(pqxx::connection& conn, std::sp
   }
   pqxx::work txn(conn);
   std::vector<std::int64_t> moved;
-  for (const auto& row : txn.exec_prepared(k_fan_out_steps, pg_array(ids), pg_array(froms), pg_array(tos),
-                                           pg_array(types), pg_array(delivery_endpoints), pg_array(cursors),
-                                           pg_array(event_ids), pg_array(event_types), pg_array(bodies))) {
+  for (const auto& row :
+       txn.exec_prepared(k_fan_out_steps, pg_array(ids), pg_array(froms), pg_array(tos), pg_array(types),
+                         pg_array(delivery_endpoints), pg_array(cursors), pg_array(event_ids), pg_array(event_types),
+                         pg_array(bodies), pg_array(accounts))) {
     moved.push_back(row[0].as<std::int64_t>());
   }
   txn.commit();

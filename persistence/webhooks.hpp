@@ -83,14 +83,22 @@ std::optional<webhook_endpoint_record> rotate_webhook_secret(pqxx::connection& c
                                                              const std::string& new_secret,
                                                              std::int64_t previous_valid_s, const audit_entry* audit);
 
-// Changes the URL and/or the event types of a live endpoint of `owner` (any when nullopt); what is
-// not given stays. Every attempt claimed after the commit goes to the new URL (pending deliveries
-// included); deliveries made already keep their events, and the types apply to the events not yet
-// made into deliveries. nullopt: there is no such live endpoint.
-std::optional<webhook_endpoint_record> update_webhook_endpoint(
-    pqxx::connection& conn, std::int64_t id, std::optional<ledger::principal_id> owner,
-    const std::optional<std::string>& url, const std::optional<std::vector<std::string>>& event_types,
-    const audit_entry* audit);
+// Changes the URL, the event types and/or the account (`account` given; nullopt inside: any account)
+// of a live endpoint of `owner` (any when nullopt); what is not given stays. Every attempt claimed
+// after the commit goes to the new URL (pending deliveries included); deliveries made already keep
+// their events, and the types and the account apply to the events not yet made into deliveries.
+// An endpoint that is not an operator's takes only an account of its owner's.
+struct webhook_update_result {
+  enum class kind : std::uint8_t { updated, not_found, account_not_owners };
+  kind outcome = kind::not_found;
+  webhook_endpoint_record endpoint;  // as it is now (unchanged when refused)
+};
+webhook_update_result update_webhook_endpoint(pqxx::connection& conn, std::int64_t id,
+                                              std::optional<ledger::principal_id> owner,
+                                              const std::optional<std::string>& url,
+                                              const std::optional<std::vector<std::string>>& event_types,
+                                              const std::optional<std::optional<ledger::account_id>>& account,
+                                              const audit_entry* audit);
 
 enum class webhook_delivery_status : std::uint8_t { pending, delivered, failed };
 std::string_view to_string(webhook_delivery_status s);
@@ -160,17 +168,17 @@ struct webhook_fan_out_step {
   std::int64_t endpoint_id = 0;
   std::int64_t from = 0;
   std::int64_t to = 0;
-  std::vector<std::string> event_types;  // those the deliveries were chosen by
+  std::vector<std::string> event_types;       // those the deliveries were chosen by
+  std::optional<ledger::account_id> account;  // the account they were chosen by (nullopt: any)
   std::vector<new_webhook_delivery> deliveries;
 };
 
 // In one statement and one transaction, the steps of several endpoints that do not follow the
-// shared position: each endpoint's cursor is
-// moved from `from` to `to` and its deliveries inserted (an event already made into a delivery of
-// it is skipped), or, when its cursor is no longer `from` (another server moved it), it was deleted
-// or disabled, it follows the position now, or its event types are no longer `event_types`, nothing
-// of its step is written. The
-// endpoints are locked in id order. Returns the ids of the endpoints whose steps were written.
+// shared position: each endpoint's cursor is moved from `from` to `to` and its deliveries inserted
+// (an event already made into a delivery of it is skipped), or, when its cursor is no longer `from`
+// (another server moved it), it was deleted or disabled, it follows the position now, or its event
+// types or account are no longer those of the step, nothing of its step is written. The endpoints
+// are locked in id order. Returns the ids of the endpoints whose steps were written.
 std::vector<std::int64_t> add_webhook_deliveries(pqxx::connection& conn, std::span<const webhook_fan_out_step> steps);
 
 // One step of the shared position, from `from` to `to`, in one transaction: the position's row is

@@ -96,14 +96,16 @@ bool read_page(handler_support& s, const exchange_ptr& ex, std::int64_t& after, 
 }
 
 // The body of POST /v1/webhook-endpoints: {"url", "events": [...], "accountId"?}; of PATCH
-// /v1/webhook-endpoints/{id} (`change`): {"url"?, "events"?}, one of them at least. The flat parser
-// of other bodies takes no arrays, so this one is read here, as strictly.
+// /v1/webhook-endpoints/{id} (`change`): {"url"?, "events"?, "accountId"?}, one of them at least
+// (an accountId of null there: every account again). The flat parser of other bodies takes no
+// arrays, so this one is read here, as strictly.
 struct endpoint_body {
   std::string url;
   std::vector<std::string> events;
   std::optional<ledger::account_id> account;
   bool url_given = false;
   bool events_given = false;
+  bool account_given = false;
 };
 
 std::variant<endpoint_body, std::string> parse_endpoint_body(std::string_view text, bool change = false) {
@@ -135,10 +137,8 @@ std::variant<endpoint_body, std::string> parse_endpoint_body(std::string_view te
         }
         out.events.emplace_back(t.get_string());
       }
-    } else if (key == "accountId" && change) {
-      return std::string(
-          "field \"accountId\" cannot be changed: delete the endpoint and register another for that account");
     } else if (key == "accountId") {
+      out.account_given = true;
       if (v.is_null()) continue;
       std::optional<std::int64_t> id;
       if (v.is_int64() && v.get_int64() > 0) id = v.get_int64();
@@ -146,13 +146,14 @@ std::variant<endpoint_body, std::string> parse_endpoint_body(std::string_view te
       if (!id) return std::string("field \"accountId\" must be an account id (1 to 19 digits)");
       out.account = *id;
     } else {
-      return "unknown field \"" + std::string(key).substr(0, 40) +
-             (change ? "\"; allowed fields: url, events" : "\"; allowed fields: url, events, accountId");
+      return "unknown field \"" + std::string(key).substr(0, 40) + "\"; allowed fields: url, events, accountId";
     }
   }
   if (change) {
     if (out.url_given && out.url.empty()) return std::string("field \"url\" must not be empty");
-    if (!out.url_given && !out.events_given) return std::string("nothing to change: give \"url\", \"events\" or both");
+    if (!out.url_given && !out.events_given && !out.account_given) {
+      return std::string("nothing to change: give \"url\", \"events\", \"accountId\" or several of them");
+    }
     return out;
   }
   if (out.url.empty()) return std::string("field \"url\" is required: the http:// or https:// URL to POST events to");
@@ -211,7 +212,7 @@ void create_endpoint(handler_support& s, const exchange_ptr& ex, const principal
   });
 }
 
-// {"url"?, "events"?}: what is not given stays.
+// {"url"?, "events"?, "accountId"?}: what is not given stays.
 void update_endpoint(handler_support& s, const exchange_ptr& ex, const principal& who, std::int64_t id) {
   if (!is_json_media_type(ex->content_type)) {
     return s.fail(ex, http_problem(415, "unsupported_media_type", "Unsupported media type",
@@ -232,19 +233,34 @@ void update_endpoint(handler_support& s, const exchange_ptr& ex, const principal
     if (!types) return s.invalid(ex, "field " + why);
     change.event_types = std::move(*types);
   }
-  s.service.update_webhook_endpoint({who.id, ex->request_id}, id, owner_filter(who), std::move(change),
-                                    [&s, ex, id](actors::query_result<actors::webhook_update_view> r) {
-                                      if (r.outcome != ledger::error_code::ok)
-                                        return s.unavailable(ex, r.outcome, r.detail);
-                                      switch (r.value.outcome) {
-                                        case actors::webhook_update_outcome::updated: break;
-                                        case actors::webhook_update_outcome::not_found:
-                                          return endpoint_not_found(s, ex, id);
-                                        case actors::webhook_update_outcome::destination_refused:
-                                          return refuse_url(s, ex, r.value.detail);
-                                      }
-                                      ex->respond(json_reply(200, endpoint_json(r.value.endpoint)));
-                                    });
+  auto update = [&s, ex, who, id](actors::webhook_endpoint_change c) {
+    s.service.update_webhook_endpoint({who.id, ex->request_id}, id, owner_filter(who), std::move(c),
+                                      [&s, ex, id](actors::query_result<actors::webhook_update_view> r) {
+                                        if (r.outcome != ledger::error_code::ok)
+                                          return s.unavailable(ex, r.outcome, r.detail);
+                                        switch (r.value.outcome) {
+                                          case actors::webhook_update_outcome::updated: break;
+                                          case actors::webhook_update_outcome::not_found:
+                                            return endpoint_not_found(s, ex, id);
+                                          case actors::webhook_update_outcome::destination_refused:
+                                            return refuse_url(s, ex, r.value.detail);
+                                          case actors::webhook_update_outcome::account_not_owners:
+                                            return s.invalid(ex, r.value.detail);
+                                        }
+                                        ex->respond(json_reply(200, endpoint_json(r.value.endpoint)));
+                                      });
+  };
+  if (!body.account_given) return update(std::move(change));
+  if (!body.account) {
+    change.account = std::optional<ledger::account_id>{};
+    return update(std::move(change));
+  }
+  // As at registration: an account that is not the caller's is not found, and a hot account's shard
+  // means its account.
+  s.visible_account(ex, who, *body.account, [update, change](const actors::account_view& a) mutable {
+    change.account = std::optional<ledger::account_id>{a.parent_id != 0 ? a.parent_id : a.id};
+    update(std::move(change));
+  });
 }
 
 // {"previousSecretExpiresInSeconds"?}; an empty body is allowed. The new secret is shown once, here.

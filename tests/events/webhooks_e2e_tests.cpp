@@ -779,7 +779,7 @@ TEST_F(webhooks_e2e, an_endpoint_changed_in_place_keeps_its_place_and_sends_to_i
   const auto moved_url = new_home.url("/moved");
   EXPECT_EQ(patch(other.key, R"({"url":")" + moved_url + R"("})").status, 404);
   for (const std::string& body :
-       std::vector<std::string>{R"({})", R"({"accountId":)" + std::to_string(merchant.account) + "}", R"({"url":""})",
+       std::vector<std::string>{R"({})", R"({"accountId":"x1"})", R"({"accountId":-4})", R"({"url":""})",
                                 R"({"url":"ftp://example.com/"})", R"({"events":[]})", R"({"events":["NOPE"]})",
                                 R"({"url":")" + moved_url + R"(","signingSecret":"x"})", R"(not json)"}) {
     const auto r = patch(merchant.key, body);
@@ -827,6 +827,66 @@ TEST_F(webhooks_e2e, an_endpoint_changed_in_place_keeps_its_place_and_sends_to_i
                       " WHERE action = 'webhook_endpoint.update' AND target = 'webhook_endpoint:" +
                           std::to_string(ep.id) + "'"),
             R"({"url": ")" + moved_url + R"("} {"events": ["DEPOSIT"]})");
+}
+
+TEST_F(webhooks_e2e, an_endpoints_account_is_changed_in_place_and_judges_the_events_after_it) {
+  // A merchant with two accounts has one endpoint for both. Narrowed to the second account, a
+  // payment to the first is not sent and one to the second is; widened again (null), a payment to
+  // the first is. Another principal's account is not found for the merchant; an operator naming an
+  // account of someone else's for the merchant's endpoint is refused (400) and changes nothing; an
+  // operator naming one of the merchant's accounts changes it. Each change is audited.
+  server_process server(server_options(quick_webhooks()));
+  http_client c(server.port());
+  const auto& op = server.operator_key();
+  const auto merchant = make_party(c, op, "merchant");
+  const auto second = test_support::create_account(c, op, merchant.id, "EUR");
+  const auto payer = make_party(c, op, "user", 100'000);
+  webhook_receiver receiver([](int) { return 200; });
+  const auto ep = create_endpoint(c, merchant.key, receiver.url());
+  ASSERT_GT(ep.id, 0);
+  const auto path = "/v1/webhook-endpoints/" + std::to_string(ep.id);
+  const auto patch = [&](const std::string& key, const std::string& body) {
+    return c.request("PATCH", path, body, {{"Authorization", "Bearer " + key}, {"Content-Type", "application/json"}});
+  };
+  const auto account_of = [&](const test_support::response& r) { return field(r.json(), "accountId"); };
+
+  const auto narrowed = patch(merchant.key, R"({"accountId":")" + std::to_string(second) + R"("})");
+  ASSERT_EQ(narrowed.status, 200) << narrowed.body;
+  EXPECT_EQ(account_of(narrowed), std::to_string(second));
+  const auto to_first = transfer(c, payer.key, payer.account, merchant.account, 1);
+  const auto to_second = transfer(c, payer.key, payer.account, second, 2);
+  ASSERT_FALSE(request_for(receiver, to_second).body.empty());
+
+  const auto widened = patch(merchant.key, R"({"accountId":null})");
+  ASSERT_EQ(widened.status, 200) << widened.body;
+  EXPECT_EQ(account_of(widened), "null");
+  const auto again = transfer(c, payer.key, payer.account, merchant.account, 3);
+  ASSERT_FALSE(request_for(receiver, again).body.empty());
+  std::vector<std::string> events;
+  for (const auto& item : deliveries(c, merchant.key, ep.id)) events.push_back(field(item, "eventId"));
+  EXPECT_EQ(events, (std::vector<std::string>{to_second, again}));
+  for (const auto& r : receiver.requests()) EXPECT_NE(field(json::parse(r.body), "eventId"), to_first);
+
+  const auto stranger = make_party(c, op, "user");
+  const auto hidden = patch(merchant.key, R"({"accountId":)" + std::to_string(stranger.account) + "}");
+  EXPECT_EQ(hidden.status, 404) << hidden.body;
+  EXPECT_EQ(field(hidden.json(), "code"), "not_found") << hidden.body;
+  const auto foreign = patch(op, R"({"accountId":)" + std::to_string(stranger.account) + "}");
+  EXPECT_EQ(foreign.status, 400) << foreign.body;
+  EXPECT_EQ(field(foreign.json(), "code"), "invalid_request") << foreign.body;
+  EXPECT_NE(field(foreign.json(), "detail").find("not an account of the endpoint's owner"), std::string::npos)
+      << foreign.body;
+  EXPECT_EQ(account_of(c.get(path, merchant.key)), "null");
+  const auto by_operator = patch(op, R"({"accountId":)" + std::to_string(merchant.account) + "}");
+  ASSERT_EQ(by_operator.status, 200) << by_operator.body;
+  EXPECT_EQ(account_of(c.get(path, merchant.key)), std::to_string(merchant.account));
+
+  EXPECT_EQ(sql_value(owner_url(),
+                      "SELECT string_agg(detail::text, ' ' ORDER BY id) FROM audit_log"
+                      " WHERE action = 'webhook_endpoint.update' AND target = 'webhook_endpoint:" +
+                          std::to_string(ep.id) + "'"),
+            R"({"accountId": )" + std::to_string(second) + R"(} {"accountId": null} {"accountId": )" +
+                std::to_string(merchant.account) + "}");
 }
 
 TEST_F(webhooks_e2e, finished_deliveries_past_their_retention_are_deleted_and_nothing_else) {
