@@ -795,10 +795,10 @@ void ledger_service::set_webhook_endpoint_enabled(request_origin origin, std::in
 
 void ledger_service::rotate_webhook_secret(request_origin origin, std::int64_t id,
                                            std::optional<ledger::principal_id> owner, std::string new_secret,
-                                           std::int64_t previous_valid_s,
-                                           query_callback<std::optional<webhook_endpoint_view>> done) {
-  impl_->webhooks->rotate_secret(std::move(origin), id, owner, std::move(new_secret), previous_valid_s,
-                                 std::move(done));
+                                           std::int64_t previous_valid_s, std::optional<webhook_replay_ticket> replay,
+                                           query_callback<webhook_rotate_view> done) {
+  impl_->webhooks->rotate_secret(std::move(origin), id, owner, std::move(replay), std::move(new_secret),
+                                 previous_valid_s, std::move(done));
 }
 
 void ledger_service::update_webhook_endpoint(request_origin origin, std::int64_t id,

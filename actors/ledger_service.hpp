@@ -254,10 +254,10 @@ class ledger_service {
                                     bool enabled, std::string reason,
                                     query_callback<std::optional<webhook_endpoint_view>> done);
   // Replaces an endpoint's signing secret; the one replaced signs beside it for
-  // `previous_valid_s` seconds. nullopt: no such live endpoint.
+  // `previous_valid_s` seconds. With `replay`, the answer is kept under its Idempotency-Key.
   void rotate_webhook_secret(request_origin origin, std::int64_t id, std::optional<ledger::principal_id> owner,
                              std::string new_secret, std::int64_t previous_valid_s,
-                             query_callback<std::optional<webhook_endpoint_view>> done);
+                             std::optional<webhook_replay_ticket> replay, query_callback<webhook_rotate_view> done);
   // Changes an endpoint's URL (its host judged as when it was made) and/or event types.
   void update_webhook_endpoint(request_origin origin, std::int64_t id, std::optional<ledger::principal_id> owner,
                                webhook_endpoint_change change, query_callback<webhook_update_view> done);

@@ -5,6 +5,7 @@
 // change of schema or query stays below the facade.
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -337,6 +338,24 @@ struct events_view {
 
 // Webhook endpoints and deliveries (docs/events.md, "Webhooks"). The signing secret is in the
 // request to make an endpoint and in nothing read back.
+struct webhook_endpoint_view;
+
+// A management request sent with an Idempotency-Key (persistence/replays.hpp): its key, which
+// request it is, and how its answer's body is written from the endpoint it made or changed. The
+// answer commits with the request's effect; the same request under the key is answered from it.
+struct webhook_replay_ticket {
+  std::string key;
+  std::string request_hash;
+  std::function<std::string(const webhook_endpoint_view&)> render;
+};
+
+// The answer stored under a request's Idempotency-Key.
+struct replayed_answer {
+  bool same_request = false;  // false: the key names another request (422 idempotency_key_reused)
+  int status = 0;
+  std::string body;
+};
+
 struct webhook_endpoint_request {
   ledger::principal_id owner = 0;
   bool all_accounts = false;  // an operator's endpoint: every event
@@ -344,6 +363,7 @@ struct webhook_endpoint_request {
   std::string url;
   std::vector<std::string> event_types;
   std::string signing_secret;
+  std::optional<webhook_replay_ticket> replay;
 };
 
 struct webhook_endpoint_view {
@@ -390,6 +410,12 @@ struct webhook_create_view {
   webhook_create_outcome outcome = webhook_create_outcome::created;
   std::string detail;  // why it was refused
   webhook_endpoint_view endpoint;
+  std::optional<replayed_answer> replayed;  // the key was taken: this is its answer (outcome created)
+};
+
+struct webhook_rotate_view {
+  std::optional<webhook_endpoint_view> endpoint;  // nullopt: no such live endpoint
+  std::optional<replayed_answer> replayed;        // the key was taken: this is its answer
 };
 
 struct webhook_delivery_view {

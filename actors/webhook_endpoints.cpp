@@ -62,6 +62,26 @@ webhook_endpoints::webhook_endpoints(const config::settings& settings, std::shar
 
 webhook_endpoints::~webhook_endpoints() = default;
 
+namespace {
+
+// The persistence side of a request's Idempotency-Key: the key under `route`, and its answer written
+// from the endpoint as the API shows it. nullopt: no key.
+std::optional<persistence::replayable<persistence::webhook_endpoint_record>> replay_guard(
+    const request_origin& origin, const std::optional<webhook_replay_ticket>& ticket, std::string route, int status) {
+  if (!ticket) return std::nullopt;
+  persistence::replayable<persistence::webhook_endpoint_record> guard;
+  guard.request = {origin.principal, ticket->key, std::move(route), ticket->request_hash};
+  guard.status = status;
+  guard.render = [render = ticket->render](const persistence::webhook_endpoint_record& e) {
+    return render(to_endpoint_view(e));
+  };
+  return guard;
+}
+
+replayed_answer to_replayed(const persistence::stored_answer& a) { return {a.same_request, a.status, a.body}; }
+
+}  // namespace
+
 void webhook_endpoints::create(request_origin origin, webhook_endpoint_request request,
                                query_callback<webhook_create_view> done) {
   const auto allow_loopback = settings_.webhooks.allow_loopback;
@@ -76,6 +96,14 @@ void webhook_endpoints::create(request_origin origin, webhook_endpoint_request r
       [origin = std::move(origin), request = std::move(request), allow_loopback, live_max,
        judge = std::move(judge)](pqxx::connection& conn) -> webhook_create_view {
         webhook_create_view out;
+        auto guard = replay_guard(origin, request.replay, "webhook_endpoint.create", 201);
+        // A retry is answered from its stored answer before its URL is judged again.
+        if (guard) {
+          if (auto stored = persistence::find_replay(conn, guard->request)) {
+            out.replayed = to_replayed(*stored);
+            return out;
+          }
+        }
         if (auto why = refused_destination(*judge, request.url, allow_loopback)) {
           out.outcome = webhook_create_outcome::destination_refused;
           out.detail = std::move(*why);
@@ -84,7 +112,11 @@ void webhook_endpoints::create(request_origin origin, webhook_endpoint_request r
         persistence::new_webhook_endpoint e{request.owner, request.all_accounts, request.account,
                                             request.url,   request.event_types,  request.signing_secret};
         const auto audit = audit_entry_for(origin, "webhook_endpoint.create");
-        auto created = persistence::create_webhook_endpoint(conn, e, live_max, &audit);
+        auto created = persistence::create_webhook_endpoint(conn, e, live_max, &audit, guard ? &*guard : nullptr);
+        if (guard && guard->stored) {
+          out.replayed = to_replayed(*guard->stored);
+          return out;
+        }
         if (!created) {
           out.outcome = webhook_create_outcome::too_many_endpoints;
           out.detail = "principal " + std::to_string(request.owner) + " has " + std::to_string(live_max) +
@@ -146,18 +178,25 @@ void webhook_endpoints::set_enabled(request_origin origin, std::int64_t id, std:
 }
 
 void webhook_endpoints::rotate_secret(request_origin origin, std::int64_t id, std::optional<ledger::principal_id> owner,
-                                      std::string new_secret, std::int64_t previous_valid_s,
-                                      query_callback<std::optional<webhook_endpoint_view>> done) {
-  readers_->read<std::optional<webhook_endpoint_view>>(
-      [origin = std::move(origin), id, owner, new_secret = std::move(new_secret),
-       previous_valid_s](pqxx::connection& conn) -> std::optional<webhook_endpoint_view> {
+                                      std::optional<webhook_replay_ticket> replay, std::string new_secret,
+                                      std::int64_t previous_valid_s, query_callback<webhook_rotate_view> done) {
+  readers_->read<webhook_rotate_view>(
+      [origin = std::move(origin), id, owner, replay = std::move(replay), new_secret = std::move(new_secret),
+       previous_valid_s](pqxx::connection& conn) -> webhook_rotate_view {
+        webhook_rotate_view out;
+        auto guard = replay_guard(origin, replay, "webhook_endpoint.rotate_secret", 200);
         // The detail says how long the old secret signs, never a secret.
         const auto audit =
             audit_entry_for(origin, "webhook_endpoint.rotate_secret", "",
                             R"({"previousSecretValidSeconds":)" + std::to_string(previous_valid_s) + "}");
-        const auto e = persistence::rotate_webhook_secret(conn, id, owner, new_secret, previous_valid_s, &audit);
-        if (!e) return std::nullopt;
-        return to_endpoint_view(*e);
+        const auto e = persistence::rotate_webhook_secret(conn, id, owner, new_secret, previous_valid_s, &audit,
+                                                          guard ? &*guard : nullptr);
+        if (guard && guard->stored) {
+          out.replayed = to_replayed(*guard->stored);
+        } else if (e) {
+          out.endpoint = to_endpoint_view(*e);
+        }
+        return out;
       },
       std::move(done));
 }

@@ -55,10 +55,10 @@ class webhook_endpoints {
   void set_enabled(request_origin origin, std::int64_t id, std::optional<ledger::principal_id> owner, bool enabled,
                    std::string reason, query_callback<std::optional<webhook_endpoint_view>> done);
   // Replaces the endpoint's signing secret by `new_secret`; the one replaced goes on signing for
-  // `previous_valid_s` seconds (0: not at all). nullopt: no such live endpoint (of `owner`).
+  // `previous_valid_s` seconds (0: not at all). With `replay`, the answer is kept under its key.
   void rotate_secret(request_origin origin, std::int64_t id, std::optional<ledger::principal_id> owner,
-                     std::string new_secret, std::int64_t previous_valid_s,
-                     query_callback<std::optional<webhook_endpoint_view>> done);
+                     std::optional<webhook_replay_ticket> replay, std::string new_secret, std::int64_t previous_valid_s,
+                     query_callback<webhook_rotate_view> done);
   // Changes the endpoint's URL (its host judged as at registration) and/or event types.
   void update(request_origin origin, std::int64_t id, std::optional<ledger::principal_id> owner,
               webhook_endpoint_change change, query_callback<webhook_update_view> done);

@@ -166,4 +166,16 @@ void handler_support::answer_money(const exchange_ptr& ex, ledger::principal_id 
   ex->respond(std::move(out));
 }
 
+void handler_support::answer_replayed(const exchange_ptr& ex, const actors::replayed_answer& a) const {
+  if (!a.same_request) {
+    return fail(ex, ledger::error_code::idempotency_key_reused,
+                "the Idempotency-Key was sent before with another request; a new request needs a new key");
+  }
+  reply out;
+  out.status = a.status;
+  out.body = a.body;
+  out.headers.emplace_back("Idempotent-Replayed", "true");
+  ex->respond(std::move(out));
+}
+
 }  // namespace api

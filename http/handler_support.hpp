@@ -57,6 +57,9 @@ class handler_support {
   // The answer to a money-moving request: its stored receipt, or its problem.
   // `by`: the principal who asked (for the unknown-account allowance).
   void answer_money(const exchange_ptr& ex, ledger::principal_id by, actors::money_result r);
+  // The answer stored under a management request's Idempotency-Key (persistence/replays.hpp): the
+  // same request gets it again (Idempotent-Replayed: true), another 422 idempotency_key_reused.
+  void answer_replayed(const exchange_ptr& ex, const actors::replayed_answer& a) const;
   // Cluster mode: whether `r` refused a debit this node does not hold the partition of, and `ex`
   // may go to the node that does (it did not come from another node).
   bool forwardable(const exchange_ptr& ex, const actors::money_result& r) const;

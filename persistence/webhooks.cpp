@@ -403,9 +403,11 @@ void prepare_webhook_statements(pqxx::connection& conn) {
 }
 
 std::optional<webhook_endpoint_record> create_webhook_endpoint(pqxx::connection& conn, const new_webhook_endpoint& e,
-                                                               std::int64_t live_max, const audit_entry* audit) {
+                                                               std::int64_t live_max, const audit_entry* audit,
+                                                               replayable<webhook_endpoint_record>* replay) {
   WALLET_ASSERT(e.owner > 0 && !e.event_types.empty() && !e.signing_secret.empty(), "a complete endpoint");
   pqxx::work txn(conn);
+  if (replay && (replay->stored = claim_replay(txn, replay->request))) return std::nullopt;
   txn.exec_prepared(k_owner_lock, e.owner);
   if (txn.exec_prepared1(k_count_live, e.owner)[0].as<std::int64_t>() >= live_max) return std::nullopt;
   const auto top = txn.exec_prepared1(k_feed_end)[0].as<std::int64_t>();
@@ -415,6 +417,7 @@ std::optional<webhook_endpoint_record> create_webhook_endpoint(pqxx::connection&
   if (audit) {
     append_audit(txn, *audit, "webhook_endpoint:" + std::to_string(created.id));
   }
+  if (replay) record_replay(txn, replay->request, replay->status, replay->render(created));
   txn.commit();
   return created;
 }
@@ -467,13 +470,16 @@ std::optional<webhook_endpoint_record> disable_webhook_endpoint(pqxx::connection
 std::optional<webhook_endpoint_record> rotate_webhook_secret(pqxx::connection& conn, std::int64_t id,
                                                              std::optional<ledger::principal_id> owner,
                                                              const std::string& new_secret,
-                                                             std::int64_t previous_valid_s, const audit_entry* audit) {
+                                                             std::int64_t previous_valid_s, const audit_entry* audit,
+                                                             replayable<webhook_endpoint_record>* replay) {
   WALLET_ASSERT(!new_secret.empty() && previous_valid_s >= 0, "a secret, and how long the previous one signs");
   pqxx::work txn(conn);
+  if (replay && (replay->stored = claim_replay(txn, replay->request))) return std::nullopt;
   const auto rotated = txn.exec_prepared(k_rotate_secret, id, owner, new_secret, previous_valid_s);
   if (rotated.empty()) return std::nullopt;
   if (audit) append_audit(txn, *audit, "webhook_endpoint:" + std::to_string(id));
   auto out = read_endpoint(rotated[0]);
+  if (replay) record_replay(txn, replay->request, replay->status, replay->render(out));
   txn.commit();
   return out;
 }

@@ -16,6 +16,7 @@
 #include "ledger/types.hpp"
 #include "persistence/audit.hpp"
 #include "persistence/pqxx_fwd.hpp"
+#include "persistence/replays.hpp"
 
 namespace persistence {
 
@@ -43,11 +44,13 @@ struct new_webhook_endpoint {
   std::string signing_secret;
 };
 
-// nullopt: the owner has `live_max` live endpoints already. The endpoint starts at the end of the
-// feed: it gets the events sequenced after it was made. `audit` (when not null) is written in the
-// same transaction.
+// nullopt: the owner has `live_max` live endpoints already, or (`replay->stored` set) the request's
+// Idempotency-Key was taken already. The endpoint starts at the end of the feed: it gets the events
+// sequenced after it was made. `audit` and the answer under `replay` (when not null) are written in
+// the same transaction.
 std::optional<webhook_endpoint_record> create_webhook_endpoint(pqxx::connection& conn, const new_webhook_endpoint& e,
-                                                               std::int64_t live_max, const audit_entry* audit);
+                                                               std::int64_t live_max, const audit_entry* audit,
+                                                               replayable<webhook_endpoint_record>* replay = nullptr);
 
 // The live endpoints of `owner` (every principal's when nullopt), by id, after the id `after`, at
 // most `limit`.
@@ -77,11 +80,13 @@ std::optional<webhook_endpoint_record> enable_webhook_endpoint(pqxx::connection&
 
 // Replaces the signing secret of a live endpoint of `owner` (any when nullopt) by `new_secret`.
 // The secret it replaces goes on signing deliveries beside it for `previous_valid_s` seconds (0:
-// not at all); a previous secret still signing is dropped. nullopt: there is no such live endpoint.
+// not at all); a previous secret still signing is dropped. nullopt: there is no such live endpoint,
+// or (`replay->stored` set) the request's Idempotency-Key was taken already.
 std::optional<webhook_endpoint_record> rotate_webhook_secret(pqxx::connection& conn, std::int64_t id,
                                                              std::optional<ledger::principal_id> owner,
                                                              const std::string& new_secret,
-                                                             std::int64_t previous_valid_s, const audit_entry* audit);
+                                                             std::int64_t previous_valid_s, const audit_entry* audit,
+                                                             replayable<webhook_endpoint_record>* replay = nullptr);
 
 // Changes the URL, the event types and/or the account (`account` given; nullopt inside: any account)
 // of a live endpoint of `owner` (any when nullopt); what is not given stays. Every attempt claimed

@@ -43,6 +43,16 @@ json::object endpoint_json(const actors::webhook_endpoint_view& e) {
   return o;
 }
 
+// The answer's body of a request that shows the endpoint with its new signing secret (registration,
+// rotation), as kept under the request's Idempotency-Key.
+std::function<std::string(const actors::webhook_endpoint_view&)> with_secret(std::string secret) {
+  return [secret = std::move(secret)](const actors::webhook_endpoint_view& e) {
+    auto o = endpoint_json(e);
+    o["signingSecret"] = secret;
+    return json::serialize(o);
+  };
+}
+
 json::object delivery_json(const actors::webhook_delivery_view& d) {
   json::object o;
   o["id"] = d.id;
@@ -185,12 +195,21 @@ void create_endpoint(handler_support& s, const exchange_ptr& ex, const principal
   request.url = body.url;
   request.event_types = std::move(*types);
   request.signing_secret = new_signing_secret();
+  if (ex->has_idempotency_key) {
+    const auto key = s.idempotency_key(ex);
+    if (!key) return;
+    std::string hashed = "webhook_endpoint.create\n" + body.url + "\n";
+    for (const auto& t : request.event_types) hashed += t + ",";
+    hashed += "\n" + (body.account ? std::to_string(*body.account) : std::string("any"));
+    request.replay = actors::webhook_replay_ticket{*key, sha256_hex(hashed), with_secret(request.signing_secret)};
+  }
   auto make = [&s, ex, who](actors::webhook_endpoint_request r) {
     const auto secret = r.signing_secret;
     s.service.create_webhook_endpoint({who.id, ex->request_id}, std::move(r),
                                       [&s, ex, secret](actors::query_result<actors::webhook_create_view> res) {
                                         if (res.outcome != ledger::error_code::ok)
                                           return s.unavailable(ex, res.outcome, res.detail);
+                                        if (res.value.replayed) return s.answer_replayed(ex, *res.value.replayed);
                                         switch (res.value.outcome) {
                                           case actors::webhook_create_outcome::created: break;
                                           case actors::webhook_create_outcome::destination_refused:
@@ -264,19 +283,31 @@ void update_endpoint(handler_support& s, const exchange_ptr& ex, const principal
 }
 
 // {"previousSecretExpiresInSeconds"?}; an empty body is allowed. The new secret is shown once, here.
+// With an Idempotency-Key, the new secret's answer is kept: a retry gets it again.
 void rotate_secret(handler_support& s, const exchange_ptr& ex, const principal& who, std::int64_t id) {
   const auto previous_valid_s = previous_secret_window(s, ex);
   if (!previous_valid_s) return;
   auto secret = new_signing_secret();
-  s.service.rotate_webhook_secret(
-      {who.id, ex->request_id}, id, owner_filter(who), secret, *previous_valid_s,
-      [&s, ex, id, secret](actors::query_result<std::optional<actors::webhook_endpoint_view>> r) {
-        if (r.outcome != ledger::error_code::ok) return s.unavailable(ex, r.outcome, r.detail);
-        if (!r.value) return endpoint_not_found(s, ex, id);
-        auto o = endpoint_json(*r.value);
-        o["signingSecret"] = secret;
-        ex->respond(json_reply(200, o));
-      });
+  std::optional<actors::webhook_replay_ticket> replay;
+  if (ex->has_idempotency_key) {
+    const auto key = s.idempotency_key(ex);
+    if (!key) return;
+    replay = actors::webhook_replay_ticket{
+        *key,
+        sha256_hex("webhook_endpoint.rotate_secret\n" + std::to_string(id) + "\n" + std::to_string(*previous_valid_s)),
+        with_secret(secret)};
+  }
+  s.service.rotate_webhook_secret({who.id, ex->request_id}, id, owner_filter(who), secret, *previous_valid_s,
+                                  std::move(replay),
+                                  [&s, ex, id, secret](actors::query_result<actors::webhook_rotate_view> r) {
+                                    if (r.outcome != ledger::error_code::ok)
+                                      return s.unavailable(ex, r.outcome, r.detail);
+                                    if (r.value.replayed) return s.answer_replayed(ex, *r.value.replayed);
+                                    if (!r.value.endpoint) return endpoint_not_found(s, ex, id);
+                                    auto o = endpoint_json(*r.value.endpoint);
+                                    o["signingSecret"] = secret;
+                                    ex->respond(json_reply(200, o));
+                                  });
 }
 
 void list_endpoints(handler_support& s, const exchange_ptr& ex, const principal& who) {

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <iostream>
 #include <set>
+#include <thread>
 
 #include "tests/events/fixture.hpp"
 #include "tests/events/webhook_receiver.hpp"
@@ -887,6 +888,94 @@ TEST_F(webhooks_e2e, an_endpoints_account_is_changed_in_place_and_judges_the_eve
                           std::to_string(ep.id) + "'"),
             R"({"accountId": )" + std::to_string(second) + R"(} {"accountId": null} {"accountId": )" +
                 std::to_string(merchant.account) + "}");
+}
+
+TEST_F(webhooks_e2e, a_registration_or_rotation_under_an_idempotency_key_is_answered_again_and_done_once) {
+  // Registration and rotation show a secret once, in their answer. Under an Idempotency-Key:
+  // eight registrations sent at once (each sent again while the server answers 503) make one
+  // endpoint, and each gets its answer (the same secret);
+  // a rotation sent again gets the same new secret and rotates nothing more; another request
+  // under a key used is 422; a refused request leaves its key free.
+  server_process server(server_options(quick_webhooks()));
+  http_client c(server.port());
+  const auto& op = server.operator_key();
+  const auto merchant = make_party(c, op, "merchant");
+  webhook_receiver receiver([](int) { return 200; });
+  const auto send = [&](http_client& client, const std::string& method, const std::string& path,
+                        const std::string& body, const std::string& key) {
+    return client.request(
+        method, path, body,
+        {{"Authorization", "Bearer " + merchant.key}, {"Content-Type", "application/json"}, {"Idempotency-Key", key}});
+  };
+  const auto registration = R"({"url":")" + receiver.url() + R"(","events":["*"]})";
+
+  std::vector<test_support::response> answers(8);
+  {
+    std::vector<std::thread> senders;
+    for (std::size_t i = 0; i < answers.size(); ++i) {
+      senders.emplace_back([&, i] {
+        http_client own(server.port());
+        // Registrations looking hosts up at once are bounded: a 503 is sent again, as a client would.
+        for (int attempt = 0; attempt < 1'000; ++attempt) {
+          answers[i] = send(own, "POST", "/v1/webhook-endpoints", registration, "register-1");
+          if (answers[i].status != 503) break;
+          std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        }
+      });
+    }
+    for (auto& t : senders) t.join();
+  }
+  int fresh = 0;
+  for (const auto& a : answers) {
+    ASSERT_EQ(a.status, 201) << a.body;
+    EXPECT_EQ(a.body, answers[0].body);
+    if (a.header("idempotent-replayed").empty()) ++fresh;
+  }
+  EXPECT_EQ(fresh, 1);
+  const auto id = answers[0].json().as_object().at("id").as_int64();
+  const auto secret = field(answers[0].json(), "signingSecret");
+  const auto listed = c.get("/v1/webhook-endpoints", merchant.key).json().as_object().at("endpoints").as_array();
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(listed[0].as_object().at("id").as_int64(), id);
+  const auto again = send(c, "POST", "/v1/webhook-endpoints", registration, "register-1");
+  EXPECT_EQ(again.status, 201);
+  EXPECT_EQ(again.header("idempotent-replayed"), "true");
+  EXPECT_EQ(again.body, answers[0].body);
+  const auto other = send(c, "POST", "/v1/webhook-endpoints",
+                          R"({"url":")" + receiver.url("/other") + R"(","events":["*"]})", "register-1");
+  EXPECT_EQ(other.status, 422) << other.body;
+  EXPECT_EQ(field(other.json(), "code"), "idempotency_key_reused");
+
+  // A refused registration leaves its key free for the request that follows.
+  const auto refused =
+      send(c, "POST", "/v1/webhook-endpoints", R"({"url":"http://10.1.2.3/hook","events":["*"]})", "register-2");
+  EXPECT_EQ(refused.status, 400);
+  const auto second = send(c, "POST", "/v1/webhook-endpoints",
+                           R"({"url":")" + receiver.url("/second") + R"(","events":["*"]})", "register-2");
+  EXPECT_EQ(second.status, 201) << second.body;
+  EXPECT_EQ(second.header("idempotent-replayed"), "");
+
+  // Rotation: sent twice, one new secret, the one answered both times.
+  const auto rotate_path = "/v1/webhook-endpoints/" + std::to_string(id) + "/rotate-secret";
+  const auto rotated = send(c, "POST", rotate_path, R"({"previousSecretExpiresInSeconds":0})", "rotate-1");
+  ASSERT_EQ(rotated.status, 200) << rotated.body;
+  const auto new_secret = field(rotated.json(), "signingSecret");
+  EXPECT_NE(new_secret, secret);
+  const auto rotated_again = send(c, "POST", rotate_path, R"({"previousSecretExpiresInSeconds":0})", "rotate-1");
+  EXPECT_EQ(rotated_again.status, 200);
+  EXPECT_EQ(rotated_again.header("idempotent-replayed"), "true");
+  EXPECT_EQ(rotated_again.body, rotated.body);
+  const auto other_window = send(c, "POST", rotate_path, R"({"previousSecretExpiresInSeconds":60})", "rotate-1");
+  EXPECT_EQ(other_window.status, 422) << other_window.body;
+  EXPECT_EQ(sql_value(owner_url(), "SELECT signing_secret FROM webhook_endpoint WHERE id = " + std::to_string(id)),
+            new_secret);
+
+  const auto audited = [&](const std::string& action) {
+    return sql_value(owner_url(), "SELECT count(*) FROM audit_log WHERE action = '" + action +
+                                      "' AND principal_id = " + std::to_string(merchant.id));
+  };
+  EXPECT_EQ(audited("webhook_endpoint.create"), "2");
+  EXPECT_EQ(audited("webhook_endpoint.rotate_secret"), "1");
 }
 
 TEST_F(webhooks_e2e, finished_deliveries_past_their_retention_are_deleted_and_nothing_else) {
