@@ -15,6 +15,7 @@
 #include "actors/key_cache.hpp"
 #include "actors/key_revocations.hpp"
 #include "actors/keys_audit.hpp"
+#include "actors/replays.hpp"
 #include "actors/ledger_writer.hpp"
 #include "actors/money_flows.hpp"
 #include "actors/reconciler.hpp"
@@ -374,14 +375,23 @@ void ledger_service::create_provider(request_origin origin, std::string name, st
 }
 
 void ledger_service::rotate_provider_secret(request_origin origin, std::string name, std::string new_secret,
+                                            std::optional<replay_ticket<provider_view>> replay,
                                             std::int64_t previous_valid_s,
                                             query_callback<provider_rotation_view> done) {
   impl_->core.readers->read<provider_rotation_view>(
       [this, origin = std::move(origin), name = std::move(name), secret = std::move(new_secret),
-       previous_valid_s](pqxx::connection& conn) {
+       replay = std::move(replay), previous_valid_s](pqxx::connection& conn) {
         const auto audit = audit_entry_for(origin, "provider.rotate_secret");
-        const auto r = persistence::rotate_provider_secret(conn, name, secret, previous_valid_s, &audit);
+        auto guard = replay_guard<persistence::provider_record>(
+            origin, replay, "provider.rotate_secret", 200,
+            [](const persistence::provider_record& p) { return to_view(p); });
+        const auto r = persistence::rotate_provider_secret(conn, name, secret, previous_valid_s, &audit,
+                                                           guard ? &*guard : nullptr);
         provider_rotation_view out;
+        if (guard && guard->stored) {
+          out.replayed = to_replayed(*guard->stored);
+          return out;
+        }
         switch (r.outcome) {
           case persistence::provider_rotation_outcome::rotated:
             impl_->flows->remember_provider(r.provider);

@@ -136,9 +136,10 @@ class ledger_service {
   // Whether find_provider(name) would be answered from the cache, without a database read.
   bool provider_cached(const std::string& name);
   // Replaces a provider's signing secret by `new_secret`; the one replaced verifies its events for
-  // `previous_valid_s` seconds more.
+  // `previous_valid_s` seconds more. With `replay`, the answer is kept under its Idempotency-Key.
   void rotate_provider_secret(request_origin origin, std::string name, std::string new_secret,
-                              std::int64_t previous_valid_s, query_callback<provider_rotation_view> done);
+                              std::optional<replay_ticket<provider_view>> replay, std::int64_t previous_valid_s,
+                              query_callback<provider_rotation_view> done);
   void find_withdrawal(std::string id, query_callback<std::optional<withdrawal_view>> done);
 
   // The principal of a key, or nullopt when it is unknown; unknown keys are remembered for

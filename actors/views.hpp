@@ -150,10 +150,31 @@ struct provider_view {
   std::string secret_rotated_at;           // empty: never rotated
 };
 
+struct webhook_endpoint_view;
+
+// A management request sent with an Idempotency-Key (persistence/replays.hpp): its key, which
+// request it is, and how its answer's body is written from what it made or changed (a `View`). The
+// answer commits with the request's effect; the same request under the key is answered from it.
+template <typename View>
+struct replay_ticket {
+  std::string key;
+  std::string request_hash;
+  std::function<std::string(const View&)> render;
+};
+using webhook_replay_ticket = replay_ticket<webhook_endpoint_view>;
+
+// The answer stored under a request's Idempotency-Key.
+struct replayed_answer {
+  bool same_request = false;  // false: the key names another request (422 idempotency_key_reused)
+  int status = 0;
+  std::string body;
+};
+
 enum class provider_rotation_outcome : std::uint8_t { rotated, no_provider, no_secret };
 struct provider_rotation_view {
   provider_rotation_outcome outcome = provider_rotation_outcome::rotated;
   provider_view provider;
+  std::optional<replayed_answer> replayed;  // the key was taken: this is its answer
 };
 
 struct withdrawal_view {
@@ -338,24 +359,6 @@ struct events_view {
 
 // Webhook endpoints and deliveries (docs/events.md, "Webhooks"). The signing secret is in the
 // request to make an endpoint and in nothing read back.
-struct webhook_endpoint_view;
-
-// A management request sent with an Idempotency-Key (persistence/replays.hpp): its key, which
-// request it is, and how its answer's body is written from the endpoint it made or changed. The
-// answer commits with the request's effect; the same request under the key is answered from it.
-struct webhook_replay_ticket {
-  std::string key;
-  std::string request_hash;
-  std::function<std::string(const webhook_endpoint_view&)> render;
-};
-
-// The answer stored under a request's Idempotency-Key.
-struct replayed_answer {
-  bool same_request = false;  // false: the key names another request (422 idempotency_key_reused)
-  int status = 0;
-  std::string body;
-};
-
 struct webhook_endpoint_request {
   ledger::principal_id owner = 0;
   bool all_accounts = false;  // an operator's endpoint: every event

@@ -5,6 +5,7 @@
 #include <variant>
 
 #include "actors/keys_audit.hpp"
+#include "actors/replays.hpp"
 #include "events/name_lookup.hpp"
 #include "ledger/webhooks.hpp"
 #include "persistence/webhooks.hpp"
@@ -62,26 +63,6 @@ webhook_endpoints::webhook_endpoints(const config::settings& settings, std::shar
 
 webhook_endpoints::~webhook_endpoints() = default;
 
-namespace {
-
-// The persistence side of a request's Idempotency-Key: the key under `route`, and its answer written
-// from the endpoint as the API shows it. nullopt: no key.
-std::optional<persistence::replayable<persistence::webhook_endpoint_record>> replay_guard(
-    const request_origin& origin, const std::optional<webhook_replay_ticket>& ticket, std::string route, int status) {
-  if (!ticket) return std::nullopt;
-  persistence::replayable<persistence::webhook_endpoint_record> guard;
-  guard.request = {origin.principal, ticket->key, std::move(route), ticket->request_hash};
-  guard.status = status;
-  guard.render = [render = ticket->render](const persistence::webhook_endpoint_record& e) {
-    return render(to_endpoint_view(e));
-  };
-  return guard;
-}
-
-replayed_answer to_replayed(const persistence::stored_answer& a) { return {a.same_request, a.status, a.body}; }
-
-}  // namespace
-
 void webhook_endpoints::create(request_origin origin, webhook_endpoint_request request,
                                query_callback<webhook_create_view> done) {
   const auto allow_loopback = settings_.webhooks.allow_loopback;
@@ -96,7 +77,8 @@ void webhook_endpoints::create(request_origin origin, webhook_endpoint_request r
       [origin = std::move(origin), request = std::move(request), allow_loopback, live_max,
        judge = std::move(judge)](pqxx::connection& conn) -> webhook_create_view {
         webhook_create_view out;
-        auto guard = replay_guard(origin, request.replay, "webhook_endpoint.create", 201);
+        auto guard = replay_guard<persistence::webhook_endpoint_record>(
+            origin, request.replay, "webhook_endpoint.create", 201, to_endpoint_view);
         // A retry is answered from its stored answer before its URL is judged again.
         if (guard) {
           if (auto stored = persistence::find_replay(conn, guard->request)) {
@@ -184,7 +166,8 @@ void webhook_endpoints::rotate_secret(request_origin origin, std::int64_t id, st
       [origin = std::move(origin), id, owner, replay = std::move(replay), new_secret = std::move(new_secret),
        previous_valid_s](pqxx::connection& conn) -> webhook_rotate_view {
         webhook_rotate_view out;
-        auto guard = replay_guard(origin, replay, "webhook_endpoint.rotate_secret", 200);
+        auto guard = replay_guard<persistence::webhook_endpoint_record>(
+            origin, replay, "webhook_endpoint.rotate_secret", 200, to_endpoint_view);
         // The detail says how long the old secret signs, never a secret.
         const auto audit =
             audit_entry_for(origin, "webhook_endpoint.rotate_secret", "",

@@ -87,9 +87,11 @@ std::optional<provider_record> create_provider(pqxx::connection& conn, const std
 }
 
 provider_rotation rotate_provider_secret(pqxx::connection& conn, const std::string& name, const std::string& new_secret,
-                                         std::int64_t previous_valid_s, const audit_entry* audit) {
+                                         std::int64_t previous_valid_s, const audit_entry* audit,
+                                         replayable<provider_record>* replay) {
   pqxx::work txn(conn);
   provider_rotation out;
+  if (replay && (replay->stored = claim_replay(txn, replay->request))) return out;
   const auto rows = txn.exec_params(
       "UPDATE provider SET signing_secret = $2, secret_rotated_at = now(),"
       " previous_signing_secret = CASE WHEN $3::bigint > 0 THEN signing_secret END,"
@@ -109,6 +111,7 @@ provider_rotation rotate_provider_secret(pqxx::connection& conn, const std::stri
                  "{\"providerId\":" + std::to_string(out.provider.id) +
                      ",\"previousSecretValidSeconds\":" + std::to_string(previous_valid_s) + "}");
   }
+  if (replay) record_replay(txn, replay->request, replay->status, replay->render(out.provider));
   txn.commit();
   return out;
 }

@@ -13,6 +13,7 @@
 #include "ledger/types.hpp"
 #include "persistence/audit.hpp"
 #include "persistence/pqxx_fwd.hpp"
+#include "persistence/replays.hpp"
 
 namespace persistence {
 
@@ -51,9 +52,12 @@ struct provider_rotation {
 };
 // Replaces the provider's signing secret by `new_secret`; the one replaced goes on verifying its
 // events for `previous_valid_s` seconds (0: not at all), and a previous secret still verifying is
-// dropped. `audit` is recorded in the same transaction (never with a secret).
+// dropped. `audit` and the answer under `replay` (when not null) are recorded in the same
+// transaction (the audit never with a secret); when the request's Idempotency-Key was taken already,
+// nothing is done and `replay->stored` is set.
 provider_rotation rotate_provider_secret(pqxx::connection& conn, const std::string& name, const std::string& new_secret,
-                                         std::int64_t previous_valid_s, const audit_entry* audit);
+                                         std::int64_t previous_valid_s, const audit_entry* audit,
+                                         replayable<provider_record>* replay = nullptr);
 std::vector<provider_record> list_providers(pqxx::connection& conn);
 
 struct deposit_record {

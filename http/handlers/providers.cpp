@@ -6,6 +6,7 @@
 // does not verify is answered 401 bad_signature and leaves no trace.
 
 #include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
 
 #include <chrono>
 
@@ -55,16 +56,26 @@ void list_providers(handler_support& s, const exchange_ptr& ex) {
   });
 }
 
-// {"previousSecretExpiresInSeconds"?}; an empty body is allowed. The new secret is shown once, here.
+// {"previousSecretExpiresInSeconds"?}; an empty body is allowed. The new secret is shown once, here,
+// and, with an Idempotency-Key, again to the same request under the key.
 void rotate_secret(handler_support& s, const exchange_ptr& ex, const principal& who, const std::string& name) {
   const auto not_found = "provider \"" + name.substr(0, k_provider_name_max) + "\" was not found";
   if (!ledger::is_valid_provider_name(name)) return s.fail(ex, ledger::error_code::not_found, not_found);
   const auto previous_valid_s = previous_secret_window(s, ex);
   if (!previous_valid_s) return;
+  std::optional<actors::replay_ticket<actors::provider_view>> replay;
+  if (ex->has_idempotency_key) {
+    const auto key = s.idempotency_key(ex);
+    if (!key) return;
+    replay = actors::replay_ticket<actors::provider_view>{
+        *key, sha256_hex("provider.rotate_secret\n" + name + "\n" + std::to_string(*previous_valid_s)),
+        [](const actors::provider_view& p) { return boost::json::serialize(provider_json(p, true)); }};
+  }
   s.service.rotate_provider_secret(
-      {who.id, ex->request_id}, name, new_signing_secret(), *previous_valid_s,
+      {who.id, ex->request_id}, name, new_signing_secret(), std::move(replay), *previous_valid_s,
       [&s, ex, name, not_found](actors::query_result<actors::provider_rotation_view> r) {
         if (r.outcome != ledger::error_code::ok) return s.unavailable(ex, r.outcome, r.detail);
+        if (r.value.replayed) return s.answer_replayed(ex, *r.value.replayed);
         switch (r.value.outcome) {
           case actors::provider_rotation_outcome::rotated: break;
           case actors::provider_rotation_outcome::no_provider:

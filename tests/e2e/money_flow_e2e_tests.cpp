@@ -427,6 +427,39 @@ TEST_F(MoneyFlowE2E, ARotatedProviderSecretVerifiesBesideTheOldOneForItsWindow) 
   EXPECT_TRUE(ts::eventually([&] { return pay_signed_with(s2) == 401; }, 30s, 50ms));
 }
 
+// A rotation sent with an Idempotency-Key whose answer was lost is sent again and gets the same
+// answer, the same new secret, rotating nothing more; another request under the key is 422, and a
+// malformed key 400.
+TEST_F(MoneyFlowE2E, AProviderRotationUnderAnIdempotencyKeyIsAnsweredAgainAndDoneOnce) {
+  ts::http_client c(port());
+  const auto p = new_provider(c);
+  const auto path = "/v1/providers/" + p.name + "/rotate-secret";
+  auto rotate = [&](const std::string& body, const std::string& key) {
+    return c.request(
+        "POST", path, body,
+        {{"Authorization", "Bearer " + op()}, {"Content-Type", "application/json"}, {"Idempotency-Key", key}});
+  };
+  const auto first = rotate(R"({"previousSecretExpiresInSeconds":0})", "rotate-" + p.name);
+  ASSERT_EQ(first.status, 200) << first.body;
+  EXPECT_EQ(first.header("idempotent-replayed"), "");
+  const auto again = rotate(R"({"previousSecretExpiresInSeconds":0})", "rotate-" + p.name);
+  ASSERT_EQ(again.status, 200) << again.body;
+  EXPECT_EQ(again.header("idempotent-replayed"), "true");
+  EXPECT_EQ(again.body, first.body);
+  const auto other = rotate(R"({"previousSecretExpiresInSeconds":60})", "rotate-" + p.name);
+  EXPECT_EQ(other.status, 422) << other.body;
+  EXPECT_EQ(str(other.json().as_object().at("code")), "idempotency_key_reused");
+  const auto bad_key = rotate("", "has space");
+  EXPECT_EQ(bad_key.status, 400) << bad_key.body;
+  // The secret answered is the provider's, and it was rotated once.
+  EXPECT_EQ(ts::query_value("SELECT signing_secret FROM provider WHERE name = '" + p.name + "'"),
+            str(first.json().as_object().at("signingSecret")));
+  EXPECT_EQ(ts::query_value("SELECT count(*) FROM audit_log WHERE action = 'provider.rotate_secret' AND target = "
+                            "'provider:" +
+                            p.name + "'"),
+            "1");
+}
+
 // A rotation made through one server is known to another of the same database within
 // auth.key_cache_ttl_ms: there, the new secret comes to verify, and the old one (rotated out with no
 // window) comes to be refused.
