@@ -504,19 +504,27 @@ void ledger_service::create_principal(request_origin origin, std::string name, l
 }
 
 void ledger_service::create_account(request_origin origin, ledger::principal_id owner, std::string currency, int shards,
-                                    query_callback<std::optional<account_view>> done) {
-  read_view<std::optional<persistence::account_record>>(
-      *impl_->core.readers,
-      [this, origin = std::move(origin), owner, currency = std::move(currency), shards](pqxx::connection& conn) {
-        std::optional<persistence::account_record> out;
+                                    std::optional<replay_ticket<account_view>> replay,
+                                    query_callback<account_create_view> done) {
+  impl_->core.readers->read<account_create_view>(
+      [this, origin = std::move(origin), owner, currency = std::move(currency), shards,
+       replay = std::move(replay)](pqxx::connection& conn) {
+        account_create_view out;
         if (!persistence::find_principal(conn, owner)) return out;
         boost::json::object detail;
         detail["ownerId"] = owner;
         detail["currency"] = currency;
         detail["shards"] = shards;
         const auto audit = audit_entry_for(origin, "account.create", {}, boost::json::serialize(detail));
-        out = persistence::create_account(conn, owner, currency, shards, &audit);
-        impl_->accounts->remember(*out);
+        auto guard = replay_guard<persistence::account_record>(
+            origin, replay, "account.create", 201, [](const persistence::account_record& a) { return to_view(a); });
+        auto created = persistence::create_account(conn, owner, currency, shards, &audit, guard ? &*guard : nullptr);
+        if (guard && guard->stored) {
+          out.replayed = to_replayed(*guard->stored);
+          return out;
+        }
+        impl_->accounts->remember(created);
+        out.account = to_view(created);
         return out;
       },
       std::move(done));

@@ -154,9 +154,9 @@ class ledger_service {
   // `key_hint`: the key's last four characters, kept to tell a principal's keys apart.
   void create_principal(request_origin origin, std::string name, ledger::role role, std::string key_hash_hex,
                         std::string key_hint, query_callback<principal_view> done);
-  // nullopt: the owner does not exist.
+  // With `replay`, the answer is kept under its Idempotency-Key.
   void create_account(request_origin origin, ledger::principal_id owner, std::string currency, int shards,
-                      query_callback<std::optional<account_view>> done);
+                      std::optional<replay_ticket<account_view>> replay, query_callback<account_create_view> done);
   void find_account(ledger::account_id id, query_callback<std::optional<account_view>> done);
   // The amount of the account's debits in flight (reserved by its actor, not yet committed).
   void reserved(ledger::account_id id, std::function<void(ledger::amount_minor)> done);

@@ -170,6 +170,11 @@ struct replayed_answer {
   std::string body;
 };
 
+struct account_create_view {
+  std::optional<account_view> account;      // nullopt (and nothing replayed): the owner does not exist
+  std::optional<replayed_answer> replayed;  // the key was taken: this is its answer
+};
+
 enum class provider_rotation_outcome : std::uint8_t { rotated, no_provider, no_secret };
 struct provider_rotation_view {
   provider_rotation_outcome outcome = provider_rotation_outcome::rotated;

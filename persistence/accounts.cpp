@@ -193,13 +193,15 @@ ledger::amount_minor account_record::total_balance() const {
 }
 
 account_record create_account(pqxx::connection& conn, ledger::principal_id owner, const std::string& currency,
-                              int shard_count, const audit_entry* audit) {
+                              int shard_count, const audit_entry* audit, replayable<account_record>* replay) {
   pqxx::work txn(conn);
+  if (replay && (replay->stored = claim_replay(txn, replay->request))) return {};
   auto account = read_account(txn.exec_prepared1(k_insert, owner, currency));
   if (shard_count > 0) add_shards(txn, account, k_first_shard_no, shard_count);
   auto loaded = load_account(txn, account.id, false);
   WALLET_ASSERT(loaded.has_value(), "an account created in this transaction is found in it");
   if (audit != nullptr) append_audit(txn, *audit, "account:" + std::to_string(account.id));
+  if (replay) record_replay(txn, replay->request, replay->status, replay->render(*loaded));
   txn.commit();
   return *loaded;
 }

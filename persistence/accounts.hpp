@@ -17,6 +17,7 @@
 
 #include "persistence/audit.hpp"
 #include "persistence/pqxx_fwd.hpp"
+#include "persistence/replays.hpp"
 
 namespace persistence {
 
@@ -54,8 +55,12 @@ struct account_record {
 // Creates an account (and, when shard_count > 0, its credit shards) in one transaction.
 // The administrative writes here record `audit`, when given, in their own transaction (for
 // create_account with the new account as its target), and only when they change something.
+// With `replay`, its answer is recorded under the request's Idempotency-Key in the same transaction;
+// when the key was taken already, nothing is made, `replay->stored` is set and the record returned
+// is empty.
 account_record create_account(pqxx::connection& conn, ledger::principal_id owner, const std::string& currency,
-                              int shard_count, const audit_entry* audit = nullptr);
+                              int shard_count, const audit_entry* audit = nullptr,
+                              replayable<account_record>* replay = nullptr);
 std::optional<account_record> find_account(pqxx::connection& conn, ledger::account_id id);
 // The status of user account `id`; nullopt: no such user account.
 std::optional<ledger::account_status> find_account_status(pqxx::connection& conn, ledger::account_id id);

@@ -2,6 +2,9 @@
 // entries, read its balance as of a time, close it (its owner or an operator), and (operators)
 // make it hot, freeze it, unfreeze it.
 
+#include <boost/json/serialize.hpp>
+
+#include "http/crypto.hpp"
 #include "http/handlers/handlers.hpp"
 #include "http/presenters.hpp"
 #include "http/timestamps.hpp"
@@ -36,14 +39,25 @@ void create_account(handler_support& s, const exchange_ptr& ex, const principal&
   }
   const int shard_count =
       hot.value_or(false) ? static_cast<int>(shards.value_or(s.settings.ledger.hot_shards_default)) : 0;
-  s.service.create_account({who.id, ex->request_id}, owner, currency, shard_count,
-                           [&s, ex, owner](actors::query_result<std::optional<actors::account_view>> r) {
+  // With an Idempotency-Key, a retry of a lost answer gets it again instead of a second account.
+  std::optional<actors::replay_ticket<actors::account_view>> replay;
+  if (ex->has_idempotency_key) {
+    const auto key = s.idempotency_key(ex);
+    if (!key) return;
+    replay = actors::replay_ticket<actors::account_view>{
+        *key,
+        sha256_hex("account.create\n" + std::to_string(owner) + "\n" + currency + "\n" + std::to_string(shard_count)),
+        [](const actors::account_view& a) { return boost::json::serialize(account_json(a)); }};
+  }
+  s.service.create_account({who.id, ex->request_id}, owner, currency, shard_count, std::move(replay),
+                           [&s, ex, owner](actors::query_result<actors::account_create_view> r) {
                              if (r.outcome != ledger::error_code::ok) return s.unavailable(ex, r.outcome, r.detail);
-                             if (!r.value) {
+                             if (r.value.replayed) return s.answer_replayed(ex, *r.value.replayed);
+                             if (!r.value.account) {
                                return s.fail(ex, ledger::error_code::not_found,
                                              "principal " + std::to_string(owner) + " (ownerId) was not found");
                              }
-                             ex->respond(json_reply(201, account_json(*r.value)));
+                             ex->respond(json_reply(201, account_json(*r.value.account)));
                            });
 }
 

@@ -153,6 +153,36 @@ TEST_F(LedgerE2E, ConcurrentDuplicatesShareOneTransaction) {
 }
 
 // A refused request leaves no trace: the same key may be retried once funds arrive.
+// An account made under an Idempotency-Key is made once: the same request sent again (even several
+// at once) gets the first answer, and another request under the key is 422.
+TEST_F(LedgerE2E, AnAccountMadeUnderAnIdempotencyKeyIsMadeOnce) {
+  ts::http_client c(port());
+  const auto owner = ts::create_principal(c, op());
+  const auto key = "open-" + std::to_string(owner.id);
+  const auto body = R"({"ownerId":)" + std::to_string(owner.id) + R"(,"currency":"EUR"})";
+  const auto open = [&](ts::http_client& client, const std::string& b) {
+    return client.request(
+        "POST", "/v1/accounts", b,
+        {{"Authorization", "Bearer " + op()}, {"Content-Type", "application/json"}, {"Idempotency-Key", key}});
+  };
+  std::vector<ts::response> answers(6);
+  concurrently(static_cast<int>(answers.size()), static_cast<int>(answers.size()), [&](int i, int) {
+    ts::http_client own(port());
+    answers[static_cast<std::size_t>(i)] = open(own, body);
+  });
+  int fresh = 0;
+  for (const auto& a : answers) {
+    ASSERT_EQ(a.status, 201) << a.body;
+    EXPECT_EQ(a.body, answers[0].body);
+    if (a.header("idempotent-replayed").empty()) ++fresh;
+  }
+  EXPECT_EQ(fresh, 1);
+  EXPECT_EQ(ts::query_value("SELECT count(*) FROM account WHERE owner_id = " + std::to_string(owner.id)), "1");
+  const auto other = open(c, R"({"ownerId":)" + std::to_string(owner.id) + R"(,"currency":"USD"})");
+  EXPECT_EQ(other.status, 422) << other.body;
+  EXPECT_EQ(ts::query_value("SELECT count(*) FROM account WHERE owner_id = " + std::to_string(owner.id)), "1");
+}
+
 TEST_F(LedgerE2E, FailedRequestMayBeRetriedWithTheSameKey) {
   ts::http_client c(port());
   const auto [alice, bob, a, b] = two_parties(c);
