@@ -80,10 +80,14 @@ const std::string k_disable_endpoint_sql =
     " WHERE id = $1 AND deleted_at IS NULL AND disabled_at IS NULL AND ($2::bigint IS NULL OR owner_id = $2)"
     " RETURNING " +
     k_endpoint_columns;
-// Enabling answers the delivery that disabled the endpoint (null: none, or disabled by request).
+// Enabling answers the delivery that disabled the endpoint (null: none, or disabled by request). An
+// endpoint enabled goes on from its own cursor and joins the shared position once it reaches it
+// (disabling took it out already; this also holds for one disabled by a server from before
+// migration 029, which left it in).
 constexpr const char* k_enable_endpoint = "webhook_enable_endpoint";
 constexpr const char* k_enable_endpoint_sql =
-    "UPDATE webhook_endpoint e SET disabled_at = NULL, disabled_reason = NULL, disabled_by_delivery = NULL"
+    "UPDATE webhook_endpoint e SET disabled_at = NULL, disabled_reason = NULL, disabled_by_delivery = NULL,"
+    " follows_fan_out = false"
     " FROM (SELECT id, disabled_by_delivery FROM webhook_endpoint WHERE id = $1 AND deleted_at IS NULL"
     "       AND disabled_at IS NOT NULL AND ($2::bigint IS NULL OR owner_id = $2) FOR UPDATE) old"
     " WHERE e.id = old.id RETURNING old.disabled_by_delivery";
