@@ -161,4 +161,15 @@ void transfer_tally::count(const response& r) {
   }
 }
 
+void expect_done_once(const std::vector<response>& answers, int status) {
+  ASSERT_FALSE(answers.empty());
+  int fresh = 0;
+  for (const auto& a : answers) {
+    EXPECT_EQ(a.status, status) << a.body;
+    EXPECT_EQ(a.body, answers.front().body);
+    if (a.header("idempotent-replayed").empty()) ++fresh;
+  }
+  EXPECT_EQ(fresh, 1);
+}
+
 }  // namespace test_support

@@ -80,6 +80,10 @@ struct transfer_tally {
   void count(const response& r);
 };
 
+// Answers to one request sent several times under one Idempotency-Key: each is `status` with the
+// same body, and exactly one of them was not a replay (Idempotent-Replayed).
+void expect_done_once(const std::vector<response>& answers, int status);
+
 // Runs fn(i, thread) for i in [0, count) on `threads` threads at once: real concurrency.
 template <typename Fn>
 void concurrently(int count, int threads, Fn fn) {
