@@ -49,14 +49,25 @@ class posting_plans : public ::testing::Test {
   // shows the plan the connection keeps (plan_cache_mode = force_generic_plan), made now, on the
   // new tables, as the writer's first batch would make it. libpqxx prepares on first use, so the
   // statement is prepared here first.
-  std::string plan_of(const std::string& name, const std::string& args) {
-    writer_->prepare_now(name);
-    pqxx::work txn(*writer_);
+  std::string plan_of(const std::string& name, const std::string& args) { return plan_of(*writer_, name, args); }
+  // The same on `conn` (`args` empty: a statement without parameters).
+  static std::string plan_of(pqxx::connection& conn, const std::string& name, const std::string& args) {
+    conn.prepare_now(name);
+    pqxx::work txn(conn);
     std::string plan;
-    for (const auto& row : txn.exec("EXPLAIN EXECUTE " + name + "(" + args + ")")) {
+    for (const auto& row : txn.exec("EXPLAIN EXECUTE " + name + (args.empty() ? "" : "(" + args + ")"))) {
       plan += row[0].as<std::string>() + "\n";
     }
     return plan;
+  }
+
+  // A connection of a background part's (the relay's, the webhook dispatcher's): sequential scans
+  // priced out, as theirs are, and generic plans, as a statement gets once it has run a few times.
+  static std::unique_ptr<pqxx::connection> background_connection() {
+    auto conn = connect(options_for(test_support::scratch_database_url(), k_application_name));
+    find_rows_by_key(*conn);
+    conn->set_variable("plan_cache_mode", "force_generic_plan");
+    return conn;
   }
 
   // The nested loops of that plan whose inner side is not an index probe, as "outer -> inner"
@@ -294,16 +305,8 @@ TEST_F(posting_plans, a_transactions_entries_are_read_as_ranges_of_the_primary_k
 // and 1,000 deliveries pending); probing every endpoint's head cost a claim one probe per endpoint
 // registered, whether it had anything to send or not.
 TEST_F(posting_plans, the_webhook_claim_reads_each_endpoints_head_by_key_on_new_tables) {
-  auto dispatcher = connect(options_for(test_support::scratch_database_url(), k_application_name));
-  find_rows_by_key(*dispatcher);
-  dispatcher->set_variable("plan_cache_mode", "force_generic_plan");
-  dispatcher->prepare_now("webhook_claim");
-  std::string plan;
-  {
-    pqxx::work txn(*dispatcher);
-    for (const auto& row : txn.exec("EXPLAIN EXECUTE webhook_claim(8, '{}', 1000)"))
-      plan += row[0].as<std::string>() + "\n";
-  }
+  auto dispatcher = background_connection();
+  const auto plan = plan_of(*dispatcher, "webhook_claim", "8, '{}', 1000");
   EXPECT_NE(plan.find("Index Cond: (endpoint_id > p.endpoint_id)"), std::string::npos) << plan;
   EXPECT_NE(plan.find("Index Cond: (id = p_1.endpoint_id)"), std::string::npos) << plan;
   // An endpoint is found by its key, never by filtering an index of endpoints for its id.
@@ -320,31 +323,20 @@ TEST_F(posting_plans, the_webhook_claim_reads_each_endpoints_head_by_key_on_new_
 // The fan-out's step of its shared position (migration 029) reads the following endpoints of the
 // owners its events touch and the operators' through their partial indexes, never every endpoint.
 TEST_F(posting_plans, a_fan_out_step_reads_only_the_endpoints_its_events_may_be_for_on_new_tables) {
-  auto dispatcher = connect(options_for(test_support::scratch_database_url(), k_application_name));
-  find_rows_by_key(*dispatcher);
-  dispatcher->set_variable("plan_cache_mode", "force_generic_plan");
-  dispatcher->prepare_now("webhook_following_endpoints");
-  pqxx::work txn(*dispatcher);
-  std::string plan;
-  for (const auto& row : txn.exec("EXPLAIN EXECUTE webhook_following_endpoints('{1,2}')"))
-    plan += row[0].as<std::string>() + "\n";
+  auto dispatcher = background_connection();
+  const auto plan = plan_of(*dispatcher, "webhook_following_endpoints", "'{1,2}'");
   EXPECT_NE(plan.find("webhook_endpoint_following_owner"), std::string::npos) << plan;
   EXPECT_NE(plan.find("Index Cond: (owner_id = ANY ("), std::string::npos) << plan;
   EXPECT_NE(plan.find("webhook_endpoint_following_all"), std::string::npos) << plan;
   EXPECT_EQ(plan.find("Seq Scan on webhook_endpoint"), std::string::npos) << plan;
   EXPECT_EQ(plan.find("webhook_endpoint_pkey"), std::string::npos) << plan;
-  txn.abort();
   // Every round asks whether an endpoint does not follow, and those join: the index of the
   // endpoints that do not follow answers both, whatever the number of endpoints that do.
   for (const auto& [name, args] :
        std::vector<std::pair<std::string, std::string>>{{"webhook_fan_out_state", ""},
-                                                        {"webhook_join_position", "(0)"},
-                                                        {"webhook_lagging_endpoints", "(-1, 0, 500)"}}) {
-    dispatcher->prepare_now(name);
-    pqxx::work explain(*dispatcher);
-    std::string statement_plan;
-    for (const auto& row : explain.exec("EXPLAIN EXECUTE " + name + args))
-      statement_plan += row[0].as<std::string>() + "\n";
+                                                        {"webhook_join_position", "0"},
+                                                        {"webhook_lagging_endpoints", "-1, 0, 500"}}) {
+    const auto statement_plan = plan_of(*dispatcher, name, args);
     EXPECT_NE(statement_plan.find("webhook_endpoint_lagging_cursor"), std::string::npos) << name << ":\n"
                                                                                          << statement_plan;
     EXPECT_EQ(statement_plan.find("Seq Scan on webhook_endpoint"), std::string::npos) << name << ":\n"
@@ -356,9 +348,7 @@ TEST_F(posting_plans, a_fan_out_step_reads_only_the_endpoints_its_events_may_be_
 // connection that prices sequential scans out, as the relay's is: none reads outbox_event whole,
 // and every nested loop probes an index on its inner side.
 TEST_F(posting_plans, the_relays_and_the_feeds_statements_read_the_outbox_by_index_on_new_tables) {
-  auto relay = connect(options_for(test_support::scratch_database_url(), k_application_name));
-  find_rows_by_key(*relay);
-  relay->set_variable("plan_cache_mode", "force_generic_plan");
+  auto relay = background_connection();
   for (const auto& [name, args] : std::vector<std::pair<std::string, std::string>>{{"outbox_sequence", "50"},
                                                                                    {"outbox_claim", "50"},
                                                                                    {"outbox_lag", ""},
@@ -366,13 +356,7 @@ TEST_F(posting_plans, the_relays_and_the_feeds_statements_read_the_outbox_by_ind
                                                                                    {"outbox_feed_rows", "0, 0, 64"},
                                                                                    {"outbox_prune", "30, 1000"},
                                                                                    {"outbox_pruned_through", ""}}) {
-    relay->prepare_now(name);
-    std::string plan;
-    {
-      pqxx::work txn(*relay);
-      for (const auto& row : txn.exec("EXPLAIN EXECUTE " + name + (args.empty() ? "" : "(" + args + ")")))
-        plan += row[0].as<std::string>() + "\n";
-    }
+    const auto plan = plan_of(*relay, name, args);
     EXPECT_EQ(plan.find("Seq Scan on outbox_event"), std::string::npos) << name << ":\n" << plan;
     EXPECT_TRUE(rescanned_inner_sides(*relay, name, args).empty()) << name << ":\n" << plan;
   }
