@@ -1,6 +1,5 @@
 #include "actors/hold_expirer.hpp"
 
-#include <pthread.h>
 #include <caf/send.hpp>
 #include <spdlog/spdlog.h>
 
@@ -19,25 +18,10 @@ hold_expirer::hold_expirer(service_core& core) : core_(core) {}
 hold_expirer::~hold_expirer() { stop(); }
 
 void hold_expirer::start(std::chrono::milliseconds interval) {
-  timer_ = std::thread([this, interval] {
-    pthread_setname_np(pthread_self(), "wallet-holds");
-    std::unique_lock lock(timer_mutex_);
-    while (!timer_wake_.wait_for(lock, interval, [this] { return stopping_; })) {
-      lock.unlock();
-      tick();
-      lock.lock();
-    }
-  });
+  timer_.start("wallet-holds", interval, [this] { tick(); });
 }
 
-void hold_expirer::stop() {
-  {
-    std::lock_guard lock(timer_mutex_);
-    stopping_ = true;
-  }
-  timer_wake_.notify_all();
-  if (timer_.joinable()) timer_.join();
-}
+void hold_expirer::stop() { timer_.stop(); }
 
 void hold_expirer::tick() {
   if (const auto& owned = core_.runtime->ownership; owned && !owned->holds(0)) return;

@@ -12,13 +12,11 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
-#include <mutex>
 #include <set>
-#include <thread>
 #include <vector>
 
+#include "base/ticker.hpp"
 #include "actors/query_result.hpp"
 
 namespace persistence {
@@ -73,10 +71,7 @@ class hold_expirer {
   // The last payer a waiting pass took up: the next pass starts after it (ordered as refused_).
   std::int64_t held_back_after_ = 0;
   std::uint64_t ticks_ = 0;  // the timer thread's only
-  std::mutex timer_mutex_;
-  std::condition_variable timer_wake_;
-  bool stopping_ = false;
-  std::thread timer_;
+  base::ticker timer_;       // last: stopped first
 };
 
 }  // namespace actors

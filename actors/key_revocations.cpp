@@ -1,6 +1,5 @@
 #include "actors/key_revocations.hpp"
 
-#include <pthread.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -21,25 +20,10 @@ key_revocations::key_revocations(key_cache& keys, std::shared_ptr<reader_pool> r
 key_revocations::~key_revocations() { stop(); }
 
 void key_revocations::start() {
-  timer_ = std::thread([this] {
-    pthread_setname_np(pthread_self(), "wallet-keycheck");
-    std::unique_lock lock(timer_mutex_);
-    while (!timer_wake_.wait_for(lock, interval_, [this] { return stopping_; })) {
-      lock.unlock();
-      check();
-      lock.lock();
-    }
-  });
+  timer_.start("wallet-keycheck", interval_, [this] { check(); });
 }
 
-void key_revocations::stop() {
-  {
-    std::lock_guard lock(timer_mutex_);
-    stopping_ = true;
-  }
-  timer_wake_.notify_all();
-  if (timer_.joinable()) timer_.join();
-}
+void key_revocations::stop() { timer_.stop(); }
 
 void key_revocations::check() {
   // One check at a time: a slow one is not joined by more.

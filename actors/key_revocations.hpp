@@ -14,12 +14,11 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
-#include <thread>
 
+#include "base/ticker.hpp"
 #include "actors/key_cache.hpp"
 #include "actors/reader_pool.hpp"
 
@@ -65,10 +64,7 @@ class key_revocations {
   std::atomic<std::uint64_t> checks_{0};
   std::atomic<std::uint64_t> failures_{0};
 
-  std::mutex timer_mutex_;
-  std::condition_variable timer_wake_;
-  bool stopping_ = false;
-  std::thread timer_;
+  base::ticker timer_;  // last: stopped first
 };
 
 }  // namespace actors

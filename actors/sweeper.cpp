@@ -1,9 +1,8 @@
 #include "actors/sweeper.hpp"
 
-#include <pthread.h>
+#include <spdlog/spdlog.h>
 
 #include <vector>
-#include <spdlog/spdlog.h>
 
 #include "actors/service_core.hpp"
 #include "actors/uuid.hpp"
@@ -16,25 +15,10 @@ sweeper::sweeper(service_core& core, int accounts_per_page) : core_(core), accou
 sweeper::~sweeper() { stop(); }
 
 void sweeper::start(std::chrono::milliseconds interval) {
-  timer_ = std::thread([this, interval] {
-    pthread_setname_np(pthread_self(), "wallet-sweeper");
-    std::unique_lock lock(timer_mutex_);
-    while (!timer_wake_.wait_for(lock, interval, [this] { return stopping_; })) {
-      lock.unlock();
-      tick();
-      lock.lock();
-    }
-  });
+  timer_.start("wallet-sweeper", interval, [this] { tick(); });
 }
 
-void sweeper::stop() {
-  {
-    std::lock_guard lock(timer_mutex_);
-    stopping_ = true;
-  }
-  timer_wake_.notify_all();
-  if (timer_.joinable()) timer_.join();
-}
+void sweeper::stop() { timer_.stop(); }
 
 void sweeper::sweep_all(std::function<void(query_result<sweep_view>)> done) {
   sweep_from(0, page_result{}, std::move(done));

@@ -9,13 +9,12 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <mutex>
-#include <thread>
 #include <unordered_map>
 
+#include "base/ticker.hpp"
 #include "actors/query_result.hpp"
 #include "actors/views.hpp"
 #include "ledger/types.hpp"
@@ -78,10 +77,7 @@ class sweeper {
   std::mutex sweeping_mutex_;
   std::unordered_map<ledger::account_id, int> sweeping_;
 
-  std::mutex timer_mutex_;
-  std::condition_variable timer_wake_;
-  bool stopping_ = false;
-  std::thread timer_;
+  base::ticker timer_;  // last: stopped first
 };
 
 }  // namespace actors
