@@ -24,6 +24,7 @@
 #include "actors/settlements.hpp"
 #include "actors/sweeper.hpp"
 #include "actors/hold_expirer.hpp"
+#include "actors/replay_pruner.hpp"
 #include "actors/view_conversions.hpp"
 #include "cluster/lease_keeper.hpp"
 #include "persistence/leases.hpp"
@@ -76,6 +77,7 @@ struct ledger_service::impl {
   std::unique_ptr<money_flows> flows;
   std::unique_ptr<sweeper> sweeps;
   std::unique_ptr<hold_expirer> expiries;
+  std::unique_ptr<replay_pruner> replays;  // null: kept answers are kept (ledger.replay_retention_hours = 0)
   std::unique_ptr<reconciler> reconciliations;
   std::unique_ptr<settlement_reports> settlements;
   key_cache keys;
@@ -238,6 +240,10 @@ void ledger_service::start() {
   d.sweeps->start(std::chrono::milliseconds(d.settings.ledger.sweep_interval_ms));
   d.expiries = std::make_unique<hold_expirer>(d.core);
   d.expiries->start(std::chrono::milliseconds(d.settings.ledger.hold_expiry_interval_ms));
+  if (d.settings.ledger.replay_retention_hours > 0) {
+    d.replays = std::make_unique<replay_pruner>(d.core, d.settings.ledger.replay_retention_hours);
+    d.replays->start(std::chrono::milliseconds(d.settings.ledger.replay_prune_interval_ms));
+  }
   d.start_reconciler();
   if (d.ownership) {
     const auto& c = d.settings.cluster;
@@ -286,6 +292,7 @@ void ledger_service::stop() {
   if (d.link) d.link->stop();
   d.sweeps->stop();
   d.expiries->stop();
+  if (d.replays) d.replays->stop();
   d.revocations->stop();
   d.reconciliations->stop();
   d.core.readers->stop();
@@ -951,6 +958,7 @@ service_stats ledger_service::stats() const {
   s.sweeps_deferred = sw.deferred;
   s.sweeper_ticks = sw.ticks;
   s.holds_expired = d.expiries ? d.expiries->expired() : 0;
+  s.replays_pruned = d.replays ? d.replays->pruned() : 0;
   s.unknown_keys_cached = d.keys.unknown_count();
   const auto r = d.reconciliations ? d.reconciliations->stats() : reconciler_stats{};
   s.reconcile_runs = r.runs;

@@ -40,6 +40,7 @@ struct service_stats {
   std::uint64_t sweeps_deferred = 0;  // skipped: one in flight already, or the writer at its bound
   std::uint64_t sweeper_ticks = 0;
   std::uint64_t holds_expired = 0;
+  std::uint64_t replays_pruned = 0;  // kept answers deleted past ledger.replay_retention_hours
   std::uint64_t unknown_keys_cached = 0;
   std::uint64_t reconcile_runs = 0;
   std::uint64_t reconcile_failures = 0;

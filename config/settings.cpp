@@ -152,6 +152,13 @@ std::vector<descriptor> describe(settings& s) {
       {"ledger", "hold_expiry_interval_ms",
        "How often holds past their expiry are released (an expired hold is released at most about this late).",
        int_rule{&s.ledger.hold_expiry_interval_ms, 10, 600'000}},
+      {"ledger", "replay_retention_hours",
+       "How long the answer of a management request sent with an Idempotency-Key (webhook registration, secret "
+       "rotations, account creation) is kept to answer its retries; after it the key names a new request (0: kept "
+       "for good).",
+       int_rule{&s.ledger.replay_retention_hours, 0, 87'600}},
+      {"ledger", "replay_prune_interval_ms", "How often kept answers past their retention are deleted.",
+       int_rule{&s.ledger.replay_prune_interval_ms, 10, 86'400'000}},
       {"ledger", "reconcile_interval_s",
        "How often the reconciler checks the entries added since its last run (0: never).",
        int_rule{&s.ledger.reconcile_interval_s, 0, 604'800}},

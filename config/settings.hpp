@@ -91,6 +91,10 @@ struct ledger_settings {
   std::int64_t sweep_accounts_per_page = 1'000;
   // How often due holds are released: an expired hold is released at most about this late.
   std::int64_t hold_expiry_interval_ms = 200;
+  // Answers kept for management requests sent with an Idempotency-Key are deleted this long after
+  // they were made (0: kept); a key whose answer was deleted names a new request.
+  std::int64_t replay_retention_hours = 24;
+  std::int64_t replay_prune_interval_ms = 60'000;
   std::int64_t reconcile_interval_s = 300;
   std::int64_t reconcile_full_interval_s = 86'400;
   std::int64_t reconcile_statement_timeout_ms = 600'000;

@@ -135,6 +135,9 @@ std::string metrics::render_page(const actors::service_stats& s,
   gauge("wallet_sweeper_ticks_total", "Sweeper ticks.", "counter", s.sweeper_ticks);
   gauge("wallet_holds_expired_total", "Holds the hold expirer released because their time had passed.", "counter",
         s.holds_expired);
+  gauge("wallet_replays_pruned_total",
+        "Answers kept for requests sent with an Idempotency-Key that were deleted past their retention.", "counter",
+        s.replays_pruned);
   gauge("wallet_unknown_keys_cached", "Unknown API keys answered 401 without a database read.", "gauge",
         s.unknown_keys_cached);
   gauge("wallet_reconciliation_runs_total", "Reconciliation runs.", "counter", s.reconcile_runs);

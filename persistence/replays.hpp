@@ -58,4 +58,9 @@ std::optional<stored_answer> claim_replay(pqxx::transaction_base& txn, const rep
 // The answer of the request whose key this transaction claimed.
 void record_replay(pqxx::transaction_base& txn, const replay_request& r, int status, const std::string& body);
 
+// Deletes at most `limit` kept answers made more than `retention_hours` ago, oldest first, in a
+// transaction of its own (rows another transaction has locked are left for the next call); the
+// number deleted. A key whose answer is deleted names a new request from then on.
+std::int64_t prune_replays(pqxx::connection& conn, std::int64_t retention_hours, int limit);
+
 }  // namespace persistence

@@ -973,6 +973,48 @@ TEST_F(webhooks_e2e, a_registration_or_rotation_under_an_idempotency_key_is_answ
   EXPECT_EQ(audited("webhook_endpoint.rotate_secret"), "1");
 }
 
+TEST_F(webhooks_e2e, a_kept_answer_past_its_retention_is_deleted_and_its_key_names_a_new_request) {
+  // Two registrations under keys; one answer made to be 25 hours old. With the default retention
+  // of 24 hours, the pruner (every 20 ms here) deletes exactly that one, and its key then makes a
+  // second endpoint with another secret, while the other key is still answered from its row.
+  server_process server(server_options(quick_webhooks({{"WALLET_LEDGER_REPLAY_PRUNE_INTERVAL_MS", "20"}})));
+  http_client c(server.port());
+  const auto merchant = make_party(c, server.operator_key(), "merchant");
+  webhook_receiver receiver([](int) { return 200; });
+  const auto registration = R"({"url":")" + receiver.url() + R"(","events":["*"]})";
+  const auto register_under = [&](const std::string& key) {
+    return c.request(
+        "POST", "/v1/webhook-endpoints", registration,
+        {{"Authorization", "Bearer " + merchant.key}, {"Content-Type", "application/json"}, {"Idempotency-Key", key}});
+  };
+  const auto old_answer = register_under("kept-old");
+  const auto young_answer = register_under("kept-young");
+  ASSERT_EQ(old_answer.status, 201) << old_answer.body;
+  ASSERT_EQ(young_answer.status, 201) << young_answer.body;
+  const auto kept = [&](const std::string& key) {
+    return sql_value(owner_url(), "SELECT count(*) FROM request_replay WHERE principal_id = " +
+                                      std::to_string(merchant.id) + " AND idempotency_key = '" + key + "'");
+  };
+  ASSERT_EQ(kept("kept-old"), "1");
+  sql_value(owner_url(), "UPDATE request_replay SET created_at = now() - interval '25 hours' WHERE principal_id = " +
+                             std::to_string(merchant.id) + " AND idempotency_key = 'kept-old' RETURNING 1");
+
+  ASSERT_TRUE(
+      eventually([&] { return kept("kept-old") == "0"; }, std::chrono::seconds(30), std::chrono::milliseconds(20)));
+  EXPECT_EQ(metric_value(server.port(), "wallet_replays_pruned_total"), 1);
+  EXPECT_EQ(kept("kept-young"), "1");
+
+  const auto young_again = register_under("kept-young");
+  EXPECT_EQ(young_again.header("idempotent-replayed"), "true");
+  EXPECT_EQ(young_again.body, young_answer.body);
+  const auto old_again = register_under("kept-old");
+  ASSERT_EQ(old_again.status, 201) << old_again.body;
+  EXPECT_EQ(old_again.header("idempotent-replayed"), "");
+  EXPECT_NE(old_again.json().as_object().at("id"), old_answer.json().as_object().at("id"));
+  EXPECT_NE(field(old_again.json(), "signingSecret"), field(old_answer.json(), "signingSecret"));
+  EXPECT_EQ(c.get("/v1/webhook-endpoints", merchant.key).json().as_object().at("endpoints").as_array().size(), 3u);
+}
+
 TEST_F(webhooks_e2e, finished_deliveries_past_their_retention_are_deleted_and_nothing_else) {
   // Three payments delivered to one endpoint; two of them made to have ended 31 days ago. A second,
   // disabled endpoint has a FAILED delivery that ended 40 days ago and disabled it (the endpoint
