@@ -311,6 +311,16 @@ std::int64_t field_reader::id(std::string_view name) {
   return *value;
 }
 
+std::int64_t field_reader::integer(std::string_view name, std::int64_t min, std::int64_t max) {
+  const json_scalar* v = object_.find(name);
+  if (v == nullptr || v->type == json_scalar::kind::null) {
+    fail("field " + quoted(name) + " is required: an integer from " + std::to_string(min) + " to " +
+         std::to_string(max));
+    return 0;
+  }
+  return optional_int(name, min, max).value_or(0);
+}
+
 std::optional<std::int64_t> field_reader::optional_int(std::string_view name, std::int64_t min, std::int64_t max) {
   const json_scalar* v = object_.find(name);
   if (v == nullptr || v->type == json_scalar::kind::null) return std::nullopt;

@@ -56,6 +56,9 @@ class field_reader {
   std::optional<std::int64_t> optional_amount(std::string_view name, std::int64_t max_minor);
   // A positive integer id (JSON integer, or a string of digits).
   std::int64_t id(std::string_view name);
+  // An integer from `min` to `max`; required (absent or null fails).
+  std::int64_t integer(std::string_view name, std::int64_t min, std::int64_t max);
+  // The same, or nullopt when the field is absent or null.
   std::optional<std::int64_t> optional_int(std::string_view name, std::int64_t min, std::int64_t max);
   std::string string(std::string_view name, std::size_t max_length);
   std::optional<std::string> optional_string(std::string_view name, std::size_t max_length);

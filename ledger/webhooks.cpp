@@ -79,8 +79,13 @@ std::variant<webhook_url, std::string> parse_webhook_url(std::string_view text) 
   if (text.size() > k_webhook_url_length_max) {
     return "url is longer than " + std::to_string(k_webhook_url_length_max) + " characters";
   }
+  // RFC 3986 leaves these out of URLs; refused, they also keep a URL's JSON form (the audit log's
+  // detail) as long as the URL itself.
+  constexpr std::string_view k_not_in_urls = "\"<>\\^`{|}";
   for (char c : text) {
-    if (c <= ' ' || c > '~') return std::string("url must be printable ASCII without spaces (percent-encode the rest)");
+    if (c <= ' ' || c > '~' || k_not_in_urls.find(c) != std::string_view::npos) {
+      return std::string("url must be printable ASCII without spaces or any of \"<>\\^`{|} (percent-encode them)");
+    }
   }
   webhook_url out;
   std::string_view rest;

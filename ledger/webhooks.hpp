@@ -27,7 +27,8 @@ struct webhook_url {
 
 // The URL's parts, or why it cannot be a webhook destination (a sentence for a 400's detail):
 // http or https only, an absolute URL with a host, no user information, no fragment, at most
-// k_webhook_url_length_max characters, printable ASCII only.
+// k_webhook_url_length_max characters, printable ASCII only, none of the characters RFC 3986
+// leaves out of URLs (space "<>\^`{|}).
 std::variant<webhook_url, std::string> parse_webhook_url(std::string_view text);
 
 // What an IP address is, as far as sending to it goes.

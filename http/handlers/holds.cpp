@@ -30,11 +30,9 @@ void place(handler_support& s, const exchange_ptr& ex, const principal& who) {
   cmd.from = f.id("fromAccountId");
   cmd.to = f.id("toAccountId");
   cmd.amount = f.amount("amount", s.settings.ledger.amount_minor_max);
-  const auto expires_in = f.optional_int("expiresInSeconds", 1, k_hold_seconds_max);
+  // A hold always names when it ends.
+  cmd.expires_in_seconds = f.integer("expiresInSeconds", 1, k_hold_seconds_max);
   if (!f.ok()) return s.invalid(ex, f.error());
-  // Absent or null: a hold always names when it ends.
-  if (!expires_in) return s.invalid(ex, "field \"expiresInSeconds\" is required");
-  cmd.expires_in_seconds = *expires_in;
   if (cmd.from == cmd.to) return s.fail(ex, ledger::error_code::same_account, "an account cannot pay itself");
   cmd.principal = who.id;
   cmd.idempotency_key = *key;

@@ -21,7 +21,7 @@ void set_fees(handler_support& s, const exchange_ptr& ex, const principal& who, 
     return s.invalid(ex, "fields \"feeBps\" and \"feeFixed\" are required");
   }
   ledger::fee_schedule schedule;
-  schedule.bps = static_cast<std::int32_t>(f.optional_int("feeBps", 0, ledger::fee_bps_max).value_or(0));
+  schedule.bps = static_cast<std::int32_t>(f.integer("feeBps", 0, ledger::fee_bps_max));
   // A fixed fee may be zero, which amount() refuses: zero is read here, every other value by it.
   const json_scalar* fixed = object->find("feeFixed");
   const bool zero = (fixed->type == json_scalar::kind::integer && fixed->integer == 0) ||

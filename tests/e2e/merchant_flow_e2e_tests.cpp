@@ -174,10 +174,10 @@ TEST_F(MerchantFlowE2E, AFeeScheduleIsCheckedAndOnlyAnOperatorSetsIt) {
   ts::http_client c(port());
   const auto [shop, m] = account_of(c, "merchant", 2);
   set_fees(c, m, 100, 5);
-  for (const auto* body :
-       {R"({"feeBps":10001,"feeFixed":0})", R"({"feeBps":-1,"feeFixed":0})", R"({"feeBps":100,"feeFixed":-1})",
-        R"({"feeBps":100})", R"({"feeFixed":0})", R"({"feeBps":1.5,"feeFixed":0})",
-        R"({"feeBps":100,"feeFixed":0,"x":1})", R"({"feeBps":100,"feeFixed":"1e3"})"}) {
+  for (const auto* body : {R"({"feeBps":10001,"feeFixed":0})", R"({"feeBps":-1,"feeFixed":0})",
+                           R"({"feeBps":100,"feeFixed":-1})", R"({"feeBps":100})", R"({"feeFixed":0})",
+                           R"({"feeBps":1.5,"feeFixed":0})", R"({"feeBps":100,"feeFixed":0,"x":1})",
+                           R"({"feeBps":100,"feeFixed":"1e3"})", R"({"feeBps":null,"feeFixed":100})"}) {
     auto r = put_fees(c, op(), m, body);
     EXPECT_EQ(r.status, 400) << body << ": " << r.body;
   }

@@ -156,11 +156,28 @@ TEST(webhook_urls, http_and_https_urls_split_into_host_port_and_target) {
 }
 
 TEST(webhook_urls, other_schemes_user_information_fragments_bad_ports_and_long_urls_are_refused) {
-  for (const std::string& bad : std::vector<std::string>{
-           "ftp://example.com/", "example.com/hook", "http://", "http://user:pw@example.com/",
-           "http://example.com/#frag", "http://example.com:0/", "http://example.com:65536/", "http://example.com:/",
-           "http://exa mple.com/", "http://ex_ample.com/", "http://[::1/", "http://[not-v6]/", "javascript:alert(1)",
-           "https://example.com/" + std::string(ledger::k_webhook_url_length_max, 'a')}) {
+  for (const std::string& bad :
+       std::vector<std::string>{"ftp://example.com/",
+                                "example.com/hook",
+                                "http://",
+                                "http://user:pw@example.com/",
+                                "http://example.com/#frag",
+                                "http://example.com:0/",
+                                "http://example.com:65536/",
+                                "http://example.com:/",
+                                "http://exa mple.com/",
+                                "http://ex_ample.com/",
+                                "http://[::1/",
+                                "http://[not-v6]/",
+                                "javascript:alert(1)",
+                                "https://example.com/" + std::string(ledger::k_webhook_url_length_max, 'a'),
+                                "http://example.com/\"",
+                                "http://example.com/a\\b",
+                                "http://example.com/<x>",
+                                "http://example.com/{x}",
+                                "http://example.com/a|b",
+                                "http://example.com/a^b",
+                                "http://example.com/a`b"}) {
     EXPECT_TRUE(std::holds_alternative<std::string>(ledger::parse_webhook_url(bad))) << bad;
   }
 }
