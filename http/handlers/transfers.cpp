@@ -52,9 +52,14 @@ constexpr std::size_t k_reference_length_max = 200;
 // that "batch/<index>/" fits before the 255 characters a key may have (item 0 takes the key itself).
 constexpr std::size_t k_item_key_base_max = 240;
 
-// A positive id, or an amount in minor units: a JSON integer, or a string of digits. 0: refused,
-// with `error` saying why.
-std::int64_t batch_integer(const boost::json::value* v, const std::string& name, std::int64_t max, std::string& error) {
+// What a batch item's integer is: an id (any positive int64, as field_reader::id reads it) or an
+// amount in minor units (a JSON integer at most 2^53-1, as field_reader::amount reads it).
+enum class batch_number { id, amount };
+
+// A positive id or amount: a JSON integer, or a string of digits, of at most `max`. 0: refused, with
+// `error` saying why.
+std::int64_t batch_integer(const boost::json::value* v, const std::string& name, batch_number what, std::int64_t max,
+                           std::string& error) {
   std::optional<std::int64_t> value;
   if (v == nullptr) {
     error = name + " is required";
@@ -65,13 +70,16 @@ std::int64_t batch_integer(const boost::json::value* v, const std::string& name,
     value = static_cast<std::int64_t>(v->as_uint64());
   }
   if (v->is_int64() || v->is_uint64()) {
-    if (value && *value > ledger::json_safe_integer_max) value.reset();
+    if (what == batch_number::amount && value && *value > ledger::json_safe_integer_max) value.reset();
   } else if (v->is_string()) {
     value = ledger::parse_digits(std::string(v->as_string()));
   }
   if (!value || *value <= 0 || *value > max) {
-    error = name + " must be a positive integer (a JSON integer up to 2^53-1, or a string of digits) of at most " +
-            std::to_string(max);
+    error = what == batch_number::id
+                ? name + " must be a positive integer id (a JSON integer or a string of digits)"
+                : name +
+                      " must be a positive integer (a JSON integer up to 2^53-1, or a string of digits) of at most " +
+                      std::to_string(max);
     return 0;
   }
   return *value;
@@ -138,10 +146,13 @@ void transfer_batch(handler_support& s, const exchange_ptr& ex, const principal&
     }
     std::string error;
     actors::transfer_batch_item item;
-    item.from = batch_integer(o.if_contains("fromAccountId"), at + ".fromAccountId", INT64_MAX, error);
-    if (error.empty()) item.to = batch_integer(o.if_contains("toAccountId"), at + ".toAccountId", INT64_MAX, error);
+    item.from =
+        batch_integer(o.if_contains("fromAccountId"), at + ".fromAccountId", batch_number::id, INT64_MAX, error);
+    if (error.empty())
+      item.to = batch_integer(o.if_contains("toAccountId"), at + ".toAccountId", batch_number::id, INT64_MAX, error);
     if (error.empty()) {
-      item.amount = batch_integer(o.if_contains("amount"), at + ".amount", s.settings.ledger.amount_minor_max, error);
+      item.amount = batch_integer(o.if_contains("amount"), at + ".amount", batch_number::amount,
+                                  s.settings.ledger.amount_minor_max, error);
     }
     if (!error.empty()) return s.invalid(ex, error);
     if (const auto* ref = o.if_contains("reference"); ref != nullptr && !ref->is_null()) {

@@ -440,6 +440,20 @@ TEST_F(BatchE2E, ABatchOverTheLimitIsRefused) {
              ts::unique_key("bad"));
   EXPECT_EQ(r.status, 400) << r.body;
 
+  // An id is any positive int64, as in a single transfer: one beyond 2^53 names no account (404,
+  // the item's index), where an amount beyond 2^53 is 400.
+  r = c.post("/v1/transfers/batch", boss.key,
+             R"({"atomic":true,"transfers":[{"fromAccountId":9007199254740993,"toAccountId":)" + std::to_string(pa) +
+                 R"(,"amount":1}]})",
+             ts::unique_key("big-id"));
+  EXPECT_EQ(r.status, 404) << r.body;
+  EXPECT_EQ(r.json().as_object().at("index").as_int64(), 0);
+  r = c.post("/v1/transfers/batch", boss.key,
+             R"({"atomic":true,"transfers":[{"fromAccountId":)" + std::to_string(payroll) + R"(,"toAccountId":)" +
+                 std::to_string(pa) + R"(,"amount":9007199254740993}]})",
+             ts::unique_key("big-amount"));
+  EXPECT_EQ(r.status, 400) << r.body;
+
   // A field twice in one item (or in the batch) is 400, as in a single transfer: a reader that
   // takes the first would see another amount than the last.
   const auto item_of = [&](const std::string& amounts) {
