@@ -49,7 +49,7 @@ std::size_t read_buffer_bytes_max(const config::http_settings& settings) {
   return static_cast<std::size_t>(settings.header_bytes_max) + 4096;
 }
 
-void fill_exchange(exchange& ex, bhttp::request<bhttp::string_body>& req) {
+const char* fill_exchange(exchange& ex, bhttp::request<bhttp::string_body>& req) {
   const auto client_id = req.find("X-Request-Id");
   ex.request_id = client_id != req.end() && usable_request_id(client_id->value()) ? std::string(client_id->value())
                                                                                   : new_request_id();
@@ -66,6 +66,11 @@ void fill_exchange(exchange& ex, bhttp::request<bhttp::string_body>& req) {
   }
   if (auto it = req.find(bhttp::field::content_type); it != req.end()) ex.content_type = std::string(it->value());
   if (auto it = req.find("Wallet-Signature"); it != req.end()) ex.wallet_signature = std::string(it->value());
+  if (req.count(bhttp::field::authorization) > 1) return "Authorization";
+  if (ex.has_idempotency_key && req.count("Idempotency-Key") > 1) return "Idempotency-Key";
+  if (req.count(bhttp::field::content_type) > 1) return "Content-Type";
+  if (!ex.wallet_signature.empty() && req.count("Wallet-Signature") > 1) return "Wallet-Signature";
+  return nullptr;
 }
 
 std::string forwarded_client(const bhttp::request<bhttp::string_body>& req, const std::string& peer) {

@@ -38,7 +38,11 @@ std::size_t read_buffer_bytes_max(const config::http_settings& settings);
 // Authorization, Idempotency-Key, Content-Type) from `req`. The request id is the client's
 // X-Request-Id when that is 1 to 64 visible ASCII characters, else a new one. The body is moved
 // out of `req` rather than copied: it may be as large as the body limit, and is read only here.
-void fill_exchange(exchange& ex, boost::beast::http::request<boost::beast::http::string_body>& req);
+// Returns the name of a header the request sends more than once that it may send only once
+// (Authorization, Idempotency-Key, Content-Type, Wallet-Signature; the request is then refused:
+// a proxy or a signer that reads another copy than the server would see another request), or
+// nullptr.
+const char* fill_exchange(exchange& ex, boost::beast::http::request<boost::beast::http::string_body>& req);
 
 // The client's address behind a trusted proxy (http.trusted_proxies): the last address of the
 // request's last X-Forwarded-For header, the one that proxy added (those before it came with the

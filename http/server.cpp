@@ -258,7 +258,11 @@ class session : public std::enable_shared_from_this<session> {
 
     auto& req = parser_->get();
     auto ex = std::make_shared<exchange>();
-    fill_exchange(*ex, req);
+    if (const char* repeated = fill_exchange(*ex, req)) {
+      return refuse(http_problem(400, "malformed_request", "Malformed request",
+                                 std::string("the ") + repeated + " header appears more than once; send it once"),
+                    false);
+    }
     keep_alive_ = req.keep_alive();
     version_ = req.version();
     ex->client_address = peer_is_proxy_ ? forwarded_client(req, client_address_) : client_address_;

@@ -86,8 +86,8 @@ std::string_view trim(std::string_view s) {
 
 }  // namespace
 
-bool is_json_media_type(std::string_view content_type) {
-  return equal_ignoring_case(trim(content_type.substr(0, content_type.find(';'))), "application/json");
+bool has_media_type(std::string_view content_type, std::string_view type) {
+  return equal_ignoring_case(trim(content_type.substr(0, content_type.find(';'))), type);
 }
 
 std::optional<std::string_view> bearer_token(std::string_view authorization) {

@@ -25,10 +25,13 @@ std::optional<std::string> query_param(std::string_view query, std::string_view 
 
 // 8-4-4-4-12 hexadecimal digits (either case) separated by dashes.
 bool is_valid_uuid(std::string_view s);
-// Whether a Content-Type names JSON: "application/json" in any case, with or without parameters
-// (RFC 9110: type, subtype and parameter names are case-insensitive), e.g. "Application/JSON;
-// charset=utf-8".
-bool is_json_media_type(std::string_view content_type);
+// Whether a Content-Type names the media type `type` (lower case, e.g. "text/csv") in any case,
+// with or without parameters (RFC 9110: type, subtype and parameter names are case-insensitive),
+// e.g. "Application/JSON; charset=utf-8" names "application/json".
+bool has_media_type(std::string_view content_type, std::string_view type);
+inline bool is_json_media_type(std::string_view content_type) {
+  return has_media_type(content_type, "application/json");
+}
 
 // The token of an "Authorization: Bearer <token>" header; the scheme in any case (RFC 9110
 // §11.1), one or more spaces before a non-empty token. nullopt otherwise.

@@ -67,15 +67,9 @@ json::object exception_json(const actors::settlement_exception_view& e) {
   return o;
 }
 
-bool is_csv(std::string_view content_type) {
-  content_type = content_type.substr(0, content_type.find(';'));
-  while (!content_type.empty() && content_type.back() == ' ') content_type.remove_suffix(1);
-  return content_type == "text/csv";
-}
-
 // The report is the body, as sent; the import reads it line by line and names the first bad one.
 void import_report(handler_support& s, const exchange_ptr& ex, const principal& who) {
-  if (!is_csv(ex->content_type)) {
+  if (!has_media_type(ex->content_type, "text/csv")) {
     return s.fail(ex, http_problem(415, "unsupported_media_type", "Unsupported media type",
                                    "send the settlement report as Content-Type: text/csv"));
   }

@@ -344,6 +344,12 @@ TEST_F(SettlementE2E, AMalformedLineImportsNothing) {
   r = c.request("POST", "/v1/admin/settlements", k_header + line(w.provider, "b_1", "payment", 1'000, at),
                 {{"Authorization", "Bearer " + op()}, {"Content-Type", "application/json"}});
   EXPECT_EQ(r.status, 415) << r.body;
+  // Media types are case-insensitive (RFC 9110): "Text/CSV" is text/csv, and its line 2 is read.
+  r = c.request("POST", "/v1/admin/settlements", k_header + line(unknown, "x_1", "payment", 5, at),
+                {{"Authorization", "Bearer " + op()}, {"Content-Type", "Text/CSV; charset=utf-8"}});
+  ASSERT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(std::string(r.json().as_object().at("detail").as_string()).find("line 2: provider"), std::string::npos)
+      << r.body;
   r = import(c, "");
   ASSERT_EQ(r.status, 400) << r.body;
   EXPECT_NE(std::string(r.json().as_object().at("detail").as_string()).find("line 1"), std::string::npos) << r.body;

@@ -225,6 +225,31 @@ TEST_F(HttpServer, MalformedRequestIs400AndConnectionClosed) {
   }
 }
 
+// A header the server reads once (Authorization, Idempotency-Key, Content-Type, Wallet-Signature)
+// sent twice is 400 malformed_request naming it: a proxy or a signer that read the other copy
+// would see another request than the server. Headers that may repeat (Accept) are left alone.
+TEST_F(HttpServer, AHeaderReadOnceThatIsSentTwiceIs400) {
+  for (const std::string header : {"Authorization: Bearer a", "Idempotency-Key: k", "Content-Type: application/json",
+                                   "Wallet-Signature: t=1,v1=00"}) {
+    const auto name = header.substr(0, header.find(':'));
+    ts::raw_connection raw(port());
+    ASSERT_TRUE(raw.send("POST /v1/transfers HTTP/1.1\r\nHost: t\r\n" + header + "\r\n" + header +
+                         "2\r\nContent-Length: 2\r\n\r\n{}"));
+    auto got = raw.read_until_closed(10s);
+    EXPECT_TRUE(got.closed) << name;
+    auto [status, body] = parse_raw_response(got.bytes);
+    ASSERT_EQ(status, 400) << got.bytes;
+    auto j = boost::json::parse(body).as_object();
+    EXPECT_EQ(j.at("code").as_string(), "malformed_request") << name;
+    EXPECT_NE(std::string(j.at("detail").as_string()).find("the " + name + " header appears more than once"),
+              std::string::npos)
+        << body;
+  }
+  ts::raw_connection raw(port());
+  ASSERT_TRUE(raw.send("GET /healthz HTTP/1.1\r\nHost: t\r\nAccept: a/b\r\nAccept: */*\r\nConnection: close\r\n\r\n"));
+  EXPECT_EQ(parse_raw_response(raw.read_until_closed(10s).bytes).first, 200);
+}
+
 // A header block over http.header_bytes_max (8 KiB by default) answers 431 problem+json
 // (headers_too_large) and the connection is closed.
 TEST_F(HttpServer, OversizedHeadersAre431) {
