@@ -56,6 +56,11 @@ struct account_actor_state {
   ledger::amount_minor held = 0;
   std::int64_t held_version = -1;
   std::int64_t inflight = 0;
+  // A row or the held amount changed while debits were in flight (a notice, a load, or an answer
+  // that left others in flight: a writer's batch answers each of its postings with the rows as the
+  // whole batch left them). The rows may then include debits that `reserved` still counts, until
+  // the last debit in flight is answered (refusable_funds).
+  bool rows_may_include_reserved = false;
   std::vector<waiting_debit> waiting;
   std::uint64_t received = 0;
   // Cluster mode: the lease epoch of the account's partition this actor's state was learnt under
@@ -149,20 +154,56 @@ void learn_status(account_actor_state& st, ledger::account_status status, std::i
   st.status_version = version;
 }
 
-void apply_rows(account_actor_state& st, const std::vector<persistence::row_state>& rows) {
+// Whether what the rows or the held amount say now may include debits still in flight: after
+// anything but the answer of the last of them changed them (see rows_may_include_reserved).
+void note_change_in_flight(account_actor_state& st, bool changed) {
+  if (st.inflight == 0) {
+    st.rows_may_include_reserved = false;
+  } else if (changed) {
+    st.rows_may_include_reserved = true;
+  }
+}
+
+// Merges committed rows by version; true when a row or the held amount changed.
+bool apply_rows(account_actor_state& st, const std::vector<persistence::row_state>& rows) {
+  bool changed = false;
   for (const auto& row : rows) {
-    if (row.id == st.id) apply_held(st, row.held, row.held_version);
+    if (row.id == st.id && row.held_version > st.held_version) {
+      apply_held(st, row.held, row.held_version);
+      changed = true;
+    }
     auto it = std::find_if(st.rows.begin(), st.rows.end(), [&](const auto& r) { return r.id == row.id; });
     if (it == st.rows.end()) {
       // A shard added after this actor loaded: the notice makes it known. And the main row itself
       // while the first load runs: a credit that committed after the load's snapshot is newer than
       // what the load will bring, which the merge by version then leaves alone (debits wait for
       // the load either way).
-      if (row.parent_id == st.id || row.id == st.id) st.rows.push_back(row);
+      if (row.parent_id == st.id || row.id == st.id) {
+        st.rows.push_back(row);
+        changed = true;
+      }
       continue;
     }
-    if (row.version > it->version) *it = row;
+    if (row.version > it->version) {
+      *it = row;
+      changed = true;
+    }
   }
+  return changed;
+}
+
+// What the account can pay as this actor knows it, for refusing a debit before the writer; nullopt
+// when this actor refuses none for funds: it knows no balance yet, or in cluster mode
+// (may_refuse_before_writer), or the account is hot. A hot account's sweep moves money from a
+// shard into its main row in one writer's batch, and a later credit of that shard, committed by
+// another writer, may be noticed first: the shard is then known as swept, the main row not yet
+// as credited, and their sum is short of what the account holds. While the rows may include
+// debits in flight, what those reserve is left out, so that no debit is counted twice: a debit is
+// then refused only when it would not fit even if every debit in flight were in the rows already.
+std::optional<ledger::amount_minor> refusable_funds(const account_actor_state& st) {
+  if (!balances_known(st) || !may_refuse_before_writer(st) || st.rows.size() > 1) return std::nullopt;
+  const auto held = std::max<ledger::amount_minor>(st.held, 0);
+  return committed_total(st) - held - (st.rows_may_include_reserved ? 0 : st.reserved);
 }
 
 void start_load(account_actor* self) {
@@ -270,8 +311,8 @@ void process(account_actor* self, debit_request& req, const reply_sink& sink) {
   const ledger::amount_minor amount = posting.posting.amount;
   const bool places_hold = posting.rows && posting.rows->hold &&
                            posting.rows->hold->what == persistence::flow_rows::hold_change::kind::place;
-  if (balances_known(st) && may_refuse_before_writer(st) && available + releases < amount && !takes_what_is_there &&
-      !takes_at_most) {
+  const auto refusable = refusable_funds(st);
+  if (refusable && *refusable + releases < amount && !takes_what_is_there && !takes_at_most) {
     money_result r = places_hold ? refusal(ledger::error_code::hold_exceeds_available,
                                            "the account's available money is less than this hold")
                                  : refusal(ledger::error_code::insufficient_funds,
@@ -306,10 +347,11 @@ void process(account_actor* self, debit_request& req, const reply_sink& sink) {
       .then(
           [self, sink, reserve](persistence::posting_outcome& outcome) {
             auto& s = self->state;
-            apply_rows(s, outcome.rows_after);
+            const bool changed = apply_rows(s, outcome.rows_after);
             s.reserved -= reserve;
             --s.inflight;
             WALLET_ASSERT(s.reserved >= 0 && s.inflight >= 0, "reservations balance");
+            note_change_in_flight(s, changed);
             if (outcome.outcome == ledger::error_code::outcome_unknown ||
                 outcome.outcome == ledger::error_code::database_unavailable) {
               // What the database holds is uncertain: reload before deciding more debits.
@@ -324,6 +366,7 @@ void process(account_actor* self, debit_request& req, const reply_sink& sink) {
             auto& s = self->state;
             s.reserved -= reserve;
             --s.inflight;
+            note_change_in_flight(s, false);
             reload(self);
             spdlog::error("account {}: ledger writer failed: {}", s.id, caf::to_string(err));
             sink.deliver(unavailable(ledger::error_code::outcome_unknown,
@@ -384,14 +427,14 @@ void decide_run(account_actor* self, debit_run& run) {
     if (row.id != st.id) shards.push_back(row.id);
   }
   std::sort(shards.begin(), shards.end());
-  const bool known = balances_known(st) && may_refuse_before_writer(st);
   // As for a single debit: active holds keep their money from a batch's items too.
-  ledger::amount_minor available = committed_total(st) - st.reserved - std::max<ledger::amount_minor>(st.held, 0);
+  const auto refusable = refusable_funds(st);
+  ledger::amount_minor available = refusable.value_or(0);
   ledger::amount_minor reserved = 0;
   d.decided.resize(n);
   for (std::size_t i = 0; i < n; ++i) {
     auto& posting = run.postings[i].posting;
-    if (known && available < posting.amount) {
+    if (refusable && available < posting.amount) {
       d.decided[i] =
           refusal(ledger::error_code::insufficient_funds, "the debited account holds too little for this amount");
       if (run.stop_at_first_refusal) {
@@ -470,7 +513,7 @@ caf::behavior account_actor_behavior(account_actor* self, ledger::account_id id,
         start_load(self);
       },
       [self](notice_atom, balance_notice& notice) {
-        if (!notice.uncertain) return apply_rows(self->state, notice.rows);
+        if (!notice.uncertain) return note_change_in_flight(self->state, apply_rows(self->state, notice.rows));
         // A batch of unknown outcome may have credited this account: read it again.
         auto& st = self->state;
         if (!st.missing) reload(self);
@@ -499,10 +542,11 @@ caf::behavior account_actor_behavior(account_actor* self, ledger::account_id id,
       },
       [self](release_atom, ledger::amount_minor amount, balance_notice& rows, bool uncertain) {
         auto& st = self->state;
-        apply_rows(st, rows.rows);
+        const bool changed = apply_rows(st, rows.rows);
         st.reserved -= amount;
         --st.inflight;
         WALLET_ASSERT(st.reserved >= 0 && st.inflight >= 0, "reservations balance");
+        note_change_in_flight(st, changed);
         if (uncertain) {
           reload(self);
         }
@@ -538,6 +582,7 @@ caf::behavior account_actor_behavior(account_actor* self, ledger::account_id id,
           st.kind = record.kind;
           learn_status(st, record.status, record.status_version);
           std::copy_n(record.currency.begin(), std::min<std::size_t>(3, record.currency.size()), st.currency.begin());
+          bool changed = record.held_version > st.held_version;
           apply_held(st, record.held, record.held_version);
           std::vector<persistence::row_state> loaded_rows{{st.id, record.balance, record.version, 0}};
           for (const auto& s : record.shards) loaded_rows.push_back({s.id, s.balance, s.version, st.id});
@@ -545,11 +590,16 @@ caf::behavior account_actor_behavior(account_actor* self, ledger::account_id id,
             auto it = std::find_if(st.rows.begin(), st.rows.end(), [&](const auto& r) { return r.id == row.id; });
             if (it == st.rows.end()) {
               st.rows.push_back(row);
+              changed = true;
             } else if (row.version >= it->version) {
+              changed = changed || row.version > it->version || row.balance != it->balance;
               *it = row;
             }
           }
           st.rows.shrink_to_fit();
+          // A reload while debits are in flight (one's outcome was unknown, others' are not yet
+          // answered) may read rows that some of them changed already.
+          note_change_in_flight(st, changed);
           st.loaded = true;
         }
         drain_waiting(self);

@@ -272,6 +272,70 @@ CAF_TEST(debits_in_flight_are_reserved_until_the_writer_answers) {
   CAF_CHECK_EQUAL(script.held.size(), 3u);
 }
 
+// A debit of 80 of the 100 committed is in flight when another writer's credit of 5 commits after
+// it and its notice overtakes the debit's own answer: the main row then says 25, which already
+// leaves out the 80 still reserved. A debit of 10 that 25 pays is sent to the writer, not refused
+// as if 80 were to be taken from 25 again; once the last debit in flight is answered, the actor
+// refuses before the writer again.
+CAF_TEST(a_notice_that_overtakes_a_debits_answer_does_not_count_that_debit_twice) {
+  debit(1, payer_facts());
+  commit(0, 100, 1);
+  debit(80, payer_facts());
+  CAF_REQUIRE_EQUAL(script.held.size(), 2u);
+  balance_notice credit;
+  credit.rows.push_back({k_payer, 25, 3, 0});
+  caf::anon_send(registry, notice_atom::value, std::move(credit));
+  consume_messages();
+  debit(10, payer_facts());
+  CAF_REQUIRE_EQUAL(script.held.size(), 3u);
+  CAF_CHECK_EQUAL(answers.size(), 1u);
+  // Even counted as in the rows already, 30 does not fit in 25: refused at once.
+  debit(30, payer_facts());
+  CAF_REQUIRE_EQUAL(answers.size(), 2u);
+  CAF_CHECK(answers[1].outcome == error_code::insufficient_funds);
+  CAF_CHECK(answers[1].decided_before_writer);
+  commit(1, 20, 2);  // the debit of 80's own answer, older than the notice: its rows change nothing
+  commit(2, 15, 4);
+  CAF_REQUIRE_EQUAL(answers.size(), 4u);
+  debit(16, payer_facts());
+  CAF_REQUIRE_EQUAL(answers.size(), 5u);
+  CAF_CHECK(answers[4].outcome == error_code::insufficient_funds);
+  CAF_CHECK(answers[4].decided_before_writer);
+  CAF_CHECK_EQUAL(script.held.size(), 3u);
+}
+
+// Two debits of one writer's batch are answered with the rows as the whole batch left them: after
+// the first answer, the rows include the second debit, which is still reserved until its own
+// answer. A debit the account can pay meanwhile goes to the writer.
+CAF_TEST(a_batchs_answer_that_includes_another_debit_in_flight_does_not_count_it_twice) {
+  debit(1, payer_facts());
+  commit(0, 100, 1);
+  debit(60, payer_facts());
+  debit(30, payer_facts());
+  CAF_REQUIRE_EQUAL(script.held.size(), 3u);
+  commit(1, 10, 2);  // the batch took 60 and 30
+  debit(5, payer_facts());
+  CAF_CHECK_EQUAL(script.held.size(), 4u);
+  CAF_CHECK_EQUAL(answers.size(), 2u);
+}
+
+// A hot account's funds are decided by the writer: a sweep's notice (main row credited, shard
+// emptied) may arrive after a later credit's notice of the same shard, and the actor would then
+// count the swept money nowhere.
+CAF_TEST(a_hot_accounts_debits_are_refused_for_funds_by_the_writer_only) {
+  const auto facts = payer_facts(1);
+  debit(1, facts);
+  CAF_REQUIRE_EQUAL(loads.size(), 1u);
+  auto record = payer_record(100, 1);
+  record.record.shards.push_back({k_payer + 100, 0, 50, 1});
+  answer_load(0, std::move(record));
+  commit(0, 99, 2);
+  // 149 known (99 + the shard's 50): a debit of 500 still goes to the writer.
+  debit(500, facts);
+  CAF_CHECK_EQUAL(script.held.size(), 2u);
+  CAF_CHECK_EQUAL(answers.size(), 1u);
+}
+
 // An unknown commit outcome makes the actor forget what it believed and reload; debits that
 // arrive meanwhile wait, and once the load answers they are decided in arrival order against the
 // reloaded balance.
@@ -416,9 +480,14 @@ CAF_TEST(a_debit_run_reserves_its_items_in_order_until_it_is_released) {
   consume_messages();
   debit(5, payer_facts());
   CAF_CHECK_EQUAL(script.held.size(), 3u);
-  debit(1, payer_facts());  // 65 − 60 − 5 leaves 0
+  // The release's rows came while the 60 was in flight, and may include it already (its answer
+  // and the release travel apart): a debit is now refused at once only when 65 cannot pay it,
+  // and one that 65 − 60 − 5 cannot pay goes to the writer.
+  debit(66, payer_facts());
   CAF_REQUIRE_EQUAL(answers.size(), 3u);
   CAF_CHECK(answers[2].outcome == error_code::insufficient_funds);
+  debit(1, payer_facts());
+  CAF_CHECK_EQUAL(script.held.size(), 4u);
 }
 
 // An atomic batch's run stops at its first refused item and reserves nothing; a release that is
