@@ -478,7 +478,15 @@ void drain_waiting(account_actor* self) {
   if (!st.loaded && !st.missing) return;
   std::vector<waiting_debit> ready;
   ready.swap(st.waiting);
-  for (auto& next : ready) process(self, next.request, next.sink);
+  for (std::size_t i = 0; i < ready.size(); ++i) {
+    // A debit that found its partition changed hands made the actor reload (cluster mode): the
+    // ones after it wait for that load too, in their order, behind it.
+    if (!st.loaded && !st.missing) {
+      for (; i < ready.size(); ++i) st.waiting.push_back(std::move(ready[i]));
+      break;
+    }
+    process(self, ready[i].request, ready[i].sink);
+  }
   offer_stop_if_missing(self);
 }
 

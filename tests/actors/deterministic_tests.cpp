@@ -192,11 +192,13 @@ struct account_fixture : test_coordinator_fixture<> {
 
   std::int64_t live() const { return rt->live_actors.load(); }
 
-  // Cluster mode, with this node holding the payer's partition (at epoch 7).
-  void hold_payers_partition() {
-    auto owned = std::make_shared<cluster::ownership>("node-a", 4);
+  // Cluster mode, with this node holding the payer's partition at `epoch` (7 at first; a later
+  // epoch: the partition was another node's in between).
+  std::shared_ptr<cluster::ownership> owned;
+  void hold_payers_partition(std::int64_t epoch = 7) {
+    if (!owned) owned = std::make_shared<cluster::ownership>("node-a", 4);
     rt->ownership = owned;
-    owned->hold(owned->partition_of(k_payer), 7, cluster::ownership::clock::now() + std::chrono::hours(1));
+    owned->hold(owned->partition_of(k_payer), epoch, cluster::ownership::clock::now() + std::chrono::hours(1));
   }
 
   // Sends a batch's items of the payer (actors/runs.hpp) to the registry as one run and lets every
@@ -670,6 +672,29 @@ CAF_TEST(in_cluster_mode_the_writer_decides_funds_and_status) {
   CAF_REQUIRE_EQUAL(answers.size(), 3u);
   CAF_CHECK(answers[2].outcome == error_code::account_inactive);
   CAF_CHECK(answers[2].decided_before_writer);
+}
+
+// In cluster mode, debits waiting for a reload find, when it answers, that the partition changed
+// hands meanwhile: the first makes the actor read the account again, and the others wait for that
+// read behind it instead of being decided on what the previous holder may have changed since.
+CAF_TEST(in_cluster_mode_debits_waiting_when_the_lease_changed_hands_wait_for_the_next_load) {
+  hold_payers_partition();
+  debit(10, payer_facts());
+  CAF_REQUIRE_EQUAL(loads.size(), 1u);
+  loaded(0, 100, 1);
+  fail(0, error_code::outcome_unknown);
+  CAF_REQUIRE_EQUAL(loads.size(), 2u);
+  debit(20, payer_facts());
+  debit(30, payer_facts());
+  CAF_CHECK_EQUAL(script.held.size(), 1u);
+  hold_payers_partition(8);
+  loaded(1, 100, 2);
+  CAF_CHECK_EQUAL(script.held.size(), 1u);
+  CAF_REQUIRE_EQUAL(loads.size(), 3u);
+  loaded(2, 100, 3);
+  CAF_REQUIRE_EQUAL(script.held.size(), 3u);
+  CAF_CHECK_EQUAL(script.held[1].request.posting.amount, 20);
+  CAF_CHECK_EQUAL(script.held[2].request.posting.amount, 30);
 }
 
 // In cluster mode an actor that starts from the directory's facts also reads the account in the
