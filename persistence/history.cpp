@@ -81,9 +81,19 @@ const std::string k_lookup_entries_sql = "SELECT " + k_entry_columns_sql +
                                          " AS ledger_entry ORDER BY transaction_id, id";
 
 constexpr const char* k_find_committed = "history_find_committed";
+// One key names one request across routes: a stored batch, a journal transaction or a hold (the
+// writer looks in all three too). A batch's first item is a journal row under the batch's own key,
+// so the batch is read first.
 constexpr const char* k_find_committed_sql =
-    "SELECT id::text, request_hash, response_status, response_body FROM journal_transaction"
-    " WHERE principal_id = $1 AND idempotency_key = $2";
+    "(SELECT '' AS id, request_hash, response_status, response_body FROM transfer_batch"
+    "   WHERE principal_id = $1 AND idempotency_key = $2)"
+    " UNION ALL"
+    " (SELECT id::text, request_hash, response_status, response_body FROM journal_transaction"
+    "   WHERE principal_id = $1 AND idempotency_key = $2)"
+    " UNION ALL"
+    " (SELECT id::text, request_hash, 201, response_body FROM hold"
+    "   WHERE principal_id = $1 AND idempotency_key = $2)"
+    " LIMIT 1";
 
 // $2: microseconds since the epoch, or NULL for now; a time after now is now. Whole seconds go
 // through to_timestamp (exact for them) and the rest as an interval, so no microsecond is lost to

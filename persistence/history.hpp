@@ -84,6 +84,9 @@ struct balance_as_of_record {
 };
 balance_as_of_record balance_as_of(pqxx::connection& conn, ledger::account_id id, std::optional<std::int64_t> as_of_us);
 
+// What committed under (principal, Idempotency-Key): a stored batch's answer, a journal
+// transaction's, or a hold's (its placement answered 201); nullopt: nothing. A refusal decided
+// before the writer is checked against it (money_flows::settle).
 std::optional<stored_response> find_committed(pqxx::connection& conn, ledger::principal_id principal,
                                               const std::string& idempotency_key);
 

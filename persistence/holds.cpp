@@ -37,8 +37,15 @@ const std::string k_find_sql = "SELECT " + k_hold_columns_sql +
                                " WHERE h.id = $1::uuid";
 
 constexpr const char* k_find_answer = "hold_find_answer";
+// A placement's key among the holds; and among the journal and the stored batches, since one key
+// names one request across routes (a hit there has another route's request hash: 422).
 constexpr const char* k_find_answer_sql =
-    "SELECT request_hash, response_body FROM hold WHERE principal_id = $1 AND idempotency_key = $2";
+    "(SELECT request_hash, response_body FROM hold WHERE principal_id = $1 AND idempotency_key = $2)"
+    " UNION ALL"
+    " (SELECT request_hash, response_body FROM journal_transaction WHERE principal_id = $1 AND idempotency_key = $2)"
+    " UNION ALL"
+    " (SELECT request_hash, response_body FROM transfer_batch WHERE principal_id = $1 AND idempotency_key = $2)"
+    " LIMIT 1";
 
 // The payers with due holds, a bounded number a tick, locked in id order. A payer whose row is
 // locked already (a writer's batch) is skipped, not waited for: its holds expire at a later tick.

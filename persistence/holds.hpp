@@ -26,7 +26,9 @@ struct hold_record {
 
 std::optional<hold_record> find_hold(pqxx::connection& conn, const std::string& id);
 
-// The answer stored with a hold placed under (principal, Idempotency-Key); nullopt: none.
+// The answer stored under (principal, Idempotency-Key): a hold's placed under it, or the request
+// hash and answer of the journal transaction or stored batch that used it (another route's hash,
+// so a placement under it is 422 idempotency_key_reused); nullopt: none.
 struct stored_hold_answer {
   std::string request_hash;
   std::string body;

@@ -185,6 +185,11 @@ TEST_F(HoldE2E, AuthorizeThenCapturePaysThePayeeWithItsFee) {
   r = c.post("/v1/transfers", alice.key, ts::transfer_body(a, e, 100), key);
   EXPECT_EQ(r.status, 422) << r.body;
   EXPECT_EQ(code_of(r), "idempotency_key_reused");
+  // So is one the payer's actor refuses for funds before the writer sees it: the key's use is
+  // what answers, not the balance.
+  r = c.post("/v1/transfers", alice.key, ts::transfer_body(a, e, 9'000), key);
+  EXPECT_EQ(r.status, 422) << r.body;
+  EXPECT_EQ(code_of(r), "idempotency_key_reused");
   r = c.post("/v1/transfers/batch", alice.key,
              R"({"atomic":false,"transfers":[{"fromAccountId":)" + std::to_string(a) + R"(,"toAccountId":)" +
                  std::to_string(e) + R"(,"amount":100}]})",
@@ -195,6 +200,9 @@ TEST_F(HoldE2E, AuthorizeThenCapturePaysThePayeeWithItsFee) {
   r = c.post("/v1/transfers", alice.key, ts::transfer_body(a, e, 100), payment_key);
   ASSERT_EQ(r.status, 201) << r.body;
   r = api.place(alice.key, a, m, 500, 600, payment_key);
+  EXPECT_EQ(r.status, 422) << r.body;
+  EXPECT_EQ(code_of(r), "idempotency_key_reused");
+  r = api.place(alice.key, a, m, 100'000, 600, payment_key);
   EXPECT_EQ(r.status, 422) << r.body;
   EXPECT_EQ(code_of(r), "idempotency_key_reused");
   ASSERT_EQ(c.post("/v1/transfers", eve.key, ts::transfer_body(e, a, 100), ts::unique_key("back")).status, 201);
