@@ -362,7 +362,11 @@ events_page read_event_feed(pqxx::connection& conn, std::int64_t after, int limi
                             const event_filter& filter) {
   WALLET_ASSERT(limit > 0 && scan_max > 0, "a page holds one event at least");
   WALLET_ASSERT(after >= 0, "cursors are not negative");
-  pqxx::read_transaction txn(conn);
+  // One snapshot for the whole page: its statements (rows read 1, 2, 4 ... at a time, then the
+  // prune record) see the feed as it was at one instant. Each with a snapshot of its own, a prune
+  // committed between two of them would leave a gap inside the page that no 410 reports (a page
+  // read from the start has no cursor to find expired).
+  pqxx::transaction<pqxx::isolation_level::repeatable_read, pqxx::read_only> txn(conn);
   account_labels labels;
   events_page page;
   page.next = after;

@@ -132,6 +132,12 @@ constexpr const char* k_delete_endpoint = "webhook_delete_endpoint";
 constexpr const char* k_delete_endpoint_sql =
     "UPDATE webhook_endpoint SET deleted_at = now() WHERE id = $1 AND deleted_at IS NULL"
     " AND ($2::bigint IS NULL OR owner_id = $2)";
+// A deleted endpoint's pending deliveries end with it: nothing sends them any more (an attempt in
+// flight records nothing: its outcome is written only over a PENDING row).
+constexpr const char* k_end_deleted_deliveries = "webhook_end_deleted_deliveries";
+constexpr const char* k_end_deleted_deliveries_sql =
+    "UPDATE webhook_delivery SET status = 'FAILED', completed_at = now(), lease_until = NULL,"
+    " last_error = 'the endpoint was deleted' WHERE endpoint_id = $1 AND status = 'PENDING'";
 
 const std::string k_delivery_columns =
     "id, endpoint_id, event_cursor, event_id, event_type, status, attempts, last_status_code, "
@@ -384,6 +390,7 @@ void prepare_webhook_statements(pqxx::connection& conn) {
   conn.prepare(k_rotate_secret, k_rotate_secret_sql);
   conn.prepare(k_update_endpoint, k_update_endpoint_sql);
   conn.prepare(k_delete_endpoint, k_delete_endpoint_sql);
+  conn.prepare(k_end_deleted_deliveries, k_end_deleted_deliveries_sql);
   conn.prepare(k_disable_endpoint, k_disable_endpoint_sql);
   conn.prepare(k_enable_endpoint, k_enable_endpoint_sql);
   conn.prepare(k_disable_after_failure, k_disable_after_failure_sql);
@@ -448,6 +455,7 @@ bool delete_webhook_endpoint(pqxx::connection& conn, std::int64_t id, std::optio
   pqxx::work txn(conn);
   txn.exec_prepared(k_hold_position);
   if (txn.exec_prepared(k_delete_endpoint, id, owner).affected_rows() != 1) return false;
+  txn.exec_prepared(k_end_deleted_deliveries, id);
   if (audit) append_audit(txn, *audit, "webhook_endpoint:" + std::to_string(id));
   txn.commit();
   return true;

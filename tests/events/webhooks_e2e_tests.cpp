@@ -498,6 +498,27 @@ TEST_F(webhooks_e2e, a_deleted_endpoint_gets_no_further_delivery) {
   EXPECT_EQ(list[0].as_object().at("id").as_int64(), kept_ep.id);
 }
 
+TEST_F(webhooks_e2e, a_deleted_endpoints_pending_deliveries_end_with_it) {
+  // A receiver that fails every request has three payments' deliveries pending when its endpoint
+  // is deleted: all three end FAILED at once ("the endpoint was deleted"), so none waits for good.
+  server_process server(server_options(quick_webhooks()));
+  http_client c(server.port());
+  const auto merchant = make_party(c, server.operator_key(), "merchant");
+  const auto payer = make_party(c, server.operator_key(), "user", 100'000);
+  webhook_receiver failing([](int) { return 500; });
+  const auto ep = create_endpoint(c, merchant.key, failing.url());
+  for (int i = 1; i <= 3; ++i) transfer(c, payer.key, payer.account, merchant.account, i);
+  const auto of_endpoint = " FROM webhook_delivery WHERE endpoint_id = " + std::to_string(ep.id);
+  ASSERT_TRUE(eventually([&] { return sql_value(owner_url(), "SELECT count(*)" + of_endpoint) == "3"; },
+                         std::chrono::seconds(60), std::chrono::milliseconds(20)));
+  ASSERT_EQ(sql_value(owner_url(), "SELECT count(*)" + of_endpoint + " AND status = 'PENDING'"), "3");
+  const auto deleted = c.request("DELETE", "/v1/webhook-endpoints/" + std::to_string(ep.id), "",
+                                 {{"Authorization", "Bearer " + merchant.key}});
+  ASSERT_EQ(deleted.status, 200) << deleted.body;
+  EXPECT_EQ(sql_value(owner_url(), "SELECT string_agg(status || ':' || last_error, ',')" + of_endpoint),
+            "FAILED:the endpoint was deleted,FAILED:the endpoint was deleted,FAILED:the endpoint was deleted");
+}
+
 TEST_F(webhooks_e2e, a_principal_neither_sees_nor_deletes_another_principals_endpoints) {
   // A's endpoint is not in B's list, and B's GET of its deliveries and DELETE of it answer 404; B
   // cannot register an endpoint for A's account (404). An operator lists every endpoint (the
