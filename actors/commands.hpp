@@ -19,7 +19,8 @@ struct request_origin {
   ledger::principal_id principal = 0;
   std::string request_id;
   // The SHA-256 (hex) of the API key the request came with, where a change must check that the
-  // key is still active as it commits (key changes); empty elsewhere.
+  // key is still active as it commits (changes that make credentials: keys, principals, provider
+  // secrets); empty elsewhere.
   std::string key_hash_hex;
 };
 

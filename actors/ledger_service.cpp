@@ -374,7 +374,7 @@ void ledger_service::create_provider(request_origin origin, std::string name, st
       [this, origin = std::move(origin), name = std::move(name),
        secret = std::move(signing_secret)](pqxx::connection& conn) {
         const auto audit = audit_entry_for(origin, "provider.create");
-        auto created = persistence::create_provider(conn, name, secret, &audit);
+        auto created = persistence::create_provider(conn, name, secret, &audit, origin.key_hash_hex);
         if (created) impl_->flows->remember_provider(*created);
         return created;
       },
@@ -393,7 +393,7 @@ void ledger_service::rotate_provider_secret(request_origin origin, std::string n
             origin, replay, "provider.rotate_secret", 200,
             [](const persistence::provider_record& p) { return to_view(p); });
         const auto r = persistence::rotate_provider_secret(conn, name, secret, previous_valid_s, &audit,
-                                                           guard ? &*guard : nullptr);
+                                                           guard ? &*guard : nullptr, origin.key_hash_hex);
         provider_rotation_view out;
         if (guard && guard->stored) {
           out.replayed = to_replayed(*guard->stored);
@@ -501,7 +501,8 @@ void ledger_service::create_principal(request_origin origin, std::string name, l
         detail["name"] = name;
         detail["role"] = ledger::to_string(role);
         const auto audit = audit_entry_for(origin, "principal.create", {}, boost::json::serialize(detail));
-        auto principal = persistence::create_principal(conn, name, role, key_hash_hex, key_hint, &audit);
+        auto principal =
+            persistence::create_principal(conn, name, role, key_hash_hex, key_hint, &audit, origin.key_hash_hex);
         // The new key is about to be used: a payday of fresh payees must not start with a
         // database lookup per key.
         impl_->keys.remember(key_hash_hex, to_view(principal));

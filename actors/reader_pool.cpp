@@ -4,6 +4,8 @@
 #include <pqxx/pqxx>
 #include <spdlog/spdlog.h>
 
+#include "persistence/api_keys.hpp"
+
 namespace actors {
 
 reader_pool::reader_pool(persistence::connection_options options, int readers, std::int64_t queue_max,
@@ -139,6 +141,8 @@ void reader_pool::run_thread() {
         next.j.fail(ledger::error_code::database_unavailable,
                     "the database rolled the request back to resolve a lock conflict; retry");
       }
+    } catch (const persistence::caller_key_revoked& e) {
+      next.j.fail(ledger::error_code::unauthorized, e.what());
     } catch (const std::exception& e) {
       spdlog::error("database read failed: {}", e.what());
       if (conn && !conn->is_open()) conn.reset();

@@ -29,7 +29,15 @@ void handler_support::invalid(const exchange_ptr& ex, std::string detail) const 
 }
 
 void handler_support::unavailable(const exchange_ptr& ex, ledger::error_code code, std::string detail) const {
+  if (code == ledger::error_code::unauthorized) return caller_revoked(ex);
   fail(ex, code, std::move(detail), ledger::k_retry_after_default_s);
+}
+
+void handler_support::caller_revoked(const exchange_ptr& ex) const {
+  auto r = problem_reply(problem_for(ledger::error_code::unauthorized, "the API key of this request was revoked"),
+                         ex->request_id);
+  r.headers.emplace_back("WWW-Authenticate", "Bearer error=\"invalid_token\"");
+  ex->respond(std::move(r));
 }
 
 std::optional<json_fields> handler_support::body(const exchange_ptr& ex) const {

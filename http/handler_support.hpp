@@ -31,8 +31,12 @@ class handler_support {
   void fail(const exchange_ptr& ex, const problem& p) const;
   void fail(const exchange_ptr& ex, ledger::error_code code, std::string detail, std::int64_t retry_after_s = 0) const;
   void invalid(const exchange_ptr& ex, std::string detail) const;
-  // A read or administrative call that failed (the database, a bound): 503 and when to retry.
+  // A read or administrative call that failed (the database, a bound): 503 and when to retry; or
+  // 401, caller_revoked, when the change found the request's key revoked.
   void unavailable(const exchange_ptr& ex, ledger::error_code code, std::string detail) const;
+  // The key the request came with was revoked, though this server still knew it: 401, as for a
+  // key nobody has.
+  void caller_revoked(const exchange_ptr& ex) const;
 
   // The JSON body of a POST: the media type and a strict parse. nullopt: answered already.
   std::optional<json_fields> body(const exchange_ptr& ex) const;

@@ -42,8 +42,10 @@ const std::string k_find_for_update_sql = std::string("SELECT ") + k_key_columns
                                           " WHERE id = $1 AND principal_id = $2 FOR UPDATE";
 
 constexpr const char* k_caller_active = "api_key_caller_active";
+// FOR SHARE: a revocation of the key (an UPDATE of its row) waits for the transaction that checked
+// it, or is waited for and then seen; it never commits between the check and that commit.
 constexpr const char* k_caller_active_sql =
-    "SELECT 1 FROM api_key WHERE key_hash = decode($1, 'hex') AND revoked_at IS NULL";
+    "SELECT 1 FROM api_key WHERE key_hash = decode($1, 'hex') AND revoked_at IS NULL FOR SHARE";
 
 constexpr const char* k_revoke_all = "api_key_revoke_all";
 constexpr const char* k_revoke_all_sql =
@@ -106,10 +108,18 @@ void prepare_api_key_statements(pqxx::connection& conn) {
   conn.prepare(k_recently_revoked, k_recently_revoked_sql);
 }
 
+bool caller_key_active(pqxx::transaction_base& txn, const std::string& caller_key_hash_hex) {
+  return caller_key_hash_hex.empty() || !txn.exec_prepared(k_caller_active, caller_key_hash_hex).empty();
+}
+
+void require_caller_key(pqxx::transaction_base& txn, const std::string& caller_key_hash_hex) {
+  if (!caller_key_active(txn, caller_key_hash_hex)) throw caller_key_revoked();
+}
+
 // Takes the principal's key lock; then whether the key a request came with is still active.
 bool locked_for_change(pqxx::work& txn, ledger::principal_id principal, const std::string& caller_key_hash_hex) {
   lock_principal_keys(txn, principal);
-  return caller_key_hash_hex.empty() || !txn.exec_prepared(k_caller_active, caller_key_hash_hex).empty();
+  return caller_key_active(txn, caller_key_hash_hex);
 }
 
 key_change_result create_key(pqxx::connection& conn, ledger::principal_id principal, const std::string& key_hash_hex,

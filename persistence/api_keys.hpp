@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,10 @@
 #include "persistence/audit.hpp"
 #include "persistence/pqxx_fwd.hpp"
 #include "persistence/principals.hpp"
+
+namespace pqxx {
+class transaction_base;
+}
 
 namespace persistence {
 
@@ -94,5 +99,19 @@ std::vector<std::string> recently_revoked_keys(pqxx::connection& conn, std::int6
 // Defines this file's prepared statements on a connection. connect() calls it for every
 // connection it opens; libpqxx registers each statement with the server on its first use.
 void prepare_api_key_statements(pqxx::connection& conn);
+
+// What a change made with a request's API key throws when that key was revoked before the change
+// could commit (another server still trusted it, within auth.key_cache_ttl_ms): the transaction
+// rolls back and nothing changed. The reader pool answers it 401 (actors/reader_pool.cpp).
+struct caller_key_revoked : std::runtime_error {
+  caller_key_revoked() : std::runtime_error("the API key of this request was revoked") {}
+};
+
+// Whether the key a request came with (its SHA-256 in hex) is still active, its row locked FOR
+// SHARE until `txn` ends, so that a revocation commits wholly before this check or after `txn`.
+// Empty: a change that came with no key (wallet-admin, the bootstrap): true.
+bool caller_key_active(pqxx::transaction_base& txn, const std::string& caller_key_hash_hex);
+// The same, throwing caller_key_revoked when it is not.
+void require_caller_key(pqxx::transaction_base& txn, const std::string& caller_key_hash_hex);
 
 }  // namespace persistence

@@ -3,6 +3,7 @@
 #include <pqxx/pqxx>
 
 #include "persistence/database.hpp"
+#include "persistence/api_keys.hpp"
 
 namespace persistence {
 namespace {
@@ -67,8 +68,10 @@ ledger::account_id ensure_system_account(pqxx::connection& conn, const std::stri
 }
 
 std::optional<provider_record> create_provider(pqxx::connection& conn, const std::string& name,
-                                               const std::string& signing_secret, const audit_entry* audit) {
+                                               const std::string& signing_secret, const audit_entry* audit,
+                                               const std::string& caller_key_hash_hex) {
   pqxx::work txn(conn);
+  require_caller_key(txn, caller_key_hash_hex);
   if (!txn.exec_params("SELECT 1 FROM provider WHERE name = $1", name).empty()) return std::nullopt;
   auto principal =
       txn.exec_params1("INSERT INTO principal (name, role) VALUES ($1, 'provider') RETURNING id", "provider " + name);
@@ -88,8 +91,9 @@ std::optional<provider_record> create_provider(pqxx::connection& conn, const std
 
 provider_rotation rotate_provider_secret(pqxx::connection& conn, const std::string& name, const std::string& new_secret,
                                          std::int64_t previous_valid_s, const audit_entry* audit,
-                                         replayable<provider_record>* replay) {
+                                         replayable<provider_record>* replay, const std::string& caller_key_hash_hex) {
   pqxx::work txn(conn);
+  require_caller_key(txn, caller_key_hash_hex);
   provider_rotation out;
   if (replay && (replay->stored = claim_replay(txn, replay->request))) return out;
   const auto rows = txn.exec_params(

@@ -36,9 +36,12 @@ struct provider_record {
 };
 
 // Creates a provider and its principal; nullopt when the name is taken. `audit`, when given, is
-// recorded in the same transaction (never with the secret).
+// recorded in the same transaction (never with the secret). Made with a request's key
+// (`caller_key_hash_hex`), it throws caller_key_revoked (persistence/api_keys.hpp) when that key was
+// revoked meanwhile: a key revoked on one server makes no signing secret on another.
 std::optional<provider_record> create_provider(pqxx::connection& conn, const std::string& name,
-                                               const std::string& signing_secret, const audit_entry* audit = nullptr);
+                                               const std::string& signing_secret, const audit_entry* audit = nullptr,
+                                               const std::string& caller_key_hash_hex = {});
 std::optional<provider_record> find_provider(pqxx::connection& conn, const std::string& name);
 
 enum class provider_rotation_outcome : std::uint8_t {
@@ -54,10 +57,11 @@ struct provider_rotation {
 // events for `previous_valid_s` seconds (0: not at all), and a previous secret still verifying is
 // dropped. `audit` and the answer under `replay` (when not null) are recorded in the same
 // transaction (the audit never with a secret); when the request's Idempotency-Key was taken already,
-// nothing is done and `replay->stored` is set.
+// nothing is done and `replay->stored` is set. The request's key is checked as by create_provider.
 provider_rotation rotate_provider_secret(pqxx::connection& conn, const std::string& name, const std::string& new_secret,
                                          std::int64_t previous_valid_s, const audit_entry* audit,
-                                         replayable<provider_record>* replay = nullptr);
+                                         replayable<provider_record>* replay = nullptr,
+                                         const std::string& caller_key_hash_hex = {});
 std::vector<provider_record> list_providers(pqxx::connection& conn);
 
 struct deposit_record {

@@ -3,6 +3,7 @@
 #include <pqxx/pqxx>
 
 #include "base/assert.hpp"
+#include "persistence/api_keys.hpp"
 #include "persistence/rows.hpp"
 
 namespace persistence {
@@ -58,8 +59,9 @@ std::optional<principal_record> find_principal(pqxx::connection& conn, ledger::p
 
 principal_record create_principal(pqxx::connection& conn, const std::string& name, ledger::role role,
                                   const std::string& key_hash_hex, const std::string& key_hint,
-                                  const audit_entry* audit) {
+                                  const audit_entry* audit, const std::string& caller_key_hash_hex) {
   pqxx::work txn(conn);
+  require_caller_key(txn, caller_key_hash_hex);
   auto principal = read_principal(txn.exec_prepared1(k_insert, name, std::string(ledger::to_string(role))));
   const std::optional<ledger::principal_id> created_by =
       audit != nullptr ? std::optional<ledger::principal_id>(audit->principal) : std::nullopt;

@@ -25,10 +25,11 @@ std::optional<principal_record> find_principal_by_key(pqxx::connection& conn, co
 std::optional<principal_record> find_principal(pqxx::connection& conn, ledger::principal_id id);
 // With its first API key: `key_hint` is the key's last four characters (empty: not kept), and
 // `audit`, when given, is recorded in the same transaction with the new principal as its target
-// (its creator is then the key's creator too).
+// (its creator is then the key's creator too). Made with a request's key (`caller_key_hash_hex`),
+// it throws caller_key_revoked (persistence/api_keys.hpp) when that key was revoked meanwhile.
 principal_record create_principal(pqxx::connection& conn, const std::string& name, ledger::role role,
                                   const std::string& key_hash_hex, const std::string& key_hint = {},
-                                  const audit_entry* audit = nullptr);
+                                  const audit_entry* audit = nullptr, const std::string& caller_key_hash_hex = {});
 // Makes sure an operator with this key exists (the bootstrap key); returns it. A revoked
 // bootstrap key stays revoked: its operator is returned, and the key authenticates nobody.
 principal_record ensure_operator(pqxx::connection& conn, const std::string& name, const std::string& key_hash_hex);

@@ -43,15 +43,6 @@ void principal_not_found(handler_support& s, const exchange_ptr& ex, ledger::pri
   s.fail(ex, ledger::error_code::not_found, "principal " + std::to_string(id) + " was not found");
 }
 
-// The key the request came with was revoked, though this server still knew it: 401, as for a key
-// nobody has.
-void caller_revoked(const exchange_ptr& ex) {
-  auto r = problem_reply(problem_for(ledger::error_code::unauthorized, "the API key of this request was revoked"),
-                         ex->request_id);
-  r.headers.emplace_back("WWW-Authenticate", "Bearer error=\"invalid_token\"");
-  ex->respond(std::move(r));
-}
-
 // The problem of a key change that did not happen; nothing changed.
 void refuse(handler_support& s, const exchange_ptr& ex, actors::key_change_outcome outcome, ledger::principal_id id,
             std::int64_t key_id) {
@@ -78,7 +69,7 @@ void refuse(handler_support& s, const exchange_ptr& ex, actors::key_change_outco
       return s.fail(ex, ledger::error_code::conflict,
                     "API key " + std::to_string(key_id) + " is the last active key of principal " + p +
                         ": make a new one first (POST /v1/principals/" + p + "/keys), then revoke this one");
-    case actors::key_change_outcome::caller_revoked: return caller_revoked(ex);
+    case actors::key_change_outcome::caller_revoked: return s.caller_revoked(ex);
   }
   s.fail(ex, ledger::error_code::internal, "unexpected outcome of a key change");
 }
@@ -159,7 +150,7 @@ void revoke_all_keys(handler_support& s, const exchange_ptr& ex, const principal
   s.service.revoke_all_keys(origin_of(ex, who), id, [&s, ex, id](actors::query_result<actors::keys_revoked_view> r) {
     if (r.outcome != ledger::error_code::ok) return s.unavailable(ex, r.outcome, r.detail);
     if (r.value.outcome == actors::key_change_outcome::no_principal) return principal_not_found(s, ex, id);
-    if (r.value.outcome == actors::key_change_outcome::caller_revoked) return caller_revoked(ex);
+    if (r.value.outcome == actors::key_change_outcome::caller_revoked) return s.caller_revoked(ex);
     json::object o;
     o["principalId"] = id;
     o["revokedKeys"] = r.value.revoked;

@@ -30,7 +30,8 @@ void create_principal(handler_support& s, const exchange_ptr& ex, const principa
                   "operator cannot make another (two-person approvals need two people)");
   }
   auto key = new_api_key();
-  s.service.create_principal({who.id, ex->request_id}, name, *role, sha256_hex(key), api_key_hint(key),
+  // With the request's key: one revoked meanwhile on another server makes no principal (and key).
+  s.service.create_principal({who.id, ex->request_id, ex->key_hash}, name, *role, sha256_hex(key), api_key_hint(key),
                              [&s, ex, key](actors::query_result<principal> r) {
                                if (r.outcome != ledger::error_code::ok) return s.unavailable(ex, r.outcome, r.detail);
                                ex->respond(json_reply(201, new_principal_json(r.value, key)));

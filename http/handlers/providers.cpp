@@ -33,7 +33,8 @@ void create_provider(handler_support& s, const exchange_ptr& ex, const principal
   if (!ledger::is_valid_provider_name(name)) {
     return s.invalid(ex, "field \"name\" must be 1 to 40 of a-z, 0-9, '_' and '-', starting with a letter or digit");
   }
-  s.service.create_provider({who.id, ex->request_id}, name, new_signing_secret(),
+  // With the request's key: one revoked meanwhile on another server makes no signing secret.
+  s.service.create_provider({who.id, ex->request_id, ex->key_hash}, name, new_signing_secret(),
                             [&s, ex, name](actors::query_result<std::optional<actors::provider_view>> r) {
                               if (r.outcome != ledger::error_code::ok) return s.unavailable(ex, r.outcome, r.detail);
                               if (!r.value) {
@@ -72,7 +73,7 @@ void rotate_secret(handler_support& s, const exchange_ptr& ex, const principal& 
         [](const actors::provider_view& p) { return boost::json::serialize(provider_json(p, true)); }};
   }
   s.service.rotate_provider_secret(
-      {who.id, ex->request_id}, name, new_signing_secret(), std::move(replay), *previous_valid_s,
+      {who.id, ex->request_id, ex->key_hash}, name, new_signing_secret(), std::move(replay), *previous_valid_s,
       [&s, ex, name, not_found](actors::query_result<actors::provider_rotation_view> r) {
         if (r.outcome != ledger::error_code::ok) return s.unavailable(ex, r.outcome, r.detail);
         if (r.value.replayed) return s.answer_replayed(ex, *r.value.replayed);

@@ -343,6 +343,50 @@ TEST_F(KeysAuditE2E, ARevokedKeyMakesAndRevokesNoKeyOnAServerThatStillKnowsIt) {
   EXPECT_EQ(active_keys(other_operator.id), "1");
 }
 
+// Nor does a revoked operator key make other lasting credentials on a server that still knows it:
+// a principal (with its API key), a provider or a provider's new signing secret is 401 there, and
+// nothing is made or changed.
+TEST_F(KeysAuditE2E, ARevokedOperatorKeyMakesNoPrincipalNorProviderSecretOnAServerThatStillKnowsIt) {
+  ts::server_process::options o;
+  o.env = ts::unlimited_rates();
+  o.env["WALLET_AUTH_KEY_CACHE_TTL_MS"] = "3600000";
+  ts::server_process long_ttl(o);
+  ts::http_client a(port());
+  ts::http_client cc(long_ttl.port());
+  const auto boss = ts::create_operator();
+  auto r = a.post(keys_path(boss.id), boss.key, "");
+  ASSERT_EQ(r.status, 201) << r.body;
+  const auto stolen = str(r.json().as_object().at("apiKey"));
+  const auto stolen_id = r.json().as_object().at("keyId").as_int64();
+  ASSERT_EQ(status_with(cc, stolen, boss.id), 200);  // server C caches it
+  const auto provider = ts::unique_key("prov").substr(0, 30);
+  ASSERT_EQ(a.post("/v1/providers", boss.key, R"({"name":")" + provider + R"("})").status, 201);
+  const auto secret_of = [&] {
+    return ts::query_value("SELECT signing_secret FROM provider WHERE name = '" + provider + "'");
+  };
+  const auto secret = secret_of();
+  r = call(a, "DELETE", keys_path(boss.id) + "/" + std::to_string(stolen_id), boss.key);
+  ASSERT_EQ(r.status, 200) << r.body;
+  ASSERT_EQ(status_with(cc, stolen, boss.id), 200) << "server C trusts its cached key for its TTL";
+
+  const auto name = ts::unique_key("minted");
+  r = cc.post("/v1/principals", stolen, R"({"name":")" + name + R"(","role":"merchant"})");
+  EXPECT_EQ(r.status, 401) << r.body;
+  EXPECT_EQ(r.header("WWW-Authenticate"), "Bearer error=\"invalid_token\"");
+  EXPECT_EQ(ts::query_value("SELECT count(*) FROM principal WHERE name = '" + name + "'"), "0");
+  const auto other_provider = ts::unique_key("p2").substr(0, 30);
+  r = cc.post("/v1/providers", stolen, R"({"name":")" + other_provider + R"("})");
+  EXPECT_EQ(r.status, 401) << r.body;
+  EXPECT_EQ(ts::query_value("SELECT count(*) FROM provider WHERE name = '" + other_provider + "'"), "0");
+  r = cc.post("/v1/providers/" + provider + "/rotate-secret", stolen, "");
+  EXPECT_EQ(r.status, 401) << r.body;
+  EXPECT_EQ(secret_of(), secret);
+  // The operator's own key, still active, does all three there.
+  EXPECT_EQ(cc.post("/v1/principals", boss.key, R"({"name":")" + name + R"(","role":"merchant"})").status, 201);
+  EXPECT_EQ(cc.post("/v1/providers/" + provider + "/rotate-secret", boss.key, "").status, 200);
+  EXPECT_NE(secret_of(), secret);
+}
+
 // Balance as of a time: 0 before the first entry, then at each entry's createdAt the balance
 // right after it (for payer and payee alike), the same instant written with another offset, now
 // when asOf is absent or still to come; a malformed asOf is 400 and another principal's account 404.
