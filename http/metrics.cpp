@@ -72,6 +72,14 @@ std::string metrics::render(const std::string& extra) const {
       << "# TYPE wallet_cluster_forward_failures_total counter\n"
       << "wallet_cluster_forward_failures_total " << forward_failures.load() << "\n";
   const auto returns = retry_returns.read();
+  out << "# HELP wallet_http_answers_total Answers other than 503, those to requests other nodes forwarded here "
+         "included: what the capacity counts.\n"
+      << "# TYPE wallet_http_answers_total counter\n"
+      << "wallet_http_answers_total " << retry_returns.answered_total() << "\n"
+      << "# HELP wallet_http_capacity_per_second Answers other than 503 of the busiest of the last seconds: what "
+         "bounds the requests admitted (admission.queue_target_ms).\n"
+      << "# TYPE wallet_http_capacity_per_second gauge\n"
+      << "wallet_http_capacity_per_second " << retry_returns.capacity_per_second() << "\n";
   out << "# HELP wallet_http_retry_returns_per_second Returns of clients answered 503 that one second takes at "
          "most, now.\n"
       << "# TYPE wallet_http_retry_returns_per_second gauge\n"

@@ -74,6 +74,7 @@ std::int64_t retry_calendar::book(std::int64_t at_least_s, clock::time_point now
 }
 
 void retry_calendar::answered(clock::time_point now) {
+  answered_total_.fetch_add(1, std::memory_order_relaxed);
   const std::int64_t now_s = phase_of(now) / k_phases_per_second;
   std::lock_guard lock(mutex_);
   ++fresh(answered_, now_s).count;

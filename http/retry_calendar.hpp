@@ -57,6 +57,8 @@ class retry_calendar {
   // seconds: what the server has shown it carries. Lock-free, for a check on every request;
   // brought up to date as each second ends (by the first answer after it).
   std::int64_t capacity_per_second() const { return capacity_.load(std::memory_order_relaxed); }
+  // Every answer counted so far (for /metrics).
+  std::uint64_t answered_total() const { return answered_total_.load(std::memory_order_relaxed); }
 
   struct snapshot {
     std::int64_t returns_per_second = 0;  // the room of each second, now
@@ -83,6 +85,7 @@ class retry_calendar {
   std::vector<slot> answered_;         // per second, over the capacity window
   std::int64_t capacity_second_ = -1;  // the second capacity_ was computed in
   std::atomic<std::int64_t> capacity_{0};
+  std::atomic<std::uint64_t> answered_total_{0};
 };
 
 }  // namespace api

@@ -106,9 +106,12 @@ void routes::serve_forwarded(actors::forwarded_request request, std::function<vo
   }
   // Held weakly, as the server's own exchanges are: the work behind the request holds it.
   std::weak_ptr<exchange> weak_ex = ex;
-  ex->respond = [weak_ex, done = std::move(done)](reply r) {
+  ex->respond = [weak_ex, stats = &impl_->support.stats, done = std::move(done)](reply r) {
     auto ex = weak_ex.lock();
     if (!ex || ex->answered.exchange(true)) return;
+    // It held one of this node's admission slots, so it counts in the capacity that bounds them
+    // (docs/backpressure.md), as an answer written to a client here does (server.cpp).
+    if (r.status != 503) stats->retry_returns.answered();
     r.headers.insert(r.headers.begin(), std::make_move_iterator(ex->extra_headers.begin()),
                      std::make_move_iterator(ex->extra_headers.end()));
     actors::forwarded_reply out;

@@ -210,6 +210,9 @@ TEST_F(two_nodes, credits_made_through_another_node_are_spent_by_the_holder) {
 // for all forwarded requests (their address is "cluster"): ten new payers' debits all pass.
 TEST_F(two_nodes_with_a_small_allowance, forwarded_requests_do_not_share_one_allowance_for_new_keys) {
   http_client ca(node(0).port());
+  // Every debit here reaches node 1 forwarded: each answer counts in node 1's capacity (which
+  // bounds the requests it admits, forwarded ones included), as its own clients' answers do.
+  const auto answered_before = metric_value(node(1).port(), "wallet_http_answers_total");
   for (int i = 0; i < 10; ++i) {
     const auto [user, payee, payer] = payer_held_by(ca, 1, 10);
     ASSERT_NE(payer, 0);
@@ -217,6 +220,7 @@ TEST_F(two_nodes_with_a_small_allowance, forwarded_requests_do_not_share_one_all
     EXPECT_EQ(r.status, 201) << "payer " << i << ": " << r.body;
   }
   EXPECT_GE(metric_value(node(0).port(), "wallet_cluster_forwarded_requests_total"), 10);
+  EXPECT_GE(metric_value(node(1).port(), "wallet_http_answers_total"), answered_before + 10);
 }
 
 // A batch whose payer's partition the other node holds is forwarded there, atomic or not, and
