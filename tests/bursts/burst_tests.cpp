@@ -39,10 +39,13 @@ void generous_limits(ts::server_process::options& o) {
 // neither of which a limit this small takes (ratelimit::lease_size, local_share_for): every
 // decision is Redis's, so these tests count exactly, however slow the client. A lease of the whole burst of 5, expiring with one token spent, would refuse the
 // next write of a client that came back after the lease.
+// A busy machine's stall must not turn a decision into a fallback either: Redis is given 5 s a
+// command (the outage tests, which want the fallback, set their own).
 void small_write_limits(ts::server_process::options& o) {
   generous_limits(o);
   o.env["WALLET_RATELIMIT_RATE_PER_SECOND"] = "1";
   o.env["WALLET_RATELIMIT_BURST"] = "5";
+  o.env["WALLET_REDIS_COMMAND_TIMEOUT_MS"] = "5000";
 }
 constexpr int write_burst = 5;
 
@@ -279,6 +282,7 @@ TEST_P(RedisOutage, FailsOpenToTheSameLimitsAndRecovers) {
   small_write_limits(o);
   o.env["WALLET_REDIS_URL"] = redis.url();
   o.env["WALLET_REDIS_RETRY_INTERVAL_MS"] = "200";
+  o.env["WALLET_REDIS_COMMAND_TIMEOUT_MS"] = "50";
   own_server s(o);
   auto& [server, c, op] = s;
   auto alice = ts::create_principal(c, op.key);

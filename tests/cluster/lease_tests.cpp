@@ -145,7 +145,12 @@ TEST_F(leases, the_first_node_fixes_the_partition_count) {
 
 TEST_F(leases, partition_of_is_stable_and_spreads_ids) {
   // The mapping is part of the data's meaning: fixed values, and consecutive ids spread evenly.
-  EXPECT_EQ(cluster::partition_of(1, 16), cluster::partition_of(1, 16));
+  EXPECT_EQ(cluster::partition_of(1, 16), 1);
+  EXPECT_EQ(cluster::partition_of(2, 16), 14);
+  EXPECT_EQ(cluster::partition_of(3, 16), 13);
+  EXPECT_EQ(cluster::partition_of(1'000, 16), 8);
+  EXPECT_EQ(cluster::partition_of(42, 64), 21);
+  EXPECT_EQ(cluster::partition_of(1'000'000'000'000, 64), 56);
   std::vector<int> counts(k_partitions, 0);
   for (ledger::account_id id = 1; id <= 16'000; ++id) ++counts[cluster::partition_of(id, k_partitions)];
   for (int c : counts) {

@@ -215,8 +215,10 @@ TEST_F(webhooks_e2e, a_receiver_that_fails_three_times_gets_every_event_once_it_
     EXPECT_EQ(field(list[i], "lastStatusCode"), "200");
     EXPECT_EQ(field(list[i], "nextAttemptAt"), "null");
   }
+  // The counters move after the rows commit: waited for, not read once.
+  EXPECT_TRUE(eventually([&] { return metric_value(server.port(), "wallet_webhook_deliveries_sent_total") == 5; },
+                         std::chrono::seconds(30), std::chrono::milliseconds(20)));
   EXPECT_EQ(metric_value(server.port(), "wallet_webhook_retries_total"), 3);
-  EXPECT_EQ(metric_value(server.port(), "wallet_webhook_deliveries_sent_total"), 5);
   EXPECT_EQ(metric_value(server.port(), "wallet_webhook_deliveries_failed_total"), 0);
 }
 
@@ -1022,7 +1024,9 @@ TEST_F(webhooks_e2e, a_kept_answer_past_its_retention_is_deleted_and_its_key_nam
 
   ASSERT_TRUE(
       eventually([&] { return kept("kept-old") == "0"; }, std::chrono::seconds(30), std::chrono::milliseconds(20)));
-  EXPECT_EQ(metric_value(server.port(), "wallet_replays_pruned_total"), 1);
+  // The counter moves after the delete commits.
+  EXPECT_TRUE(eventually([&] { return metric_value(server.port(), "wallet_replays_pruned_total") == 1; },
+                         std::chrono::seconds(30), std::chrono::milliseconds(20)));
   EXPECT_EQ(kept("kept-young"), "1");
 
   const auto young_again = register_under("kept-young");

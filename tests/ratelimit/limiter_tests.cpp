@@ -32,10 +32,16 @@ using test_support::redis_process;
 constexpr std::int64_t burst = 10;
 constexpr std::int64_t window_ms = 2000;
 
-config::redis_settings redis_at(const std::string& url) {
+// Redis command timeouts: tests against the shared Redis expect every decision to be Redis's, so a
+// loaded machine's stall must not turn one into a fallback; tests that kill or pause a Redis of
+// their own want the limiter to give up on it quickly.
+constexpr std::int64_t k_patient_ms = 5'000;
+constexpr std::int64_t k_fault_ms = 50;
+
+config::redis_settings redis_at(const std::string& url, std::int64_t command_timeout_ms = k_patient_ms) {
   config::redis_settings s;
   s.url = url;
-  s.command_timeout_ms = 50;
+  s.command_timeout_ms = command_timeout_ms;
   s.connections = 2;
   s.retry_interval_ms = 100;
   return s;
@@ -315,7 +321,7 @@ TEST(limiter_redis, killed_redis_fails_open_then_recovers) {
   // decides again within a few retry intervals.
   redis_process server(test_support::free_port());
   ASSERT_NO_THROW(server.start());
-  limiter l(redis_at(server.url()), small_limits());
+  limiter l(redis_at(server.url(), k_fault_ms), small_limits());
   ASSERT_FALSE(check_now(l, unique_principal()).fallback);
 
   server.kill();
@@ -365,7 +371,7 @@ TEST(limiter_redis, paused_redis_times_out_to_fallback) {
   // continued Redis decides again.
   redis_process server(test_support::free_port());
   ASSERT_NO_THROW(server.start());
-  limiter l(redis_at(server.url()), small_limits());
+  limiter l(redis_at(server.url(), k_fault_ms), small_limits());
   ASSERT_FALSE(check_now(l, unique_principal()).fallback);
 
   server.pause();
@@ -396,7 +402,7 @@ TEST(limiter_redis, full_queue_decides_in_process_without_waiting) {
   // Redis as failed, and every check still gets its callback.
   redis_process server(test_support::free_port());
   ASSERT_NO_THROW(server.start());
-  config::redis_settings redis = redis_at(server.url());
+  config::redis_settings redis = redis_at(server.url(), k_fault_ms);
   redis.connections = 1;
   redis.command_timeout_ms = 3000;
   limiter_bounds bounds;
@@ -518,7 +524,7 @@ TEST(limiter_redis, every_callback_runs_once_on_shutdown) {
     {
       config::ratelimit_settings limits = small_limits();
       limits.lease_tokens = lease;
-      limiter l(redis_at(server.url()), limits);
+      limiter l(redis_at(server.url(), k_fault_ms), limits);
       ASSERT_FALSE(check_now(l, unique_principal()).fallback);
       if (paused) server.pause();
       const std::int64_t principal = unique_principal();
@@ -804,7 +810,7 @@ TEST(limiter_local, a_process_whose_renewals_stop_keeps_back_processes_max_and_a
   limits.processes_max = 3;
   limiter_bounds bounds = own_roster();
   bounds.roster_timing_override->fresh_ms = 300;
-  limiter l(redis_at(server.url()), limits, bounds);
+  limiter l(redis_at(server.url(), k_fault_ms), limits, bounds);
   const auto counted_alone = [](const limiter::stats& s) { return s.processes_counted == 1 && s.local_ready; };
   ASSERT_TRUE(wait_for_stats(l, counted_alone));
 
