@@ -238,8 +238,12 @@ TEST(destination_judge, a_name_that_does_not_resolve_in_time_is_refused_then) {
   EXPECT_EQ(names.lookups("slow.test"), 1);
 
   names.release();
-  // The same name again: its first lookup's answer, or a lookup of its own, but an answer.
-  EXPECT_EQ(judge->refused("slow.test", true), std::nullopt);
+  // The same name again: its first lookup's answer, or a lookup of its own, but an answer. Asked
+  // until it comes within the 50 ms (the one lookup thread may first have to finish the first
+  // lookup on a busy machine), 1,200 times (a minute) at most.
+  bool answered = false;
+  for (int asked = 0; asked < 1'200 && !answered; ++asked) answered = !judge->refused("slow.test", true).has_value();
+  EXPECT_TRUE(answered);
   const auto loopback = judge->refused("slow.test", false);
   ASSERT_TRUE(loopback.has_value());
   // A name is refused in one way, whatever it resolves to (the log says what).

@@ -644,13 +644,15 @@ TEST(limiter_leases, leftovers_expire_and_the_next_check_asks_redis) {
   // A lease's spare tokens are spent locally while it lives; once lease_ms have passed the next
   // check asks Redis again, and the unspent tokens are counted as expired.
   const std::string url = test_support::redis_url();
-  constexpr std::int64_t lease_ms = 1000;
+  constexpr std::int64_t lease_ms = 3000;
   // 2,000 per 10 s: leases of 50 (lease_size) strand at most 11 x 49 of it.
   limiter l(redis_at(url), leasing_limits(2000, 50, lease_ms));
   ratelimit_test::wait_for_window_room(url, leasing_window_ms, 5s);
   const std::int64_t principal = unique_principal();
   const auto leased_at = std::chrono::steady_clock::now();
   const decision first = check_now(l, principal);
+  // The lease lives from when its command was sent, which is before this.
+  const auto first_answered = std::chrono::steady_clock::now();
   ASSERT_TRUE(first.allowed);
   EXPECT_EQ(first.remaining, 1999);
   const decision second = check_now(l, principal);
@@ -665,7 +667,7 @@ TEST(limiter_leases, leftovers_expire_and_the_next_check_asks_redis) {
   ASSERT_TRUE(within_lease) << "the machine is too slow to observe a local spend within " << lease_ms << " ms";
 
   // Once the lease's time has certainly passed, the next check goes to Redis.
-  std::this_thread::sleep_until(leased_at + std::chrono::milliseconds(lease_ms + 50));
+  std::this_thread::sleep_until(first_answered + std::chrono::milliseconds(lease_ms + 10));
   const decision after = check_now(l, principal);
   EXPECT_TRUE(after.allowed);
   stats = l.snapshot();
