@@ -37,11 +37,12 @@ constexpr const char* k_lines_table = "settlement_report_line";
 
 // The ledger side: every transaction of the provider's types posted within the widened range, with
 // what it moved on the provider's clearing accounts (and their shards), and whether it was posted
-// within the period the report covers.
+// within the period the report covers; and the settledAt of the line an earlier import paired it
+// with (NULL: none).
 constexpr const char* k_create_posted_sql =
     "CREATE TEMP TABLE IF NOT EXISTS settlement_posted ("
     "  transaction_id UUID NOT NULL, type TEXT NOT NULL, payment_id TEXT, amount BIGINT NOT NULL,"
-    "  currency TEXT NOT NULL, created_at TIMESTAMPTZ NOT NULL, in_period BOOLEAN NOT NULL"
+    "  currency TEXT NOT NULL, created_at TIMESTAMPTZ NOT NULL, in_period BOOLEAN NOT NULL, paired_us BIGINT"
     ") ON COMMIT DELETE ROWS";
 
 // One row per (payment id, type) of either side: the lines paired exactly, and what is left on
@@ -54,10 +55,11 @@ constexpr const char* k_create_compare_sql =
     ") ON COMMIT DELETE ROWS";
 
 // One row per report line paired exactly with a ledger transaction: what an open exception must
-// find of itself before an import resolves it.
+// find of itself before an import resolves it, and what settlement_pairing keeps.
 constexpr const char* k_create_paired_sql =
     "CREATE TEMP TABLE IF NOT EXISTS settlement_paired ("
-    "  transaction_id UUID NOT NULL, payment_id TEXT NOT NULL, type TEXT NOT NULL, amount BIGINT NOT NULL"
+    "  transaction_id UUID NOT NULL, payment_id TEXT NOT NULL, type TEXT NOT NULL, amount BIGINT NOT NULL,"
+    "  settled_us BIGINT NOT NULL"
     ") ON COMMIT DELETE ROWS";
 
 // Statistics for the planner of the match (a temporary table has none by itself).
@@ -97,7 +99,8 @@ const std::string k_period_start_sql =
 // margin around them, $5 the start of its period; microseconds).
 constexpr const char* k_fill_posted = "settlement_fill_posted";
 const std::string k_fill_posted_sql =
-    "INSERT INTO pg_temp.settlement_posted (transaction_id, type, payment_id, amount, currency, created_at, in_period)"
+    "INSERT INTO pg_temp.settlement_posted (transaction_id, type, payment_id, amount, currency, created_at, in_period,"
+    "                                       paired_us)"
     " WITH clearing AS ("
     "   SELECT id FROM account WHERE system_role = 'clearing:' || $1"
     "   UNION ALL"
@@ -106,6 +109,7 @@ const std::string k_fill_posted_sql =
     " SELECT t.id, t.type, t.metadata ->> 'paymentId', abs(sum(e.amount))::bigint, min(e.currency), t.created_at,"
     "        t.created_at BETWEEN " +
     from_us("$5") + " AND " + from_us("$3") +
+    ",       (SELECT sp.settled_us FROM settlement_pairing sp WHERE sp.transaction_id = t.id)"
     "   FROM journal_transaction t"
     "  CROSS JOIN LATERAL (SELECT e.amount, e.currency, e.account_id FROM ledger_entry e WHERE " +
     entries_of_sql("e", "t") +
@@ -123,30 +127,48 @@ const std::string k_fill_posted_sql =
 
 // The match. Report lines pair with ledger transactions of the same payment id, type, amount and
 // currency, one to one (so that two refunds of one payment, reported one at a time, each find
-// theirs). What is left of a key is a difference: on both sides, an amount mismatch; in the report
-// only, settled but not posted; in the ledger only, posted but not settled, if it was posted within
-// the report's period (before it, a report of its own settled it; the margin only lets late
-// settlements find their transaction). A transaction without a payment id pairs with nothing.
-// The pairs themselves are kept too (settlement_paired).
+// theirs). A transaction an earlier import paired (settlement_pairing) pairs only with a line of
+// the same key and the same settledAt, the line that settled it (the same report imported again,
+// or one that overlaps it): it is in `slot` settledAt, which other lines do not enter, so a line
+// the provider lists again in a later report is left over, and a later line of the same amount
+// finds the transaction no report has settled yet. One already settled by a line this report does
+// not hold is left out. What is left of a key is a difference: on both sides, an amount mismatch;
+// in the report only, settled but not posted; in the ledger only, posted but not settled, if it was
+// posted within the report's period (before it, a report of its own settled it; the margin only
+// lets late settlements find their transaction). A transaction without a payment id pairs with
+// nothing. The pairs themselves are kept too (settlement_paired).
 constexpr const char* k_match = "settlement_match";
 const std::string k_match_sql =
-    "WITH ledger_n AS ("
-    "   SELECT *, row_number() OVER (PARTITION BY payment_id, type, amount, currency"
-    "                                ORDER BY created_at, transaction_id) AS n"
-    "     FROM pg_temp.settlement_posted WHERE payment_id IS NOT NULL"
+    "WITH line_keys AS ("
+    "   SELECT DISTINCT payment_id, type, amount, currency, settled_us FROM pg_temp.settlement_report_line"
+    " ), settled_before AS ("
+    "   SELECT DISTINCT payment_id, type, amount, currency, paired_us FROM pg_temp.settlement_posted"
+    "    WHERE paired_us IS NOT NULL AND payment_id IS NOT NULL"
+    " ), ledger_n AS ("
+    "   SELECT p.*, p.paired_us AS slot,"
+    "          row_number() OVER (PARTITION BY p.payment_id, p.type, p.amount, p.currency, p.paired_us"
+    "                             ORDER BY p.created_at, p.transaction_id) AS n"
+    "     FROM pg_temp.settlement_posted p"
+    "     LEFT JOIN line_keys k ON p.paired_us IS NOT NULL AND k.payment_id = p.payment_id AND k.type = p.type"
+    "      AND k.amount = p.amount AND k.currency = p.currency AND k.settled_us = p.paired_us"
+    "    WHERE p.payment_id IS NOT NULL AND (p.paired_us IS NULL OR k.settled_us IS NOT NULL)"
     " ), report_n AS ("
-    "   SELECT *, row_number() OVER (PARTITION BY payment_id, type, amount, currency ORDER BY settled_us) AS n"
-    "     FROM pg_temp.settlement_report_line"
+    "   SELECT r.*, b.paired_us AS slot,"
+    "          row_number() OVER (PARTITION BY r.payment_id, r.type, r.amount, r.currency, b.paired_us"
+    "                             ORDER BY r.settled_us) AS n"
+    "     FROM pg_temp.settlement_report_line r"
+    "     LEFT JOIN settled_before b ON b.payment_id = r.payment_id AND b.type = r.type AND b.amount = r.amount"
+    "      AND b.currency = r.currency AND b.paired_us = r.settled_us"
     " ), pairs AS ("
     "   SELECT COALESCE(l.payment_id, r.payment_id) AS payment_id, COALESCE(l.type, r.type) AS type,"
     "          l.transaction_id, l.amount AS l_amount, l.currency AS l_currency, l.created_at, l.in_period,"
     "          r.amount AS r_amount, r.currency AS r_currency, r.settled_us"
     "     FROM ledger_n l FULL JOIN report_n r"
     "       ON r.payment_id = l.payment_id AND r.type = l.type AND r.amount = l.amount AND r.currency = l.currency"
-    "      AND r.n = l.n"
+    "      AND r.slot IS NOT DISTINCT FROM l.slot AND r.n = l.n"
     " ), paired AS ("
-    "   INSERT INTO pg_temp.settlement_paired (transaction_id, payment_id, type, amount)"
-    "   SELECT transaction_id, payment_id, type, l_amount FROM pairs"
+    "   INSERT INTO pg_temp.settlement_paired (transaction_id, payment_id, type, amount, settled_us)"
+    "   SELECT transaction_id, payment_id, type, l_amount, settled_us FROM pairs"
     "    WHERE transaction_id IS NOT NULL AND r_amount IS NOT NULL"
     " ), keys AS ("
     "   SELECT payment_id, type,"
@@ -187,6 +209,14 @@ constexpr const char* k_match_counts_sql =
     "SELECT count(*) FILTER (WHERE kind = 'posted_not_settled'), count(*) FILTER (WHERE kind = 'settled_not_posted'),"
     "       count(*) FILTER (WHERE kind = 'amount_mismatch'), COALESCE(sum(paired_lines), 0)::bigint"
     "  FROM pg_temp.settlement_compare";
+
+// The pairs of import $1, kept for the imports after it; a transaction paired again (the same
+// report imported again) keeps its first pair.
+constexpr const char* k_keep_pairs = "settlement_keep_pairs";
+constexpr const char* k_keep_pairs_sql =
+    "INSERT INTO settlement_pairing (transaction_id, settled_us, import_id)"
+    " SELECT transaction_id, settled_us, $1 FROM pg_temp.settlement_paired"
+    " ON CONFLICT (transaction_id) DO NOTHING";
 
 constexpr const char* k_next_import_id = "settlement_next_import_id";
 constexpr const char* k_next_import_id_sql = "SELECT nextval('settlement_import_id_seq')";
@@ -309,6 +339,7 @@ void prepare_statements(pqxx::connection& conn) {
       {k_update_open, k_update_open_sql},
       {k_insert_exceptions, k_insert_exceptions_sql},
       {k_insert_import, k_insert_import_sql},
+      {k_keep_pairs, k_keep_pairs_sql},
       {k_list_all, k_list_all_sql},
       {k_list_by_status, k_list_by_status_sql},
       {k_resolve, k_resolve_sql},
@@ -492,6 +523,7 @@ settlement_import_outcome import_settlement_report(pqxx::connection& conn, const
   s.settled_to = row[1].as<std::string>();
   s.checked_from = row[2].as<std::string>();
   s.created_at = row[3].as<std::string>();
+  txn.exec_prepared0(k_keep_pairs, s.import_id);
   txn.commit();
   return out;
 }
