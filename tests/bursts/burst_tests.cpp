@@ -1173,12 +1173,28 @@ TEST(Shedding, DatabaseOutageUnderLoadRecoversWithoutRestart) {
       }
     });
   }
-  std::this_thread::sleep_for(1s);
+  // Under load first (some payments answered), then the database away until the server says so.
+  const auto answered = [&] {
+    std::lock_guard lock(mutex);
+    return answers.size();
+  };
+  EXPECT_TRUE(ts::eventually([&] { return answered() >= 20; }, 60s, 20ms));
   relay.cut();
-  std::this_thread::sleep_for(2s);
-  auto ready = c.request("GET", "/readyz");
-  EXPECT_EQ(ready.status, 503) << ready.body;
+  ts::response ready;
+  EXPECT_TRUE(ts::eventually(
+      [&] {
+        ready = c.request("GET", "/readyz");
+        return ready.status == 503;
+      },
+      60s, 100ms))
+      << ready.body;
   EXPECT_EQ(code_of(ready), "database_unavailable") << ready.body;
+  // And the clients meet the outage before the database comes back.
+  const auto refused = [&] {
+    std::lock_guard lock(mutex);
+    return std::count_if(answers.begin(), answers.end(), [](const outcome& a) { return a.status == 503; });
+  };
+  EXPECT_TRUE(ts::eventually([&] { return refused() > 0; }, 60s, 20ms));
   relay.restore();
   restored = true;
   ts::eventually([&] { return created_after_restore.load() >= 20; }, 30s, 50ms);
@@ -1212,7 +1228,7 @@ TEST(Shedding, DatabaseOutageUnderLoadRecoversWithoutRestart) {
   // Every refused key, retried with the same key, learns its true outcome: one transaction.
   for (const auto& key : unavailable) {
     ts::response r;
-    for (int attempt = 0; attempt < 20; ++attempt) {
+    for (int attempt = 0; attempt < 300; ++attempt) {  // a minute at most
       r = c.post("/v1/transfers", payer.key, transfer_body(from, to, 1), key);
       if (r.status != 503) break;
       std::this_thread::sleep_for(200ms);
