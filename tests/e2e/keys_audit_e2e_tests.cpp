@@ -92,6 +92,15 @@ class KeysAuditE2E : public ts::shared_server_test<KeysAuditE2E> {
     return 0;
   }
 
+  // A second server that trusts a key it has seen for `ttl_ms` (auth.key_cache_ttl_ms): with an
+  // hour, a key revoked through the suite's server is still known there.
+  static ts::server_process::options trusting_keys_for(const char* ttl_ms) {
+    ts::server_process::options o;
+    o.env = ts::unlimited_rates();
+    o.env["WALLET_AUTH_KEY_CACHE_TTL_MS"] = ttl_ms;
+    return o;
+  }
+
   // Whether `key` authenticates: 200 on a read of its own keys, 401 when it does not.
   static int status_with(ts::http_client& c, const std::string& key, std::int64_t principal) {
     return c.get(keys_path(principal), key).status;
@@ -243,14 +252,8 @@ TEST_F(KeysAuditE2E, KeysAreManagedByTheirPrincipalOrAnOperatorWithinTheirBounds
 // refusal on B is its TTL at work and not the absence of a cache. Restarted, C no longer loads
 // the revoked key.
 TEST_F(KeysAuditE2E, ARevokedKeyStopsWorkingOnAnotherServerWithinItsTtl) {
-  auto options = [](const char* ttl_ms) {
-    ts::server_process::options o;
-    o.env = ts::unlimited_rates();
-    o.env["WALLET_AUTH_KEY_CACHE_TTL_MS"] = ttl_ms;
-    return o;
-  };
-  ts::server_process short_ttl(options("300"));
-  ts::server_process long_ttl(options("3600000"));
+  ts::server_process short_ttl(trusting_keys_for("300"));
+  ts::server_process long_ttl(trusting_keys_for("3600000"));
   ts::http_client a(port());
   ts::http_client b(short_ttl.port());
   ts::http_client cc(long_ttl.port());
@@ -291,10 +294,7 @@ TEST_F(KeysAuditE2E, ARevokedKeyStopsWorkingOnAnotherServerWithinItsTtl) {
 // stolen key cannot outlive its revocation by minting a fresh one. An operator's revocation of
 // every key of a principal at once leaves no key of it able to make another.
 TEST_F(KeysAuditE2E, ARevokedKeyMakesAndRevokesNoKeyOnAServerThatStillKnowsIt) {
-  ts::server_process::options o;
-  o.env = ts::unlimited_rates();
-  o.env["WALLET_AUTH_KEY_CACHE_TTL_MS"] = "3600000";
-  ts::server_process long_ttl(o);
+  ts::server_process long_ttl(trusting_keys_for("3600000"));
   ts::http_client a(port());
   ts::http_client cc(long_ttl.port());
   const auto active_keys = [](std::int64_t principal) {
@@ -347,10 +347,7 @@ TEST_F(KeysAuditE2E, ARevokedKeyMakesAndRevokesNoKeyOnAServerThatStillKnowsIt) {
 // a principal (with its API key), a provider or a provider's new signing secret is 401 there, and
 // nothing is made or changed.
 TEST_F(KeysAuditE2E, ARevokedOperatorKeyMakesNoPrincipalNorProviderSecretOnAServerThatStillKnowsIt) {
-  ts::server_process::options o;
-  o.env = ts::unlimited_rates();
-  o.env["WALLET_AUTH_KEY_CACHE_TTL_MS"] = "3600000";
-  ts::server_process long_ttl(o);
+  ts::server_process long_ttl(trusting_keys_for("3600000"));
   ts::http_client a(port());
   ts::http_client cc(long_ttl.port());
   const auto boss = ts::create_operator();
