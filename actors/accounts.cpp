@@ -200,10 +200,11 @@ bool apply_rows(account_actor_state& st, const std::vector<persistence::row_stat
 // as credited, and their sum is short of what the account holds. While the rows may include
 // debits in flight, what those reserve is left out, so that no debit is counted twice: a debit is
 // then refused only when it would not fit even if every debit in flight were in the rows already.
-std::optional<ledger::amount_minor> refusable_funds(const account_actor_state& st) {
+// `committed`: committed_total(st), which the caller has summed already.
+std::optional<ledger::amount_minor> refusable_funds(const account_actor_state& st, ledger::amount_minor committed) {
   if (!balances_known(st) || !may_refuse_before_writer(st) || st.rows.size() > 1) return std::nullopt;
   const auto held = std::max<ledger::amount_minor>(st.held, 0);
-  return committed_total(st) - held - (st.rows_may_include_reserved ? 0 : st.reserved);
+  return committed - held - (st.rows_may_include_reserved ? 0 : st.reserved);
 }
 
 void start_load(account_actor* self) {
@@ -307,11 +308,12 @@ void process(account_actor* self, debit_request& req, const reply_sink& sink) {
   // Active holds keep their money from every debit but their own capture, which releases its hold
   // as it pays (migration 011).
   const ledger::amount_minor releases = posting.posting.releases_held;
-  const ledger::amount_minor available = committed_total(st) - st.reserved - std::max<ledger::amount_minor>(st.held, 0);
+  const ledger::amount_minor committed = committed_total(st);
+  const ledger::amount_minor available = committed - st.reserved - std::max<ledger::amount_minor>(st.held, 0);
   const ledger::amount_minor amount = posting.posting.amount;
   const bool places_hold = posting.rows && posting.rows->hold &&
                            posting.rows->hold->what == persistence::flow_rows::hold_change::kind::place;
-  const auto refusable = refusable_funds(st);
+  const auto refusable = refusable_funds(st, committed);
   if (refusable && *refusable + releases < amount && !takes_what_is_there && !takes_at_most) {
     money_result r = places_hold ? refusal(ledger::error_code::hold_exceeds_available,
                                            "the account's available money is less than this hold")
@@ -428,7 +430,7 @@ void decide_run(account_actor* self, debit_run& run) {
   }
   std::sort(shards.begin(), shards.end());
   // As for a single debit: active holds keep their money from a batch's items too.
-  const auto refusable = refusable_funds(st);
+  const auto refusable = refusable_funds(st, committed_total(st));
   ledger::amount_minor available = refusable.value_or(0);
   ledger::amount_minor reserved = 0;
   d.decided.resize(n);
