@@ -1246,6 +1246,12 @@ TEST(Shedding, DatabaseOutageUnderLoadRecoversWithoutRestart) {
     EXPECT_EQ(r.status, 201) << key << ": " << r.body;
   }
   EXPECT_EQ(journal_count(payer.id, unavailable), static_cast<int>(unavailable.size()));
+  // Reads go through the readers, each of which reconnects on its own backoff: once both accounts
+  // read again (a minute at most), their balances are checked.
+  for (const auto& [key, account] : {std::pair{payer.key, from}, std::pair{payee.key, to}}) {
+    EXPECT_TRUE(
+        ts::eventually([&] { return c.get("/v1/accounts/" + std::to_string(account), key).status == 200; }, 60s, 50ms));
+  }
   const auto moved = static_cast<std::int64_t>(created.size() + unavailable.size());
   EXPECT_EQ(ts::balance(c, payer.key, from), funded - moved);
   EXPECT_EQ(ts::balance(c, payee.key, to), moved);
